@@ -1,0 +1,157 @@
+//! Wire shapes shared by every hookbox crate: the six built-in tool names, a tool call, and the
+//! JSON payload that hook handlers receive.
+//!
+//! This crate is serde-only. It must not do I/O, spawn processes or know about sandboxes, hooks
+//! configuration files or the HTTP API; those live in the crates that depend on it.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// The built-in sandbox tools that hooks can gate. Hooks never fire for other tools
+/// (client-side `function` calls, MCP tools).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolName {
+    CodeExecution,
+    ViewFile,
+    WriteToFile,
+    ReplaceFileContent,
+    ListDir,
+    DeleteFile,
+}
+
+impl ToolName {
+    /// Every tool, in the order the reference documentation lists them.
+    pub const ALL: [ToolName; 6] = [
+        ToolName::CodeExecution,
+        ToolName::ViewFile,
+        ToolName::WriteToFile,
+        ToolName::ReplaceFileContent,
+        ToolName::ListDir,
+        ToolName::DeleteFile,
+    ];
+
+    /// The name as the model, the hooks matcher and the payload see it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ToolName::CodeExecution => "code_execution",
+            ToolName::ViewFile => "view_file",
+            ToolName::WriteToFile => "write_to_file",
+            ToolName::ReplaceFileContent => "replace_file_content",
+            ToolName::ListDir => "list_dir",
+            ToolName::DeleteFile => "delete_file",
+        }
+    }
+}
+
+impl fmt::Display for ToolName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A name that is not one of the six built-in tools.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown tool `{0}` (expected one of: code_execution, view_file, write_to_file, replace_file_content, list_dir, delete_file)")]
+pub struct UnknownTool(pub String);
+
+impl FromStr for ToolName {
+    type Err = UnknownTool;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        ToolName::ALL
+            .into_iter()
+            .find(|t| t.as_str() == s)
+            .ok_or_else(|| UnknownTool(s.to_owned()))
+    }
+}
+
+/// The two lifecycle events hooks can attach to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HookEvent {
+    /// Just before the tool runs; handlers may deny.
+    PreToolExecution,
+    /// Right after the tool ran; output is ignored.
+    PostToolExecution,
+}
+
+impl HookEvent {
+    /// The key of this event in a hooks group.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            HookEvent::PreToolExecution => "pre_tool_execution",
+            HookEvent::PostToolExecution => "post_tool_execution",
+        }
+    }
+}
+
+impl fmt::Display for HookEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One call of a built-in tool, as the model made it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub name: ToolName,
+    /// The tool's arguments exactly as the model sent them.
+    pub args: serde_json::Value,
+}
+
+/// The JSON document a hook handler receives on stdin (command) or as the POST body (http).
+///
+/// Field order matters to people reading it, so it follows the reference documentation:
+/// `tool_call`, `environment_id`, then `error` (post hooks only, and only when there was an
+/// error), then hookbox's own addition `hook_event_name`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HookPayload {
+    pub tool_call: ToolCall,
+    pub environment_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub hook_event_name: HookEvent,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_names_round_trip() {
+        for tool in ToolName::ALL {
+            assert_eq!(tool.as_str().parse::<ToolName>(), Ok(tool));
+            let json = serde_json::to_string(&tool).unwrap();
+            assert_eq!(json, format!("\"{}\"", tool.as_str()));
+        }
+        assert!("read_file".parse::<ToolName>().is_err());
+    }
+
+    #[test]
+    fn payload_matches_reference_shape_and_omits_absent_error() {
+        let payload = HookPayload {
+            tool_call: ToolCall {
+                name: ToolName::CodeExecution,
+                args: serde_json::json!({"code": "rm -rf /tmp/forbidden", "language": "bash"}),
+            },
+            environment_id: "env_xyz789".into(),
+            error: None,
+            hook_event_name: HookEvent::PreToolExecution,
+        };
+        let json = serde_json::to_string(&payload).unwrap();
+        assert_eq!(
+            json,
+            r#"{"tool_call":{"name":"code_execution","args":{"code":"rm -rf /tmp/forbidden","language":"bash"}},"environment_id":"env_xyz789","hook_event_name":"pre_tool_execution"}"#
+        );
+        let with_error = HookPayload {
+            error: Some("boom".into()),
+            hook_event_name: HookEvent::PostToolExecution,
+            ..payload
+        };
+        let value: serde_json::Value = serde_json::to_value(&with_error).unwrap();
+        assert_eq!(value["error"], "boom");
+    }
+}

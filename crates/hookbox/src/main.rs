@@ -1,0 +1,21 @@
+//! The `hookbox` command line. Parses arguments, sets up logging and hands each subcommand to its
+//! module under `cli/`. Library crates do the work; this crate only wires them together and is
+//! the one place where errors become `anyhow` and exit codes.
+
+mod cli;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let args = cli::Cli::parse();
+    cli::init_logging(args.verbose);
+    match cli::run(args) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
