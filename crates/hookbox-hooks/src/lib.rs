@@ -3,8 +3,21 @@
 //! failing open on every handler failure and tracing each decision.
 //!
 //! It owns the contract in `shared/spec/hooks.md` and nothing else: it must not build sandboxes,
-//! open network policy or know the HTTP API. Commands run through a [`runner::CommandRunner`] and
-//! HTTP handlers through an [`http::HttpPoster`] that other crates provide.
+//! enforce network policy or know the HTTP API. Commands run through a [`runner::CommandRunner`]
+//! and HTTP handlers through an [`http::HttpPoster`] that other crates provide.
+//!
+//! Reading order: [`discover`] (where files come from) → [`config`] (what they mean) →
+//! [`matcher`] (which tools a rule covers) → [`engine`] (running handlers and deciding).
 
+pub mod config;
+pub mod diagnostic;
+pub mod discover;
+pub mod engine;
 pub mod http;
+pub mod matcher;
 pub mod runner;
+
+pub use config::HooksConfig;
+pub use diagnostic::{Diagnostic, Severity};
+pub use discover::{HooksCache, Loaded, load_from_root};
+pub use engine::{Decision, Dispatch, Failure, HandlerTrace, HookEngine, Outcome};

@@ -163,7 +163,15 @@ pub async fn supervise(
             }
         },
         _ = tokio::time::sleep_until(deadline) => Termination::TimedOut,
-        _ = overflow_rx.wait_for(|overflowed| *overflowed) => Termination::OutputLimit,
+        () = overflowed(&mut overflow_rx) => Termination::OutputLimit,
+    };
+
+    // Overflow wins over an exit that raced with it: the reader closing its end may itself
+    // have ended the writer (SIGPIPE).
+    let termination = if *overflow_rx.borrow() {
+        Termination::OutputLimit
+    } else {
+        termination
     };
 
     // Whatever ended the run, nothing of the handler's tree may outlive it.
@@ -186,6 +194,14 @@ pub async fn supervise(
         stderr_truncated,
         duration: started.elapsed(),
     })
+}
+
+/// Resolves when a reader flags overflow; never when the readers finish without one.
+async fn overflowed(rx: &mut watch::Receiver<bool>) {
+    if rx.wait_for(|overflowed| *overflowed).await.is_err() {
+        // Both readers ended cleanly and dropped their senders: no overflow can come.
+        std::future::pending::<()>().await;
+    }
 }
 
 /// A process group we created; killing it is idempotent and best effort.
@@ -235,7 +251,9 @@ async fn read_capped<R: AsyncRead + Unpin>(
             Ok(0) | Err(_) => return,
             Ok(n) => n,
         };
-        let Ok(mut captured) = sink.lock() else { return };
+        let Ok(mut captured) = sink.lock() else {
+            return;
+        };
         let room = limit.saturating_sub(captured.bytes.len());
         if n > room {
             captured.bytes.extend_from_slice(&chunk[..room]);
@@ -258,7 +276,10 @@ fn spawn_reader<R: AsyncRead + Unpin + Send + 'static>(
     (sink, task)
 }
 
-async fn collect(sink: SharedCapture, task: Option<tokio::task::JoinHandle<()>>) -> (Vec<u8>, bool) {
+async fn collect(
+    sink: SharedCapture,
+    task: Option<tokio::task::JoinHandle<()>>,
+) -> (Vec<u8>, bool) {
     let mut escaped = false;
     if let Some(mut task) = task {
         if tokio::time::timeout(DRAIN_GRACE, &mut task).await.is_err() {
@@ -268,7 +289,10 @@ async fn collect(sink: SharedCapture, task: Option<tokio::task::JoinHandle<()>>)
         }
     }
     match sink.lock() {
-        Ok(mut captured) => (std::mem::take(&mut captured.bytes), captured.truncated || escaped),
+        Ok(mut captured) => (
+            std::mem::take(&mut captured.bytes),
+            captured.truncated || escaped,
+        ),
         Err(_) => (Vec::new(), true),
     }
 }

@@ -4,6 +4,8 @@
 //! This crate is serde-only. It must not do I/O, spawn processes or know about sandboxes, hooks
 //! configuration files or the HTTP API; those live in the crates that depend on it.
 
+pub mod api;
+
 use std::fmt;
 use std::str::FromStr;
 
@@ -54,7 +56,9 @@ impl fmt::Display for ToolName {
 
 /// A name that is not one of the six built-in tools.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown tool `{0}` (expected one of: code_execution, view_file, write_to_file, replace_file_content, list_dir, delete_file)")]
+#[error(
+    "unknown tool `{0}` (expected one of: code_execution, view_file, write_to_file, replace_file_content, list_dir, delete_file)"
+)]
 pub struct UnknownTool(pub String);
 
 impl FromStr for ToolName {

@@ -15,6 +15,9 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
 
+mod ops;
+pub use ops::{DirEntry, EntryKind, Metadata, Usage};
+
 /// Errors from confined path operations.
 #[derive(Debug, thiserror::Error)]
 pub enum RootFsError {
@@ -38,6 +41,12 @@ pub enum RootFsError {
     TooLarge { path: String, limit: u64 },
     #[error("this kernel lacks openat2(2) (Linux 5.6+), which hookbox needs to confine paths")]
     Openat2Unsupported,
+    #[error("{path}: {reason}")]
+    InvalidPath { path: String, reason: &'static str },
+    #[error("{path}: is a directory")]
+    IsADirectory { path: String },
+    #[error("{path}: not a directory")]
+    NotADirectory { path: String },
 }
 
 pub type Result<T> = std::result::Result<T, RootFsError>;
@@ -75,10 +84,16 @@ impl RootDir {
     /// Opens `path` (a sandbox path: absolute from the tree's top, or relative to it) with
     /// `flags`, resolving every component inside the tree.
     pub fn open_at(&self, path: &str, flags: OFlags, mode: Mode) -> Result<OwnedFd> {
+        // openat2 refuses flags that O_PATH ignores, so NOCTTY only goes with real opens.
+        let extra = if flags.contains(OFlags::PATH) {
+            OFlags::CLOEXEC
+        } else {
+            OFlags::CLOEXEC | OFlags::NOCTTY
+        };
         rustix::fs::openat2(
             &self.fd,
             path,
-            flags | OFlags::CLOEXEC | OFlags::NOCTTY,
+            flags | extra,
             mode,
             ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS,
         )
@@ -165,8 +180,12 @@ mod tests {
     #[test]
     fn refuses_fifo_without_blocking_and_caps_size() {
         let dir = tempfile::tempdir().unwrap();
-        rustix::fs::mkfifoat(rustix::fs::CWD, &dir.path().join("fifo"), Mode::RUSR | Mode::WUSR)
-            .unwrap();
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            dir.path().join("fifo"),
+            Mode::RUSR | Mode::WUSR,
+        )
+        .unwrap();
         std::fs::write(dir.path().join("big"), vec![b'x'; 11]).unwrap();
         let root = RootDir::open(dir.path()).unwrap();
         assert!(matches!(

@@ -1,12 +1,392 @@
-//! `hookbox hooks check` and `hookbox hooks test`.
+//! `hookbox hooks check` and `hookbox hooks test`: the hooks engine for a person at a terminal.
+//!
+//! `check` shows what the runtime will make of the hooks files (diagnostics, lint, and which
+//! tools each rule covers). `test` runs one tool call's hooks for real — real matcher, real
+//! handlers, real merge — and prints the decision trace, without running the tool itself.
 
+use std::fmt::Write as _;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
-use clap::Subcommand;
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand, ValueEnum};
+use hookbox_hooks::config::{Group, HandlerKind, HooksConfig};
+use hookbox_hooks::diagnostic::{Diagnostic, Severity};
+use hookbox_hooks::engine::{Decision, Dispatch, Outcome};
+use hookbox_hooks::http::DirectPoster;
+use hookbox_hooks::runner::CommandRunner;
+use hookbox_hooks::{HookEngine, Loaded};
+use hookbox_protocol::{HookEvent, ToolCall, ToolName};
+use hookbox_rootfs::RootDir;
 
 #[derive(Debug, Subcommand)]
-pub enum HooksCommand {}
+pub enum HooksCommand {
+    /// Validate hooks files: diagnostics, lint, and which tools each rule covers.
+    ///
+    /// With FILEs, checks those files. Otherwise discovers `/.agents/hooks.json` and
+    /// `/workspace/.agents/hooks.json` under --root, as the runtime does. Exits 1 when any
+    /// part of a file would be skipped.
+    Check(CheckArgs),
+    /// Run the hooks of one tool call for real and print the decision trace.
+    ///
+    /// Command handlers run in a sandbox whose `/` is --root, so paths such as
+    /// `/.agents/hooks-scripts/gate.py` work unchanged. The tool itself is not run.
+    Test(TestArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The directory that stands for the sandbox root `/`.
+    #[arg(long, default_value = ".")]
+    root: PathBuf,
+    /// Check these files instead of discovering them under --root.
+    files: Vec<PathBuf>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum EventArg {
+    Pre,
+    Post,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Expect {
+    Allow,
+    Deny,
+}
+
+#[derive(Debug, Args)]
+pub struct TestArgs {
+    /// The directory that stands for the sandbox root `/`.
+    #[arg(long)]
+    root: PathBuf,
+    /// The tool being called.
+    #[arg(long, value_parser = parse_tool)]
+    tool: ToolName,
+    /// The tool call's arguments, as JSON.
+    #[arg(long, default_value = "{}")]
+    args: String,
+    /// Which hooks to run.
+    #[arg(long, value_enum, default_value = "pre")]
+    event: EventArg,
+    /// With --event post: the tool's error text, passed to hooks as `error`.
+    #[arg(long)]
+    error: Option<String>,
+    /// The environment id hooks see in their payload.
+    #[arg(long, default_value = "env_local")]
+    environment_id: String,
+    /// Exit 1 unless the decision is this one (for scripts and CI).
+    #[arg(long, value_enum)]
+    expect: Option<Expect>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_tool(s: &str) -> Result<ToolName, String> {
+    s.parse::<ToolName>()
+        .map_err(|e| match hookbox_hooks::matcher::suggest_tool(s) {
+            Some(t) => format!("{e}; did you mean `{t}`?"),
+            None => e.to_string(),
+        })
+}
 
 pub fn run(cmd: HooksCommand) -> anyhow::Result<ExitCode> {
-    match cmd {}
+    match cmd {
+        HooksCommand::Check(args) => check(args),
+        HooksCommand::Test(args) => test(args),
+    }
+}
+
+fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
+    let loaded = if args.files.is_empty() {
+        let root = RootDir::open(&args.root)
+            .with_context(|| format!("cannot use {} as the sandbox root", args.root.display()))?;
+        hookbox_hooks::load_from_root(&root)
+    } else {
+        load_files(&args.files)?
+    };
+    if args.json {
+        let report = serde_json::json!({
+            "files": loaded.files,
+            "diagnostics": loaded.diagnostics,
+            "groups": loaded.config.groups.iter().map(group_json).collect::<Vec<_>>(),
+        });
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", render_check(&loaded, &args.root));
+    }
+    Ok(if loaded.has_errors() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Reads named files directly (they are the user's own files, not a sandbox tree).
+fn load_files(files: &[PathBuf]) -> anyhow::Result<Loaded> {
+    let mut loaded = Loaded::default();
+    let mut groups = Vec::new();
+    for path in files {
+        let bytes =
+            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let label = path.display().to_string();
+        let (mut file_groups, diagnostics) = hookbox_hooks::config::parse(&label, &bytes);
+        groups.append(&mut file_groups);
+        loaded.diagnostics.extend(diagnostics);
+        loaded.files.push(label);
+    }
+    loaded.config = Arc::new(HooksConfig { groups });
+    Ok(loaded)
+}
+
+fn render_check(loaded: &Loaded, root: &std::path::Path) -> String {
+    let mut out = String::new();
+    if loaded.files.is_empty() && loaded.diagnostics.is_empty() {
+        let _ = writeln!(
+            out,
+            "no hooks files under {} (looked for /.agents/hooks.json and /workspace/.agents/hooks.json)",
+            root.display()
+        );
+        return out;
+    }
+    for d in &loaded.diagnostics {
+        let _ = writeln!(out, "{d}");
+    }
+    if !loaded.diagnostics.is_empty() {
+        out.push('\n');
+    }
+    let mut current_file = None;
+    for group in &loaded.config.groups {
+        if current_file != Some(&group.file) {
+            let _ = writeln!(out, "{}", group.file);
+            current_file = Some(&group.file);
+        }
+        render_group(&mut out, group);
+    }
+    let errors = count(&loaded.diagnostics, Severity::Error);
+    let warnings = count(&loaded.diagnostics, Severity::Warning);
+    let _ = writeln!(
+        out,
+        "\n{} file(s), {} group(s): {errors} error(s), {warnings} warning(s)",
+        loaded.files.len(),
+        loaded.config.groups.len()
+    );
+    out
+}
+
+fn render_group(out: &mut String, group: &Group) {
+    let state = if group.enabled { "" } else { " (disabled)" };
+    let _ = writeln!(out, "  {}{state}", group.name);
+    for event in [HookEvent::PreToolExecution, HookEvent::PostToolExecution] {
+        for rule in group.rules(event) {
+            let tools: Vec<&str> = rule
+                .matcher
+                .matched_tools()
+                .into_iter()
+                .map(ToolName::as_str)
+                .collect();
+            let covered = if tools.is_empty() {
+                "no tool".to_owned()
+            } else {
+                tools.join(", ")
+            };
+            let _ = writeln!(
+                out,
+                "    {event}[{}] matcher {:?} → {covered}",
+                rule.index,
+                matcher_pattern(&rule.matcher)
+            );
+            for h in &rule.handlers {
+                let _ = writeln!(
+                    out,
+                    "      [{}] {} {:?} (timeout {} s)",
+                    h.index,
+                    h.kind.type_name(),
+                    h.kind.target(),
+                    h.timeout.as_secs_f64()
+                );
+            }
+        }
+    }
+}
+
+fn matcher_pattern(m: &hookbox_hooks::matcher::Matcher) -> &str {
+    use hookbox_hooks::matcher::Matcher;
+    match m {
+        Matcher::All => "*",
+        Matcher::Regex { pattern, .. } | Matcher::Invalid { pattern, .. } => pattern,
+    }
+}
+
+fn group_json(group: &Group) -> serde_json::Value {
+    let rules = |event: HookEvent| -> Vec<serde_json::Value> {
+        group
+            .rules(event)
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "index": r.index,
+                    "matcher": matcher_pattern(&r.matcher),
+                    "tools": r.matcher.matched_tools(),
+                    "handlers": r.handlers.iter().map(|h| serde_json::json!({
+                        "index": h.index,
+                        "type": h.kind.type_name(),
+                        "target": h.kind.target(),
+                        "timeout_s": h.timeout.as_secs_f64(),
+                        "headers": match &h.kind {
+                            HandlerKind::Http { headers, .. } => headers.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(),
+                            HandlerKind::Command { .. } => Vec::new(),
+                        },
+                    })).collect::<Vec<_>>(),
+                })
+            })
+            .collect()
+    };
+    serde_json::json!({
+        "name": group.name,
+        "file": group.file,
+        "enabled": group.enabled,
+        "pre_tool_execution": rules(HookEvent::PreToolExecution),
+        "post_tool_execution": rules(HookEvent::PostToolExecution),
+    })
+}
+
+fn count(diagnostics: &[Diagnostic], severity: Severity) -> usize {
+    diagnostics
+        .iter()
+        .filter(|d| d.severity == severity)
+        .count()
+}
+
+fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
+    let call_args: serde_json::Value = serde_json::from_str(&args.args)
+        .with_context(|| format!("--args is not valid JSON: {}", args.args))?;
+    if !call_args.is_object() {
+        bail!("--args must be a JSON object, like '{{\"path\": \"/workspace/a.txt\"}}'");
+    }
+    if args.error.is_some() && args.event == EventArg::Pre {
+        bail!("--error only applies to --event post");
+    }
+    let root = RootDir::open(&args.root)
+        .with_context(|| format!("cannot use {} as the sandbox root", args.root.display()))?;
+    let loaded = hookbox_hooks::load_from_root(&root);
+    let call = ToolCall {
+        name: args.tool,
+        args: call_args,
+    };
+    let engine = HookEngine::new(
+        command_runner(&args.root)?,
+        Arc::new(DirectPoster::new().context("cannot build the HTTP client")?),
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let dispatch = runtime.block_on(async {
+        match args.event {
+            EventArg::Pre => {
+                engine
+                    .pre_tool(&loaded.config, &call, &args.environment_id)
+                    .await
+            }
+            EventArg::Post => {
+                engine
+                    .post_tool(
+                        &loaded.config,
+                        &call,
+                        &args.environment_id,
+                        args.error.as_deref(),
+                    )
+                    .await
+            }
+        }
+    });
+    if args.json {
+        let report = serde_json::json!({
+            "files": loaded.files,
+            "diagnostics": loaded.diagnostics,
+            "dispatch": dispatch,
+        });
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", render_dispatch(&loaded, &dispatch));
+    }
+    let met = match (args.expect, &dispatch.decision) {
+        (None, _) | (Some(Expect::Allow), Decision::Allow) => true,
+        (Some(Expect::Deny), Decision::Deny { .. }) => true,
+        (Some(Expect::Allow), Decision::Deny { .. }) | (Some(Expect::Deny), Decision::Allow) => {
+            false
+        }
+    };
+    Ok(if met {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn render_dispatch(loaded: &Loaded, dispatch: &Dispatch) -> String {
+    let mut out = String::new();
+    for d in &loaded.diagnostics {
+        let _ = writeln!(out, "{d}");
+    }
+    let files = if loaded.files.is_empty() {
+        "none".to_owned()
+    } else {
+        loaded.files.join(", ")
+    };
+    let _ = writeln!(out, "hooks files: {files}");
+    let _ = writeln!(out, "{} {}", dispatch.event, dispatch.tool);
+    if dispatch.trace.is_empty() {
+        let _ = writeln!(out, "  no handler matches");
+    }
+    for t in &dispatch.trace {
+        let _ = writeln!(
+            out,
+            "  {} {}[{}].hooks[{}] {} {:?}",
+            t.group, dispatch.event, t.rule_index, t.handler_index, t.handler_type, t.target
+        );
+        let detail = match &t.outcome {
+            Outcome::Allow => "allow".to_owned(),
+            Outcome::Deny { reason } => format!("deny: {reason}"),
+            Outcome::FailedOpen { failure } => format!("failed open: {failure}"),
+            Outcome::Completed => "completed".to_owned(),
+            Outcome::Failed { failure } => format!("failed: {failure}"),
+            Outcome::Skipped => "skipped: an earlier handler denied".to_owned(),
+            Outcome::Disabled => "skipped: group disabled".to_owned(),
+        };
+        let _ = writeln!(out, "    → {detail} ({} ms)", t.duration_ms);
+        if let Some(stderr) = &t.stderr {
+            for line in stderr.lines() {
+                let _ = writeln!(out, "    stderr: {line}");
+            }
+        }
+    }
+    match &dispatch.decision {
+        Decision::Allow => {
+            let _ = writeln!(out, "decision: allow");
+        }
+        Decision::Deny { reason, group } => {
+            let _ = writeln!(out, "decision: deny (group {group}): {reason}");
+        }
+    }
+    out
+}
+
+/// Where `hooks test` runs command handlers: a sandbox whose `/` is `root`.
+fn command_runner(root: &std::path::Path) -> anyhow::Result<Arc<dyn CommandRunner>> {
+    let workspace = root.join("workspace");
+    Ok(Arc::new(hookbox_hooks::runner::LocalRunner {
+        cwd: Some(if workspace.is_dir() {
+            workspace
+        } else {
+            root.to_path_buf()
+        }),
+        env: Vec::new(),
+    }))
 }

@@ -1,0 +1,791 @@
+//! The hooks file schema: parsing `hooks.json` bytes into groups, rules and handlers, with a
+//! diagnostic for every malformed part.
+//!
+//! Parsing never fails as a whole and never panics. Bad JSON yields no groups and one
+//! diagnostic; a broken group, rule or handler is skipped with a diagnostic and the rest of the
+//! file still applies. Group and handler order is the order written in the file (`serde_json`
+//! is built with `preserve_order`).
+//!
+//! Decided where the reference is silent (see `shared/spec/hooks.md`):
+//! - a missing `matcher` is an error and the rule is skipped (guessing "all tools" could run an
+//!   audit hook on everything; guessing "none" would hide a gate): say it, skip it;
+//! - a non-boolean `enabled` is an error and the group keeps the default, `true`, so a typo
+//!   cannot switch a security gate off;
+//! - `timeout` must be a positive number of seconds; larger than [`MAX_TIMEOUT`] is clamped;
+//! - unknown keys are warnings (they are usually typos of a real key).
+
+use std::time::Duration;
+
+use hookbox_protocol::HookEvent;
+use serde_json::{Map, Value};
+
+use crate::diagnostic::{Diagnostic, JsonPath, Severity, describe};
+use crate::matcher::{Matcher, literal_alternatives, suggest_tool};
+
+/// Timeout of a handler that does not set one (the reference's default).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The longest timeout a handler may ask for; a hook that runs longer holds the agent hostage.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Everything the engine needs from all hooks files of an environment, in dispatch order.
+#[derive(Debug, Clone, Default)]
+pub struct HooksConfig {
+    pub groups: Vec<Group>,
+}
+
+/// One named group of rules.
+#[derive(Debug, Clone)]
+pub struct Group {
+    pub name: String,
+    /// The file this group came from, as the sandbox sees it.
+    pub file: String,
+    pub enabled: bool,
+    pub pre_tool_execution: Vec<Rule>,
+    pub post_tool_execution: Vec<Rule>,
+}
+
+impl Group {
+    /// The rules for `event`.
+    pub fn rules(&self, event: HookEvent) -> &[Rule] {
+        match event {
+            HookEvent::PreToolExecution => &self.pre_tool_execution,
+            HookEvent::PostToolExecution => &self.post_tool_execution,
+        }
+    }
+}
+
+/// A matcher and the handlers it triggers.
+#[derive(Debug, Clone)]
+pub struct Rule {
+    /// Position in the event's array in the file.
+    pub index: usize,
+    pub matcher: Matcher,
+    pub handlers: Vec<Handler>,
+}
+
+/// One handler, with its position in the rule's `hooks` array in the file.
+#[derive(Debug, Clone)]
+pub struct Handler {
+    pub index: usize,
+    pub kind: HandlerKind,
+    pub timeout: Duration,
+}
+
+/// What a handler does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HandlerKind {
+    /// A shell line run with `/bin/sh -c` in the sandbox; the event on stdin.
+    Command { command: String },
+    /// A POST of the event to `url` with extra `headers`.
+    Http {
+        url: String,
+        headers: Vec<(String, String)>,
+    },
+}
+
+impl HandlerKind {
+    /// `command` or `http`.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            HandlerKind::Command { .. } => "command",
+            HandlerKind::Http { .. } => "http",
+        }
+    }
+
+    /// The command line or URL: what identifies the handler to a person.
+    pub fn target(&self) -> &str {
+        match self {
+            HandlerKind::Command { command } => command,
+            HandlerKind::Http { url, .. } => url,
+        }
+    }
+}
+
+/// Parses one hooks file. `file` is its sandbox path, used in diagnostics and traces.
+pub fn parse(file: &str, bytes: &[u8]) -> (Vec<Group>, Vec<Diagnostic>) {
+    let mut p = Parser {
+        file,
+        diagnostics: Vec::new(),
+    };
+    let groups = p.file(bytes);
+    (groups, p.diagnostics)
+}
+
+const GROUP_KEYS: &[&str] = &["enabled", "pre_tool_execution", "post_tool_execution"];
+const RULE_KEYS: &[&str] = &["matcher", "hooks"];
+const COMMAND_KEYS: &[&str] = &["type", "command", "timeout"];
+const HTTP_KEYS: &[&str] = &["type", "url", "headers", "timeout"];
+
+struct Parser<'a> {
+    file: &'a str,
+    diagnostics: Vec<Diagnostic>,
+}
+
+impl Parser<'_> {
+    fn report(&mut self, severity: Severity, path: &JsonPath, message: impl Into<String>) {
+        self.diagnostics.push(Diagnostic {
+            severity,
+            file: self.file.to_owned(),
+            path: path.as_str().to_owned(),
+            message: message.into(),
+        });
+    }
+
+    fn error(&mut self, path: &JsonPath, message: impl Into<String>) {
+        self.report(Severity::Error, path, message);
+    }
+
+    fn warn(&mut self, path: &JsonPath, message: impl Into<String>) {
+        self.report(Severity::Warning, path, message);
+    }
+
+    fn file(&mut self, bytes: &[u8]) -> Vec<Group> {
+        let root = JsonPath::root();
+        let value: Value = match serde_json::from_slice(bytes) {
+            Ok(value) => value,
+            Err(err) => {
+                self.error(
+                    &root,
+                    format!("not valid JSON: {err}; the whole file is ignored"),
+                );
+                return Vec::new();
+            }
+        };
+        let Value::Object(groups) = value else {
+            self.error(
+                &root,
+                format!(
+                    "expected an object mapping group names to groups, found {}; the whole file is ignored",
+                    describe(&value)
+                ),
+            );
+            return Vec::new();
+        };
+        groups
+            .iter()
+            .filter_map(|(name, group)| self.group(&root.key(name), name, group))
+            .collect()
+    }
+
+    fn group(&mut self, path: &JsonPath, name: &str, value: &Value) -> Option<Group> {
+        let Value::Object(map) = value else {
+            self.error(
+                path,
+                format!(
+                    "expected a group object with pre_tool_execution and/or post_tool_execution, found {}; group skipped",
+                    describe(value)
+                ),
+            );
+            return None;
+        };
+        self.unknown_keys(path, map, GROUP_KEYS);
+        let enabled = match map.get("enabled") {
+            None => true,
+            Some(Value::Bool(b)) => *b,
+            Some(other) => {
+                self.error(
+                    &path.key("enabled"),
+                    format!(
+                        "expected true or false, found {}; the group stays enabled",
+                        describe(other)
+                    ),
+                );
+                true
+            }
+        };
+        let pre = self.rules(path, map, HookEvent::PreToolExecution);
+        let post = self.rules(path, map, HookEvent::PostToolExecution);
+        if !map.contains_key("pre_tool_execution") && !map.contains_key("post_tool_execution") {
+            self.warn(
+                path,
+                "group has neither pre_tool_execution nor post_tool_execution; it does nothing",
+            );
+        }
+        Some(Group {
+            name: name.to_owned(),
+            file: self.file.to_owned(),
+            enabled,
+            pre_tool_execution: pre,
+            post_tool_execution: post,
+        })
+    }
+
+    fn rules(&mut self, group: &JsonPath, map: &Map<String, Value>, event: HookEvent) -> Vec<Rule> {
+        let path = group.key(event.as_str());
+        match map.get(event.as_str()) {
+            None => Vec::new(),
+            Some(Value::Array(rules)) => rules
+                .iter()
+                .enumerate()
+                .filter_map(|(i, rule)| self.rule(&path.index(i), i, rule))
+                .collect(),
+            Some(other) => {
+                self.error(
+                    &path,
+                    format!(
+                        "expected an array of {{\"matcher\", \"hooks\"}} rules, found {}; {} skipped",
+                        describe(other),
+                        event
+                    ),
+                );
+                Vec::new()
+            }
+        }
+    }
+
+    fn rule(&mut self, path: &JsonPath, index: usize, value: &Value) -> Option<Rule> {
+        let Value::Object(map) = value else {
+            self.error(
+                path,
+                format!(
+                    "expected a rule object {{\"matcher\", \"hooks\"}}, found {}; rule skipped",
+                    describe(value)
+                ),
+            );
+            return None;
+        };
+        self.unknown_keys(path, map, RULE_KEYS);
+        let matcher = match map.get("matcher") {
+            Some(Value::String(pattern)) => self.matcher(&path.key("matcher"), pattern),
+            Some(other) => {
+                self.error(
+                    &path.key("matcher"),
+                    format!(
+                        "expected a regular expression string, found {}; rule skipped",
+                        describe(other)
+                    ),
+                );
+                return None;
+            }
+            None => {
+                self.error(
+                    path,
+                    "missing \"matcher\" (use \"*\" to match every tool); rule skipped",
+                );
+                return None;
+            }
+        };
+        let handlers = match map.get("hooks") {
+            Some(Value::Array(handlers)) => {
+                if handlers.is_empty() {
+                    self.warn(&path.key("hooks"), "no handlers; the rule does nothing");
+                }
+                handlers
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, h)| self.handler(&path.key("hooks").index(i), i, h))
+                    .collect()
+            }
+            Some(other) => {
+                self.error(
+                    &path.key("hooks"),
+                    format!(
+                        "expected an array of handlers, found {}; rule skipped",
+                        describe(other)
+                    ),
+                );
+                return None;
+            }
+            None => {
+                self.error(
+                    path,
+                    "missing \"hooks\" (the array of handlers); rule skipped",
+                );
+                return None;
+            }
+        };
+        Some(Rule {
+            index,
+            matcher,
+            handlers,
+        })
+    }
+
+    fn matcher(&mut self, path: &JsonPath, pattern: &str) -> Matcher {
+        let matcher = Matcher::new(pattern);
+        match &matcher {
+            Matcher::All => {}
+            Matcher::Invalid { error, .. } => {
+                let hint = if pattern.starts_with('*') {
+                    format!(
+                        " (this looks like a shell glob; the regular expression is \".{pattern}\")"
+                    )
+                } else {
+                    String::new()
+                };
+                self.error(
+                    path,
+                    format!(
+                        "invalid regular expression {pattern:?}: {error}{hint}; the rule matches no tool"
+                    ),
+                );
+            }
+            Matcher::Regex { .. } => {
+                if matcher.matched_tools().is_empty() {
+                    let message = no_tool_message(pattern);
+                    self.warn(path, message);
+                }
+            }
+        }
+        matcher
+    }
+
+    fn handler(&mut self, path: &JsonPath, index: usize, value: &Value) -> Option<Handler> {
+        let Value::Object(map) = value else {
+            self.error(
+                path,
+                format!(
+                    "expected a handler object with \"type\", found {}; handler skipped",
+                    describe(value)
+                ),
+            );
+            return None;
+        };
+        let kind = match map.get("type") {
+            Some(Value::String(t)) if t == "command" => {
+                self.unknown_keys(path, map, COMMAND_KEYS);
+                let command = self.required_string(path, map, "command")?;
+                HandlerKind::Command { command }
+            }
+            Some(Value::String(t)) if t == "http" => {
+                self.unknown_keys(path, map, HTTP_KEYS);
+                let url = self.required_string(path, map, "url")?;
+                if !self.url_ok(&path.key("url"), &url) {
+                    return None;
+                }
+                let headers = self.headers(&path.key("headers"), map.get("headers"));
+                HandlerKind::Http { url, headers }
+            }
+            Some(Value::String(t)) => {
+                self.error(
+                    &path.key("type"),
+                    format!(
+                        "unknown handler type {t:?} (expected \"command\" or \"http\"){}; handler skipped",
+                        nearest(t, &["command", "http"])
+                    ),
+                );
+                return None;
+            }
+            Some(other) => {
+                self.error(
+                    &path.key("type"),
+                    format!(
+                        "expected \"command\" or \"http\", found {}; handler skipped",
+                        describe(other)
+                    ),
+                );
+                return None;
+            }
+            None => {
+                self.error(
+                    path,
+                    "missing \"type\" (\"command\" or \"http\"); handler skipped",
+                );
+                return None;
+            }
+        };
+        let timeout = self.timeout(&path.key("timeout"), map.get("timeout"))?;
+        Some(Handler {
+            index,
+            kind,
+            timeout,
+        })
+    }
+
+    fn required_string(
+        &mut self,
+        path: &JsonPath,
+        map: &Map<String, Value>,
+        key: &str,
+    ) -> Option<String> {
+        match map.get(key) {
+            Some(Value::String(s)) if !s.trim().is_empty() => Some(s.clone()),
+            Some(Value::String(_)) => {
+                self.error(
+                    &path.key(key),
+                    format!("\"{key}\" is empty; handler skipped"),
+                );
+                None
+            }
+            Some(other) => {
+                self.error(
+                    &path.key(key),
+                    format!(
+                        "expected a string, found {}; handler skipped",
+                        describe(other)
+                    ),
+                );
+                None
+            }
+            None => {
+                self.error(path, format!("missing \"{key}\"; handler skipped"));
+                None
+            }
+        }
+    }
+
+    fn url_ok(&mut self, path: &JsonPath, url: &str) -> bool {
+        let lower = url.to_ascii_lowercase();
+        if lower.starts_with("https://") {
+            true
+        } else if lower.starts_with("http://") {
+            self.warn(
+                path,
+                "plain http: the event and any injected headers travel unencrypted",
+            );
+            true
+        } else {
+            self.error(
+                path,
+                format!("expected an http:// or https:// URL, found {url:?}; handler skipped"),
+            );
+            false
+        }
+    }
+
+    fn headers(&mut self, path: &JsonPath, value: Option<&Value>) -> Vec<(String, String)> {
+        let map = match value {
+            None => return Vec::new(),
+            Some(Value::Object(map)) => map,
+            Some(other) => {
+                self.error(
+                    path,
+                    format!(
+                        "expected an object of header names to strings, found {}; no headers sent",
+                        describe(other)
+                    ),
+                );
+                return Vec::new();
+            }
+        };
+        let mut headers = Vec::new();
+        for (name, value) in map {
+            let header_path = path.key(name);
+            if !is_header_name(name) {
+                self.error(&header_path, "not a valid HTTP header name; header skipped");
+                continue;
+            }
+            match value {
+                Value::String(v) if is_header_value(v) => headers.push((name.clone(), v.clone())),
+                Value::String(_) => {
+                    self.error(
+                        &header_path,
+                        "header value contains control characters; header skipped",
+                    );
+                }
+                other => self.error(
+                    &header_path,
+                    format!(
+                        "expected a string, found {}; header skipped",
+                        describe(other)
+                    ),
+                ),
+            }
+        }
+        headers
+    }
+
+    fn timeout(&mut self, path: &JsonPath, value: Option<&Value>) -> Option<Duration> {
+        let Some(value) = value else {
+            return Some(DEFAULT_TIMEOUT);
+        };
+        let seconds = value.as_f64().filter(|s| s.is_finite() && *s > 0.0);
+        let Some(seconds) = seconds else {
+            let hint = match value {
+                Value::String(s) if s.trim().parse::<f64>().is_ok() => {
+                    format!(" (write {} without quotes)", s.trim())
+                }
+                _ => String::new(),
+            };
+            self.error(
+                path,
+                format!(
+                    "expected a positive number of seconds, found {}{hint}; handler skipped",
+                    describe(value)
+                ),
+            );
+            return None;
+        };
+        if seconds > MAX_TIMEOUT.as_secs_f64() {
+            self.warn(
+                path,
+                format!(
+                    "{seconds} s is more than the maximum of {} s; clamped",
+                    MAX_TIMEOUT.as_secs()
+                ),
+            );
+            return Some(MAX_TIMEOUT);
+        }
+        Some(Duration::try_from_secs_f64(seconds).unwrap_or(MAX_TIMEOUT))
+    }
+
+    fn unknown_keys(&mut self, path: &JsonPath, map: &Map<String, Value>, known: &[&str]) {
+        for key in map.keys().filter(|k| !known.contains(&k.as_str())) {
+            self.warn(
+                &path.key(key),
+                format!(
+                    "unknown key {key:?} is ignored (expected one of: {}){}",
+                    known.join(", "),
+                    nearest(key, known)
+                ),
+            );
+        }
+    }
+}
+
+/// `; did you mean "x"?` for the closest of `known`, or nothing when none is close.
+fn nearest(word: &str, known: &[&str]) -> String {
+    known
+        .iter()
+        .map(|k| (strsim::levenshtein(word, k), *k))
+        .min_by_key(|(d, _)| *d)
+        .filter(|(d, k)| *d <= k.len() / 2)
+        .map(|(_, k)| format!("; did you mean \"{k}\"?"))
+        .unwrap_or_default()
+}
+
+fn no_tool_message(pattern: &str) -> String {
+    let names =
+        "code_execution, view_file, write_to_file, replace_file_content, list_dir, delete_file";
+    let suggestions: Vec<String> = literal_alternatives(pattern)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|alt| suggest_tool(alt).map(|tool| format!("\"{alt}\" → \"{tool}\"")))
+        .collect();
+    let mut message = format!(
+        "matcher {pattern:?} matches none of the built-in tools ({names}); the rule never runs"
+    );
+    if !suggestions.is_empty() {
+        message.push_str("; did you mean ");
+        message.push_str(&suggestions.join(", "));
+        message.push('?');
+    }
+    message
+}
+
+/// RFC 9110 token characters.
+fn is_header_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+fn is_header_value(value: &str) -> bool {
+    value
+        .bytes()
+        .all(|b| b == b'\t' || (b >= 0x20 && b != 0x7f))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_str(json: &str) -> (Vec<Group>, Vec<Diagnostic>) {
+        parse("/.agents/hooks.json", json.as_bytes())
+    }
+
+    fn only(diags: &[Diagnostic]) -> &Diagnostic {
+        assert_eq!(diags.len(), 1, "{diags:#?}");
+        &diags[0]
+    }
+
+    #[test]
+    fn reference_configuration_parses_cleanly_in_order() {
+        let (groups, diags) = parse_str(include_str!("../tests/fixtures/reference-combined.json"));
+        assert!(diags.is_empty(), "{diags:#?}");
+        let names: Vec<&str> = groups.iter().map(|g| g.name.as_str()).collect();
+        // Not alphabetical: file order.
+        assert_eq!(names, ["security-gate", "auto-format"]);
+        let gate = &groups[0];
+        assert!(gate.enabled);
+        assert_eq!(
+            gate.pre_tool_execution[0].handlers[0].timeout,
+            Duration::from_secs(10)
+        );
+        assert_eq!(
+            gate.pre_tool_execution[0].handlers[0].kind,
+            HandlerKind::Command {
+                command: "python3 /.agents/hooks-scripts/gate.py".into()
+            }
+        );
+        assert!(matches!(
+            groups[1].post_tool_execution[0].matcher,
+            Matcher::All
+        ));
+    }
+
+    #[test]
+    fn defaults_enabled_true_and_timeout_30() {
+        let (groups, diags) = parse_str(
+            r#"{"g":{"pre_tool_execution":[{"matcher":"*","hooks":[{"type":"http","url":"https://x.example/"}]}]}}"#,
+        );
+        assert!(diags.is_empty(), "{diags:#?}");
+        assert!(groups[0].enabled);
+        assert_eq!(
+            groups[0].pre_tool_execution[0].handlers[0].timeout,
+            DEFAULT_TIMEOUT
+        );
+    }
+
+    #[test]
+    fn enabled_false_is_kept() {
+        let (groups, _) = parse_str(r#"{"g":{"enabled":false,"pre_tool_execution":[]}}"#);
+        assert!(!groups[0].enabled);
+    }
+
+    #[test]
+    fn bad_json_reports_position_and_yields_nothing() {
+        let (groups, diags) = parse_str("{\"g\": {\n  \"pre_tool_execution\": [,]\n}}");
+        assert!(groups.is_empty());
+        let d = only(&diags);
+        assert_eq!(d.severity, Severity::Error);
+        assert!(d.message.contains("line 2"), "{d}");
+    }
+
+    #[test]
+    fn top_level_must_be_an_object() {
+        let (groups, diags) = parse_str("[1,2]");
+        assert!(groups.is_empty());
+        assert!(only(&diags).message.contains("found an array of 2 item(s)"));
+    }
+
+    #[test]
+    fn broken_parts_are_skipped_and_the_rest_applies() {
+        let json = r#"{
+          "broken-group": 42,
+          "good": {"pre_tool_execution": [
+            {"matcher": 7, "hooks": []},
+            {"matcher": "view_file", "hooks": [
+              {"type": "command"},
+              {"type": "ftp", "url": "x"},
+              {"type": "command", "command": "a", "timeout": -1},
+              {"type": "command", "command": "b", "timeout": 2}
+            ]}
+          ]}
+        }"#;
+        let (groups, diags) = parse_str(json);
+        assert_eq!(groups.len(), 1);
+        let rules = &groups[0].pre_tool_execution;
+        assert_eq!(rules.len(), 1);
+        assert_eq!(rules[0].index, 1);
+        assert_eq!(rules[0].handlers.len(), 1);
+        assert_eq!(rules[0].handlers[0].index, 3);
+        let paths: Vec<(&str, Severity)> = diags
+            .iter()
+            .map(|d| (d.path.as_str(), d.severity))
+            .collect();
+        assert_eq!(
+            paths,
+            [
+                (r#"$["broken-group"]"#, Severity::Error),
+                ("$.good.pre_tool_execution[0].matcher", Severity::Error),
+                ("$.good.pre_tool_execution[1].hooks[0]", Severity::Error),
+                (
+                    "$.good.pre_tool_execution[1].hooks[1].type",
+                    Severity::Error
+                ),
+                (
+                    "$.good.pre_tool_execution[1].hooks[2].timeout",
+                    Severity::Error
+                ),
+            ]
+        );
+        assert!(
+            diags[1]
+                .message
+                .contains("expected a regular expression string, found number 7")
+        );
+        assert!(diags[3].message.contains("unknown handler type \"ftp\""));
+    }
+
+    #[test]
+    fn non_boolean_enabled_keeps_the_group_on() {
+        let (groups, diags) = parse_str(r#"{"g":{"enabled":"no","pre_tool_execution":[]}}"#);
+        assert!(groups[0].enabled);
+        assert_eq!(only(&diags).path, "$.g.enabled");
+    }
+
+    #[test]
+    fn invalid_glob_matcher_is_an_error_with_a_hint() {
+        let (groups, diags) = parse_str(
+            r#"{"g":{"pre_tool_execution":[{"matcher":"*_file","hooks":[{"type":"command","command":"x"}]}]}}"#,
+        );
+        // The rule is kept (it is visible in traces) but matches nothing.
+        assert!(
+            groups[0].pre_tool_execution[0]
+                .matcher
+                .matched_tools()
+                .is_empty()
+        );
+        let d = only(&diags);
+        assert_eq!(d.severity, Severity::Error);
+        assert!(d.message.contains(r#"".*_file""#), "{d}");
+    }
+
+    #[test]
+    fn matcher_for_no_known_tool_is_warned_with_the_nearest_name() {
+        let (_, diags) = parse_str(
+            r#"{"g":{"post_tool_execution":[{"matcher":"read_file|write_file","hooks":[{"type":"command","command":"x"}]}]}}"#,
+        );
+        let d = only(&diags);
+        assert_eq!(d.severity, Severity::Warning);
+        assert!(d.message.contains(r#""read_file" → "view_file""#), "{d}");
+        assert!(
+            d.message.contains(r#""write_file" → "write_to_file""#),
+            "{d}"
+        );
+    }
+
+    #[test]
+    fn unknown_keys_are_warned_with_a_suggestion() {
+        let (groups, diags) = parse_str(
+            r#"{"g":{"pre_tool_executon":[],"post_tool_execution":[{"matcher":"*","hooks":[{"type":"command","command":"x","timout":3}]}]}}"#,
+        );
+        assert_eq!(groups.len(), 1);
+        assert_eq!(diags.len(), 2, "{diags:#?}");
+        assert!(
+            diags[0]
+                .message
+                .contains("did you mean \"pre_tool_execution\"")
+        );
+        assert!(diags[1].message.contains("did you mean \"timeout\""));
+        assert_eq!(
+            groups[0].post_tool_execution[0].handlers[0].timeout,
+            DEFAULT_TIMEOUT
+        );
+    }
+
+    #[test]
+    fn http_handler_headers_and_url_checks() {
+        let (groups, diags) = parse_str(
+            r#"{"g":{"post_tool_execution":[{"matcher":"*","hooks":[
+                {"type":"http","url":"https://t.example/x","headers":{"X-Event-Source":"agent-sandbox","Bad Name":"v","X-N":5}},
+                {"type":"http","url":"file:///etc/passwd"}
+            ]}]}}"#,
+        );
+        let handlers = &groups[0].post_tool_execution[0].handlers;
+        assert_eq!(handlers.len(), 1);
+        assert_eq!(
+            handlers[0].kind,
+            HandlerKind::Http {
+                url: "https://t.example/x".into(),
+                headers: vec![("X-Event-Source".into(), "agent-sandbox".into())]
+            }
+        );
+        assert_eq!(diags.len(), 3, "{diags:#?}");
+    }
+
+    #[test]
+    fn huge_timeouts_are_clamped() {
+        let (groups, diags) = parse_str(
+            r#"{"g":{"pre_tool_execution":[{"matcher":"*","hooks":[{"type":"command","command":"x","timeout":1e300}]}]}}"#,
+        );
+        assert_eq!(
+            groups[0].pre_tool_execution[0].handlers[0].timeout,
+            MAX_TIMEOUT
+        );
+        assert_eq!(only(&diags).severity, Severity::Warning);
+    }
+}

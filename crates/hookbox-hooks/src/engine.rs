@@ -1,0 +1,538 @@
+//! Dispatch: running the handlers that match a tool call, in order, and deciding.
+//!
+//! The rules (spec §4–§6), all in [`HookEngine::dispatch`]:
+//! - groups in file order, disabled groups skipped; within a group, rules in order; within a
+//!   matching rule, handlers in order; one at a time, awaited;
+//! - in `pre_tool_execution`, the first `{"decision":"deny"}` blocks the call and the handlers
+//!   after it do not run; `{"decision":"allow"}` and every failure (spawn error, non-zero exit,
+//!   signal, timeout, output overflow, empty/non-JSON/unrecognised output, non-2xx, unreachable)
+//!   let the call proceed: fail open, logged with the handler's identity;
+//! - in `post_tool_execution` output is ignored; failures are logged and traced.
+//!
+//! The engine does not know where commands run or how HTTP leaves: see [`crate::runner`] and
+//! [`crate::http`].
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hookbox_protocol::{HookEvent, HookPayload, ToolCall, ToolName};
+use serde::Serialize;
+
+use crate::config::{Group, Handler, HandlerKind, HooksConfig, Rule};
+use crate::http::{DEFAULT_RESPONSE_LIMIT, HttpError, HttpPoster, HttpRequest};
+use crate::runner::{CommandRequest, CommandRunner, DEFAULT_OUTPUT_LIMIT, Termination};
+
+/// The longest deny reason passed on to the model; longer ones are cut.
+pub const MAX_REASON_LEN: usize = 8 * 1024;
+
+/// How much of a handler's stderr or bad output is kept in the trace.
+const EXCERPT_LEN: usize = 512;
+
+/// The verdict of a dispatch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "decision", rename_all = "snake_case")]
+pub enum Decision {
+    Allow,
+    Deny {
+        reason: String,
+        /// The group whose handler denied.
+        group: String,
+    },
+}
+
+/// Why a handler produced no decision. Each of these fails open.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Failure {
+    Spawn { message: String },
+    NonZeroExit { code: i32 },
+    Signaled { signal: i32 },
+    TimedOut { after_ms: u64 },
+    OutputLimit { limit: usize },
+    EmptyOutput,
+    NotJson { excerpt: String },
+    NotADecision { excerpt: String },
+    HttpStatus { status: u16 },
+    Http { message: String },
+    ResponseTooLarge { limit: usize },
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Spawn { message } => write!(f, "could not run: {message}"),
+            Failure::NonZeroExit { code } => write!(f, "exited with status {code}"),
+            Failure::Signaled { signal } => write!(f, "killed by signal {signal}"),
+            Failure::TimedOut { after_ms } => write!(f, "timed out after {after_ms} ms"),
+            Failure::OutputLimit { limit } => write!(f, "printed more than {limit} bytes"),
+            Failure::EmptyOutput => f.write_str("printed nothing"),
+            Failure::NotJson { excerpt } => write!(f, "output is not JSON: {excerpt:?}"),
+            Failure::NotADecision { excerpt } => {
+                write!(f, "output is not a decision: {excerpt:?}")
+            }
+            Failure::HttpStatus { status } => write!(f, "answered HTTP {status}"),
+            Failure::Http { message } => write!(f, "request failed: {message}"),
+            Failure::ResponseTooLarge { limit } => {
+                write!(f, "response body larger than {limit} bytes")
+            }
+        }
+    }
+}
+
+/// What one handler did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum Outcome {
+    /// pre: the handler answered `{"decision":"allow"}`.
+    Allow,
+    /// pre: the handler answered `{"decision":"deny"}`.
+    Deny { reason: String },
+    /// pre: no decision; the call proceeds.
+    FailedOpen { failure: Failure },
+    /// post: the handler ran to a clean end (exit 0 or 2xx).
+    Completed,
+    /// post: the handler failed; nothing else happens.
+    Failed { failure: Failure },
+    /// Not run, because an earlier handler denied.
+    Skipped,
+    /// Not run, because its group has `"enabled": false`.
+    Disabled,
+}
+
+impl Outcome {
+    /// A short word for logs: allow, deny, failed_open, completed, failed, skipped, disabled.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Outcome::Allow => "allow",
+            Outcome::Deny { .. } => "deny",
+            Outcome::FailedOpen { .. } => "failed_open",
+            Outcome::Completed => "completed",
+            Outcome::Failed { .. } => "failed",
+            Outcome::Skipped => "skipped",
+            Outcome::Disabled => "disabled",
+        }
+    }
+}
+
+/// One line of the decision trace: which handler, where it is written, what it did, how long.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HandlerTrace {
+    pub group: String,
+    pub file: String,
+    pub rule_index: usize,
+    pub handler_index: usize,
+    /// `command` or `http`.
+    pub handler_type: &'static str,
+    /// The command line or the URL.
+    pub target: String,
+    #[serde(flatten)]
+    pub outcome: Outcome,
+    pub duration_ms: u64,
+    /// The start of what the handler wrote to stderr, if anything.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stderr: Option<String>,
+}
+
+/// The result of running one event's hooks for one tool call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Dispatch {
+    pub event: HookEvent,
+    pub tool: ToolName,
+    /// Always `Allow` for `post_tool_execution`.
+    #[serde(flatten)]
+    pub decision: Decision,
+    pub trace: Vec<HandlerTrace>,
+    pub duration_ms: u64,
+}
+
+/// Runs hooks. Cheap to clone; one per environment is typical, since the command runner decides
+/// where commands run.
+#[derive(Debug, Clone)]
+pub struct HookEngine {
+    commands: Arc<dyn CommandRunner>,
+    http: Arc<dyn HttpPoster>,
+    output_limit: usize,
+}
+
+impl HookEngine {
+    pub fn new(commands: Arc<dyn CommandRunner>, http: Arc<dyn HttpPoster>) -> Self {
+        Self {
+            commands,
+            http,
+            output_limit: DEFAULT_OUTPUT_LIMIT,
+        }
+    }
+
+    /// Caps what is read from each handler (stdout, stderr, HTTP body). Default 1 MiB.
+    pub fn with_output_limit(mut self, limit: usize) -> Self {
+        self.output_limit = limit;
+        self
+    }
+
+    /// Runs `pre_tool_execution` hooks; the decision says whether the tool may run.
+    pub async fn pre_tool(
+        &self,
+        config: &HooksConfig,
+        call: &ToolCall,
+        environment_id: &str,
+    ) -> Dispatch {
+        let payload = HookPayload {
+            tool_call: call.clone(),
+            environment_id: environment_id.to_owned(),
+            error: None,
+            hook_event_name: HookEvent::PreToolExecution,
+        };
+        self.dispatch(config, &payload).await
+    }
+
+    /// Runs `post_tool_execution` hooks; `error` is the tool's stderr or failure, if any.
+    pub async fn post_tool(
+        &self,
+        config: &HooksConfig,
+        call: &ToolCall,
+        environment_id: &str,
+        error: Option<&str>,
+    ) -> Dispatch {
+        let payload = HookPayload {
+            tool_call: call.clone(),
+            environment_id: environment_id.to_owned(),
+            error: error.map(str::to_owned),
+            hook_event_name: HookEvent::PostToolExecution,
+        };
+        self.dispatch(config, &payload).await
+    }
+
+    /// Runs every matching handler of `payload.hook_event_name`, in order.
+    pub async fn dispatch(&self, config: &HooksConfig, payload: &HookPayload) -> Dispatch {
+        let started = Instant::now();
+        let event = payload.hook_event_name;
+        let tool = payload.tool_call.name;
+        // Serialising our own types cannot fail; an empty body would still fail open safely.
+        let body = serde_json::to_vec(payload).unwrap_or_default();
+        let mut decision = Decision::Allow;
+        let mut trace = Vec::new();
+
+        for (group, rule) in matching_rules(config, event, tool) {
+            for handler in &rule.handlers {
+                let outcome = if !group.enabled {
+                    Outcome::Disabled
+                } else if matches!(decision, Decision::Deny { .. }) {
+                    Outcome::Skipped
+                } else {
+                    let handler_started = Instant::now();
+                    let (outcome, stderr) = self.run_handler(event, handler, &body).await;
+                    let entry = trace_entry(group, rule, handler, outcome, stderr, handler_started);
+                    log_handler(tool, &entry);
+                    if let Outcome::Deny { reason } = &entry.outcome {
+                        decision = Decision::Deny {
+                            reason: reason.clone(),
+                            group: group.name.clone(),
+                        };
+                    }
+                    trace.push(entry);
+                    continue;
+                };
+                trace.push(trace_entry(
+                    group,
+                    rule,
+                    handler,
+                    outcome,
+                    None,
+                    Instant::now(),
+                ));
+            }
+        }
+
+        let dispatch = Dispatch {
+            event,
+            tool,
+            decision,
+            trace,
+            duration_ms: millis(started.elapsed()),
+        };
+        tracing::debug!(
+            tool = %tool,
+            event = %event,
+            decision = match &dispatch.decision { Decision::Allow => "allow", Decision::Deny { .. } => "deny" },
+            handlers = dispatch.trace.len(),
+            duration_ms = dispatch.duration_ms,
+            "hooks dispatched"
+        );
+        dispatch
+    }
+
+    async fn run_handler(
+        &self,
+        event: HookEvent,
+        handler: &Handler,
+        body: &[u8],
+    ) -> (Outcome, Option<String>) {
+        let (result, stderr) = match &handler.kind {
+            HandlerKind::Command { command } => self.run_command(command, handler, body).await,
+            HandlerKind::Http { url, headers } => {
+                (self.run_http(url, headers, handler, body).await, None)
+            }
+        };
+        let outcome = match (event, result) {
+            (HookEvent::PreToolExecution, Ok(stdout)) => match interpret(&stdout) {
+                Ok(Verdict::Allow) => Outcome::Allow,
+                Ok(Verdict::Deny(reason)) => Outcome::Deny { reason },
+                Err(failure) => Outcome::FailedOpen { failure },
+            },
+            (HookEvent::PreToolExecution, Err(failure)) => Outcome::FailedOpen { failure },
+            (HookEvent::PostToolExecution, Ok(_)) => Outcome::Completed,
+            (HookEvent::PostToolExecution, Err(failure)) => Outcome::Failed { failure },
+        };
+        (outcome, stderr)
+    }
+
+    /// Ok(stdout) when the command exited 0; the failure otherwise. Also returns a stderr excerpt.
+    async fn run_command(
+        &self,
+        command: &str,
+        handler: &Handler,
+        body: &[u8],
+    ) -> (Result<Vec<u8>, Failure>, Option<String>) {
+        let mut stdin = body.to_vec();
+        stdin.push(b'\n');
+        let request = CommandRequest {
+            command: command.to_owned(),
+            stdin,
+            timeout: handler.timeout,
+            output_limit: self.output_limit,
+        };
+        let output = match self.commands.run(request).await {
+            Ok(output) => output,
+            Err(err) => {
+                return (
+                    Err(Failure::Spawn {
+                        message: err.to_string(),
+                    }),
+                    None,
+                );
+            }
+        };
+        let stderr = (!output.stderr.is_empty()).then(|| excerpt(&output.stderr));
+        let result = match output.termination {
+            Termination::Exited(0) => Ok(output.stdout),
+            Termination::Exited(code) => Err(Failure::NonZeroExit { code }),
+            Termination::Signaled(signal) => Err(Failure::Signaled { signal }),
+            Termination::TimedOut => Err(Failure::TimedOut {
+                after_ms: millis(handler.timeout),
+            }),
+            Termination::OutputLimit => Err(Failure::OutputLimit {
+                limit: self.output_limit,
+            }),
+        };
+        (result, stderr)
+    }
+
+    /// Ok(body) on a 2xx answer; the failure otherwise.
+    async fn run_http(
+        &self,
+        url: &str,
+        headers: &[(String, String)],
+        handler: &Handler,
+        body: &[u8],
+    ) -> Result<Vec<u8>, Failure> {
+        let request = HttpRequest {
+            url: url.to_owned(),
+            headers: headers.to_vec(),
+            body: body.to_vec(),
+            timeout: handler.timeout,
+            response_limit: self.output_limit.min(DEFAULT_RESPONSE_LIMIT),
+        };
+        match self.http.post(request).await {
+            Ok(response) if !(200..300).contains(&response.status) => Err(Failure::HttpStatus {
+                status: response.status,
+            }),
+            Ok(response) if response.truncated => Err(Failure::ResponseTooLarge {
+                limit: self.output_limit.min(DEFAULT_RESPONSE_LIMIT),
+            }),
+            Ok(response) => Ok(response.body),
+            Err(HttpError::TimedOut) => Err(Failure::TimedOut {
+                after_ms: millis(handler.timeout),
+            }),
+            Err(err) => Err(Failure::Http {
+                message: err.to_string(),
+            }),
+        }
+    }
+}
+
+/// Every (group, rule) whose matcher accepts `tool`, in dispatch order.
+fn matching_rules(
+    config: &HooksConfig,
+    event: HookEvent,
+    tool: ToolName,
+) -> impl Iterator<Item = (&Group, &Rule)> {
+    config.groups.iter().flat_map(move |group| {
+        group
+            .rules(event)
+            .iter()
+            .filter(move |rule| rule.matcher.matches(tool.as_str()))
+            .map(move |rule| (group, rule))
+    })
+}
+
+enum Verdict {
+    Allow,
+    Deny(String),
+}
+
+/// Reads a handler's answer. Only `{"decision":"deny"}` blocks and only `{"decision":"allow"}`
+/// is a clean allow; anything else is a failure that fails open.
+fn interpret(output: &[u8]) -> Result<Verdict, Failure> {
+    let trimmed = output.trim_ascii();
+    if trimmed.is_empty() {
+        return Err(Failure::EmptyOutput);
+    }
+    let value: serde_json::Value =
+        serde_json::from_slice(trimmed).map_err(|_| Failure::NotJson {
+            excerpt: excerpt(trimmed),
+        })?;
+    match value.get("decision").and_then(serde_json::Value::as_str) {
+        Some("deny") => {
+            let reason = value
+                .get("reason")
+                .and_then(serde_json::Value::as_str)
+                .map(str::trim)
+                .filter(|r| !r.is_empty())
+                .map(|r| truncate_chars(r, MAX_REASON_LEN))
+                .unwrap_or_else(|| "Blocked by a pre_tool_execution hook.".to_owned());
+            Ok(Verdict::Deny(reason))
+        }
+        Some("allow") => Ok(Verdict::Allow),
+        _ => Err(Failure::NotADecision {
+            excerpt: excerpt(trimmed),
+        }),
+    }
+}
+
+fn trace_entry(
+    group: &Group,
+    rule: &Rule,
+    handler: &Handler,
+    outcome: Outcome,
+    stderr: Option<String>,
+    started: Instant,
+) -> HandlerTrace {
+    HandlerTrace {
+        group: group.name.clone(),
+        file: group.file.clone(),
+        rule_index: rule.index,
+        handler_index: handler.index,
+        handler_type: handler.kind.type_name(),
+        target: handler.kind.target().to_owned(),
+        outcome,
+        duration_ms: millis(started.elapsed()),
+        stderr,
+    }
+}
+
+fn log_handler(tool: ToolName, entry: &HandlerTrace) {
+    match &entry.outcome {
+        Outcome::FailedOpen { failure } | Outcome::Failed { failure } => tracing::warn!(
+            tool = %tool,
+            group = %entry.group,
+            handler = %entry.target,
+            handler_index = entry.handler_index,
+            decision = entry.outcome.label(),
+            duration_ms = entry.duration_ms,
+            failure = %failure,
+            "hook handler failed; the call proceeds"
+        ),
+        _ => tracing::info!(
+            tool = %tool,
+            group = %entry.group,
+            handler = %entry.target,
+            handler_index = entry.handler_index,
+            decision = entry.outcome.label(),
+            duration_ms = entry.duration_ms,
+            "hook handler ran"
+        ),
+    }
+}
+
+fn excerpt(bytes: &[u8]) -> String {
+    truncate_chars(&String::from_utf8_lossy(bytes), EXCERPT_LEN)
+}
+
+fn truncate_chars(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verdict(output: &str) -> Result<Option<String>, Failure> {
+        interpret(output.as_bytes()).map(|v| match v {
+            Verdict::Allow => None,
+            Verdict::Deny(reason) => Some(reason),
+        })
+    }
+
+    #[test]
+    fn deny_and_allow_are_recognised_with_surrounding_whitespace() {
+        assert_eq!(
+            verdict("  \n{\"decision\": \"deny\", \"reason\": \"no\"}\n"),
+            Ok(Some("no".into()))
+        );
+        assert_eq!(verdict("{\"decision\":\"allow\"}"), Ok(None));
+    }
+
+    #[test]
+    fn deny_without_reason_gets_a_default_reason() {
+        assert_eq!(
+            verdict(r#"{"decision":"deny"}"#),
+            Ok(Some("Blocked by a pre_tool_execution hook.".into()))
+        );
+        assert_eq!(
+            verdict(r#"{"decision":"deny","reason":42}"#),
+            Ok(Some("Blocked by a pre_tool_execution hook.".into()))
+        );
+    }
+
+    #[test]
+    fn anything_else_is_a_failure() {
+        assert_eq!(verdict(""), Err(Failure::EmptyOutput));
+        assert_eq!(verdict(" \n\t"), Err(Failure::EmptyOutput));
+        assert!(matches!(verdict("deny"), Err(Failure::NotJson { .. })));
+        assert!(matches!(
+            verdict("checking…\n{\"decision\":\"deny\"}"),
+            Err(Failure::NotJson { .. })
+        ));
+        assert!(matches!(verdict("{}"), Err(Failure::NotADecision { .. })));
+        assert!(matches!(
+            verdict(r#"{"decision":"DENY"}"#),
+            Err(Failure::NotADecision { .. })
+        ));
+        assert!(matches!(
+            verdict(r#"["deny"]"#),
+            Err(Failure::NotADecision { .. })
+        ));
+        assert!(matches!(
+            verdict(r#""deny""#),
+            Err(Failure::NotADecision { .. })
+        ));
+    }
+
+    #[test]
+    fn long_reasons_are_cut_on_a_char_boundary() {
+        let long = "é".repeat(MAX_REASON_LEN + 10);
+        let Ok(Some(reason)) = verdict(&format!("{{\"decision\":\"deny\",\"reason\":\"{long}\"}}"))
+        else {
+            panic!("expected deny");
+        };
+        assert_eq!(reason.chars().count(), MAX_REASON_LEN + 1);
+        assert!(reason.ends_with('…'));
+    }
+}

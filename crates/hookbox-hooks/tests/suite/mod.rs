@@ -1,0 +1,5 @@
+mod dispatch;
+mod http;
+mod parser_props;
+mod runner;
+mod support;

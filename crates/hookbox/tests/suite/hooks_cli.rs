@@ -1,0 +1,243 @@
+//! `hookbox hooks check` and `hookbox hooks test` on the reference documentation's examples.
+
+use super::support::{filtered, hookbox, stdout, tree};
+
+const RM_RF: &str = r#"{"code":"rm -rf /tmp/forbidden","language":"bash"}"#;
+
+#[test]
+fn security_gate_denies_rm_rf_with_the_reference_reason() {
+    let root = tree("security-gate");
+    let r = root.path().to_str().unwrap();
+    let out = hookbox(&[
+        "hooks",
+        "test",
+        "--root",
+        r,
+        "--tool",
+        "code_execution",
+        "--args",
+        RM_RF,
+        "--expect",
+        "deny",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    insta::assert_snapshot!(filtered(&stdout(&out), root.path()), @r#"
+    hooks files: /.agents/hooks.json
+    pre_tool_execution code_execution
+      security-gate pre_tool_execution[0].hooks[0] command "python3 /.agents/hooks-scripts/gate.py"
+        → deny: Destructive command blocked by security gate. ([N] ms)
+    decision: deny (group security-gate): Destructive command blocked by security gate.
+    "#);
+}
+
+#[test]
+fn security_gate_allows_ls() {
+    let root = tree("security-gate");
+    let r = root.path().to_str().unwrap();
+    let out = hookbox(&[
+        "hooks",
+        "test",
+        "--root",
+        r,
+        "--tool",
+        "code_execution",
+        "--args",
+        r#"{"code":"ls","language":"bash"}"#,
+        "--expect",
+        "allow",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout(&out).ends_with("decision: allow\n"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn expect_mismatch_exits_non_zero() {
+    let root = tree("security-gate");
+    let r = root.path().to_str().unwrap();
+    let out = hookbox(&[
+        "hooks",
+        "test",
+        "--root",
+        r,
+        "--tool",
+        "code_execution",
+        "--args",
+        RM_RF,
+        "--expect",
+        "allow",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn privacy_gate_blocks_private_and_allows_public_paths() {
+    let root = tree("privacy-gate");
+    let r = root.path().to_str().unwrap();
+    let denied = hookbox(&[
+        "hooks",
+        "test",
+        "--root",
+        r,
+        "--tool",
+        "view_file",
+        "--args",
+        r#"{"path":"/workspace/private/employees.json"}"#,
+        "--json",
+    ]);
+    let report: serde_json::Value = serde_json::from_slice(&denied.stdout).unwrap();
+    assert_eq!(report["dispatch"]["decision"], "deny");
+    assert_eq!(
+        report["dispatch"]["reason"],
+        "Access to confidential `/private/` records is blocked by PII compliance policy. Query approved `/public/` summary tables instead."
+    );
+    let allowed = hookbox(&[
+        "hooks",
+        "test",
+        "--root",
+        r,
+        "--tool",
+        "view_file",
+        "--args",
+        r#"{"path":"/workspace/public/summary.json"}"#,
+        "--json",
+    ]);
+    let report: serde_json::Value = serde_json::from_slice(&allowed.stdout).unwrap();
+    assert_eq!(report["dispatch"]["decision"], "allow");
+    assert_eq!(report["dispatch"]["trace"][0]["outcome"], "allow");
+    // The gate only matches view_file.
+    let listed = hookbox(&[
+        "hooks",
+        "test",
+        "--root",
+        r,
+        "--tool",
+        "list_dir",
+        "--args",
+        r#"{"path":"/workspace/private"}"#,
+        "--json",
+    ]);
+    let report: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(report["dispatch"]["trace"], serde_json::json!([]));
+}
+
+#[test]
+fn catch_all_audit_sees_every_tool_and_a_disabled_group_never_runs() {
+    let root = tree("audit");
+    let r = root.path().to_str().unwrap();
+    let pre = hookbox(&[
+        "hooks",
+        "test",
+        "--root",
+        r,
+        "--tool",
+        "delete_file",
+        "--args",
+        r#"{"path":"/workspace/a"}"#,
+        "--expect",
+        "allow",
+    ]);
+    assert!(pre.status.success(), "{}", stdout(&pre));
+    assert!(
+        stdout(&pre).contains("→ skipped: group disabled"),
+        "{}",
+        stdout(&pre)
+    );
+    assert!(!root.path().join("tmp/disabled-ran").exists());
+
+    for tool in [
+        "code_execution",
+        "view_file",
+        "write_to_file",
+        "replace_file_content",
+        "list_dir",
+        "delete_file",
+    ] {
+        let post = hookbox(&[
+            "hooks", "test", "--root", r, "--tool", tool, "--event", "post", "--error", "boom",
+        ]);
+        assert!(post.status.success(), "{}", stdout(&post));
+    }
+    let log = std::fs::read_to_string(root.path().join("tmp/audit.jsonl")).unwrap();
+    let events: Vec<serde_json::Value> = log
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let tools: Vec<&str> = events
+        .iter()
+        .map(|e| e["tool_call"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        tools,
+        [
+            "code_execution",
+            "view_file",
+            "write_to_file",
+            "replace_file_content",
+            "list_dir",
+            "delete_file"
+        ]
+    );
+    assert!(events.iter().all(|e| e["error"] == "boom"));
+}
+
+#[test]
+fn check_passes_the_reference_configuration() {
+    let root = tree("security-gate");
+    let out = hookbox(&["hooks", "check", "--root", root.path().to_str().unwrap()]);
+    assert!(out.status.success());
+    insta::assert_snapshot!(filtered(&stdout(&out), root.path()), @r#"
+    /.agents/hooks.json
+      security-gate
+        pre_tool_execution[0] matcher "code_execution" → code_execution
+          [0] command "python3 /.agents/hooks-scripts/gate.py" (timeout 10 s)
+
+    1 file(s), 1 group(s): 0 error(s), 0 warning(s)
+    "#);
+}
+
+#[test]
+fn check_reports_every_broken_part_and_fails() {
+    let root = tree("broken");
+    let out = hookbox(&["hooks", "check", "--root", root.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    insta::assert_snapshot!(filtered(&stdout(&out), root.path()));
+}
+
+#[test]
+fn check_and_test_refuse_bad_input_clearly() {
+    let root = tree("security-gate");
+    let r = root.path().to_str().unwrap();
+    let bad_json = hookbox(&[
+        "hooks",
+        "test",
+        "--root",
+        r,
+        "--tool",
+        "view_file",
+        "--args",
+        "{nope",
+    ]);
+    assert_eq!(bad_json.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad_json.stderr).contains("--args is not valid JSON"));
+    let bad_tool = hookbox(&["hooks", "test", "--root", r, "--tool", "read_file"]);
+    assert!(String::from_utf8_lossy(&bad_tool.stderr).contains("did you mean `view_file`?"));
+    let no_root = hookbox(&["hooks", "check", "--root", "/nonexistent/hookbox"]);
+    assert_eq!(no_root.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&no_root.stderr)
+            .contains("cannot use /nonexistent/hookbox as the sandbox root")
+    );
+}

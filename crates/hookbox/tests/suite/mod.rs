@@ -1,0 +1,2 @@
+mod hooks_cli;
+mod support;

@@ -1,0 +1,53 @@
+//! Running the binary on copies of the fixtures, and filtering output for snapshots.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+/// A private copy of a fixture tree (handlers may write into it).
+pub fn tree(name: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&fixture(name), dir.path());
+    dir
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+pub fn hookbox(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hookbox"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap()
+}
+
+pub fn stdout(output: &Output) -> String {
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+/// Replaces what changes from run to run (durations, temp paths) with stable tokens.
+pub fn filtered(text: &str, root: &Path) -> String {
+    let text = text.replace(&root.display().to_string(), "[ROOT]");
+    let re = regex_lite(r"\((\d+) ms\)");
+    re.replace_all(&text, "([N] ms)").into_owned()
+}
+
+fn regex_lite(pattern: &str) -> regex::Regex {
+    regex::Regex::new(pattern).unwrap()
+}

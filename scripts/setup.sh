@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what hookbox's build, tests and examples need on a fresh Debian machine.
+# Idempotent: installs only what is missing. Run as root (or with sudo available).
+set -euo pipefail
+
+need_debs=()
+have() { command -v "$1" >/dev/null 2>&1; }
+have git || need_debs+=(git)
+have python3 || need_debs+=(python3)
+python3 -c 'import venv, ensurepip' 2>/dev/null || need_debs+=(python3-venv)
+have ip || need_debs+=(iproute2)
+have unshare || need_debs+=(util-linux)
+have curl || need_debs+=(curl)
+[ -e /usr/bin/python3 ] || need_debs+=(python3)
+
+if [ ${#need_debs[@]} -gt 0 ]; then
+    echo "setup: installing Debian packages: ${need_debs[*]}" >&2
+    sudo_cmd=""
+    [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+    $sudo_cmd apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${need_debs[@]}" >/dev/null
+fi
+
+if ! have cargo; then
+    echo "setup: cargo is missing; install the Rust toolchain (rustup) first" >&2
+    exit 1
+fi
