@@ -1,2 +1,3 @@
 mod hooks_cli;
+mod serve_cli;
 mod support;

@@ -1,0 +1,207 @@
+//! The agent loop, top to bottom: ask the model; if it answered, emit `model_output` and stop;
+//! otherwise, for each tool call, emit the call step, run it through the [`ToolExecutor`] (where
+//! pre hooks → tool → post hooks happen), emit the result step (a denial's reason as an error
+//! result) and ask the model again, until it answers, the step budget is spent, the model fails
+//! or the run is cancelled. Every step is sent on the channel as soon as it exists; the caller
+//! persists and streams it. This module must not store or serve anything itself.
+
+use std::str::FromStr;
+
+use hookbox_protocol::api::{InteractionError, InteractionStatus, Step, Usage};
+use hookbox_protocol::{ToolCall, ToolName};
+use serde_json::Value;
+use tokio::sync::{mpsc, watch};
+
+use crate::model::{Model, ModelRequest};
+use crate::seams::ToolExecutor;
+use crate::tools::{call_step, result_step};
+
+/// Limits of one run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoopConfig {
+    /// Model turns before the run stops with `budget_exceeded`.
+    pub max_model_turns: usize,
+}
+
+impl Default for LoopConfig {
+    fn default() -> Self {
+        LoopConfig {
+            max_model_turns: 32,
+        }
+    }
+}
+
+/// What one run needs.
+#[derive(Debug, Clone, Copy)]
+pub struct LoopContext<'a> {
+    pub model: &'a dyn Model,
+    pub executor: &'a dyn ToolExecutor,
+    /// Without an environment, tool calls get an error result.
+    pub environment_id: Option<&'a str>,
+    pub model_name: Option<&'a str>,
+    pub system_instruction: Option<&'a str>,
+    pub tools: &'a [ToolName],
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoopOutcome {
+    pub status: InteractionStatus,
+    pub usage: Usage,
+    pub errors: Vec<InteractionError>,
+}
+
+/// Runs the loop over `conversation` (earlier turns plus this turn's `user_input`), sending each
+/// new step on `steps`. `cancel` turning `true` stops the run with `cancelled`.
+pub async fn run(
+    ctx: LoopContext<'_>,
+    config: LoopConfig,
+    mut conversation: Vec<Step>,
+    steps: &mpsc::Sender<Step>,
+    mut cancel: watch::Receiver<bool>,
+) -> LoopOutcome {
+    let mut usage = Usage::default();
+    let cancelled = |usage: Usage| LoopOutcome {
+        status: InteractionStatus::Cancelled,
+        usage,
+        errors: vec![InteractionError {
+            code: "cancelled".into(),
+            message: "the interaction was cancelled".into(),
+        }],
+    };
+    for _turn in 0..config.max_model_turns {
+        if *cancel.borrow() {
+            return cancelled(usage);
+        }
+        let request = ModelRequest {
+            model: ctx.model_name,
+            system_instruction: ctx.system_instruction,
+            steps: &conversation,
+            tools: ctx.tools,
+        };
+        let turn = tokio::select! {
+            turn = ctx.model.turn(&request) => turn,
+            _ = wait_cancelled(&mut cancel) => return cancelled(usage),
+        };
+        let turn = match turn {
+            Ok(turn) => turn,
+            Err(err) => {
+                tracing::warn!(model = ctx.model.name(), error = %err, "model call failed");
+                return LoopOutcome {
+                    status: InteractionStatus::Failed,
+                    usage,
+                    errors: vec![InteractionError {
+                        code: "model_error".into(),
+                        message: err.to_string(),
+                    }],
+                };
+            }
+        };
+        usage.add(&turn.usage);
+        if let Some(thought) = &turn.thought {
+            let step = Step::Thought {
+                signature: None,
+                summary: Some(vec![hookbox_protocol::api::Content::text(thought)]),
+            };
+            emit(&mut conversation, steps, step).await;
+        }
+        if turn.calls.is_empty() {
+            let text = turn.text.unwrap_or_default();
+            emit(&mut conversation, steps, Step::model_text(text)).await;
+            return LoopOutcome {
+                status: InteractionStatus::Completed,
+                usage,
+                errors: Vec::new(),
+            };
+        }
+        if let Some(text) = turn.text.filter(|t| !t.is_empty()) {
+            emit(&mut conversation, steps, Step::model_text(text)).await;
+        }
+        for call in turn.calls {
+            let id = call
+                .id
+                .clone()
+                .unwrap_or_else(|| format!("call_{}", conversation.len()));
+            emit(
+                &mut conversation,
+                steps,
+                call_step(&id, &call.name, &call.args, call.signature.clone()),
+            )
+            .await;
+            let (output, is_error) = tokio::select! {
+                r = execute(&ctx, &call.name, &call.args) => r,
+                _ = wait_cancelled(&mut cancel) => return cancelled(usage),
+            };
+            emit(
+                &mut conversation,
+                steps,
+                result_step(&id, &call.name, output, is_error),
+            )
+            .await;
+        }
+    }
+    LoopOutcome {
+        status: InteractionStatus::BudgetExceeded,
+        usage,
+        errors: vec![InteractionError {
+            code: "step_budget_exceeded".into(),
+            message: format!(
+                "the agent did not answer within {} model turns",
+                config.max_model_turns
+            ),
+        }],
+    }
+}
+
+/// Runs one call; returns what the model sees and whether it is an error.
+async fn execute(ctx: &LoopContext<'_>, name: &str, args: &Value) -> (Value, bool) {
+    let tool = match ToolName::from_str(name) {
+        Ok(tool) if ctx.tools.contains(&tool) => tool,
+        Ok(_) | Err(_) => {
+            return (
+                Value::String(format!(
+                    "tool `{name}` is not available; available tools: {}",
+                    ctx.tools
+                        .iter()
+                        .map(|t| t.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
+                true,
+            );
+        }
+    };
+    let Some(env) = ctx.environment_id else {
+        return (
+            Value::String("this interaction has no environment to run tools in".into()),
+            true,
+        );
+    };
+    let call = ToolCall {
+        name: tool,
+        args: args.clone(),
+    };
+    let execution = ctx.executor.execute(env, &call).await;
+    if let Some(reason) = &execution.denied_reason {
+        tracing::info!(environment_id = env, tool = name, reason = %reason, "tool call denied by hook");
+    }
+    (execution.output, execution.is_error)
+}
+
+async fn emit(conversation: &mut Vec<Step>, steps: &mpsc::Sender<Step>, step: Step) {
+    conversation.push(step.clone());
+    // A closed receiver means nobody listens any more; the run still finishes.
+    let _ = steps.send(step).await;
+}
+
+async fn wait_cancelled(cancel: &mut watch::Receiver<bool>) {
+    loop {
+        if *cancel.borrow_and_update() {
+            return;
+        }
+        if cancel.changed().await.is_err() {
+            // Sender gone: nobody can cancel any more.
+            std::future::pending::<()>().await;
+        }
+    }
+}

@@ -1,0 +1,56 @@
+//! The [`Model`] trait: given the conversation so far (as interaction steps), produce the next
+//! turn: optional thought, text and/or tool calls. Backends translate steps to their own wire
+//! format; they must not execute tools.
+
+use async_trait::async_trait;
+use hookbox_protocol::ToolName;
+use hookbox_protocol::api::{Step, Usage};
+use serde_json::Value;
+
+/// One request to a model.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelRequest<'a> {
+    /// Per-request model name (`agent_config.model`); the backend's default when `None`.
+    pub model: Option<&'a str>,
+    pub system_instruction: Option<&'a str>,
+    /// The whole conversation: earlier turns, then this turn's steps so far.
+    pub steps: &'a [Step],
+    /// Tools the model may call.
+    pub tools: &'a [ToolName],
+}
+
+/// A tool call the model asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelCall {
+    /// Call id; the loop generates one when the backend has none.
+    pub id: Option<String>,
+    pub name: String,
+    pub args: Value,
+    /// Opaque thought signature to send back with the call (Gemini).
+    pub signature: Option<String>,
+}
+
+/// The model's next turn. No calls means the model has answered.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ModelTurn {
+    pub thought: Option<String>,
+    pub text: Option<String>,
+    pub calls: Vec<ModelCall>,
+    pub usage: Usage,
+}
+
+/// A model backend.
+#[async_trait]
+pub trait Model: Send + Sync + std::fmt::Debug {
+    /// Backend name for logs (`offline`, `gemini`, `openai`).
+    fn name(&self) -> &'static str;
+    async fn turn(&self, request: &ModelRequest<'_>) -> crate::Result<ModelTurn>;
+}
+
+/// The index after the last `user_input` step: where the current turn's own steps start.
+pub fn current_turn_start(steps: &[Step]) -> usize {
+    steps
+        .iter()
+        .rposition(|s| matches!(s, Step::UserInput { .. }))
+        .map_or(0, |i| i + 1)
+}

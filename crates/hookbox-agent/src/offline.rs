@@ -1,0 +1,315 @@
+//! The `offline` model: deterministic, no network, for developing and testing hooks. It performs
+//! exactly the operations the latest user input names with backticks, one tool call per turn, in
+//! order, then answers with one line per operation saying what happened (output, error or the
+//! hook's deny reason).
+//!
+//! Grammar (case-insensitive verbs; the *last* verb word between the previous backtick span and
+//! this one decides):
+//! - `` run|execute|exec `CMD` `` → `code_execution {code: CMD, language: "bash"}`
+//! - `` read|view|open|show|cat `PATH` `` → `view_file {path}`
+//! - `` create|write `PATH` containing|with content 'TEXT' `` (single or double quotes, in the
+//!   text after the span) → `write_to_file {path, content: TEXT}` (empty content if no quotes)
+//! - `` list `PATH` `` → `list_dir {path}`;  `` delete|remove `PATH` `` → `delete_file {path}`
+//! - `` replace 'OLD' with 'NEW' in `PATH` `` → `replace_file_content {path, old_text, new_text}`
+//! - no verb: a span starting with `/`, `./` or `~/` without spaces is read (`view_file`),
+//!   anything else is run (`code_execution`)
+//! - `read it` / `read it back` after a span → `view_file` of that span's path, after it
+//!
+//! With no backtick span it answers with this grammar and calls no tool. It never loops: each
+//! turn looks at how many tool results follow the last `user_input`.
+
+use async_trait::async_trait;
+use hookbox_protocol::api::Step;
+use regex::Regex;
+use serde_json::{Value, json};
+
+use crate::model::{Model, ModelCall, ModelRequest, ModelTurn, current_turn_start};
+use crate::tools::{ToolStep, as_tool_step, output_as_text};
+
+/// One planned operation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Operation {
+    pub tool: &'static str,
+    pub args: Value,
+}
+
+/// The deterministic offline model.
+#[derive(Debug)]
+pub struct OfflineModel {
+    span: Regex,
+    quoted: Regex,
+    read_back: Regex,
+    replace: Regex,
+}
+
+/// Shown when the input names nothing to do.
+pub const HELP: &str = "The offline agent performs only operations named with backticks: \
+run `CMD`; read `PATH`; create `PATH` containing 'TEXT'; list `PATH`; delete `PATH`; \
+replace 'OLD' with 'NEW' in `PATH`.";
+
+impl OfflineModel {
+    pub fn new() -> crate::Result<Self> {
+        let re = |p: &str| Regex::new(p).map_err(|e| crate::Error::ModelResponse(e.to_string()));
+        Ok(OfflineModel {
+            span: re(r"`([^`]+)`")?,
+            quoted: re(r#"(?:containing|content|with)\s*:?\s*(?:'([^']*)'|"([^"]*)")"#)?,
+            read_back: re(r"(?i)\bread\s+(?:it|them)\b")?,
+            replace: re(
+                r#"(?i)replace\s+(?:'([^']*)'|"([^"]*)")\s+with\s+(?:'([^']*)'|"([^"]*)")"#,
+            )?,
+        })
+    }
+
+    /// The operations `input` names, in order.
+    pub fn plan(&self, input: &str) -> Vec<Operation> {
+        let spans: Vec<_> = self.span.captures_iter(input).collect();
+        let mut ops = Vec::new();
+        let mut prev_end = 0;
+        for (i, cap) in spans.iter().enumerate() {
+            let (Some(whole), Some(inner)) = (cap.get(0), cap.get(1)) else {
+                continue;
+            };
+            let before = &input[prev_end..whole.start()];
+            let after_end = spans
+                .get(i + 1)
+                .and_then(|c| c.get(0))
+                .map_or(input.len(), |m| m.start());
+            let after = &input[whole.end()..after_end];
+            prev_end = whole.end();
+            let target = inner.as_str().trim();
+            let path_like =
+                (target.starts_with('/') || target.starts_with("./") || target.starts_with("~/"))
+                    && !target.contains(char::is_whitespace);
+            let op = match last_verb(before) {
+                Some(Verb::Run) => Operation::code(target),
+                Some(Verb::Read) => Operation::path("view_file", target),
+                Some(Verb::List) => Operation::path("list_dir", target),
+                Some(Verb::Delete) => Operation::path("delete_file", target),
+                Some(Verb::Create) => {
+                    let content = self
+                        .quoted
+                        .captures(after)
+                        .and_then(|c| c.get(1).or_else(|| c.get(2)))
+                        .map_or("", |m| m.as_str());
+                    Operation {
+                        tool: "write_to_file",
+                        args: json!({"path": target, "content": content}),
+                    }
+                }
+                Some(Verb::Replace) => match self.replace.captures(before) {
+                    Some(c) => Operation {
+                        tool: "replace_file_content",
+                        args: json!({
+                            "path": target,
+                            "old_text": c.get(1).or_else(|| c.get(2)).map_or("", |m| m.as_str()),
+                            "new_text": c.get(3).or_else(|| c.get(4)).map_or("", |m| m.as_str()),
+                        }),
+                    },
+                    None => Operation::path("view_file", target),
+                },
+                None if path_like => Operation::path("view_file", target),
+                None => Operation::code(target),
+            };
+            let is_path_op = op.tool != "code_execution";
+            ops.push(op);
+            if is_path_op && self.read_back.is_match(after) {
+                ops.push(Operation::path("view_file", target));
+            }
+        }
+        ops
+    }
+}
+
+impl Operation {
+    fn code(code: &str) -> Self {
+        Operation {
+            tool: "code_execution",
+            args: json!({"code": code, "language": "bash"}),
+        }
+    }
+
+    fn path(tool: &'static str, path: &str) -> Self {
+        Operation {
+            tool,
+            args: json!({"path": path}),
+        }
+    }
+
+    fn describe_failure(&self) -> String {
+        let arg = |k: &str| self.args.get(k).and_then(Value::as_str).unwrap_or("");
+        match self.tool {
+            "code_execution" => format!("Could not run `{}`", arg("code")),
+            "view_file" => format!("Could not read `{}`", arg("path")),
+            "write_to_file" => format!("Could not write `{}`", arg("path")),
+            "replace_file_content" => format!("Could not edit `{}`", arg("path")),
+            "list_dir" => format!("Could not list `{}`", arg("path")),
+            _ => format!("Could not delete `{}`", arg("path")),
+        }
+    }
+
+    fn describe(&self) -> String {
+        let arg = |k: &str| self.args.get(k).and_then(Value::as_str).unwrap_or("");
+        match self.tool {
+            "code_execution" => format!("Ran `{}`", arg("code")),
+            "view_file" => format!("Read `{}`", arg("path")),
+            "write_to_file" => format!("Wrote `{}`", arg("path")),
+            "replace_file_content" => format!("Edited `{}`", arg("path")),
+            "list_dir" => format!("Listed `{}`", arg("path")),
+            _ => format!("Deleted `{}`", arg("path")),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verb {
+    Run,
+    Read,
+    Create,
+    List,
+    Delete,
+    Replace,
+}
+
+fn last_verb(text: &str) -> Option<Verb> {
+    text.split(|c: char| !c.is_ascii_alphabetic())
+        .rev()
+        .find_map(|w| match w.to_ascii_lowercase().as_str() {
+            "run" | "execute" | "exec" => Some(Verb::Run),
+            "read" | "view" | "open" | "show" | "cat" => Some(Verb::Read),
+            "create" | "write" => Some(Verb::Create),
+            "list" => Some(Verb::List),
+            "delete" | "remove" => Some(Verb::Delete),
+            "replace" => Some(Verb::Replace),
+            _ => None,
+        })
+}
+
+#[async_trait]
+impl Model for OfflineModel {
+    fn name(&self) -> &'static str {
+        "offline"
+    }
+
+    async fn turn(&self, request: &ModelRequest<'_>) -> crate::Result<ModelTurn> {
+        let start = current_turn_start(request.steps);
+        let input = start
+            .checked_sub(1)
+            .and_then(|i| request.steps.get(i))
+            .and_then(Step::text)
+            .unwrap_or_default();
+        let ops = self.plan(&input);
+        let results: Vec<(String, bool)> = request.steps[start..]
+            .iter()
+            .filter_map(|s| match as_tool_step(s) {
+                Some(ToolStep::Result {
+                    output, is_error, ..
+                }) => Some((output_as_text(output), is_error)),
+                _ => None,
+            })
+            .collect();
+        if ops.is_empty() {
+            return Ok(ModelTurn {
+                text: Some(HELP.to_owned()),
+                ..ModelTurn::default()
+            });
+        }
+        if let Some(next) = ops.get(results.len()) {
+            return Ok(ModelTurn {
+                calls: vec![ModelCall {
+                    id: None,
+                    name: next.tool.to_owned(),
+                    args: next.args.clone(),
+                    signature: None,
+                }],
+                ..ModelTurn::default()
+            });
+        }
+        let lines: Vec<String> = ops
+            .iter()
+            .zip(&results)
+            .map(|(op, (out, is_error))| {
+                let out = out.trim_end();
+                match (is_error, out.is_empty()) {
+                    (true, _) => format!("{}: {out}", op.describe_failure()),
+                    (false, true) => format!("{}: done.", op.describe()),
+                    (false, false) => format!("{}:\n{out}", op.describe()),
+                }
+            })
+            .collect();
+        Ok(ModelTurn {
+            text: Some(lines.join("\n")),
+            ..ModelTurn::default()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tools(input: &str) -> Vec<(String, Value)> {
+        OfflineModel::new()
+            .unwrap()
+            .plan(input)
+            .into_iter()
+            .map(|o| (o.tool.to_owned(), o.args))
+            .collect()
+    }
+
+    #[test]
+    fn reference_inputs_plan_the_expected_calls() {
+        assert_eq!(
+            tools("Run `rm -rf /tmp/forbidden` using code_execution."),
+            [(
+                "code_execution".into(),
+                json!({"code": "rm -rf /tmp/forbidden", "language": "bash"})
+            )]
+        );
+        assert_eq!(
+            tools(
+                "Use your filesystem tool to read `/workspace/private/employees.json` and summarize the employee details."
+            ),
+            [(
+                "view_file".into(),
+                json!({"path": "/workspace/private/employees.json"})
+            )]
+        );
+        assert_eq!(
+            tools(
+                "Understood. Please read the approved `/workspace/public/summary.json` file instead and provide the summary."
+            ),
+            [(
+                "view_file".into(),
+                json!({"path": "/workspace/public/summary.json"})
+            )]
+        );
+        assert_eq!(
+            tools(
+                "Use your filesystem tool to create `/workspace/audit.log` containing 'event 1', then immediately read it back using your filesystem read tool."
+            ),
+            [
+                (
+                    "write_to_file".into(),
+                    json!({"path": "/workspace/audit.log", "content": "event 1"})
+                ),
+                ("view_file".into(), json!({"path": "/workspace/audit.log"})),
+            ]
+        );
+    }
+
+    #[test]
+    fn other_verbs_and_defaults() {
+        assert_eq!(
+            tools("list `/workspace` then delete `/workspace/a`")[1].0,
+            "delete_file"
+        );
+        assert_eq!(tools("list `/workspace`")[0].0, "list_dir");
+        assert_eq!(tools("`/etc/hostname`")[0].0, "view_file");
+        assert_eq!(tools("`echo hi`")[0].0, "code_execution");
+        assert_eq!(
+            tools("replace 'a' with \"b\" in `/w/x`")[0].1,
+            json!({"path": "/w/x", "old_text": "a", "new_text": "b"})
+        );
+        assert!(tools("hello there").is_empty());
+    }
+}

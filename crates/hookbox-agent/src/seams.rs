@@ -1,0 +1,130 @@
+//! The two seams between the agent/server and the sandbox. The sandbox crate implements them:
+//! [`ToolExecutor`] runs one tool call with its pre and post hooks inside an environment;
+//! [`EnvironmentProvider`] creates environments from sources and serves their files. This module
+//! only defines the contracts; it must not implement isolation.
+
+use async_trait::async_trait;
+use hookbox_protocol::ToolCall;
+use hookbox_protocol::api::{EnvironmentFile, Network, Source};
+use serde_json::{Map, Value};
+
+/// What running one tool call in an environment produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolExecution {
+    /// What the model sees: a string (command output, file content) or JSON. When the call was
+    /// denied, the deny reason.
+    pub output: Value,
+    /// The tool failed or was denied.
+    pub is_error: bool,
+    /// `Some(reason)` when a pre hook denied the call; the tool did not run.
+    pub denied_reason: Option<String>,
+    /// Hooks that ran and what they decided, for logs and audits (free-form).
+    pub trace: Value,
+}
+
+impl ToolExecution {
+    /// A successful result.
+    pub fn ok(output: impl Into<Value>) -> Self {
+        ToolExecution {
+            output: output.into(),
+            is_error: false,
+            denied_reason: None,
+            trace: Value::Null,
+        }
+    }
+
+    /// A failed result.
+    pub fn error(message: impl Into<String>) -> Self {
+        ToolExecution {
+            output: Value::String(message.into()),
+            is_error: true,
+            denied_reason: None,
+            trace: Value::Null,
+        }
+    }
+
+    /// A call a pre hook denied: the reason goes back to the model as an error result.
+    pub fn denied(reason: impl Into<String>) -> Self {
+        let reason = reason.into();
+        ToolExecution {
+            output: Value::String(reason.clone()),
+            is_error: true,
+            denied_reason: Some(reason),
+            trace: Value::Null,
+        }
+    }
+}
+
+/// Runs a built-in tool call in an environment: pre hooks → tool in the sandbox → post hooks.
+/// Failures of the tool are results (`is_error`), not errors: the model must see them.
+#[async_trait]
+pub trait ToolExecutor: Send + Sync + std::fmt::Debug {
+    async fn execute(&self, environment_id: &str, call: &ToolCall) -> ToolExecution;
+}
+
+/// Errors of an [`EnvironmentProvider`]; the server maps them to HTTP statuses.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ProviderError {
+    #[error("environment `{0}` not found")]
+    EnvironmentNotFound(String),
+    #[error("file `{0}` not found")]
+    FileNotFound(String),
+    #[error("file `{0}` already exists")]
+    FileExists(String),
+    /// A source the provider refuses (escaping target, bad encoding, unsupported type). The
+    /// message is shown to the client.
+    #[error("invalid source: {0}")]
+    InvalidSource(String),
+    /// A path that escapes the environment or is malformed. Shown to the client.
+    #[error("invalid path: {0}")]
+    InvalidPath(String),
+    /// Anything else; logged, not shown to clients.
+    #[error("environment backend failed: {0}")]
+    Internal(String),
+}
+
+/// What an environment is made of.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EnvironmentSetup {
+    pub sources: Vec<Source>,
+    pub network: Option<Network>,
+    /// `env` of the embedded environment: names to values or `{credential}` references.
+    pub env: Option<Map<String, Value>>,
+}
+
+/// Size of an environment's files.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EnvironmentUsage {
+    pub file_count: u64,
+    pub size_bytes: u64,
+}
+
+/// Creates, forks and deletes environments and serves their files. Paths are sandbox paths
+/// (`/workspace/a.txt`; relative paths resolve against `/`).
+#[async_trait]
+pub trait EnvironmentProvider: Send + Sync + std::fmt::Debug {
+    /// Materialises a new environment `id` from `setup`. Nothing is left behind on error.
+    async fn create(&self, id: &str, setup: &EnvironmentSetup) -> Result<(), ProviderError>;
+    /// Places more sources into an existing environment (and replaces network/env if given).
+    async fn update(&self, id: &str, setup: &EnvironmentSetup) -> Result<(), ProviderError>;
+    /// Copies environment `from` into a new environment `to`.
+    async fn fork(&self, from: &str, to: &str) -> Result<(), ProviderError>;
+    async fn delete(&self, id: &str) -> Result<(), ProviderError>;
+    /// The entry at `path` (one element for a file) or its children (all descendants when
+    /// `recursive`).
+    async fn list_files(
+        &self,
+        id: &str,
+        path: &str,
+        recursive: bool,
+    ) -> Result<Vec<EnvironmentFile>, ProviderError>;
+    async fn read_file(&self, id: &str, path: &str) -> Result<Vec<u8>, ProviderError>;
+    async fn write_file(
+        &self,
+        id: &str,
+        path: &str,
+        bytes: &[u8],
+        overwrite: bool,
+    ) -> Result<EnvironmentFile, ProviderError>;
+    async fn usage(&self, id: &str) -> Result<EnvironmentUsage, ProviderError>;
+}

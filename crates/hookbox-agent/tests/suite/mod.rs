@@ -1,0 +1,62 @@
+mod fake_models;
+mod local_backend;
+mod offline_loop;
+
+use std::sync::Arc;
+
+use hookbox_agent::Model;
+use hookbox_agent::agent_loop::{LoopConfig, LoopContext, LoopOutcome, run};
+use hookbox_agent::local::LocalBackend;
+use hookbox_agent::seams::{EnvironmentProvider, EnvironmentSetup, ToolExecutor};
+use hookbox_protocol::ToolName;
+use hookbox_protocol::api::{Source, Step};
+use tokio::sync::{mpsc, watch};
+
+/// A local backend in a temp dir with one environment `env_t` holding `files`.
+pub async fn backend(files: &[(&str, &str)]) -> (tempfile::TempDir, Arc<LocalBackend>) {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = Arc::new(LocalBackend::new(dir.path()));
+    let setup = EnvironmentSetup {
+        sources: files
+            .iter()
+            .map(|(target, content)| Source {
+                kind: Some("inline".into()),
+                target: Some((*target).into()),
+                content: Some((*content).into()),
+                ..Source::default()
+            })
+            .collect(),
+        ..EnvironmentSetup::default()
+    };
+    backend.create("env_t", &setup).await.unwrap();
+    (dir, backend)
+}
+
+/// Runs the loop on `input`; returns the outcome and the steps in the order they were streamed.
+pub async fn run_loop(
+    model: &dyn Model,
+    executor: &dyn ToolExecutor,
+    input: &str,
+    config: LoopConfig,
+) -> (LoopOutcome, Vec<Step>) {
+    let (tx, mut rx) = mpsc::channel(64);
+    let (_cancel_tx, cancel_rx) = watch::channel(false);
+    let ctx = LoopContext {
+        model,
+        executor,
+        environment_id: Some("env_t"),
+        model_name: None,
+        system_instruction: Some("Be brief."),
+        tools: &ToolName::ALL,
+    };
+    let collect = tokio::spawn(async move {
+        let mut steps = Vec::new();
+        while let Some(s) = rx.recv().await {
+            steps.push(s);
+        }
+        steps
+    });
+    let outcome = run(ctx, config, vec![Step::user_text(input)], &tx, cancel_rx).await;
+    drop(tx);
+    (outcome, collect.await.unwrap())
+}

@@ -1,0 +1,131 @@
+use async_trait::async_trait;
+use hookbox_agent::agent_loop::LoopConfig;
+use hookbox_agent::local::LocalBackend;
+use hookbox_agent::offline::OfflineModel;
+use hookbox_agent::seams::{ToolExecution, ToolExecutor};
+use hookbox_protocol::api::{InteractionStatus, Step, output_text};
+use hookbox_protocol::{ToolCall, ToolName};
+
+use super::{backend, run_loop};
+
+/// A real (if tiny) policy in front of the local backend: denies commands containing `rm -rf`
+/// and reads under `/private/`, as the reference's gates do.
+#[derive(Debug)]
+struct Gate(std::sync::Arc<LocalBackend>);
+
+#[async_trait]
+impl ToolExecutor for Gate {
+    async fn execute(&self, env: &str, call: &ToolCall) -> ToolExecution {
+        let args = call.args.to_string();
+        if call.name == ToolName::CodeExecution && args.contains("rm -rf") {
+            return ToolExecution::denied("Destructive command blocked by security gate.");
+        }
+        if call.name == ToolName::ViewFile && args.contains("/private/") {
+            return ToolExecution::denied("PII is off limits.");
+        }
+        self.0.execute(env, call).await
+    }
+}
+
+#[tokio::test]
+async fn denial_reason_reaches_the_answer_and_the_tool_does_not_run() {
+    let (dir, local) = backend(&[("tmp/forbidden/keep.txt", "x")]).await;
+    let gate = Gate(local);
+    let model = OfflineModel::new().unwrap();
+    let (outcome, steps) = run_loop(
+        &model,
+        &gate,
+        "Run `rm -rf /tmp/forbidden` using code_execution.",
+        LoopConfig::default(),
+    )
+    .await;
+    assert_eq!(outcome.status, InteractionStatus::Completed);
+    assert!(
+        matches!(&steps[0], Step::CodeExecutionCall { arguments, .. } if arguments.code.as_deref() == Some("rm -rf /tmp/forbidden"))
+    );
+    assert!(
+        matches!(&steps[1], Step::CodeExecutionResult { is_error: Some(true), result, .. } if result == "Destructive command blocked by security gate.")
+    );
+    let answer = output_text(&steps);
+    assert!(
+        answer.contains("Destructive command blocked by security gate."),
+        "{answer}"
+    );
+    assert!(dir.path().join("env_t/tmp/forbidden/keep.txt").exists());
+}
+
+#[tokio::test]
+async fn write_then_read_back_runs_two_file_tools_for_real() {
+    let (dir, local) = backend(&[]).await;
+    let model = OfflineModel::new().unwrap();
+    let (outcome, steps) = run_loop(
+        &model,
+        local.as_ref(),
+        "Use your filesystem tool to create `/workspace/audit.log` containing 'event 1', then immediately read it back using your filesystem read tool.",
+        LoopConfig::default(),
+    )
+    .await;
+    assert_eq!(outcome.status, InteractionStatus::Completed);
+    let types: Vec<_> = steps.iter().map(Step::type_name).collect();
+    assert_eq!(
+        types,
+        [
+            "function_call",
+            "function_result",
+            "function_call",
+            "function_result",
+            "model_output"
+        ]
+    );
+    assert!(matches!(&steps[2], Step::FunctionCall { name, .. } if name == "view_file"));
+    assert!(
+        matches!(&steps[3], Step::FunctionResult { result, is_error: Some(false), .. } if result == "event 1")
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("env_t/workspace/audit.log")).unwrap(),
+        "event 1"
+    );
+    assert!(output_text(&steps).contains("event 1"));
+}
+
+#[tokio::test]
+async fn commands_run_in_the_workspace_and_failures_are_error_results() {
+    let (_dir, local) = backend(&[("workspace/a.txt", "A")]).await;
+    let model = OfflineModel::new().unwrap();
+    let (_, steps) = run_loop(
+        &model,
+        local.as_ref(),
+        "run `cat a.txt && exit 3`",
+        LoopConfig::default(),
+    )
+    .await;
+    assert!(
+        matches!(&steps[1], Step::CodeExecutionResult { is_error: Some(true), result, .. } if result.as_str().unwrap().starts_with("A(exit status 3)")),
+        "{steps:?}"
+    );
+}
+
+#[tokio::test]
+async fn step_budget_stops_the_run() {
+    let (_dir, local) = backend(&[]).await;
+    let model = OfflineModel::new().unwrap();
+    let (outcome, steps) = run_loop(
+        &model,
+        local.as_ref(),
+        "run `true` then run `true` then run `true`",
+        LoopConfig { max_model_turns: 2 },
+    )
+    .await;
+    assert_eq!(outcome.status, InteractionStatus::BudgetExceeded);
+    assert_eq!(steps.len(), 4);
+    assert!(outcome.errors[0].message.contains("2 model turns"));
+}
+
+#[tokio::test]
+async fn no_operation_answers_with_the_grammar() {
+    let (_dir, local) = backend(&[]).await;
+    let model = OfflineModel::new().unwrap();
+    let (outcome, steps) = run_loop(&model, local.as_ref(), "hello", LoopConfig::default()).await;
+    assert_eq!(outcome.status, InteractionStatus::Completed);
+    assert_eq!(output_text(&steps), hookbox_agent::offline::HELP);
+}

@@ -1,0 +1,105 @@
+//! Header rewriting on requests leaving through the proxy: hop-by-hop removal and injection of
+//! an allowlist entry's `transform` headers and credential.
+//!
+//! Injected headers replace any same-named header the sandbox sent. Credential values are marked
+//! sensitive (`HeaderValue::set_sensitive`) so that hyper and `Debug` do not show them. This
+//! module must not decide whether a request is allowed.
+
+use http::{HeaderMap, HeaderName, HeaderValue};
+
+/// Hop-by-hop headers (RFC 9110 §7.6.1) plus the proxy's own, never forwarded nor injectable.
+pub const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+pub fn is_hop_by_hop(name: &str) -> bool {
+    HOP_BY_HOP.iter().any(|h| h.eq_ignore_ascii_case(name))
+}
+
+/// Headers to set on every request to one allowlist entry's hosts.
+#[derive(Debug, Clone, Default)]
+pub struct Injected {
+    headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+impl Injected {
+    pub fn push(&mut self, name: HeaderName, value: HeaderValue) {
+        self.headers.push((name, value));
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.headers.is_empty()
+    }
+
+    /// Names only, for traces.
+    pub fn names(&self) -> Vec<&str> {
+        self.headers.iter().map(|(n, _)| n.as_str()).collect()
+    }
+
+    /// Removes hop-by-hop headers (and those the `Connection` header names), then sets the
+    /// injected headers, replacing what the sender put there.
+    pub fn apply(&self, headers: &mut HeaderMap) {
+        strip_hop_by_hop(headers);
+        for (name, _) in &self.headers {
+            headers.remove(name);
+        }
+        for (name, value) in &self.headers {
+            headers.append(name.clone(), value.clone());
+        }
+    }
+}
+
+/// Removes hop-by-hop headers, including any listed in `Connection`.
+pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let listed: Vec<HeaderName> = headers
+        .get_all(http::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
+        .collect();
+    for name in listed {
+        headers.remove(name);
+    }
+    for name in HOP_BY_HOP {
+        headers.remove(*name);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn injected_headers_replace_sent_ones() {
+        let mut h = HeaderMap::new();
+        h.append(
+            "authorization",
+            HeaderValue::from_static("Bearer sandbox-guess"),
+        );
+        h.append("x-keep", HeaderValue::from_static("1"));
+        h.append("connection", HeaderValue::from_static("close, x-drop"));
+        h.append("x-drop", HeaderValue::from_static("1"));
+        h.append("proxy-authorization", HeaderValue::from_static("Basic x"));
+        let mut inj = Injected::default();
+        let mut v = HeaderValue::from_static("Bearer real");
+        v.set_sensitive(true);
+        inj.push(HeaderName::from_static("authorization"), v);
+        inj.apply(&mut h);
+        assert_eq!(h.get_all("authorization").iter().count(), 1);
+        assert_eq!(h["authorization"], "Bearer real");
+        assert_eq!(h["x-keep"], "1");
+        assert!(h.get("x-drop").is_none());
+        assert!(h.get("connection").is_none());
+        assert!(h.get("proxy-authorization").is_none());
+        assert!(!format!("{h:?}").contains("real"));
+    }
+}

@@ -1,0 +1,145 @@
+//! [`EgressPoster`]: the hooks engine's [`HttpPoster`] for one environment, so an http hook
+//! leaves through the same policy, SSRF checks, TLS verification and header injection as
+//! sandbox traffic.
+//!
+//! Owns only the mapping between the hook seam (`HttpRequest`/`HttpResponse`/`HttpError`) and
+//! [`Egress`]; it must not decide anything itself. A refusal is `HttpError::Blocked` naming the
+//! rule, which the engine treats as a failed handler (fail open) and records in its trace.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use hookbox_hooks::http::{HttpError, HttpPoster, HttpRequest, HttpResponse};
+use http::uri::{Authority, Scheme};
+use http::{HeaderName, HeaderValue, Method, Request, Uri};
+use http_body_util::{BodyExt as _, Full};
+
+use crate::audit::{Mode, Origin};
+use crate::egress::{Egress, EgressError};
+use crate::proxy::{open_http1, outbound_request, send};
+
+/// Posts hook events through an environment's egress.
+#[derive(Debug, Clone)]
+pub struct EgressPoster {
+    egress: Arc<Egress>,
+}
+
+impl EgressPoster {
+    pub fn new(egress: Arc<Egress>) -> Self {
+        Self { egress }
+    }
+
+    async fn post_inner(&self, request: &HttpRequest) -> Result<HttpResponse, HttpError> {
+        let egress = &*self.egress;
+        let invalid = |why: &str| HttpError::InvalidUrl(format!("{}: {why}", request.url));
+        let uri: Uri = request.url.parse().map_err(|_| invalid("not a URL"))?;
+        let scheme = uri.scheme().ok_or_else(|| invalid("no scheme"))?;
+        let tls = if *scheme == Scheme::HTTPS {
+            true
+        } else if *scheme == Scheme::HTTP {
+            false
+        } else {
+            return Err(invalid("only http and https are supported"));
+        };
+        let mode = if tls { Mode::Https } else { Mode::Http };
+        let authority: Authority = uri.authority().cloned().ok_or_else(|| invalid("no host"))?;
+        if authority.as_str().contains('@') {
+            return Err(invalid("user info is not allowed"));
+        }
+        let port = authority.port_u16().unwrap_or(if tls { 443 } else { 80 });
+        let host = authority.host();
+        let target = egress.authorize(host, port).map_err(|d| {
+            egress.audit(Origin::Hook, mode, host, port, Err(&d));
+            HttpError::Blocked(d.to_string())
+        })?;
+        let injected = egress.injected(&target, tls).map_err(|d| {
+            egress.audit(Origin::Hook, mode, &target.host_str, port, Err(&d));
+            HttpError::Blocked(d.to_string())
+        })?;
+        let tcp = egress.connect(&target).await.map_err(|e| {
+            if let EgressError::Denied(d) = &e {
+                egress.audit(Origin::Hook, mode, &target.host_str, port, Err(d));
+            }
+            to_http_error(e)
+        })?;
+        egress.audit(Origin::Hook, mode, &target.host_str, port, Ok(()));
+
+        let mut req = Request::new(Full::new(Bytes::from(request.body.clone())));
+        *req.method_mut() = Method::POST;
+        *req.uri_mut() = uri.clone();
+        let headers = req.headers_mut();
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        for (name, value) in &request.headers {
+            let name = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| HttpError::Other(format!("invalid header name {name:?}")))?;
+            let value = HeaderValue::from_str(value)
+                .map_err(|_| HttpError::Other(format!("invalid value for header {name}")))?;
+            headers.insert(name, value);
+        }
+        let out = outbound_request(req, &authority, &injected)
+            .map_err(|d| HttpError::Blocked(d.to_string()))?;
+        let response = if tls {
+            let stream = egress
+                .tls_connect(&target, tcp)
+                .await
+                .map_err(to_http_error)?;
+            let mut sender = open_http1(egress, stream).await.map_err(to_http_error)?;
+            send(egress, &mut sender, out)
+                .await
+                .map_err(to_http_error)?
+        } else {
+            let mut sender = open_http1(egress, tcp).await.map_err(to_http_error)?;
+            send(egress, &mut sender, out)
+                .await
+                .map_err(to_http_error)?
+        };
+        let status = response.status().as_u16();
+        let mut body = response.into_body();
+        let mut out = Vec::new();
+        let mut truncated = false;
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| HttpError::Other(e.to_string()))?;
+            let Ok(chunk) = frame.into_data() else {
+                continue;
+            };
+            let room = request.response_limit.saturating_sub(out.len());
+            if chunk.len() > room {
+                out.extend_from_slice(&chunk[..room]);
+                truncated = true;
+                break;
+            }
+            out.extend_from_slice(&chunk);
+        }
+        Ok(HttpResponse {
+            status,
+            body: out,
+            truncated,
+        })
+    }
+}
+
+fn to_http_error(e: EgressError) -> HttpError {
+    match e {
+        EgressError::Denied(d) => HttpError::Blocked(d.to_string()),
+        EgressError::Timeout(_) => HttpError::TimedOut,
+        EgressError::Resolve { .. } | EgressError::Connect { .. } => {
+            HttpError::Connect(e.to_string())
+        }
+        EgressError::Tls { .. } | EgressError::Upstream(_) | EgressError::Config(_) => {
+            HttpError::Other(e.to_string())
+        }
+    }
+}
+
+#[async_trait]
+impl HttpPoster for EgressPoster {
+    async fn post(&self, request: HttpRequest) -> Result<HttpResponse, HttpError> {
+        tokio::time::timeout(request.timeout, self.post_inner(&request))
+            .await
+            .map_err(|_| HttpError::TimedOut)?
+    }
+}

@@ -1,0 +1,6 @@
+mod hooks;
+mod logs;
+mod netns;
+mod proxy;
+mod ssrf;
+mod support;

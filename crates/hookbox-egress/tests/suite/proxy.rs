@@ -1,0 +1,390 @@
+//! The proxy against real receivers on 127.0.0.1: tunnel, intercept with injection, plain
+//! http, allowlist forms, refusals and their audit events.
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::support::*;
+
+#[tokio::test]
+async fn tunnel_to_an_allowed_host_is_untouched() {
+    let ca = Arc::new(TestCa::new());
+    let recv = receiver(Some(ca.server_config(&["api.example.test"]))).await;
+    let env = EnvBuilder::new(
+        json!({"allowlist": [{"domain": "api.example.test"}]}),
+        ca.clone(),
+    )
+    .pin("api.example.test")
+    .build();
+    let proxy = start_proxy(env.egress.clone()).await;
+    let port = recv.addr.port();
+    let tcp = connect_via(proxy, &format!("API.Example.test.:{port}"))
+        .await
+        .unwrap();
+    // The receiver's own certificate reaches the client: it verifies against the test CA only,
+    // which the environment's CA is not.
+    let tls = tls(tcp, "api.example.test", client_trusting(&ca.pem))
+        .await
+        .unwrap();
+    let got = send(
+        tls,
+        get(
+            "/hello",
+            "api.example.test",
+            &[("authorization", "Bearer mine")],
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(got.status, 200);
+    assert_eq!(got.body, b"hello from /hello");
+    let seen = recv.seen.lock().unwrap();
+    assert_eq!(seen[0].header("authorization"), vec!["Bearer mine"]);
+    assert!(env.audit.denied_rules().is_empty());
+}
+
+#[tokio::test]
+async fn allowlist_forms_decide_which_hosts_connect() {
+    let ca = Arc::new(TestCa::new());
+    let recv = receiver(Some(ca.server_config(&["x"]))).await;
+    let port = recv.addr.port();
+    let cases: Vec<(serde_json::Value, &str, Result<(), &str>)> = vec![
+        (
+            json!({"allowlist": [{"domain": "*.example.test"}]}),
+            "a.b.example.test",
+            Ok(()),
+        ),
+        (
+            json!({"allowlist": [{"domain": "*.example.test"}]}),
+            "example.test",
+            Err("not-allowlisted"),
+        ),
+        (
+            json!({"allowlist": [{"domain": "*.example.test"}]}),
+            "badexample.test",
+            Err("not-allowlisted"),
+        ),
+        (
+            json!({"allowlist": [{"domain": "*"}]}),
+            "anything.test",
+            Ok(()),
+        ),
+        (
+            json!({"allowlist": [{"domain": "api.example.test"}]}),
+            "other.example.test",
+            Err("not-allowlisted"),
+        ),
+        (
+            json!("disabled"),
+            "api.example.test",
+            Err("network-disabled"),
+        ),
+        (
+            json!({"allowlist": "disabled"}),
+            "api.example.test",
+            Err("network-disabled"),
+        ),
+    ];
+    for (policy, host, want) in cases {
+        let env = EnvBuilder::new(policy.clone(), ca.clone())
+            .pin("a.b.example.test")
+            .pin("anything.test")
+            .pin("example.test")
+            .pin("badexample.test")
+            .pin("api.example.test")
+            .pin("other.example.test")
+            .build();
+        let proxy = start_proxy(env.egress.clone()).await;
+        let got = connect_via(proxy, &format!("{host}:{port}")).await;
+        match (want, got) {
+            (Ok(()), Ok(_)) => assert!(env.audit.denied_rules().is_empty()),
+            (Err(rule), Err(refused)) => {
+                assert_eq!(refused.status, 403, "{policy} {host}");
+                assert_eq!(refused.rule.as_deref(), Some(rule), "{policy} {host}");
+                assert!(refused.body.contains(rule), "{}", refused.body);
+                assert_eq!(env.audit.denied_rules(), vec![rule], "{policy} {host}");
+            }
+            (want, got) => panic!("{policy} {host}: want {want:?}, got {got:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn intercepted_https_gets_credential_and_transform_headers() {
+    let ca = Arc::new(TestCa::new());
+    let recv = receiver(Some(ca.server_config(&["api.example.test"]))).await;
+    let env = EnvBuilder::new(
+        json!({"allowlist": [{
+            "domain": "api.example.test",
+            "credential": "telemetry",
+            "transform": [{"X-Team": "blue"}, {"X-Source": "hookbox"}],
+        }]}),
+        ca.clone(),
+    )
+    .pin("api.example.test")
+    .build();
+    let proxy = start_proxy(env.egress.clone()).await;
+    let authority = format!("api.example.test:{}", recv.addr.port());
+    let tcp = connect_via(proxy, &authority).await.unwrap();
+    // The sandbox trusts the environment's CA, not the test CA.
+    let tls = tls(
+        tcp,
+        "api.example.test",
+        client_trusting(env.egress.ca_cert_pem()),
+    )
+    .await
+    .unwrap();
+    let got = send(
+        tls,
+        get(
+            "/v1/items",
+            &authority,
+            &[
+                ("authorization", "Bearer sandbox-forgery"),
+                ("x-team", "red"),
+            ],
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    let seen = recv.seen.lock().unwrap();
+    assert_eq!(seen[0].path, "/v1/items");
+    assert_eq!(
+        seen[0].header("authorization"),
+        vec![format!("Bearer {SECRET}")]
+    );
+    assert_eq!(seen[0].header("x-team"), vec!["blue"]);
+    assert_eq!(seen[0].header("x-source"), vec!["hookbox"]);
+}
+
+#[tokio::test]
+async fn intercepted_requests_must_keep_their_host() {
+    let ca = Arc::new(TestCa::new());
+    let recv = receiver(Some(ca.server_config(&["api.example.test"]))).await;
+    let env = EnvBuilder::new(
+        json!({"allowlist": [{"domain": "api.example.test", "credential": "telemetry"}, {"domain": "*"}]}),
+        ca.clone(),
+    )
+    .pin("api.example.test")
+    .build();
+    let proxy = start_proxy(env.egress.clone()).await;
+    let tcp = connect_via(proxy, &format!("api.example.test:{}", recv.addr.port()))
+        .await
+        .unwrap();
+    let tls = tls(
+        tcp,
+        "api.example.test",
+        client_trusting(env.egress.ca_cert_pem()),
+    )
+    .await
+    .unwrap();
+    let got = send(tls, get("/", "evil.test", &[])).await.unwrap();
+    assert_eq!(got.status, 403);
+    assert_eq!(got.rule.as_deref(), Some("host-mismatch"));
+    assert!(recv.seen.lock().unwrap().is_empty());
+    assert_eq!(env.audit.denied_rules(), vec!["host-mismatch"]);
+}
+
+#[tokio::test]
+async fn tunnel_sni_must_equal_the_connect_host() {
+    let ca = Arc::new(TestCa::new());
+    let recv = receiver(Some(ca.server_config(&["api.example.test", "evil.test"]))).await;
+    let env = EnvBuilder::new(
+        json!({"allowlist": [{"domain": "api.example.test"}]}),
+        ca.clone(),
+    )
+    .pin("api.example.test")
+    .build();
+    let proxy = start_proxy(env.egress.clone()).await;
+    let tcp = connect_via(proxy, &format!("api.example.test:{}", recv.addr.port()))
+        .await
+        .unwrap();
+    let err = tls(tcp, "evil.test", client_trusting(&ca.pem)).await;
+    assert!(err.is_err(), "handshake with a foreign SNI must fail");
+    assert_eq!(env.audit.denied_rules(), vec!["sni-mismatch"]);
+    assert!(recv.seen.lock().unwrap().is_empty());
+
+    // Plain text through a tunnel is refused too.
+    let mut tcp = connect_via(proxy, &format!("api.example.test:{}", recv.addr.port()))
+        .await
+        .unwrap();
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    tcp.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut rest = Vec::new();
+    tcp.read_to_end(&mut rest).await.unwrap();
+    assert!(rest.is_empty());
+    assert_eq!(env.audit.denied_rules(), vec!["sni-mismatch", "not-tls"]);
+}
+
+#[tokio::test]
+async fn upstream_certificates_are_verified() {
+    // Without the operator's extra CA the receiver's certificate is unknown: intercepted
+    // requests get 502, nothing reaches the receiver.
+    let ca = Arc::new(TestCa::new());
+    let recv = receiver(Some(ca.server_config(&["api.example.test"]))).await;
+    let mut b = EnvBuilder::new(
+        json!({"allowlist": [{"domain": "api.example.test", "transform": {"X-A": "1"}}]}),
+        ca.clone(),
+    )
+    .pin("api.example.test");
+    b.trust_test_ca = false;
+    let env = b.build();
+    let proxy = start_proxy(env.egress.clone()).await;
+    let authority = format!("api.example.test:{}", recv.addr.port());
+    let tcp = connect_via(proxy, &authority).await.unwrap();
+    let tls = tls(
+        tcp,
+        "api.example.test",
+        client_trusting(env.egress.ca_cert_pem()),
+    )
+    .await
+    .unwrap();
+    let got = send(tls, get("/", &authority, &[])).await.unwrap();
+    assert_eq!(got.status, 502);
+    assert!(String::from_utf8_lossy(&got.body).contains("TLS"));
+    assert!(recv.seen.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn plain_http_gets_transforms_but_never_credentials() {
+    let ca = Arc::new(TestCa::new());
+    let recv = receiver(None).await;
+    let env = EnvBuilder::new(
+        json!({"allowlist": [
+            {"domain": "plain.test", "transform": {"X-Injected": "yes"}},
+            {"domain": "secret.test", "credential": "telemetry"},
+        ]}),
+        ca.clone(),
+    )
+    .pin("plain.test")
+    .pin("secret.test")
+    .build();
+    let proxy = start_proxy(env.egress.clone()).await;
+    let port = recv.addr.port();
+
+    let tcp = tokio::net::TcpStream::connect(proxy).await.unwrap();
+    let url = format!("http://plain.test:{port}/p?q=1");
+    let got = send(
+        tcp,
+        get(
+            &url,
+            "ignored.test",
+            &[("x-injected", "no"), ("proxy-authorization", "x")],
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(got.status, 200);
+    {
+        let seen = recv.seen.lock().unwrap();
+        assert_eq!(seen[0].path, "/p");
+        assert_eq!(seen[0].header("x-injected"), vec!["yes"]);
+        assert_eq!(seen[0].header("host"), vec![format!("plain.test:{port}")]);
+        assert!(seen[0].header("proxy-authorization").is_empty());
+    }
+
+    let tcp = tokio::net::TcpStream::connect(proxy).await.unwrap();
+    let url = format!("http://secret.test:{port}/");
+    let got = send(tcp, get(&url, "secret.test", &[])).await.unwrap();
+    assert_eq!(got.status, 403);
+    assert_eq!(got.rule.as_deref(), Some("credential-needs-tls"));
+
+    // Origin-form requests are not proxied.
+    let tcp = tokio::net::TcpStream::connect(proxy).await.unwrap();
+    let got = send(tcp, get("/", "plain.test", &[])).await.unwrap();
+    assert_eq!(got.status, 403);
+    assert_eq!(got.rule.as_deref(), Some("bad-request"));
+    assert_eq!(recv.seen.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn missing_credentials_refuse_the_connect() {
+    let ca = Arc::new(TestCa::new());
+    let env = EnvBuilder::new(
+        json!({"allowlist": [{"domain": "api.example.test", "credential": "nope"}]}),
+        ca.clone(),
+    )
+    .pin("api.example.test")
+    .build();
+    let proxy = start_proxy(env.egress.clone()).await;
+    let refused = connect_via(proxy, "api.example.test:443")
+        .await
+        .unwrap_err();
+    assert_eq!(refused.status, 403);
+    assert_eq!(refused.rule.as_deref(), Some("credential-unavailable"));
+    assert!(refused.body.contains("nope"), "{}", refused.body);
+}
+
+#[tokio::test]
+async fn unreachable_upstream_is_a_fast_502() {
+    let ca = Arc::new(TestCa::new());
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let env = EnvBuilder::new(json!({"allowlist": [{"domain": "*"}]}), ca)
+        .pin("gone.test")
+        .build();
+    let proxy = start_proxy(env.egress.clone()).await;
+    let refused = connect_via(proxy, &format!("gone.test:{}", closed.port()))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.status, 502);
+    let refused = connect_via(proxy, "unpinned.test:443").await.unwrap_err();
+    assert_eq!(refused.status, 502);
+    assert!(
+        refused.body.contains("could not resolve"),
+        "{}",
+        refused.body
+    );
+}
+
+#[tokio::test]
+async fn intercepted_connections_redial_when_the_server_closes() {
+    // Regression: the upstream closing its keep-alive connection must not turn the sandbox's
+    // next request on the same intercepted connection into a 502.
+    let ca = Arc::new(TestCa::new());
+    let recv = receiver(Some(ca.server_config(&["api.example.test"]))).await;
+    let env = EnvBuilder::new(
+        json!({"allowlist": [{"domain": "api.example.test", "transform": {"X-A": "1"}}]}),
+        ca.clone(),
+    )
+    .pin("api.example.test")
+    .build();
+    let proxy = start_proxy(env.egress.clone()).await;
+    let authority = format!("api.example.test:{}", recv.addr.port());
+    let tcp = connect_via(proxy, &authority).await.unwrap();
+    let tls = tls(
+        tcp,
+        "api.example.test",
+        client_trusting(env.egress.ca_cert_pem()),
+    )
+    .await
+    .unwrap();
+    let mut sender = client(tls).await.unwrap();
+    let first = send_on(&mut sender, get("/close", &authority, &[]))
+        .await
+        .unwrap();
+    assert_eq!(first.status, 200);
+    let second = send_on(&mut sender, get("/again", &authority, &[]))
+        .await
+        .unwrap();
+    assert_eq!(
+        second.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&second.body)
+    );
+    let paths: Vec<String> = recv
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|s| s.path.clone())
+        .collect();
+    assert_eq!(paths, vec!["/close", "/again"]);
+}

@@ -1,0 +1,387 @@
+//! `/environments`: create (from sources or by forking), get, list, delete, file listing and
+//! download, and the resumable upload protocol (spec §5.3): `PUT /upload/{v}/…?…` opens a session
+//! and answers its URL in `X-Goog-Upload-URL`; `POST` chunks to it, the last one with
+//! `X-Goog-Upload-Command: upload, finalize`. Files go through the [`EnvironmentProvider`] seam;
+//! metadata through the store.
+//!
+//! [`EnvironmentProvider`]: hookbox_agent::seams::EnvironmentProvider
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use hookbox_agent::seams::EnvironmentSetup;
+use hookbox_protocol::api::{
+    CreateEnvironmentRequest, Environment, EnvironmentStatus, ListEnvironmentsResponse,
+    ListFilesResponse,
+};
+use hookbox_store::{EnvironmentRecord, Page};
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use crate::error::{ApiError, ApiResult};
+use crate::{AppState, new_id, parse_json, strip_resource_prefix};
+
+/// Largest file accepted by upload.
+pub const MAX_UPLOAD_BYTES: u64 = 1024 * 1024 * 1024;
+
+/// Upload sessions open at once; more are refused (abandoned sessions hold memory).
+pub const MAX_UPLOAD_SESSIONS: usize = 64;
+
+/// An open upload session.
+#[derive(Debug)]
+pub struct Upload {
+    env: String,
+    path: String,
+    overwrite: bool,
+    buffer: Vec<u8>,
+}
+
+/// `page_size` / `page_token` query.
+#[derive(Debug, Default, Deserialize)]
+pub struct PageQuery {
+    #[serde(default)]
+    pub page_size: Option<u32>,
+    #[serde(default)]
+    pub page_token: Option<String>,
+}
+
+impl PageQuery {
+    pub fn page(&self) -> Page {
+        Page {
+            size: self.page_size,
+            token: self.page_token.clone().filter(|t| !t.is_empty()),
+        }
+    }
+}
+
+async fn with_usage(state: &AppState, mut env: Environment) -> Environment {
+    if let Ok(usage) = state.inner.environments.usage(&env.id).await {
+        env.file_count = Some(usage.file_count);
+        env.size_bytes = Some(usage.size_bytes);
+    }
+    env
+}
+
+async fn record(state: &AppState, id: &str) -> ApiResult<EnvironmentRecord> {
+    state
+        .inner
+        .store
+        .get_environment(id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("Environment `{id}` not found.")))
+}
+
+/// `POST /environments`.
+pub async fn create(State(state): State<AppState>, body: Bytes) -> ApiResult<Json<Environment>> {
+    let req: CreateEnvironmentRequest = parse_json(&body, "environment request")?;
+    let id = match req.from_environment.as_deref() {
+        Some(from) => {
+            if req.sources.as_ref().is_some_and(|s| !s.is_empty()) {
+                return Err(ApiError::bad_request(
+                    "`sources` must be empty when `from_environment` is set (a fork copies its sources).",
+                ));
+            }
+            let from = strip_resource_prefix(from, "environments");
+            let parent = record(&state, from).await?;
+            let id = new_id("env");
+            state.inner.environments.fork(from, &id).await?;
+            let now = hookbox_store::time::now_rfc3339();
+            let mut child = parent;
+            child.environment.id.clone_from(&id);
+            child.environment.created = Some(now.clone());
+            child.environment.updated = Some(now.clone());
+            child.environment.last_accessed = Some(now);
+            child.environment.status = Some(EnvironmentStatus::Active);
+            if req.network.is_some() {
+                child.environment.network = req.network;
+            }
+            state.inner.store.put_environment(&child).await?;
+            id
+        }
+        None => {
+            crate::interactions::create_environment(
+                &state,
+                EnvironmentSetup {
+                    sources: req.sources.unwrap_or_default(),
+                    network: req.network,
+                    env: None,
+                },
+            )
+            .await?
+        }
+    };
+    let env = record(&state, &id).await?.environment;
+    Ok(Json(with_usage(&state, env).await))
+}
+
+/// `GET /environments/{id}`.
+pub async fn get(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Environment>> {
+    let env = record(&state, &id).await?.environment;
+    Ok(Json(with_usage(&state, env).await))
+}
+
+/// `GET /environments`.
+pub async fn list(
+    State(state): State<AppState>,
+    Query(q): Query<PageQuery>,
+) -> ApiResult<Json<ListEnvironmentsResponse>> {
+    let page = state.inner.store.list_environments(&q.page()).await?;
+    Ok(Json(ListEnvironmentsResponse {
+        environments: page.items.into_iter().map(|r| r.environment).collect(),
+        next_page_token: page.next_page_token,
+    }))
+}
+
+/// `DELETE /environments/{id}`.
+pub async fn delete(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    record(&state, &id).await?;
+    match state.inner.environments.delete(&id).await {
+        Ok(()) | Err(hookbox_agent::seams::ProviderError::EnvironmentNotFound(_)) => {}
+        Err(e) => return Err(e.into()),
+    }
+    state.inner.store.delete_environment(&id).await?;
+    Ok(Json(Value::Object(Map::new())))
+}
+
+/// Query of file listing and download.
+#[derive(Debug, Default, Deserialize)]
+pub struct FilesQuery {
+    #[serde(default)]
+    alt: Option<String>,
+    #[serde(default)]
+    recursive: Option<String>,
+    #[serde(default)]
+    page_size: Option<usize>,
+    #[serde(default)]
+    page_token: Option<String>,
+}
+
+/// `GET /environments/{id}/files` (the root).
+pub async fn files_root(
+    state: State<AppState>,
+    Path(id): Path<String>,
+    q: Query<FilesQuery>,
+) -> ApiResult<Response> {
+    files_at(state, id, String::new(), q).await
+}
+
+/// `GET /environments/{id}/files/{path…}`: listing, or the raw bytes with `alt=media`.
+pub async fn files(
+    state: State<AppState>,
+    Path((id, path)): Path<(String, String)>,
+    q: Query<FilesQuery>,
+) -> ApiResult<Response> {
+    files_at(state, id, path, q).await
+}
+
+async fn files_at(
+    State(state): State<AppState>,
+    id: String,
+    path: String,
+    Query(q): Query<FilesQuery>,
+) -> ApiResult<Response> {
+    record(&state, &id).await?;
+    let sandbox_path = format!("/{}", path.trim_start_matches('/'));
+    if q.alt.as_deref() == Some("media") {
+        let bytes = state
+            .inner
+            .environments
+            .read_file(&id, &sandbox_path)
+            .await?;
+        return Ok((
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/octet-stream")],
+            bytes,
+        )
+            .into_response());
+    }
+    let recursive = matches!(q.recursive.as_deref(), Some("true" | "1"));
+    let all = state
+        .inner
+        .environments
+        .list_files(&id, &sandbox_path, recursive)
+        .await?;
+    let start = match q.page_token.as_deref().filter(|t| !t.is_empty()) {
+        None => 0,
+        Some(t) => t
+            .parse::<usize>()
+            .map_err(|_| ApiError::bad_request(format!("Invalid page_token `{t}`.")))?,
+    };
+    let size = q.page_size.filter(|s| *s > 0).unwrap_or(1000).min(10_000);
+    let end = start.saturating_add(size).min(all.len());
+    let files = all.get(start..end).map(<[_]>::to_vec).unwrap_or_default();
+    let next_page_token = (end < all.len()).then(|| end.to_string());
+    Ok(Json(ListFilesResponse {
+        files,
+        next_page_token,
+    })
+    .into_response())
+}
+
+/// Upload-start query.
+#[derive(Debug, Default, Deserialize)]
+pub struct UploadQuery {
+    #[serde(default)]
+    overwrite: Option<String>,
+    #[serde(default)]
+    extract: Option<String>,
+}
+
+fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// `PUT /upload/{v}/environments/{id}/files/{path…}`: opens a resumable upload session.
+pub async fn upload_start(
+    State(state): State<AppState>,
+    Path((id, path)): Path<(String, String)>,
+    Query(q): Query<UploadQuery>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    record(&state, &id).await?;
+    if matches!(q.extract.as_deref(), Some("true" | "1")) {
+        return Err(ApiError::bad_request(
+            "extract=true (unpacking an archive) is not supported yet; upload the files one by one.",
+        ));
+    }
+    if header_str(&headers, "x-goog-upload-protocol") != Some("resumable")
+        || header_str(&headers, "x-goog-upload-command") != Some("start")
+    {
+        return Err(ApiError::bad_request(
+            "Upload start needs the headers X-Goog-Upload-Protocol: resumable and X-Goog-Upload-Command: start.",
+        ));
+    }
+    if let Some(len) = header_str(&headers, "x-goog-upload-header-content-length")
+        .and_then(|l| l.parse::<u64>().ok())
+        && len > MAX_UPLOAD_BYTES
+    {
+        return Err(ApiError::bad_request(format!(
+            "The file is {len} bytes; hookbox accepts at most {MAX_UPLOAD_BYTES}."
+        )));
+    }
+    let path = path.trim_start_matches('/').to_owned();
+    if path.is_empty() {
+        return Err(ApiError::bad_request(
+            "Upload needs a file path after /files/.",
+        ));
+    }
+    let session = new_id("upl");
+    let mut uploads = state
+        .inner
+        .uploads
+        .lock()
+        .map_err(|_| ApiError::internal(&"uploads lock poisoned"))?;
+    if uploads.len() >= MAX_UPLOAD_SESSIONS {
+        return Err(ApiError::bad_request(format!(
+            "Too many unfinished uploads ({MAX_UPLOAD_SESSIONS}); finish or retry later."
+        )));
+    }
+    uploads.insert(
+        session.clone(),
+        Upload {
+            env: id,
+            path,
+            overwrite: !matches!(q.overwrite.as_deref(), Some("false" | "0")),
+            buffer: Vec::new(),
+        },
+    );
+    drop(uploads);
+    // The SDK replaces scheme and host with its own base URL and keeps the path.
+    let host = header_str(&headers, "host").unwrap_or("127.0.0.1");
+    let url = format!("http://{host}/upload/v1beta/sessions/{session}");
+    let mut response = Json(Value::Object(Map::new())).into_response();
+    let h = response.headers_mut();
+    h.insert(
+        "x-goog-upload-url",
+        HeaderValue::from_str(&url).map_err(|e| ApiError::internal(&e))?,
+    );
+    h.insert("x-goog-upload-status", HeaderValue::from_static("active"));
+    Ok(response)
+}
+
+/// `POST /upload/{v}/sessions/{session}`: one chunk; the last one finalizes.
+pub async fn upload_chunk(
+    State(state): State<AppState>,
+    Path(session): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let command = header_str(&headers, "x-goog-upload-command").unwrap_or("upload");
+    let commands: Vec<&str> = command.split(',').map(str::trim).collect();
+    let offset = header_str(&headers, "x-goog-upload-offset")
+        .map(|o| {
+            o.parse::<usize>()
+                .map_err(|_| ApiError::bad_request(format!("Invalid X-Goog-Upload-Offset `{o}`.")))
+        })
+        .transpose()?;
+    let finalize = commands.contains(&"finalize");
+    let done = {
+        let mut uploads = state
+            .inner
+            .uploads
+            .lock()
+            .map_err(|_| ApiError::internal(&"uploads lock poisoned"))?;
+        let upload = uploads.get_mut(&session).ok_or_else(|| {
+            ApiError::not_found(format!(
+                "Upload session `{session}` not found or already finished."
+            ))
+        })?;
+        if commands.contains(&"upload") {
+            let expected = upload.buffer.len();
+            if let Some(o) = offset
+                && o != expected
+            {
+                return Err(ApiError::bad_request(format!(
+                    "X-Goog-Upload-Offset is {o}, but {expected} bytes have been received."
+                )));
+            }
+            if (expected + body.len()) as u64 > MAX_UPLOAD_BYTES {
+                uploads.remove(&session);
+                return Err(ApiError::bad_request(format!(
+                    "The upload exceeds {MAX_UPLOAD_BYTES} bytes."
+                )));
+            }
+            upload.buffer.extend_from_slice(&body);
+        }
+        if finalize {
+            uploads.remove(&session)
+        } else {
+            None
+        }
+    };
+    let Some(upload) = done else {
+        let mut response = Json(Value::Object(Map::new())).into_response();
+        response
+            .headers_mut()
+            .insert("x-goog-upload-status", HeaderValue::from_static("active"));
+        return Ok(response);
+    };
+    let file = state
+        .inner
+        .environments
+        .write_file(
+            &upload.env,
+            &format!("/{}", upload.path),
+            &upload.buffer,
+            upload.overwrite,
+        )
+        .await?;
+    tracing::info!(environment_id = %upload.env, path = %upload.path, bytes = upload.buffer.len(), "file uploaded");
+    let mut response = Json(ListFilesResponse {
+        files: vec![file],
+        next_page_token: None,
+    })
+    .into_response();
+    response
+        .headers_mut()
+        .insert("x-goog-upload-status", HeaderValue::from_static("final"));
+    Ok(response)
+}

@@ -1,0 +1,124 @@
+//! HTTP errors in the Google RPC shape the SDK turns into its exceptions (spec §8):
+//! `{"error":{"code":404,"message":"…","status":"NOT_FOUND"}}`. Messages say what was wrong in
+//! the request; internal failures are logged with their cause and answered with a generic message,
+//! so no internals (paths, SQL, secrets) reach a client.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use hookbox_agent::seams::ProviderError;
+use hookbox_protocol::api::{ErrorBody, RpcStatus};
+
+/// An error answered to the client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub message: String,
+}
+
+/// Result alias of handlers.
+pub type ApiResult<T> = std::result::Result<T, ApiError>;
+
+impl ApiError {
+    pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            message: message.into(),
+        }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, message)
+    }
+
+    /// Logs `cause` and answers a generic 500.
+    pub fn internal(cause: &dyn std::fmt::Display) -> Self {
+        tracing::error!(error = %cause, "internal error");
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Internal error; see the hookbox server log.",
+        )
+    }
+
+    /// The Google RPC status name for an HTTP status.
+    pub fn rpc_status(status: StatusCode) -> &'static str {
+        match status.as_u16() {
+            400 => "INVALID_ARGUMENT",
+            401 => "UNAUTHENTICATED",
+            403 => "PERMISSION_DENIED",
+            404 => "NOT_FOUND",
+            405 => "UNIMPLEMENTED",
+            409 => "ALREADY_EXISTS",
+            413 => "INVALID_ARGUMENT",
+            429 => "RESOURCE_EXHAUSTED",
+            501 => "UNIMPLEMENTED",
+            503 => "UNAVAILABLE",
+            500..=599 => "INTERNAL",
+            _ => "UNKNOWN",
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = ErrorBody {
+            error: RpcStatus {
+                code: self.status.as_u16(),
+                message: self.message,
+                status: Self::rpc_status(self.status).to_owned(),
+            },
+        };
+        (self.status, Json(body)).into_response()
+    }
+}
+
+impl From<hookbox_store::Error> for ApiError {
+    fn from(e: hookbox_store::Error) -> Self {
+        use hookbox_store::Error as E;
+        match e {
+            E::NotFound { what, id } => {
+                ApiError::not_found(format!("{} `{id}` not found.", capitalize(what)))
+            }
+            // 409 would make the SDK retry five times (spec §1.3), so a taken id is a 400.
+            E::AlreadyExists { what, id } => {
+                ApiError::bad_request(format!("{} `{id}` already exists.", capitalize(what)))
+            }
+            E::CredentialTypeMismatch { id, stored, update } => ApiError::bad_request(format!(
+                "Credential `{id}` is of type `{stored}`; the update has type `{update}`."
+            )),
+            other => ApiError::internal(&other),
+        }
+    }
+}
+
+impl From<ProviderError> for ApiError {
+    fn from(e: ProviderError) -> Self {
+        match e {
+            ProviderError::EnvironmentNotFound(id) => {
+                ApiError::not_found(format!("Environment `{id}` not found."))
+            }
+            ProviderError::FileNotFound(p) => {
+                ApiError::not_found(format!("File `{p}` not found in the environment."))
+            }
+            ProviderError::FileExists(p) => ApiError::bad_request(format!(
+                "File `{p}` already exists; upload with overwrite=true to replace it."
+            )),
+            ProviderError::InvalidSource(m) => {
+                ApiError::bad_request(format!("Invalid source: {m}"))
+            }
+            ProviderError::InvalidPath(m) => ApiError::bad_request(format!("Invalid path: {m}")),
+            ProviderError::Internal(m) => ApiError::internal(&m),
+        }
+    }
+}
+
+fn capitalize(s: &str) -> String {
+    let mut c = s.chars();
+    c.next()
+        .map(|f| f.to_uppercase().chain(c).collect())
+        .unwrap_or_default()
+}

@@ -1,0 +1,606 @@
+//! `/interactions`: create (blocking, `background`, or `stream`), get (JSON or SSE replay/resume),
+//! cancel and delete. A create validates the request, resolves the environment and the history of
+//! `previous_interaction_id`, stores the interaction, then runs the agent loop in its own task:
+//! each step is appended to the store *before* it is broadcast, so what a client has seen is
+//! durable. The run survives the client going away.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Response};
+use hookbox_agent::agent_loop::{LoopContext, LoopOutcome};
+use hookbox_agent::seams::EnvironmentSetup;
+use hookbox_protocol::ToolName;
+use hookbox_protocol::api::{
+    Agent, Content, CreateInteractionRequest, EnvironmentRef, EnvironmentStatus, Input,
+    Interaction, InteractionError, InteractionStatus, Step,
+};
+use hookbox_store::{EnvironmentRecord, StatusUpdate};
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use tokio::sync::{broadcast, mpsc, watch};
+
+use crate::error::{ApiError, ApiResult};
+use crate::{AppState, BUILTIN_AGENTS, new_id, parse_json, strip_resource_prefix};
+
+/// Messages from a running interaction to its SSE subscribers.
+#[derive(Debug, Clone)]
+pub enum Live {
+    /// A step, already stored, at this index.
+    Step(usize, Step),
+    /// The run ended; the final stored interaction.
+    Finished(Box<Interaction>),
+}
+
+/// Bookkeeping of a running interaction.
+#[derive(Debug)]
+pub struct Running {
+    events: broadcast::Sender<Live>,
+    cancel: watch::Sender<bool>,
+    finished: watch::Receiver<bool>,
+}
+
+/// How deep `previous_interaction_id` chains are followed.
+const MAX_HISTORY_DEPTH: usize = 256;
+
+const CONTENT_TYPES: &[&str] = &["text", "image", "audio", "document", "video"];
+
+/// A live-event receiver for `id`, if it is running.
+pub fn subscribe(state: &AppState, id: &str) -> Option<broadcast::Receiver<Live>> {
+    state
+        .inner
+        .running
+        .lock()
+        .ok()?
+        .get(id)
+        .map(|r| r.events.subscribe())
+}
+
+/// Normalises `input` into steps (spec §3.1): text and content items become one `user_input`;
+/// step objects are kept.
+fn input_steps(input: &Input) -> ApiResult<Vec<Step>> {
+    let content_value = |v: &Value| -> ApiResult<Content> {
+        let mut v = v.clone();
+        if let Some(obj) = v.as_object_mut()
+            && !obj.contains_key("type")
+            && obj.contains_key("text")
+        {
+            obj.insert("type".into(), Value::String("text".into()));
+        }
+        serde_json::from_value(v)
+            .map_err(|e| ApiError::bad_request(format!("Invalid content in `input`: {e}.")))
+    };
+    match input {
+        Input::Text(text) => Ok(vec![Step::user_text(text.clone())]),
+        Input::Single(obj) => Ok(vec![Step::UserInput {
+            content: Some(vec![content_value(&Value::Object(obj.clone()))?]),
+        }]),
+        Input::List(items) => {
+            let mut steps = Vec::new();
+            let mut pending: Vec<Content> = Vec::new();
+            for (i, item) in items.iter().enumerate() {
+                let ty = item.get("type").and_then(Value::as_str);
+                let is_content = match ty {
+                    Some(t) => CONTENT_TYPES.contains(&t),
+                    None => item.get("text").is_some(),
+                };
+                if is_content {
+                    pending.push(content_value(item)?);
+                    continue;
+                }
+                if ty.is_none() {
+                    return Err(ApiError::bad_request(format!(
+                        "Invalid `input[{i}]`: expected a content object (`type` text, image, …) or a step (`type` user_input, function_result, …)."
+                    )));
+                }
+                if !pending.is_empty() {
+                    steps.push(Step::UserInput {
+                        content: Some(std::mem::take(&mut pending)),
+                    });
+                }
+                let step: Step = serde_json::from_value(item.clone())
+                    .map_err(|e| ApiError::bad_request(format!("Invalid `input[{i}]`: {e}.")))?;
+                steps.push(step);
+            }
+            if !pending.is_empty() {
+                steps.push(Step::UserInput {
+                    content: Some(pending),
+                });
+            }
+            Ok(steps)
+        }
+    }
+}
+
+/// `system_instruction` as plain text (a string, a content object or a list of them).
+fn instruction_text(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Object(o) => o.get("text").and_then(Value::as_str).map(str::to_owned),
+        Value::Array(items) => {
+            let parts: Vec<String> = items.iter().filter_map(instruction_text).collect();
+            (!parts.is_empty()).then(|| parts.join("\n"))
+        }
+        _ => None,
+    }
+}
+
+async fn resolve_agent(
+    state: &AppState,
+    req: &CreateInteractionRequest,
+) -> ApiResult<Option<Agent>> {
+    let Some(name) = req.agent.as_deref() else {
+        if req.model.is_some() {
+            return Err(ApiError::bad_request(
+                "hookbox serves agent interactions only: set `agent` (e.g. \"antigravity-preview-09-2026\") instead of `model`.",
+            ));
+        }
+        return Err(ApiError::bad_request(
+            "`agent` is required (e.g. \"antigravity-preview-09-2026\").",
+        ));
+    };
+    if BUILTIN_AGENTS.contains(&name) {
+        return Ok(None);
+    }
+    let id = strip_resource_prefix(name, "agents");
+    match state.inner.store.get_agent(id).await? {
+        Some(agent) => Ok(Some(agent)),
+        None => Err(ApiError::bad_request(format!(
+            "Unknown agent `{name}`. Use one of {} or the id of an agent created with POST /agents.",
+            BUILTIN_AGENTS.join(", ")
+        ))),
+    }
+}
+
+/// Creates or resolves the environment the run uses; returns its id.
+async fn resolve_environment(
+    state: &AppState,
+    requested: Option<&EnvironmentRef>,
+    previous_env: Option<&str>,
+) -> ApiResult<String> {
+    let store = &state.inner.store;
+    let provider = &state.inner.environments;
+    let now = hookbox_store::time::now_rfc3339();
+    match requested {
+        Some(EnvironmentRef::Id(id)) => {
+            let id = strip_resource_prefix(id, "environments");
+            let mut record = store
+                .get_environment(id)
+                .await?
+                .ok_or_else(|| ApiError::not_found(format!("Environment `{id}` not found.")))?;
+            record.environment.last_accessed = Some(now);
+            store.put_environment(&record).await?;
+            Ok(id.to_owned())
+        }
+        Some(EnvironmentRef::Spec(spec)) => {
+            let setup = EnvironmentSetup {
+                sources: spec.sources.clone().unwrap_or_default(),
+                network: spec.network.clone(),
+                env: spec.env.clone(),
+            };
+            if let Some(existing) = spec.environment_id.as_deref() {
+                let id = strip_resource_prefix(existing, "environments");
+                let mut record = store.get_environment(id).await?.ok_or_else(|| {
+                    ApiError::not_found(format!(
+                        "Environment `{id}` (environment.environment_id) not found."
+                    ))
+                })?;
+                provider.update(id, &setup).await?;
+                let sources = record.environment.sources.get_or_insert_with(Vec::new);
+                sources.extend(setup.sources);
+                if setup.network.is_some() {
+                    record.environment.network = setup.network;
+                }
+                if setup.env.is_some() {
+                    record.env = setup.env;
+                }
+                record.environment.updated = Some(now.clone());
+                record.environment.last_accessed = Some(now);
+                store.put_environment(&record).await?;
+                return Ok(id.to_owned());
+            }
+            create_environment(state, setup).await
+        }
+        None => match previous_env {
+            Some(id) => Ok(id.to_owned()),
+            None => create_environment(state, EnvironmentSetup::default()).await,
+        },
+    }
+}
+
+/// Materialises and records a new environment.
+pub(crate) async fn create_environment(
+    state: &AppState,
+    setup: EnvironmentSetup,
+) -> ApiResult<String> {
+    let id = new_id("env");
+    state.inner.environments.create(&id, &setup).await?;
+    let now = hookbox_store::time::now_rfc3339();
+    let record = EnvironmentRecord {
+        environment: hookbox_protocol::api::Environment {
+            id: id.clone(),
+            status: Some(EnvironmentStatus::Active),
+            created: Some(now.clone()),
+            updated: Some(now.clone()),
+            last_accessed: Some(now),
+            file_count: None,
+            size_bytes: None,
+            sources: (!setup.sources.is_empty()).then_some(setup.sources),
+            network: setup.network,
+        },
+        env: setup.env,
+    };
+    if let Err(e) = state.inner.store.put_environment(&record).await {
+        let _ = state.inner.environments.delete(&id).await;
+        return Err(e.into());
+    }
+    Ok(id)
+}
+
+/// The steps of the `previous_interaction_id` chain, oldest first, and the newest one's env.
+async fn history(state: &AppState, previous: &str) -> ApiResult<(Vec<Step>, Option<String>)> {
+    let mut chain = Vec::new();
+    let mut next = Some(previous.to_owned());
+    let mut env = None;
+    while let Some(id) = next.take() {
+        if chain.len() >= MAX_HISTORY_DEPTH {
+            break;
+        }
+        let Some(i) = state.inner.store.get_interaction(&id).await? else {
+            if chain.is_empty() {
+                return Err(ApiError::not_found(format!(
+                    "Interaction `{id}` (previous_interaction_id) not found."
+                )));
+            }
+            break;
+        };
+        if chain.is_empty() {
+            if i.status.is_running() {
+                return Err(ApiError::bad_request(format!(
+                    "Interaction `{id}` (previous_interaction_id) is still {}; wait for it to finish.",
+                    i.status
+                )));
+            }
+            env.clone_from(&i.environment_id);
+        }
+        next.clone_from(&i.previous_interaction_id);
+        chain.push(i.steps);
+    }
+    chain.reverse();
+    Ok((chain.into_iter().flatten().collect(), env))
+}
+
+/// `POST /interactions`.
+pub async fn create(State(state): State<AppState>, body: Bytes) -> ApiResult<Response> {
+    let req: CreateInteractionRequest = parse_json(&body, "interaction request")?;
+    let agent = resolve_agent(&state, &req).await?;
+    let Some(input) = req.input.as_ref() else {
+        return Err(ApiError::bad_request("`input` is required."));
+    };
+    let new_steps = input_steps(input)?;
+    if new_steps.is_empty() {
+        return Err(ApiError::bad_request("`input` is empty."));
+    }
+    let (history, previous_env) = match req.previous_interaction_id.as_deref() {
+        Some(prev) => history(&state, prev).await?,
+        None => (Vec::new(), None),
+    };
+    let env_request = req
+        .environment
+        .clone()
+        .or_else(|| agent.as_ref().and_then(|a| a.base_environment.clone()));
+    let environment_id =
+        resolve_environment(&state, env_request.as_ref(), previous_env.as_deref()).await?;
+
+    let system_instruction = req
+        .system_instruction
+        .as_ref()
+        .or(agent.as_ref().and_then(|a| a.system_instruction.as_ref()))
+        .and_then(instruction_text);
+    let model_name = req
+        .agent_config
+        .as_ref()
+        .and_then(|c| c.model.clone())
+        .or_else(|| {
+            agent
+                .as_ref()
+                .and_then(|a| a.agent_config.as_ref()?.model.clone())
+        });
+
+    let now = hookbox_store::time::now_rfc3339();
+    let mut interaction = Interaction::new(new_id("int"), InteractionStatus::InProgress);
+    interaction.agent.clone_from(&req.agent);
+    interaction.environment_id = Some(environment_id.clone());
+    interaction.created = Some(now.clone());
+    interaction.updated = Some(now);
+    interaction
+        .previous_interaction_id
+        .clone_from(&req.previous_interaction_id);
+    interaction.steps.clone_from(&new_steps);
+    interaction.input = serde_json::to_value(input).ok();
+    interaction.extra = echoes(&req);
+    state.inner.store.create_interaction(&interaction).await?;
+    tracing::info!(interaction_id = %interaction.id, environment_id = %environment_id, agent = ?req.agent, "interaction created");
+
+    let mut conversation = history;
+    conversation.extend(new_steps);
+    let run = RunSpec {
+        id: interaction.id.clone(),
+        environment_id,
+        model_name,
+        system_instruction,
+        conversation,
+        first_index: interaction.steps.len(),
+        keep: req.store != Some(false),
+    };
+    let (events_rx, handle) = start(&state, run)?;
+    drop(events_rx);
+
+    if req.stream == Some(true) {
+        let sse = crate::stream::sse(state, interaction.id.clone(), None).await?;
+        return Ok(sse.into_response());
+    }
+    if req.background == Some(true) {
+        return Ok(Json(without_input(interaction)).into_response());
+    }
+    match handle.await {
+        Ok(done) => Ok(Json(without_input(done)).into_response()),
+        Err(e) => Err(ApiError::internal(&e)),
+    }
+}
+
+/// Request fields echoed on the Interaction.
+fn echoes(req: &CreateInteractionRequest) -> Map<String, Value> {
+    let mut extra = Map::new();
+    let mut put = |k: &str, v: Option<Value>| {
+        if let Some(v) = v {
+            extra.insert(k.to_owned(), v);
+        }
+    };
+    put(
+        "agent_config",
+        req.agent_config
+            .as_ref()
+            .and_then(|c| serde_json::to_value(c).ok()),
+    );
+    put("tools", req.tools.clone().map(Value::Array));
+    put("system_instruction", req.system_instruction.clone());
+    for key in ["labels", "service_tier", "webhook_config"] {
+        put(key, req.extra.get(key).cloned());
+    }
+    extra
+}
+
+fn without_input(mut i: Interaction) -> Interaction {
+    i.input = None;
+    i
+}
+
+struct RunSpec {
+    id: String,
+    environment_id: String,
+    model_name: Option<String>,
+    system_instruction: Option<String>,
+    conversation: Vec<Step>,
+    first_index: usize,
+    keep: bool,
+}
+
+/// Registers and spawns the run. The returned receiver exists so callers can subscribe before
+/// the first step is sent.
+fn start(
+    state: &AppState,
+    run: RunSpec,
+) -> ApiResult<(
+    broadcast::Receiver<Live>,
+    tokio::task::JoinHandle<Interaction>,
+)> {
+    let (events, events_rx) = broadcast::channel(1024);
+    let (cancel_tx, cancel_rx) = watch::channel(false);
+    let (finished_tx, finished_rx) = watch::channel(false);
+    state
+        .inner
+        .running
+        .lock()
+        .map_err(|_| ApiError::internal(&"running-interactions lock poisoned"))?
+        .insert(
+            run.id.clone(),
+            Running {
+                events: events.clone(),
+                cancel: cancel_tx,
+                finished: finished_rx,
+            },
+        );
+    let state = state.clone();
+    let handle = tokio::spawn(async move {
+        let id = run.id.clone();
+        let keep = run.keep;
+        let final_interaction = drive(&state, run, events.clone(), cancel_rx).await;
+        if let Ok(mut running) = state.inner.running.lock() {
+            running.remove(&id);
+        }
+        let _ = events.send(Live::Finished(Box::new(final_interaction.clone())));
+        let _ = finished_tx.send(true);
+        if !keep && let Err(e) = state.inner.store.delete_interaction(&id).await {
+            tracing::warn!(interaction_id = %id, error = %e, "could not delete an interaction with store=false");
+        }
+        final_interaction
+    });
+    Ok((events_rx, handle))
+}
+
+/// Runs the loop and persists every step before broadcasting it; returns the final interaction.
+async fn drive(
+    state: &AppState,
+    run: RunSpec,
+    events: broadcast::Sender<Live>,
+    cancel: watch::Receiver<bool>,
+) -> Interaction {
+    let inner = Arc::clone(&state.inner);
+    let (tx, mut rx) = mpsc::channel::<Step>(64);
+    let ctx = LoopContext {
+        model: inner.model.as_ref(),
+        executor: inner.executor.as_ref(),
+        environment_id: Some(&run.environment_id),
+        model_name: run.model_name.as_deref(),
+        system_instruction: run.system_instruction.as_deref(),
+        tools: &ToolName::ALL,
+    };
+    let persist = async {
+        let mut index = run.first_index;
+        let mut store_error = None;
+        while let Some(step) = rx.recv().await {
+            if let Err(e) = inner.store.append_step(&run.id, index, &step).await {
+                tracing::error!(interaction_id = %run.id, error = %e, "could not store a step");
+                store_error.get_or_insert(e.to_string());
+                continue;
+            }
+            let _ = events.send(Live::Step(index, step));
+            index += 1;
+        }
+        store_error
+    };
+    let run_loop = async {
+        let outcome = hookbox_agent::run(
+            ctx,
+            inner.loop_config,
+            run.conversation.clone(),
+            &tx,
+            cancel,
+        )
+        .await;
+        drop(tx);
+        outcome
+    };
+    let (mut outcome, store_error): (LoopOutcome, Option<String>) = tokio::join!(run_loop, persist);
+    if store_error.is_some() {
+        outcome.status = InteractionStatus::Failed;
+        outcome.errors.push(InteractionError {
+            code: "storage_error".into(),
+            message: "a step could not be stored; see the server log".into(),
+        });
+    }
+    let update = StatusUpdate {
+        status: outcome.status,
+        usage: (outcome.usage != hookbox_protocol::api::Usage::default()).then_some(outcome.usage),
+        errors: outcome.errors,
+        updated: hookbox_store::time::now_rfc3339(),
+    };
+    if let Err(e) = inner.store.update_status(&run.id, &update).await {
+        tracing::error!(interaction_id = %run.id, error = %e, "could not store the final status");
+    }
+    tracing::info!(interaction_id = %run.id, status = %update.status, "interaction finished");
+    match inner.store.get_interaction(&run.id).await {
+        Ok(Some(i)) => i,
+        _ => {
+            let mut i = Interaction::new(run.id.clone(), update.status);
+            i.errors = update.errors;
+            i.environment_id = Some(run.environment_id.clone());
+            i
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct GetQuery {
+    #[serde(default)]
+    stream: Option<String>,
+    #[serde(default)]
+    include_input: Option<String>,
+    #[serde(default)]
+    last_event_id: Option<String>,
+}
+
+fn truthy(v: Option<&str>) -> bool {
+    matches!(v, Some("true" | "True" | "1"))
+}
+
+/// `GET /interactions/{id}`.
+pub async fn get(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<GetQuery>,
+) -> ApiResult<Response> {
+    if truthy(q.stream.as_deref()) {
+        let after = match q.last_event_id.as_deref().filter(|s| !s.is_empty()) {
+            None => None,
+            Some(e) => Some(e.parse::<u64>().map_err(|_| {
+                ApiError::bad_request(format!(
+                    "Invalid last_event_id `{e}`: expected an event_id from this interaction's stream."
+                ))
+            })?),
+        };
+        return Ok(crate::stream::sse(state, id, after).await?.into_response());
+    }
+    let i = load(&state, &id).await?;
+    Ok(Json(if truthy(q.include_input.as_deref()) {
+        i
+    } else {
+        without_input(i)
+    })
+    .into_response())
+}
+
+async fn load(state: &AppState, id: &str) -> ApiResult<Interaction> {
+    state
+        .inner
+        .store
+        .get_interaction(id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("Interaction `{id}` not found.")))
+}
+
+/// Signals cancellation and waits until the run has stopped. `false` if it was not running.
+async fn cancel_and_wait(state: &AppState, id: &str) -> bool {
+    let finished = {
+        let Ok(running) = state.inner.running.lock() else {
+            return false;
+        };
+        let Some(r) = running.get(id) else {
+            return false;
+        };
+        let _ = r.cancel.send(true);
+        r.finished.clone()
+    };
+    let mut finished = finished;
+    let _ = finished.wait_for(|done| *done).await;
+    true
+}
+
+/// `POST /interactions/{id}/cancel`.
+pub async fn cancel(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Interaction>> {
+    let before = load(&state, &id).await?;
+    if !cancel_and_wait(&state, &id).await && before.status.is_running() {
+        // Running in the store but not here (should not happen after start-up recovery).
+        let update = StatusUpdate {
+            status: InteractionStatus::Cancelled,
+            usage: before.usage.clone(),
+            errors: vec![InteractionError {
+                code: "cancelled".into(),
+                message: "the interaction was cancelled".into(),
+            }],
+            updated: hookbox_store::time::now_rfc3339(),
+        };
+        state.inner.store.update_status(&id, &update).await?;
+    }
+    Ok(Json(without_input(load(&state, &id).await?)))
+}
+
+/// `DELETE /interactions/{id}`.
+pub async fn delete(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    cancel_and_wait(&state, &id).await;
+    if !state.inner.store.delete_interaction(&id).await? {
+        return Err(ApiError::not_found(format!(
+            "Interaction `{id}` not found."
+        )));
+    }
+    Ok(Json(Value::Object(Map::new())))
+}

@@ -1,0 +1,256 @@
+//! The Interactions API over HTTP, wire-compatible with the `google-genai` SDK (spec:
+//! `shared/spec/interactions-api.md`): interactions (blocking, background, SSE streaming, cancel),
+//! environments and their files (resumable upload), credentials (secrets write-only) and agents,
+//! under `/v1`, `/v1beta`, `/v1alpha` and unversioned paths, behind API-key auth.
+//!
+//! [`app`] builds the router from an [`AppState`] holding the seams: a [`Store`], a [`Model`], a
+//! [`ToolExecutor`] and an [`EnvironmentProvider`]. This crate owns HTTP only: it must not run
+//! tools itself, open databases or pick models; the binary wires those in.
+
+mod auth;
+mod environments;
+pub mod error;
+mod interactions;
+mod resources;
+mod stream;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::{Method, Uri};
+use axum::routing::{get, post, put};
+use hookbox_agent::LoopConfig;
+use hookbox_agent::Model;
+use hookbox_agent::seams::{EnvironmentProvider, ToolExecutor};
+use hookbox_store::Store;
+
+pub use error::{ApiError, ApiResult};
+
+/// Environment variable names this crate defines.
+pub mod env_vars {
+    /// Comma-separated API keys; none = local mode (loopback only).
+    pub const HOOKBOX_API_KEYS: &str = "HOOKBOX_API_KEYS";
+}
+
+/// Agent names accepted in `agent` besides stored agents' ids (spec §3.1).
+pub const BUILTIN_AGENTS: &[&str] = &[
+    "antigravity-preview-09-2026",
+    "antigravity-preview-05-2026",
+    "deep-research-pro-preview-12-2025",
+    "deep-research-preview-04-2026",
+    "deep-research-max-preview-04-2026",
+];
+
+/// API versions served (plus unversioned paths).
+pub const API_VERSIONS: &[&str] = &["v1", "v1beta", "v1alpha"];
+
+/// Largest request body: inline sources and upload chunks (the SDK sends 8 MiB chunks).
+pub const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
+
+/// Errors of building or running the server.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "no API keys are configured, so hookbox only listens on loopback (local mode); refusing {0}. Set {keys} or listen on 127.0.0.1",
+        keys = env_vars::HOOKBOX_API_KEYS
+    )]
+    NonLoopbackWithoutKeys(SocketAddr),
+    #[error("server I/O: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Result alias of this crate.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Refuses a non-loopback listen address when no API keys are configured.
+pub fn check_listen_addr(addr: SocketAddr, api_keys: &[String]) -> Result<()> {
+    if api_keys.is_empty() && !addr.ip().is_loopback() {
+        return Err(Error::NonLoopbackWithoutKeys(addr));
+    }
+    Ok(())
+}
+
+/// What the server is built from.
+#[derive(Debug)]
+pub struct Services {
+    pub store: Arc<dyn Store>,
+    pub model: Arc<dyn Model>,
+    pub executor: Arc<dyn ToolExecutor>,
+    pub environments: Arc<dyn EnvironmentProvider>,
+    /// Accepted API keys; empty = local mode.
+    pub api_keys: Vec<String>,
+    pub loop_config: LoopConfig,
+}
+
+/// Shared state of all handlers.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    store: Arc<dyn Store>,
+    model: Arc<dyn Model>,
+    executor: Arc<dyn ToolExecutor>,
+    environments: Arc<dyn EnvironmentProvider>,
+    api_keys: Vec<String>,
+    loop_config: LoopConfig,
+    running: Mutex<HashMap<String, interactions::Running>>,
+    uploads: Mutex<HashMap<String, environments::Upload>>,
+}
+
+impl AppState {
+    pub fn new(services: Services) -> Self {
+        AppState {
+            inner: Arc::new(Inner {
+                store: services.store,
+                model: services.model,
+                executor: services.executor,
+                environments: services.environments,
+                api_keys: services.api_keys,
+                loop_config: services.loop_config,
+                running: Mutex::new(HashMap::new()),
+                uploads: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// Marks interactions left running by a previous process as failed. Call once at start-up.
+    pub async fn recover(&self) -> std::result::Result<Vec<String>, hookbox_store::Error> {
+        let ids = self
+            .inner
+            .store
+            .recover_interrupted(
+                "hookbox stopped while this interaction was running",
+                &hookbox_store::time::now_rfc3339(),
+            )
+            .await?;
+        if !ids.is_empty() {
+            tracing::warn!(
+                count = ids.len(),
+                "marked interrupted interactions as failed"
+            );
+        }
+        Ok(ids)
+    }
+
+    /// Number of interactions currently running.
+    pub fn running_count(&self) -> usize {
+        self.inner.running.lock().map(|m| m.len()).unwrap_or(0)
+    }
+}
+
+fn api_routes() -> Router<AppState> {
+    Router::new()
+        .route("/interactions", post(interactions::create))
+        .route(
+            "/interactions/{id}",
+            get(interactions::get).delete(interactions::delete),
+        )
+        .route("/interactions/{id}/cancel", post(interactions::cancel))
+        .route(
+            "/environments",
+            post(environments::create).get(environments::list),
+        )
+        .route(
+            "/environments/{id}",
+            get(environments::get).delete(environments::delete),
+        )
+        .route("/environments/{id}/files", get(environments::files_root))
+        .route("/environments/{id}/files/", get(environments::files_root))
+        .route("/environments/{id}/files/{*path}", get(environments::files))
+        .route(
+            "/credentials",
+            post(resources::create_credential).get(resources::list_credentials),
+        )
+        .route(
+            "/credentials/{id}",
+            get(resources::get_credential)
+                .patch(resources::update_credential)
+                .delete(resources::delete_credential),
+        )
+        .route(
+            "/agents",
+            post(resources::create_agent).get(resources::list_agents),
+        )
+        .route(
+            "/agents/{id}",
+            get(resources::get_agent).delete(resources::delete_agent),
+        )
+}
+
+fn upload_routes() -> Router<AppState> {
+    Router::new()
+        .route(
+            "/environments/{id}/files/{*path}",
+            put(environments::upload_start),
+        )
+        .route("/sessions/{session}", post(environments::upload_chunk))
+}
+
+/// The whole API.
+pub fn app(state: AppState) -> Router {
+    let mut router = Router::new().merge(api_routes());
+    for v in API_VERSIONS {
+        router = router
+            .nest(&format!("/{v}"), api_routes())
+            .nest(&format!("/upload/{v}"), upload_routes());
+    }
+    router
+        .nest("/upload", upload_routes())
+        .fallback(fallback)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_key,
+        ))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+async fn fallback(method: Method, uri: Uri) -> ApiError {
+    ApiError::not_found(format!(
+        "No such endpoint: {method} {}. hookbox serves /v1, /v1beta and /v1alpha paths (interactions, environments, credentials, agents).",
+        uri.path()
+    ))
+}
+
+/// Serves `app` on `listener` until `shutdown` resolves.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<()> {
+    axum::serve(listener, app(state))
+        .with_graceful_shutdown(shutdown)
+        .await?;
+    Ok(())
+}
+
+/// A new random id with `prefix` (`int`, `env`, `agent`, `upl`).
+pub(crate) fn new_id(prefix: &str) -> String {
+    format!("{prefix}_{:016x}", rand::random::<u64>())
+}
+
+/// Parses a JSON body into `T` with messages that say what was wrong.
+pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8], what: &str) -> ApiResult<T> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::bad_request(format!(
+            "The request body is empty; expected a JSON {what}."
+        )));
+    }
+    let value: serde_json::Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("Invalid JSON payload received: {e}.")))?;
+    serde_json::from_value(value)
+        .map_err(|e| ApiError::bad_request(format!("Invalid {what}: {e}.")))
+}
+
+/// `environments/{id}` or `{id}` → `{id}`.
+pub(crate) fn strip_resource_prefix<'a>(id: &'a str, prefix: &str) -> &'a str {
+    id.strip_prefix(prefix)
+        .and_then(|r| r.strip_prefix('/'))
+        .unwrap_or(id)
+}

@@ -1,0 +1,167 @@
+//! `/credentials` (create, get, list, update, delete; secret values are write-only: responses carry
+//! metadata only) and `/agents` (create, get, list, delete). Both are thin over the store.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use hookbox_protocol::api::{
+    Agent, Credential, CredentialConfig, CredentialUpdate, ListAgentsResponse,
+    ListCredentialsResponse,
+};
+use serde_json::{Map, Value};
+
+use crate::environments::PageQuery;
+use crate::error::{ApiError, ApiResult};
+use crate::{AppState, BUILTIN_AGENTS, new_id, parse_json};
+
+fn empty() -> Json<Value> {
+    Json(Value::Object(Map::new()))
+}
+
+fn valid_id(id: &str, what: &str) -> ApiResult<()> {
+    let ok = !id.is_empty()
+        && id.len() <= 128
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(format!(
+            "Invalid {what} id `{id}`: use 1-128 letters, digits, `_`, `-` or `.`."
+        )))
+    }
+}
+
+/// `POST /credentials`.
+pub async fn create_credential(
+    State(state): State<AppState>,
+    body: Bytes,
+) -> ApiResult<Json<Credential>> {
+    let config: CredentialConfig = parse_json(&body, "credential")?;
+    valid_id(config.id(), "credential")?;
+    let meta = state
+        .inner
+        .store
+        .create_credential(&config, &hookbox_store::time::now_rfc3339())
+        .await?;
+    tracing::info!(credential_id = %meta.id, kind = meta.kind.as_str(), "credential created");
+    Ok(Json(meta))
+}
+
+/// `GET /credentials/{id}`.
+pub async fn get_credential(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Credential>> {
+    state
+        .inner
+        .store
+        .get_credential(&id)
+        .await?
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found(format!("Credential `{id}` not found.")))
+}
+
+/// `GET /credentials`.
+pub async fn list_credentials(
+    State(state): State<AppState>,
+    Query(q): Query<PageQuery>,
+) -> ApiResult<Json<ListCredentialsResponse>> {
+    let page = state.inner.store.list_credentials(&q.page()).await?;
+    Ok(Json(ListCredentialsResponse {
+        credentials: page.items,
+        next_page_token: page.next_page_token,
+    }))
+}
+
+/// `PATCH /credentials/{id}?update_mask=…`: fields present in the body are applied.
+pub async fn update_credential(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> ApiResult<Json<Credential>> {
+    let update: CredentialUpdate = parse_json(&body, "credential update")?;
+    let meta = state
+        .inner
+        .store
+        .update_credential(&id, &update, &hookbox_store::time::now_rfc3339())
+        .await?;
+    tracing::info!(credential_id = %id, "credential updated");
+    Ok(Json(meta))
+}
+
+/// `DELETE /credentials/{id}`.
+pub async fn delete_credential(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    if !state.inner.store.delete_credential(&id).await? {
+        return Err(ApiError::not_found(format!("Credential `{id}` not found.")));
+    }
+    Ok(empty())
+}
+
+/// `POST /agents`.
+pub async fn create_agent(State(state): State<AppState>, body: Bytes) -> ApiResult<Json<Agent>> {
+    let mut agent: Agent = parse_json(&body, "agent")?;
+    let id = agent.id.get_or_insert_with(|| new_id("agent")).clone();
+    valid_id(&id, "agent")?;
+    if BUILTIN_AGENTS.contains(&id.as_str()) {
+        return Err(ApiError::bad_request(format!(
+            "Agent id `{id}` is the name of a built-in agent; choose another id."
+        )));
+    }
+    if let Some(base) = agent.base_agent.as_deref()
+        && !BUILTIN_AGENTS.contains(&base)
+    {
+        return Err(ApiError::bad_request(format!(
+            "Unknown base_agent `{base}`. Use one of {}.",
+            BUILTIN_AGENTS.join(", ")
+        )));
+    }
+    if state.inner.store.get_agent(&id).await?.is_some() {
+        return Err(ApiError::bad_request(format!(
+            "Agent `{id}` already exists."
+        )));
+    }
+    state.inner.store.put_agent(&agent).await?;
+    Ok(Json(agent))
+}
+
+/// `GET /agents/{id}`.
+pub async fn get_agent(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Agent>> {
+    state
+        .inner
+        .store
+        .get_agent(&id)
+        .await?
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found(format!("Agent `{id}` not found.")))
+}
+
+/// `GET /agents`.
+pub async fn list_agents(
+    State(state): State<AppState>,
+    Query(q): Query<PageQuery>,
+) -> ApiResult<Json<ListAgentsResponse>> {
+    let page = state.inner.store.list_agents(&q.page()).await?;
+    Ok(Json(ListAgentsResponse {
+        agents: page.items,
+        next_page_token: page.next_page_token,
+    }))
+}
+
+/// `DELETE /agents/{id}`.
+pub async fn delete_agent(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    if !state.inner.store.delete_agent(&id).await? {
+        return Err(ApiError::not_found(format!("Agent `{id}` not found.")));
+    }
+    Ok(empty())
+}

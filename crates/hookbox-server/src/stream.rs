@@ -1,0 +1,363 @@
+//! Server-sent events (spec §4). Events are generated deterministically from the stored steps
+//! (`interaction.created`, then `step.start` / `step.delta` / `step.stop` per step, then an
+//! `error` for a failed run and `interaction.completed`, then `data: [DONE]`), numbered from 0 in
+//! that order, so a client resuming with `last_event_id=E` gets exactly the events after `E`,
+//! whether they come from the store (replay) or live from the running loop.
+
+use std::convert::Infallible;
+
+use axum::response::sse::{Event, KeepAlive, Sse};
+use futures::{Stream, StreamExt as _};
+use hookbox_protocol::api::{Content, Delta, Interaction, Step, StreamError, StreamEvent};
+use serde_json::Value;
+use tokio::sync::broadcast::error::RecvError;
+
+use crate::AppState;
+use crate::interactions::Live;
+
+/// The partial interaction carried by `interaction.created` / `interaction.completed`:
+/// no steps, plus `environment_id` (an extra field the SDK keeps).
+pub fn summary(i: &Interaction) -> Interaction {
+    let mut s = Interaction::new(i.id.clone(), i.status);
+    s.agent.clone_from(&i.agent);
+    s.environment_id.clone_from(&i.environment_id);
+    s.created.clone_from(&i.created);
+    s.updated.clone_from(&i.updated);
+    s.usage.clone_from(&i.usage);
+    s.errors.clone_from(&i.errors);
+    s.previous_interaction_id
+        .clone_from(&i.previous_interaction_id);
+    s
+}
+
+/// The events for one step at `index`.
+pub fn step_events(index: usize, step: &Step) -> Vec<StreamEvent> {
+    let start = |step: Step| StreamEvent::StepStart {
+        index,
+        step,
+        event_id: None,
+    };
+    let stop = StreamEvent::StepStop {
+        index,
+        event_id: None,
+    };
+    match step {
+        Step::ModelOutput { content, error } => {
+            let mut events = vec![start(Step::ModelOutput {
+                content: Some(Vec::new()),
+                error: error.clone(),
+            })];
+            for item in content.iter().flatten() {
+                let delta = match item {
+                    Content::Text { text, .. } => Delta::Text { text: text.clone() },
+                    other => Delta::Other(serde_json::to_value(other).unwrap_or(Value::Null)),
+                };
+                events.push(StreamEvent::StepDelta {
+                    index,
+                    delta,
+                    event_id: None,
+                });
+            }
+            events.push(stop);
+            events
+        }
+        Step::CodeExecutionResult {
+            call_id,
+            result,
+            is_error,
+            signature,
+        } => {
+            let text = match result {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            vec![
+                start(Step::CodeExecutionResult {
+                    call_id: call_id.clone(),
+                    result: Value::String(String::new()),
+                    is_error: *is_error,
+                    signature: signature.clone(),
+                }),
+                StreamEvent::StepDelta {
+                    index,
+                    delta: Delta::CodeExecutionResult {
+                        result: text,
+                        is_error: *is_error,
+                    },
+                    event_id: None,
+                },
+                stop,
+            ]
+        }
+        other => vec![start(other.clone()), stop],
+    }
+}
+
+/// The closing events of a finished interaction.
+pub fn final_events(i: &Interaction) -> Vec<StreamEvent> {
+    let mut events = Vec::new();
+    if let Some(err) = i.errors.first()
+        && !matches!(
+            i.status,
+            hookbox_protocol::api::InteractionStatus::Completed
+        )
+    {
+        events.push(StreamEvent::Error {
+            error: StreamError {
+                code: err.code.clone(),
+                message: err.message.clone(),
+            },
+            event_id: None,
+        });
+    }
+    events.push(StreamEvent::InteractionCompleted {
+        interaction: summary(i),
+        event_id: None,
+    });
+    events
+}
+
+/// Numbers events and drops those at or before `after`.
+struct Numberer {
+    next: u64,
+    after: Option<u64>,
+}
+
+impl Numberer {
+    fn push(&mut self, out: &mut Vec<Event>, ev: StreamEvent) {
+        let n = self.next;
+        self.next += 1;
+        if self.after.is_some_and(|a| n <= a) {
+            return;
+        }
+        out.push(to_sse(ev.with_event_id(n.to_string())));
+    }
+}
+
+fn to_sse(ev: StreamEvent) -> Event {
+    let name = match &ev {
+        StreamEvent::InteractionCreated { .. } => "interaction.created",
+        StreamEvent::StatusUpdate { .. } => "interaction.status_update",
+        StreamEvent::StepStart { .. } => "step.start",
+        StreamEvent::StepDelta { .. } => "step.delta",
+        StreamEvent::StepStop { .. } => "step.stop",
+        StreamEvent::InteractionCompleted { .. } => "interaction.completed",
+        StreamEvent::Error { .. } => "error",
+    };
+    let data = serde_json::to_string(&ev).unwrap_or_else(|_| "{}".to_owned());
+    Event::default().event(name).data(data)
+}
+
+fn done() -> Event {
+    Event::default().data("[DONE]")
+}
+
+/// The SSE response for interaction `id`: replay from the store after `after`, then live events
+/// until it finishes. Subscribes before reading the store so no step falls in between.
+pub async fn sse(
+    state: AppState,
+    id: String,
+    after: Option<u64>,
+) -> crate::ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
+    let live = crate::interactions::subscribe(&state, &id);
+    let stored = state
+        .inner
+        .store
+        .get_interaction(&id)
+        .await?
+        .ok_or_else(|| crate::ApiError::not_found(format!("Interaction `{id}` not found.")))?;
+    let stream = async_stream(state, stored, live, after);
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+fn async_stream(
+    state: AppState,
+    stored: Interaction,
+    live: Option<tokio::sync::broadcast::Receiver<Live>>,
+    after: Option<u64>,
+) -> impl Stream<Item = Result<Event, Infallible>> {
+    futures::stream::unfold(
+        StreamState::Start {
+            state,
+            stored: Box::new(stored),
+            live,
+            numberer: Numberer { next: 0, after },
+        },
+        |st| async move {
+            match st {
+                StreamState::Start {
+                    state,
+                    stored,
+                    live,
+                    mut numberer,
+                } => {
+                    let mut out = Vec::new();
+                    numberer.push(
+                        &mut out,
+                        StreamEvent::InteractionCreated {
+                            interaction: summary(&stored),
+                            event_id: None,
+                        },
+                    );
+                    for (i, step) in stored.steps.iter().enumerate() {
+                        for ev in step_events(i, step) {
+                            numberer.push(&mut out, ev);
+                        }
+                    }
+                    let sent = stored.steps.len();
+                    let next = match live {
+                        Some(rx) if stored.status.is_running() => StreamState::Live {
+                            state,
+                            id: stored.id.clone(),
+                            rx,
+                            sent,
+                            numberer,
+                        },
+                        _ => {
+                            for ev in final_events(&stored) {
+                                numberer.push(&mut out, ev);
+                            }
+                            out.push(done());
+                            StreamState::Done
+                        }
+                    };
+                    Some((out, next))
+                }
+                StreamState::Live {
+                    state,
+                    id,
+                    mut rx,
+                    mut sent,
+                    mut numberer,
+                } => {
+                    let mut out = Vec::new();
+                    match rx.recv().await {
+                        Ok(Live::Step(index, step)) => {
+                            if index >= sent {
+                                for ev in step_events(index, &step) {
+                                    numberer.push(&mut out, ev);
+                                }
+                                sent = index + 1;
+                            }
+                            Some((
+                                out,
+                                StreamState::Live {
+                                    state,
+                                    id,
+                                    rx,
+                                    sent,
+                                    numberer,
+                                },
+                            ))
+                        }
+                        Ok(Live::Finished(final_interaction)) => {
+                            for (i, step) in final_interaction.steps.iter().enumerate().skip(sent) {
+                                for ev in step_events(i, step) {
+                                    numberer.push(&mut out, ev);
+                                }
+                            }
+                            for ev in final_events(&final_interaction) {
+                                numberer.push(&mut out, ev);
+                            }
+                            out.push(done());
+                            Some((out, StreamState::Done))
+                        }
+                        Err(RecvError::Lagged(_)) | Err(RecvError::Closed) => {
+                            // Fell behind or the run ended: catch up from the store.
+                            let stored =
+                                state.inner.store.get_interaction(&id).await.ok().flatten();
+                            let Some(stored) = stored else {
+                                return Some((vec![done()], StreamState::Done));
+                            };
+                            for (i, step) in stored.steps.iter().enumerate().skip(sent) {
+                                for ev in step_events(i, step) {
+                                    numberer.push(&mut out, ev);
+                                }
+                            }
+                            sent = sent.max(stored.steps.len());
+                            if stored.status.is_running() {
+                                let rx = match crate::interactions::subscribe(&state, &id) {
+                                    Some(rx) => rx,
+                                    None => {
+                                        // Finished between the two reads: one more store read
+                                        // gets the final state.
+                                        return Some((
+                                            out,
+                                            StreamState::Reload {
+                                                state,
+                                                id,
+                                                sent,
+                                                numberer,
+                                            },
+                                        ));
+                                    }
+                                };
+                                Some((
+                                    out,
+                                    StreamState::Live {
+                                        state,
+                                        id,
+                                        rx,
+                                        sent,
+                                        numberer,
+                                    },
+                                ))
+                            } else {
+                                for ev in final_events(&stored) {
+                                    numberer.push(&mut out, ev);
+                                }
+                                out.push(done());
+                                Some((out, StreamState::Done))
+                            }
+                        }
+                    }
+                }
+                StreamState::Reload {
+                    state,
+                    id,
+                    sent,
+                    mut numberer,
+                } => {
+                    let mut out = Vec::new();
+                    if let Ok(Some(stored)) = state.inner.store.get_interaction(&id).await {
+                        for (i, step) in stored.steps.iter().enumerate().skip(sent) {
+                            for ev in step_events(i, step) {
+                                numberer.push(&mut out, ev);
+                            }
+                        }
+                        for ev in final_events(&stored) {
+                            numberer.push(&mut out, ev);
+                        }
+                    }
+                    out.push(done());
+                    Some((out, StreamState::Done))
+                }
+                StreamState::Done => None,
+            }
+        },
+    )
+    .flat_map(|events| futures::stream::iter(events.into_iter().map(Ok)))
+}
+
+enum StreamState {
+    Start {
+        state: AppState,
+        stored: Box<Interaction>,
+        live: Option<tokio::sync::broadcast::Receiver<Live>>,
+        numberer: Numberer,
+    },
+    Live {
+        state: AppState,
+        id: String,
+        rx: tokio::sync::broadcast::Receiver<Live>,
+        sent: usize,
+        numberer: Numberer,
+    },
+    Reload {
+        state: AppState,
+        id: String,
+        sent: usize,
+        numberer: Numberer,
+    },
+    Done,
+}

@@ -1,0 +1,171 @@
+mod auth;
+mod environments;
+mod errors;
+mod interactions;
+mod resources;
+mod sockets;
+mod streaming;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use axum::body::Body;
+use axum::http::{HeaderMap, Method, Request, StatusCode};
+use hookbox_agent::LoopConfig;
+use hookbox_agent::local::LocalBackend;
+use hookbox_agent::offline::OfflineModel;
+use hookbox_agent::seams::{ToolExecution, ToolExecutor};
+use hookbox_protocol::{ToolCall, ToolName};
+use hookbox_server::{AppState, Services, app};
+use hookbox_store::{SecretKey, SqliteOptions, SqliteStore};
+use http_body_util::BodyExt;
+use serde_json::Value;
+use tower::ServiceExt;
+
+/// The local backend behind a tiny real policy standing in for hooks until the sandbox is wired:
+/// commands containing `rm -rf` and reads under `/private/` are denied with the reference's
+/// reasons.
+#[derive(Debug)]
+pub struct Gate(pub Arc<LocalBackend>);
+
+pub const RM_REASON: &str = "Destructive command blocked by security gate.";
+pub const PII_REASON: &str = "Access to confidential `/private/` records is blocked by PII compliance policy. Query approved `/public/` summary tables instead.";
+
+#[async_trait]
+impl ToolExecutor for Gate {
+    async fn execute(&self, env: &str, call: &ToolCall) -> ToolExecution {
+        let args = call.args.to_string();
+        if call.name == ToolName::CodeExecution && args.contains("rm -rf") {
+            return ToolExecution::denied(RM_REASON);
+        }
+        if call.name == ToolName::ViewFile && args.contains("/private/") {
+            return ToolExecution::denied(PII_REASON);
+        }
+        self.0.execute(env, call).await
+    }
+}
+
+pub struct Harness {
+    pub dir: tempfile::TempDir,
+    pub state: AppState,
+}
+
+impl Harness {
+    pub fn new() -> Self {
+        Self::with_keys(vec![])
+    }
+
+    pub fn with_keys(api_keys: Vec<String>) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        Self::in_dir(dir, api_keys)
+    }
+
+    pub fn in_dir(dir: tempfile::TempDir, api_keys: Vec<String>) -> Self {
+        let store = SqliteStore::open(
+            &dir.path().join("hookbox.db"),
+            SecretKey::from_bytes([9; 32]),
+            &SqliteOptions::default(),
+        )
+        .unwrap();
+        let local = Arc::new(LocalBackend::new(dir.path().join("envs")));
+        std::fs::create_dir_all(dir.path().join("envs")).unwrap();
+        let state = AppState::new(Services {
+            store: Arc::new(store),
+            model: Arc::new(OfflineModel::new().unwrap()),
+            executor: Arc::new(Gate(local.clone())),
+            environments: local,
+            api_keys,
+            loop_config: LoopConfig::default(),
+        });
+        Harness { dir, state }
+    }
+
+    pub async fn call(
+        &self,
+        method: Method,
+        uri: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let (status, _, bytes) = self
+            .raw(method, uri, &[], body.map(|b| b.to_string().into_bytes()))
+            .await;
+        let value = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes)
+                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()))
+        };
+        (status, value)
+    }
+
+    pub async fn raw(
+        &self,
+        method: Method,
+        uri: &str,
+        headers: &[(&str, &str)],
+        body: Option<Vec<u8>>,
+    ) -> (StatusCode, HeaderMap, Vec<u8>) {
+        let mut req = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header("content-type", "application/json");
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let req = req
+            .body(body.map(Body::from).unwrap_or_else(Body::empty))
+            .unwrap();
+        let resp = app(self.state.clone()).oneshot(req).await.unwrap();
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        let bytes = resp
+            .into_body()
+            .collect()
+            .await
+            .unwrap()
+            .to_bytes()
+            .to_vec();
+        (status, headers, bytes)
+    }
+
+    /// Creates an interaction (blocking) and returns the JSON.
+    pub async fn interact(&self, body: Value) -> Value {
+        let (status, json) = self
+            .call(Method::POST, "/v1beta/interactions", Some(body))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{json}");
+        json
+    }
+}
+
+/// `output_text` as the SDK computes it.
+pub fn output_text(interaction: &Value) -> String {
+    let steps: Vec<hookbox_protocol::api::Step> =
+        serde_json::from_value(interaction["steps"].clone()).unwrap();
+    hookbox_protocol::api::output_text(&steps)
+}
+
+/// Parses an SSE body the way the SDK does: events split at blank lines, `data:` lines joined.
+pub fn sse_events(body: &str) -> Vec<String> {
+    body.split("\n\n")
+        .filter_map(|block| {
+            let data: Vec<&str> = block
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(|d| d.strip_prefix(' ').unwrap_or(d))
+                .collect();
+            (!data.is_empty()).then(|| data.join("\n"))
+        })
+        .collect()
+}
+
+pub fn seed_environment() -> Value {
+    serde_json::json!({
+        "type": "remote",
+        "sources": [
+            {"type": "inline", "target": ".agents/hooks.json", "content": "{}"},
+            {"type": "inline", "target": "workspace/private/employees.json", "content": "{\"employees\": [{\"id\": 1}]}"},
+            {"type": "inline", "target": "workspace/public/summary.json", "content": "{\"department\": \"Engineering\", \"team_size\": 42}"}
+        ]
+    })
+}

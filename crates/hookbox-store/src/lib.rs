@@ -1,0 +1,260 @@
+//! Durable storage for hookbox: interactions with their steps, environment metadata, credentials
+//! (secrets encrypted at rest) and agents.
+//!
+//! The [`Store`] trait is the only thing the rest of hookbox sees, so that a PostgreSQL backend can
+//! be added for multi-node deployments; [`sqlite::SqliteStore`] is the default backend (one file in
+//! the data dir, WAL). This crate owns persistence only: it does not run agents, touch sandboxes or
+//! speak HTTP, and it never logs a secret value.
+
+pub mod crypto;
+pub mod sqlite;
+pub mod time;
+
+use async_trait::async_trait;
+use hookbox_protocol::api::{
+    Agent, Credential, CredentialConfig, CredentialUpdate, Environment, Interaction,
+    InteractionError, InteractionStatus, Step, Usage,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+pub use crypto::SecretKey;
+pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
+
+/// Environment variable names this crate reads.
+pub mod env_vars {
+    /// 32-byte key for credential encryption, base64 or 64 hex digits. Without it the key lives
+    /// in `<data dir>/secret.key` (created 0600 on first use).
+    pub const HOOKBOX_SECRET_KEY: &str = "HOOKBOX_SECRET_KEY";
+}
+
+/// Errors of the storage layer.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("stored JSON is invalid: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("{what} `{id}` already exists")]
+    AlreadyExists { what: &'static str, id: String },
+    #[error("{what} `{id}` not found")]
+    NotFound { what: &'static str, id: String },
+    #[error("credential `{id}` is of type {stored}, the update is of type {update}")]
+    CredentialTypeMismatch {
+        id: String,
+        stored: &'static str,
+        update: &'static str,
+    },
+    #[error(
+        "database schema version {found} is newer than this hookbox supports ({supported}); upgrade hookbox"
+    )]
+    SchemaTooNew { found: i64, supported: i64 },
+    #[error("secret key: {0}")]
+    Key(String),
+    #[error("I/O on {path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("credential `{0}` could not be decrypted (wrong HOOKBOX_SECRET_KEY or secret.key?)")]
+    Decrypt(String),
+    #[error("credential encryption failed")]
+    Encrypt,
+    #[error("the store's lock was poisoned by a panic")]
+    Poisoned,
+    #[error("background task failed: {0}")]
+    Join(String),
+}
+
+/// Result alias of this crate.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// A page request: `size` items after `token` (an opaque token from the previous page).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Page {
+    pub size: Option<u32>,
+    pub token: Option<String>,
+}
+
+impl Page {
+    /// Default page size.
+    pub const DEFAULT_SIZE: u32 = 50;
+    /// Largest page served.
+    pub const MAX_SIZE: u32 = 1000;
+
+    /// The effective page size.
+    pub fn limit(&self) -> u32 {
+        self.size
+            .filter(|s| *s > 0)
+            .unwrap_or(Self::DEFAULT_SIZE)
+            .min(Self::MAX_SIZE)
+    }
+}
+
+/// One page of results and the token for the next one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Paged<T> {
+    pub items: Vec<T>,
+    pub next_page_token: Option<String>,
+}
+
+/// An environment as stored: the API resource plus what only the runtime needs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EnvironmentRecord {
+    pub environment: Environment,
+    /// The embedded environment's `env` map (values or credential references), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<Map<String, Value>>,
+}
+
+/// How an interaction ended (or changed state).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatusUpdate {
+    pub status: InteractionStatus,
+    pub usage: Option<Usage>,
+    pub errors: Vec<InteractionError>,
+    /// RFC 3339.
+    pub updated: String,
+}
+
+/// The storage seam. Every method is durable when it returns `Ok`: a crash right after cannot
+/// lose what it wrote (see [`sqlite`] for what that means per backend).
+#[async_trait]
+pub trait Store: Send + Sync + std::fmt::Debug {
+    /// Inserts a new interaction (its `steps` are inserted too).
+    async fn create_interaction(&self, interaction: &Interaction) -> Result<()>;
+    /// Appends one step at `index` (the step's position in `steps`).
+    async fn append_step(&self, interaction_id: &str, index: usize, step: &Step) -> Result<()>;
+    /// Sets status, usage, errors and `updated`.
+    async fn update_status(&self, interaction_id: &str, update: &StatusUpdate) -> Result<()>;
+    /// The interaction with all its steps.
+    async fn get_interaction(&self, id: &str) -> Result<Option<Interaction>>;
+    /// Deletes the interaction and its steps; `false` if it did not exist.
+    async fn delete_interaction(&self, id: &str) -> Result<bool>;
+    /// Marks every `queued`/`in_progress` interaction `failed` with `reason` (run at start-up:
+    /// nothing can still be running them). Returns their ids.
+    async fn recover_interrupted(&self, reason: &str, now: &str) -> Result<Vec<String>>;
+
+    /// Inserts or replaces an environment.
+    async fn put_environment(&self, env: &EnvironmentRecord) -> Result<()>;
+    async fn get_environment(&self, id: &str) -> Result<Option<EnvironmentRecord>>;
+    async fn list_environments(&self, page: &Page) -> Result<Paged<EnvironmentRecord>>;
+    async fn delete_environment(&self, id: &str) -> Result<bool>;
+
+    /// Stores a new credential, its secrets encrypted. [`Error::AlreadyExists`] on a taken id.
+    async fn create_credential(&self, config: &CredentialConfig, now: &str) -> Result<Credential>;
+    /// Metadata only.
+    async fn get_credential(&self, id: &str) -> Result<Option<Credential>>;
+    /// The decrypted configuration, for the egress proxy. Never return this to a client.
+    async fn credential_secret(&self, id: &str) -> Result<Option<CredentialConfig>>;
+    /// Applies a partial update. [`Error::NotFound`], [`Error::CredentialTypeMismatch`].
+    async fn update_credential(
+        &self,
+        id: &str,
+        update: &CredentialUpdate,
+        now: &str,
+    ) -> Result<Credential>;
+    async fn list_credentials(&self, page: &Page) -> Result<Paged<Credential>>;
+    async fn delete_credential(&self, id: &str) -> Result<bool>;
+
+    /// Inserts or replaces an agent (its `id` must be set).
+    async fn put_agent(&self, agent: &Agent) -> Result<()>;
+    async fn get_agent(&self, id: &str) -> Result<Option<Agent>>;
+    async fn list_agents(&self, page: &Page) -> Result<Paged<Agent>>;
+    async fn delete_agent(&self, id: &str) -> Result<bool>;
+}
+
+/// Applies a partial credential update to a stored configuration.
+pub fn apply_credential_update(
+    id: &str,
+    stored: CredentialConfig,
+    update: &CredentialUpdate,
+) -> Result<CredentialConfig> {
+    fn set<T: Clone>(slot: &mut T, v: &Option<T>) {
+        if let Some(v) = v {
+            *slot = v.clone();
+        }
+    }
+    fn set_opt<T: Clone>(slot: &mut Option<T>, v: &Option<T>) {
+        if v.is_some() {
+            slot.clone_from(v);
+        }
+    }
+    let mut cfg = stored;
+    match (&mut cfg, update) {
+        (
+            CredentialConfig::BearerToken {
+                token,
+                header_name,
+                prefix,
+                ..
+            },
+            CredentialUpdate::BearerToken {
+                token: t,
+                header_name: h,
+                prefix: p,
+            },
+        ) => {
+            set(token, t);
+            set_opt(header_name, h);
+            set_opt(prefix, p);
+        }
+        (
+            CredentialConfig::EnvironmentVariable {
+                value,
+                injection_location,
+                trusted_domains,
+                ..
+            },
+            CredentialUpdate::EnvironmentVariable {
+                value: v,
+                injection_location: l,
+                trusted_domains: d,
+            },
+        ) => {
+            set(value, v);
+            set(injection_location, l);
+            set_opt(trusted_domains, d);
+        }
+        (
+            CredentialConfig::OAuth2 {
+                client_id,
+                client_secret,
+                refresh_token,
+                token_url,
+                scopes,
+                ..
+            },
+            CredentialUpdate::OAuth2 {
+                client_id: ci,
+                client_secret: cs,
+                refresh_token: rt,
+                token_url: tu,
+                scopes: sc,
+            },
+        ) => {
+            set(client_id, ci);
+            set(client_secret, cs);
+            set(refresh_token, rt);
+            set(token_url, tu);
+            set_opt(scopes, sc);
+        }
+        (stored, update) => {
+            return Err(Error::CredentialTypeMismatch {
+                id: id.to_owned(),
+                stored: stored.kind().as_str(),
+                update: update_kind(update),
+            });
+        }
+    }
+    Ok(cfg)
+}
+
+fn update_kind(update: &CredentialUpdate) -> &'static str {
+    match update {
+        CredentialUpdate::BearerToken { .. } => "bearer_token",
+        CredentialUpdate::EnvironmentVariable { .. } => "environment_variable",
+        CredentialUpdate::OAuth2 { .. } => "oauth2",
+    }
+}

@@ -1,0 +1,638 @@
+//! The SQLite backend of [`Store`]: one database file, WAL journal, versioned migrations.
+//!
+//! Durability: every trait method is one transaction that has committed when it returns. In WAL
+//! mode a commit appends to the `-wal` file with `write()` before returning, so a SIGKILL of
+//! hookbox cannot lose it: the bytes are in the kernel. `synchronous=NORMAL` (the default here)
+//! skips the fsync per commit, so a *power loss* may drop the last commits (never corrupt the
+//! file); `Synchronous::Full` fsyncs every commit and survives power loss too, at a throughput
+//! cost. Calls run on tokio's blocking pool, one connection behind a mutex (SQLite serialises
+//! writers anyway).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use hookbox_protocol::api::{
+    Agent, Credential, CredentialConfig, CredentialStatus, CredentialType, CredentialUpdate,
+    Interaction, InteractionError, InteractionStatus, Step, Usage,
+};
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::crypto::SecretKey;
+use crate::{
+    EnvironmentRecord, Error, Page, Paged, Result, StatusUpdate, Store, apply_credential_update,
+};
+
+/// Database file name inside the data dir.
+pub const DB_FILE: &str = "hookbox.db";
+
+/// `PRAGMA synchronous` level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Synchronous {
+    /// Safe against process crashes (SIGKILL); the default.
+    #[default]
+    Normal,
+    /// Also safe against power loss; one fsync per commit.
+    Full,
+}
+
+/// Options of [`SqliteStore::open`].
+#[derive(Debug, Clone, Default)]
+pub struct SqliteOptions {
+    pub synchronous: Synchronous,
+}
+
+/// Schema migrations, applied in order; `PRAGMA user_version` records the last one applied.
+/// Never edit a released migration: append a new one.
+const MIGRATIONS: &[(i64, &str)] = &[(
+    1,
+    r#"
+CREATE TABLE interactions (
+    id TEXT PRIMARY KEY,
+    status TEXT NOT NULL,
+    agent TEXT,
+    environment_id TEXT,
+    previous_interaction_id TEXT,
+    created TEXT NOT NULL,
+    updated TEXT NOT NULL,
+    usage_json TEXT,
+    errors_json TEXT NOT NULL DEFAULT '[]',
+    body_json TEXT NOT NULL
+);
+CREATE INDEX interactions_status ON interactions(status);
+CREATE TABLE steps (
+    interaction_id TEXT NOT NULL REFERENCES interactions(id) ON DELETE CASCADE,
+    idx INTEGER NOT NULL,
+    step_json TEXT NOT NULL,
+    PRIMARY KEY (interaction_id, idx)
+) WITHOUT ROWID;
+CREATE TABLE environments (
+    id TEXT PRIMARY KEY,
+    record_json TEXT NOT NULL
+);
+CREATE TABLE credentials (
+    id TEXT PRIMARY KEY,
+    type TEXT NOT NULL,
+    status TEXT NOT NULL,
+    create_time TEXT NOT NULL,
+    update_time TEXT NOT NULL,
+    nonce BLOB NOT NULL,
+    ciphertext BLOB NOT NULL
+);
+CREATE TABLE agents (
+    id TEXT PRIMARY KEY,
+    agent_json TEXT NOT NULL
+);
+"#,
+)];
+
+/// The latest schema version this build knows.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// SQLite-backed [`Store`].
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    conn: Arc<Mutex<Connection>>,
+    key: Arc<SecretKey>,
+    path: PathBuf,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) `<data_dir>/hookbox.db` with the key from
+    /// [`SecretKey::load_or_create`].
+    pub fn open_in(data_dir: &Path, options: &SqliteOptions) -> Result<Self> {
+        std::fs::create_dir_all(data_dir).map_err(|source| Error::Io {
+            path: data_dir.display().to_string(),
+            source,
+        })?;
+        let key = SecretKey::load_or_create(data_dir)?;
+        Self::open(&data_dir.join(DB_FILE), key, options)
+    }
+
+    /// Opens the database file at `path` and runs pending migrations.
+    pub fn open(path: &Path, key: SecretKey, options: &SqliteOptions) -> Result<Self> {
+        let mut conn = Connection::open(path)?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(
+            None,
+            "synchronous",
+            match options.synchronous {
+                Synchronous::Normal => "NORMAL",
+                Synchronous::Full => "FULL",
+            },
+        )?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        migrate(&mut conn)?;
+        Ok(SqliteStore {
+            conn: Arc::new(Mutex::new(conn)),
+            key: Arc::new(key),
+            path: path.to_owned(),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The schema version recorded in the file.
+    pub fn schema_version(&self) -> Result<i64> {
+        let conn = self.conn.lock().map_err(|_| Error::Poisoned)?;
+        Ok(conn.pragma_query_value(None, "user_version", |r| r.get(0))?)
+    }
+
+    async fn with<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection, &SecretKey) -> Result<T> + Send + 'static,
+    {
+        let conn = Arc::clone(&self.conn);
+        let key = Arc::clone(&self.key);
+        tokio::task::spawn_blocking(move || {
+            let mut guard = conn.lock().map_err(|_| Error::Poisoned)?;
+            f(&mut guard, &key)
+        })
+        .await
+        .map_err(|e| Error::Join(e.to_string()))?
+    }
+}
+
+fn migrate(conn: &mut Connection) -> Result<()> {
+    let current: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    if current > SCHEMA_VERSION {
+        return Err(Error::SchemaTooNew {
+            found: current,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
+        let tx = conn.transaction()?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", version)?;
+        tx.commit()?;
+        tracing::info!(version, "applied store migration");
+    }
+    Ok(())
+}
+
+fn page_bounds(page: &Page) -> (i64, i64) {
+    let after = page
+        .token
+        .as_deref()
+        .and_then(|t| t.parse::<i64>().ok())
+        .unwrap_or(0);
+    (after, i64::from(page.limit()))
+}
+
+/// Runs a rowid-paged query returning `(rowid, json)` rows.
+fn paged_json(conn: &Connection, sql: &str, page: &Page) -> Result<Paged<(i64, String)>> {
+    let (after, limit) = page_bounds(page);
+    let mut stmt = conn.prepare_cached(sql)?;
+    let rows = stmt
+        .query_map(params![after, limit + 1], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<Vec<(i64, String)>>>()?;
+    Ok(finish_page(rows, limit))
+}
+
+fn finish_page<T>(mut rows: Vec<(i64, T)>, limit: i64) -> Paged<(i64, T)> {
+    let more = rows.len() as i64 > limit;
+    rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    let next_page_token = if more {
+        rows.last().map(|(rowid, _)| rowid.to_string())
+    } else {
+        None
+    };
+    Paged {
+        items: rows,
+        next_page_token,
+    }
+}
+
+fn credential_from_row(
+    r: &rusqlite::Row<'_>,
+) -> rusqlite::Result<(String, String, String, String, String)> {
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+}
+
+fn credential_meta(
+    (id, kind, status, create_time, update_time): (String, String, String, String, String),
+) -> Result<Credential> {
+    let kind: CredentialType = serde_json::from_value(serde_json::Value::String(kind))?;
+    let status: CredentialStatus = serde_json::from_value(serde_json::Value::String(status))?;
+    Ok(Credential {
+        id,
+        kind,
+        status,
+        create_time,
+        update_time,
+    })
+}
+
+fn read_interaction(conn: &Connection, id: &str) -> Result<Option<Interaction>> {
+    let row = conn
+        .prepare_cached(
+            "SELECT status, updated, usage_json, errors_json, body_json FROM interactions WHERE id = ?1",
+        )?
+        .query_row(params![id], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, Option<String>>(2)?,
+                r.get::<_, String>(3)?,
+                r.get::<_, String>(4)?,
+            ))
+        })
+        .optional()?;
+    let Some((status, updated, usage, errors, body)) = row else {
+        return Ok(None);
+    };
+    let mut interaction: Interaction = serde_json::from_str(&body)?;
+    interaction.status = InteractionStatus::parse(&status).unwrap_or(InteractionStatus::Failed);
+    interaction.updated = Some(updated);
+    interaction.usage = usage
+        .map(|u| serde_json::from_str::<Usage>(&u))
+        .transpose()?;
+    interaction.errors = serde_json::from_str::<Vec<InteractionError>>(&errors)?;
+    let mut stmt =
+        conn.prepare_cached("SELECT step_json FROM steps WHERE interaction_id = ?1 ORDER BY idx")?;
+    interaction.steps = stmt
+        .query_map(params![id], |r| r.get::<_, String>(0))?
+        .map(|s| Ok(serde_json::from_str::<Step>(&s?)?))
+        .collect::<Result<Vec<Step>>>()?;
+    Ok(Some(interaction))
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn create_interaction(&self, interaction: &Interaction) -> Result<()> {
+        let mut body = interaction.clone();
+        let steps = std::mem::take(&mut body.steps);
+        let body_json = serde_json::to_string(&body)?;
+        let usage = body.usage.as_ref().map(serde_json::to_string).transpose()?;
+        let errors = serde_json::to_string(&body.errors)?;
+        let steps = steps
+            .iter()
+            .map(serde_json::to_string)
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let now = crate::time::now_rfc3339();
+        self.with(move |conn, _| {
+            let tx = conn.transaction()?;
+            let inserted = tx.execute(
+                "INSERT OR IGNORE INTO interactions (id, status, agent, environment_id, previous_interaction_id, created, updated, usage_json, errors_json, body_json)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                params![
+                    body.id,
+                    body.status.as_str(),
+                    body.agent,
+                    body.environment_id,
+                    body.previous_interaction_id,
+                    body.created.clone().unwrap_or_else(|| now.clone()),
+                    body.updated.clone().unwrap_or(now),
+                    usage,
+                    errors,
+                    body_json
+                ],
+            )?;
+            if inserted == 0 {
+                return Err(Error::AlreadyExists { what: "interaction", id: body.id });
+            }
+            for (idx, step) in steps.iter().enumerate() {
+                tx.execute(
+                    "INSERT INTO steps (interaction_id, idx, step_json) VALUES (?1, ?2, ?3)",
+                    params![body.id, idx as i64, step],
+                )?;
+            }
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn append_step(&self, interaction_id: &str, index: usize, step: &Step) -> Result<()> {
+        let id = interaction_id.to_owned();
+        let json = serde_json::to_string(step)?;
+        let idx = i64::try_from(index).unwrap_or(i64::MAX);
+        self.with(move |conn, _| {
+            let exists = conn
+                .prepare_cached("SELECT 1 FROM interactions WHERE id = ?1")?
+                .exists(params![id])?;
+            if !exists {
+                return Err(Error::NotFound {
+                    what: "interaction",
+                    id,
+                });
+            }
+            conn.prepare_cached(
+                "INSERT OR REPLACE INTO steps (interaction_id, idx, step_json) VALUES (?1, ?2, ?3)",
+            )?
+            .execute(params![id, idx, json])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn update_status(&self, interaction_id: &str, update: &StatusUpdate) -> Result<()> {
+        let id = interaction_id.to_owned();
+        let usage = update
+            .usage
+            .as_ref()
+            .map(serde_json::to_string)
+            .transpose()?;
+        let errors = serde_json::to_string(&update.errors)?;
+        let status = update.status.as_str();
+        let updated = update.updated.clone();
+        self.with(move |conn, _| {
+            let n = conn
+                .prepare_cached(
+                    "UPDATE interactions SET status = ?2, usage_json = COALESCE(?3, usage_json), errors_json = ?4, updated = ?5 WHERE id = ?1",
+                )?
+                .execute(params![id, status, usage, errors, updated])?;
+            if n == 0 {
+                return Err(Error::NotFound { what: "interaction", id });
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn get_interaction(&self, id: &str) -> Result<Option<Interaction>> {
+        let id = id.to_owned();
+        self.with(move |conn, _| read_interaction(conn, &id)).await
+    }
+
+    async fn delete_interaction(&self, id: &str) -> Result<bool> {
+        let id = id.to_owned();
+        self.with(move |conn, _| {
+            let tx = conn.transaction()?;
+            tx.execute("DELETE FROM steps WHERE interaction_id = ?1", params![id])?;
+            let n = tx.execute("DELETE FROM interactions WHERE id = ?1", params![id])?;
+            tx.commit()?;
+            Ok(n > 0)
+        })
+        .await
+    }
+
+    async fn recover_interrupted(&self, reason: &str, now: &str) -> Result<Vec<String>> {
+        let errors = serde_json::to_string(&[InteractionError {
+            code: "interrupted".into(),
+            message: reason.to_owned(),
+        }])?;
+        let now = now.to_owned();
+        self.with(move |conn, _| {
+            let tx = conn.transaction()?;
+            let ids = tx
+                .prepare("SELECT id FROM interactions WHERE status IN ('queued', 'in_progress') ORDER BY rowid")?
+                .query_map([], |r| r.get::<_, String>(0))?
+                .collect::<rusqlite::Result<Vec<String>>>()?;
+            tx.execute(
+                "UPDATE interactions SET status = 'failed', errors_json = ?1, updated = ?2 WHERE status IN ('queued', 'in_progress')",
+                params![errors, now],
+            )?;
+            tx.commit()?;
+            Ok(ids)
+        })
+        .await
+    }
+
+    async fn put_environment(&self, env: &EnvironmentRecord) -> Result<()> {
+        let id = env.environment.id.clone();
+        let json = serde_json::to_string(env)?;
+        self.with(move |conn, _| {
+            conn.prepare_cached(
+                "INSERT INTO environments (id, record_json) VALUES (?1, ?2)
+                 ON CONFLICT(id) DO UPDATE SET record_json = excluded.record_json",
+            )?
+            .execute(params![id, json])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn get_environment(&self, id: &str) -> Result<Option<EnvironmentRecord>> {
+        let id = id.to_owned();
+        self.with(move |conn, _| {
+            let json: Option<String> = conn
+                .prepare_cached("SELECT record_json FROM environments WHERE id = ?1")?
+                .query_row(params![id], |r| r.get(0))
+                .optional()?;
+            Ok(json.map(|j| serde_json::from_str(&j)).transpose()?)
+        })
+        .await
+    }
+
+    async fn list_environments(&self, page: &Page) -> Result<Paged<EnvironmentRecord>> {
+        let page = page.clone();
+        self.with(move |conn, _| {
+            let rows = paged_json(
+                conn,
+                "SELECT rowid, record_json FROM environments WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",
+                &page,
+            )?;
+            Ok(Paged {
+                items: rows
+                    .items
+                    .into_iter()
+                    .map(|(_, j)| serde_json::from_str(&j))
+                    .collect::<std::result::Result<_, _>>()?,
+                next_page_token: rows.next_page_token,
+            })
+        })
+        .await
+    }
+
+    async fn delete_environment(&self, id: &str) -> Result<bool> {
+        let id = id.to_owned();
+        self.with(move |conn, _| {
+            Ok(conn.execute("DELETE FROM environments WHERE id = ?1", params![id])? > 0)
+        })
+        .await
+    }
+
+    async fn create_credential(&self, config: &CredentialConfig, now: &str) -> Result<Credential> {
+        let config = config.clone();
+        let now = now.to_owned();
+        self.with(move |conn, key| {
+            let id = config.id().to_owned();
+            let plaintext = serde_json::to_vec(&config)?;
+            let (nonce, ct) = key.seal(&id, &plaintext)?;
+            let kind = config.kind().as_str();
+            let n = conn.execute(
+                "INSERT OR IGNORE INTO credentials (id, type, status, create_time, update_time, nonce, ciphertext)
+                 VALUES (?1, ?2, 'active', ?3, ?3, ?4, ?5)",
+                params![id, kind, now, nonce, ct],
+            )?;
+            if n == 0 {
+                return Err(Error::AlreadyExists { what: "credential", id });
+            }
+            Ok(Credential {
+                id,
+                kind: config.kind(),
+                status: CredentialStatus::Active,
+                create_time: now.clone(),
+                update_time: now,
+            })
+        })
+        .await
+    }
+
+    async fn get_credential(&self, id: &str) -> Result<Option<Credential>> {
+        let id = id.to_owned();
+        self.with(move |conn, _| {
+            conn.prepare_cached(
+                "SELECT id, type, status, create_time, update_time FROM credentials WHERE id = ?1",
+            )?
+            .query_row(params![id], credential_from_row)
+            .optional()?
+            .map(credential_meta)
+            .transpose()
+        })
+        .await
+    }
+
+    async fn credential_secret(&self, id: &str) -> Result<Option<CredentialConfig>> {
+        let id = id.to_owned();
+        self.with(move |conn, key| read_secret(conn, key, &id))
+            .await
+    }
+
+    async fn update_credential(
+        &self,
+        id: &str,
+        update: &CredentialUpdate,
+        now: &str,
+    ) -> Result<Credential> {
+        let id = id.to_owned();
+        let update = update.clone();
+        let now = now.to_owned();
+        self.with(move |conn, key| {
+            let tx = conn.transaction()?;
+            let stored = read_secret(&tx, key, &id)?.ok_or_else(|| Error::NotFound {
+                what: "credential",
+                id: id.clone(),
+            })?;
+            let updated = apply_credential_update(&id, stored, &update)?;
+            let (nonce, ct) = key.seal(&id, &serde_json::to_vec(&updated)?)?;
+            tx.execute(
+                "UPDATE credentials SET nonce = ?2, ciphertext = ?3, update_time = ?4 WHERE id = ?1",
+                params![id, nonce, ct, now],
+            )?;
+            let meta = tx
+                .query_row(
+                    "SELECT id, type, status, create_time, update_time FROM credentials WHERE id = ?1",
+                    params![id],
+                    credential_from_row,
+                )
+                .map_err(Error::from)
+                .and_then(credential_meta)?;
+            tx.commit()?;
+            Ok(meta)
+        })
+        .await
+    }
+
+    async fn list_credentials(&self, page: &Page) -> Result<Paged<Credential>> {
+        let page = page.clone();
+        self.with(move |conn, _| {
+            let (after, limit) = page_bounds(&page);
+            let rows = conn
+                .prepare_cached(
+                    "SELECT rowid, id, type, status, create_time, update_time FROM credentials WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",
+                )?
+                .query_map(params![after, limit + 1], |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        (r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?),
+                    ))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let page = finish_page(rows, limit);
+            Ok(Paged {
+                items: page
+                    .items
+                    .into_iter()
+                    .map(|(_, row)| credential_meta(row))
+                    .collect::<Result<_>>()?,
+                next_page_token: page.next_page_token,
+            })
+        })
+        .await
+    }
+
+    async fn delete_credential(&self, id: &str) -> Result<bool> {
+        let id = id.to_owned();
+        self.with(move |conn, _| {
+            Ok(conn.execute("DELETE FROM credentials WHERE id = ?1", params![id])? > 0)
+        })
+        .await
+    }
+
+    async fn put_agent(&self, agent: &Agent) -> Result<()> {
+        let id = agent.id.clone().ok_or_else(|| Error::NotFound {
+            what: "agent",
+            id: String::new(),
+        })?;
+        let json = serde_json::to_string(agent)?;
+        self.with(move |conn, _| {
+            conn.execute(
+                "INSERT INTO agents (id, agent_json) VALUES (?1, ?2)
+                 ON CONFLICT(id) DO UPDATE SET agent_json = excluded.agent_json",
+                params![id, json],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn get_agent(&self, id: &str) -> Result<Option<Agent>> {
+        let id = id.to_owned();
+        self.with(move |conn, _| {
+            let json: Option<String> = conn
+                .prepare_cached("SELECT agent_json FROM agents WHERE id = ?1")?
+                .query_row(params![id], |r| r.get(0))
+                .optional()?;
+            Ok(json.map(|j| serde_json::from_str(&j)).transpose()?)
+        })
+        .await
+    }
+
+    async fn list_agents(&self, page: &Page) -> Result<Paged<Agent>> {
+        let page = page.clone();
+        self.with(move |conn, _| {
+            let rows = paged_json(
+                conn,
+                "SELECT rowid, agent_json FROM agents WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",
+                &page,
+            )?;
+            Ok(Paged {
+                items: rows
+                    .items
+                    .into_iter()
+                    .map(|(_, j)| serde_json::from_str(&j))
+                    .collect::<std::result::Result<_, _>>()?,
+                next_page_token: rows.next_page_token,
+            })
+        })
+        .await
+    }
+
+    async fn delete_agent(&self, id: &str) -> Result<bool> {
+        let id = id.to_owned();
+        self.with(move |conn, _| {
+            Ok(conn.execute("DELETE FROM agents WHERE id = ?1", params![id])? > 0)
+        })
+        .await
+    }
+}
+
+fn read_secret(conn: &Connection, key: &SecretKey, id: &str) -> Result<Option<CredentialConfig>> {
+    let row: Option<(Vec<u8>, Vec<u8>)> = conn
+        .prepare_cached("SELECT nonce, ciphertext FROM credentials WHERE id = ?1")?
+        .query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    let Some((nonce, ct)) = row else {
+        return Ok(None);
+    };
+    let plain = key.open(id, &nonce, &ct)?;
+    Ok(Some(serde_json::from_slice(&plain)?))
+}

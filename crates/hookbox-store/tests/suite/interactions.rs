@@ -1,0 +1,164 @@
+use hookbox_protocol::api::{Interaction, InteractionError, InteractionStatus, Step, Usage};
+use hookbox_store::{StatusUpdate, Store};
+
+use super::{open, temp_store};
+
+fn interaction(id: &str) -> Interaction {
+    let mut i = Interaction::new(id, InteractionStatus::InProgress);
+    i.agent = Some("antigravity-preview-09-2026".into());
+    i.environment_id = Some("env_1".into());
+    i.created = Some("2026-05-20T10:00:00Z".into());
+    i.updated = Some("2026-05-20T10:00:00Z".into());
+    i.steps = vec![Step::user_text("hello")];
+    i.extra.insert(
+        "tools".into(),
+        serde_json::json!([{"type": "code_execution"}]),
+    );
+    i
+}
+
+#[tokio::test]
+async fn steps_are_appended_in_order_and_survive_reopen() {
+    let (dir, store) = temp_store();
+    store
+        .create_interaction(&interaction("int_1"))
+        .await
+        .unwrap();
+    store
+        .append_step("int_1", 1, &Step::model_text("A"))
+        .await
+        .unwrap();
+    store
+        .append_step("int_1", 2, &Step::model_text("B"))
+        .await
+        .unwrap();
+    store
+        .update_status(
+            "int_1",
+            &StatusUpdate {
+                status: InteractionStatus::Completed,
+                usage: Some(Usage {
+                    total_tokens: Some(3),
+                    ..Usage::default()
+                }),
+                errors: vec![],
+                updated: "2026-05-20T10:00:05Z".into(),
+            },
+        )
+        .await
+        .unwrap();
+    drop(store);
+
+    let store = open(dir.path());
+    let got = store.get_interaction("int_1").await.unwrap().unwrap();
+    assert_eq!(got.status, InteractionStatus::Completed);
+    assert_eq!(got.steps.len(), 3);
+    assert_eq!(hookbox_protocol::api::output_text(&got.steps), "AB");
+    assert_eq!(got.updated.as_deref(), Some("2026-05-20T10:00:05Z"));
+    assert_eq!(got.usage.unwrap().total_tokens, Some(3));
+    assert_eq!(got.extra["tools"][0]["type"], "code_execution");
+}
+
+#[tokio::test]
+async fn duplicate_ids_and_unknown_interactions_are_errors() {
+    let (_dir, store) = temp_store();
+    store
+        .create_interaction(&interaction("int_1"))
+        .await
+        .unwrap();
+    assert!(matches!(
+        store.create_interaction(&interaction("int_1")).await,
+        Err(hookbox_store::Error::AlreadyExists { .. })
+    ));
+    assert!(matches!(
+        store.append_step("nope", 0, &Step::model_text("x")).await,
+        Err(hookbox_store::Error::NotFound { .. })
+    ));
+    assert!(store.get_interaction("nope").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn delete_removes_interaction_and_steps() {
+    let (_dir, store) = temp_store();
+    store
+        .create_interaction(&interaction("int_1"))
+        .await
+        .unwrap();
+    assert!(store.delete_interaction("int_1").await.unwrap());
+    assert!(!store.delete_interaction("int_1").await.unwrap());
+    // Re-creating with the same id starts without the old steps.
+    let mut fresh = interaction("int_1");
+    fresh.steps.clear();
+    store.create_interaction(&fresh).await.unwrap();
+    assert!(
+        store
+            .get_interaction("int_1")
+            .await
+            .unwrap()
+            .unwrap()
+            .steps
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn recovery_fails_only_running_interactions_with_the_reason() {
+    let (_dir, store) = temp_store();
+    store
+        .create_interaction(&interaction("int_run"))
+        .await
+        .unwrap();
+    let mut done = interaction("int_done");
+    done.status = InteractionStatus::Completed;
+    store.create_interaction(&done).await.unwrap();
+    let mut queued = interaction("int_queued");
+    queued.status = InteractionStatus::Queued;
+    store.create_interaction(&queued).await.unwrap();
+
+    let ids = store
+        .recover_interrupted("hookbox restarted", "2026-05-21T00:00:00Z")
+        .await
+        .unwrap();
+    assert_eq!(ids, ["int_run", "int_queued"]);
+    let run = store.get_interaction("int_run").await.unwrap().unwrap();
+    assert_eq!(run.status, InteractionStatus::Failed);
+    assert_eq!(
+        run.errors,
+        [InteractionError {
+            code: "interrupted".into(),
+            message: "hookbox restarted".into()
+        }]
+    );
+    let done = store.get_interaction("int_done").await.unwrap().unwrap();
+    assert_eq!(done.status, InteractionStatus::Completed);
+    assert!(
+        store
+            .recover_interrupted("again", "x")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn schema_is_versioned_and_newer_schemas_are_refused() {
+    let (dir, store) = temp_store();
+    assert_eq!(
+        store.schema_version().unwrap(),
+        hookbox_store::sqlite::SCHEMA_VERSION
+    );
+    drop(store);
+    let conn = rusqlite::Connection::open(dir.path().join("hookbox.db")).unwrap();
+    conn.pragma_update(None, "user_version", 99).unwrap();
+    drop(conn);
+    let err = hookbox_store::SqliteStore::open(
+        &dir.path().join("hookbox.db"),
+        hookbox_store::SecretKey::from_bytes([42; 32]),
+        &Default::default(),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(err, hookbox_store::Error::SchemaTooNew { .. }),
+        "{err}"
+    );
+}

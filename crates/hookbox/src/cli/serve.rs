@@ -1,0 +1,218 @@
+//! `hookbox serve`: the Interactions API server that the unmodified `google-genai` SDK talks to
+//! when its base URL points here. Wires the store (SQLite in the data dir), the model backend and
+//! the environment seams into `hookbox-server`, recovers interactions a previous process left
+//! running, prints where it listens and how to point the SDK at it, then serves until Ctrl-C or
+//! SIGTERM. It must not implement API behaviour itself.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use hookbox_agent::env_vars as agent_vars;
+use hookbox_agent::gemini::GeminiModel;
+use hookbox_agent::local::LocalBackend;
+use hookbox_agent::offline::OfflineModel;
+use hookbox_agent::openai::OpenAiModel;
+use hookbox_agent::{LoopConfig, Model};
+use hookbox_server::{AppState, Services};
+use hookbox_store::{SqliteOptions, SqliteStore, Synchronous};
+
+/// Default listen address. The SDK has no default local port; 8080 is what the docs use.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+
+/// Arguments of `hookbox serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Address to listen on. Without API keys only loopback addresses are allowed.
+    #[arg(long, default_value = DEFAULT_LISTEN)]
+    pub listen: SocketAddr,
+    /// Data directory (database, secret key, environments).
+    /// Default: `$HOOKBOX_DATA_DIR`, else `~/.local/share/hookbox`.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// API keys clients must send (comma-separated in the environment variable). None = local
+    /// mode: no key needed, loopback only.
+    #[arg(long = "api-key", env = hookbox_server::env_vars::HOOKBOX_API_KEYS, value_delimiter = ',', hide_env_values = true)]
+    pub api_keys: Vec<String>,
+    /// Model backend. Default: `gemini` when GEMINI_API_KEY is set, else `openai` when
+    /// HOOKBOX_OPENAI_BASE_URL is set, else the deterministic `offline` agent.
+    #[arg(long, value_enum)]
+    pub model: Option<ModelKind>,
+    /// Model turns per interaction before it stops with `budget_exceeded`.
+    #[arg(long, default_value_t = 32)]
+    pub max_turns: usize,
+    /// fsync every commit (survives power loss, slower). Default: WAL with synchronous=NORMAL,
+    /// which survives a crash or SIGKILL of hookbox.
+    #[arg(long)]
+    pub sync_full: bool,
+}
+
+/// Model backends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ModelKind {
+    Offline,
+    Gemini,
+    Openai,
+}
+
+fn default_data_dir() -> anyhow::Result<PathBuf> {
+    if let Some(dir) = std::env::var_os("HOOKBOX_DATA_DIR").filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(dir));
+    }
+    let home = std::env::var_os("HOME").context("neither HOOKBOX_DATA_DIR nor HOME is set")?;
+    Ok(Path::new(&home).join(".local/share/hookbox"))
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+fn model(kind: Option<ModelKind>) -> anyhow::Result<(Arc<dyn Model>, String)> {
+    let kind = kind.unwrap_or(if env(agent_vars::GEMINI_API_KEY).is_some() {
+        ModelKind::Gemini
+    } else if env(agent_vars::HOOKBOX_OPENAI_BASE_URL).is_some() {
+        ModelKind::Openai
+    } else {
+        ModelKind::Offline
+    });
+    Ok(match kind {
+        ModelKind::Offline => (Arc::new(OfflineModel::new()?), "offline".to_owned()),
+        ModelKind::Gemini => {
+            let key =
+                env(agent_vars::GEMINI_API_KEY).context("--model gemini needs GEMINI_API_KEY")?;
+            let base = env(agent_vars::HOOKBOX_GEMINI_BASE_URL)
+                .unwrap_or_else(|| hookbox_agent::gemini::DEFAULT_BASE_URL.to_owned());
+            let name = env(agent_vars::HOOKBOX_GEMINI_MODEL)
+                .unwrap_or_else(|| hookbox_agent::gemini::DEFAULT_MODEL.to_owned());
+            let label = format!("gemini ({name})");
+            (Arc::new(GeminiModel::new(&base, &key, &name)), label)
+        }
+        ModelKind::Openai => {
+            let base = env(agent_vars::HOOKBOX_OPENAI_BASE_URL).context(
+                "--model openai needs HOOKBOX_OPENAI_BASE_URL (e.g. http://127.0.0.1:11434/v1)",
+            )?;
+            let name = env(agent_vars::HOOKBOX_OPENAI_MODEL)
+                .context("--model openai needs HOOKBOX_OPENAI_MODEL")?;
+            let key = env(agent_vars::HOOKBOX_OPENAI_API_KEY);
+            let label = format!("openai ({name} at {base})");
+            (
+                Arc::new(OpenAiModel::new(&base, &name, key.as_deref())),
+                label,
+            )
+        }
+    })
+}
+
+pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(serve(args))
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let api_keys: Vec<String> = args
+        .api_keys
+        .into_iter()
+        .map(|k| k.trim().to_owned())
+        .filter(|k| !k.is_empty())
+        .collect();
+    hookbox_server::check_listen_addr(args.listen, &api_keys)?;
+    let data_dir = match args.data_dir {
+        Some(d) => d,
+        None => default_data_dir()?,
+    };
+    let options = SqliteOptions {
+        synchronous: if args.sync_full {
+            Synchronous::Full
+        } else {
+            Synchronous::Normal
+        },
+    };
+    let store = SqliteStore::open_in(&data_dir, &options)
+        .with_context(|| format!("cannot open the store in {}", data_dir.display()))?;
+    let (model, model_label) = model(args.model)?;
+    // Until the sandbox is wired in, environments are plain directories and tools run on the
+    // host without isolation or hooks.
+    let envs_dir = data_dir.join("local-environments");
+    std::fs::create_dir_all(&envs_dir)
+        .with_context(|| format!("cannot create {}", envs_dir.display()))?;
+    let local = Arc::new(LocalBackend::new(envs_dir));
+    tracing::warn!(
+        "environments use the unisolated local backend: tools run on this host without a sandbox or hooks"
+    );
+    let state = AppState::new(Services {
+        store: Arc::new(store),
+        model,
+        executor: local.clone(),
+        environments: local,
+        api_keys: api_keys.clone(),
+        loop_config: LoopConfig {
+            max_model_turns: args.max_turns,
+        },
+    });
+    state.recover().await.context("start-up recovery failed")?;
+
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let addr = listener.local_addr().context("listener address")?;
+    println!(
+        "{}",
+        banner(addr, &data_dir, &model_label, !api_keys.is_empty())
+    );
+    hookbox_server::serve(listener, state, shutdown_signal()).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What `serve` prints on stdout once it listens.
+pub fn banner(addr: SocketAddr, data_dir: &Path, model: &str, keyed: bool) -> String {
+    let url = format!("http://{addr}");
+    let (mode, key) = if keyed {
+        ("API keys required", "<one of your HOOKBOX_API_KEYS>")
+    } else {
+        ("local mode: no API keys configured, loopback only", "local")
+    };
+    format!(
+        "hookbox is listening on {url} ({mode})\n\
+         data dir: {}\n\
+         model: {model}\n\
+         \n\
+         Point the google-genai SDK (>= 3.3.0) at it:\n\
+         \n\
+         \x20   from google import genai\n\
+         \x20   client = genai.Client(api_key=\"{key}\",\n\
+         \x20                         http_options={{\"base_url\": \"{url}\", \"api_version\": \"v1beta\"}})\n\
+         \n\
+         or set GOOGLE_GEMINI_BASE_URL={url} and GEMINI_API_KEY={key}.",
+        data_dir.display()
+    )
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot listen for SIGTERM");
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+    tracing::info!("shutting down");
+}

@@ -1,0 +1,139 @@
+"""Basic conformance of `hookbox serve` with the unmodified google-genai SDK.
+
+Run by run.sh against a fresh server with the offline agent and the API key in HOOKBOX_TEST_KEY.
+Covers interactions (create, get, stream, resume, background, cancel, delete, errors),
+environments (create, get, list, files list/download/upload, fork, delete), credentials
+(secrets write-only) and agents. The reference documentation's three examples need the real
+sandbox and hooks; they live next to this file once those are wired in.
+"""
+
+import json
+import os
+import sys
+import warnings
+
+from google import genai
+
+warnings.simplefilter("ignore")
+
+BASE = os.environ["HOOKBOX_BASE_URL"]
+KEY = os.environ["HOOKBOX_TEST_KEY"]
+AGENT = "antigravity-preview-09-2026"
+
+client = genai.Client(api_key=KEY, http_options={"base_url": BASE, "api_version": "v1beta"})
+failures = []
+
+
+def check(name, cond, detail=""):
+    print(("ok   " if cond else "FAIL ") + name + ("" if cond else f": {detail}"))
+    if not cond:
+        failures.append(name)
+
+
+def expect_error(name, fn, status, needle):
+    try:
+        fn()
+    except Exception as e:  # the SDK's exception classes differ between versions
+        text = str(e)
+        check(name, str(status) in text and needle in text, text)
+        return
+    check(name, False, "no exception")
+
+
+# --- interactions ------------------------------------------------------------------------
+env_spec = {
+    "type": "remote",
+    "sources": [
+        {"type": "inline", "target": "workspace/notes.txt", "content": "alpha beta"},
+        {"type": "inline", "target": "workspace/data.bin", "content": "aGk=", "encoding": "base64"},
+    ],
+}
+i1 = client.interactions.create(agent=AGENT, input="Read `/workspace/notes.txt`.", environment=env_spec)
+check("create: completed", i1.status == "completed", i1.status)
+check("create: output_text has the file", "alpha beta" in i1.output_text, i1.output_text)
+check("create: environment_id", bool(i1.environment_id) and i1.environment_id.startswith("env_"), i1.environment_id)
+check("create: steps typed", [s.type for s in i1.steps][:2] == ["user_input", "function_call"], [s.type for s in i1.steps])
+
+i2 = client.interactions.create(
+    agent=AGENT,
+    input="Run `cat data.bin` please.",
+    environment=i1.environment_id,
+    previous_interaction_id=i1.id,
+)
+check("continue: same environment", i2.environment_id == i1.environment_id, i2.environment_id)
+check("continue: base64 source decoded", i2.output_text.endswith("hi"), i2.output_text)
+
+got = client.interactions.get(i1.id)
+check("get: same output_text", got.output_text == i1.output_text, got.output_text)
+
+events = list(client.interactions.create(agent=AGENT, input="run `echo streamed`", environment=i1.environment_id, stream=True))
+kinds = [e.event_type for e in events]
+check("stream: created first, completed last", kinds[0] == "interaction.created" and kinds[-1] == "interaction.completed", kinds)
+check("stream: has step events", "step.start" in kinds and "step.delta" in kinds and "step.stop" in kinds, kinds)
+created = events[0].interaction
+check("stream: environment_id on created", getattr(created, "environment_id", None) == i1.environment_id, created)
+texts = [e.delta.text for e in events if e.event_type == "step.delta" and getattr(e.delta, "type", "") == "text"]
+check("stream: text delta", any("streamed" in t for t in texts), texts)
+sid = created.id
+replayed = list(client.interactions.get(sid, stream=True))
+check("stream: replay via get", [e.event_type for e in replayed] == kinds, [e.event_type for e in replayed])
+last_id = events[2].event_id
+resumed = list(client.interactions.get(sid, stream=True, last_event_id=last_id))
+check("stream: resume after last_event_id", len(resumed) == len(events) - 3, (len(resumed), len(events)))
+
+bg = client.interactions.create(agent=AGENT, input="run `sleep 600`", background=True)
+check("background: returns running", bg.status in ("in_progress", "queued"), bg.status)
+cancelled = client.interactions.cancel(bg.id)
+check("cancel: cancelled", cancelled.status == "cancelled", cancelled.status)
+client.interactions.delete(bg.id)
+expect_error("delete: then get is 404", lambda: client.interactions.get(bg.id), 404, "not found")
+
+expect_error("error: unknown agent", lambda: client.interactions.create(agent="no-such-agent", input="x"), 400, "Unknown agent")
+expect_error("error: unknown environment", lambda: client.interactions.create(agent=AGENT, input="x", environment="env_missing"), 404, "env_missing")
+expect_error(
+    "error: invalid source",
+    lambda: client.interactions.create(agent=AGENT, input="x", environment={"type": "remote", "sources": [{"type": "inline", "target": "../../x", "content": "x"}]}),
+    400,
+    "Invalid source",
+)
+
+bad = genai.Client(api_key="wrong-key", http_options={"base_url": BASE, "api_version": "v1beta"})
+expect_error("auth: wrong key rejected", lambda: bad.interactions.get(i1.id), 401, "API key")
+
+# --- environments ------------------------------------------------------------------------
+env = client.environments.create(sources=[{"type": "inline", "target": "a.txt", "content": "hi"}], network="disabled")
+check("env create", env.id.startswith("env_") and env.file_count == 1, env)
+check("env get", client.environments.get(env.id).id == env.id)
+listed = client.environments.list(page_size=100)
+check("env list", any(e.id == env.id for e in listed.environments))
+files = client.environments.files.list(env.id, "", recursive=True)
+check("files list", [f.path for f in files.files] == ["/a.txt", "/workspace"], [f.path for f in files.files])
+check("files download", client.environments.files.download(environment=env.id, path="a.txt") == b"hi")
+client.environments.files.upload(environment=env.id, path="up/load.txt", file=b"uploaded bytes", mime_type="text/plain")
+check("files upload", client.environments.files.download(environment=env.id, path="/up/load.txt") == b"uploaded bytes")
+fork = client.environments.create(from_environment=f"environments/{env.id}")
+check("env fork", fork.id != env.id and client.environments.files.download(environment=fork.id, path="up/load.txt") == b"uploaded bytes")
+client.environments.delete(env.id)
+expect_error("env delete", lambda: client.environments.get(env.id), 404, "not found")
+
+# --- credentials -------------------------------------------------------------------------
+c = client.credentials.create(type="bearer_token", id="cred_conf", token="sup3r-s3cret")
+check("cred create", c.id == "cred_conf" and c.status == "active", c)
+dumped = json.dumps([c.model_dump(mode="json"), client.credentials.get("cred_conf").model_dump(mode="json"), client.credentials.list().model_dump(mode="json")])
+check("cred secrets never returned", "sup3r" not in dumped, dumped)
+client.credentials.update(id="cred_conf", update_mask="token", type="bearer_token", token="n3w")
+check("cred update", client.credentials.get("cred_conf").update_time is not None)
+client.credentials.delete("cred_conf")
+expect_error("cred delete", lambda: client.credentials.get("cred_conf"), 404, "not found")
+
+# --- agents ------------------------------------------------------------------------------
+a = client.agents.create(id="conf_agent", base_agent=AGENT, description="d", system_instruction="s", tools=[{"type": "code_execution"}])
+check("agent create", a.id == "conf_agent")
+check("agent list", any(x.id == "conf_agent" for x in client.agents.list().agents))
+via = client.interactions.create(agent="conf_agent", input="run `echo via-agent`")
+check("agent used by interaction", "via-agent" in via.output_text, via.output_text)
+client.agents.delete("conf_agent")
+expect_error("agent delete", lambda: client.agents.get("conf_agent"), 404, "not found")
+
+print(f"\n{len(failures)} failure(s)" + (": " + ", ".join(failures) if failures else ""))
+sys.exit(1 if failures else 0)
