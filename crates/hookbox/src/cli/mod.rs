@@ -1,6 +1,10 @@
 //! Subcommand definitions and dispatch. Each subcommand group lives in its own module.
 
+mod credential;
+mod env;
 mod hooks;
+mod serve;
+mod tool;
 
 use std::process::ExitCode;
 
@@ -22,11 +26,28 @@ pub enum Command {
     /// Check and try out hooks configurations.
     #[command(subcommand)]
     Hooks(hooks::HooksCommand),
+    /// Manage the named secrets the egress proxy injects (values are never shown).
+    Credential(credential::CredentialArgs),
+    /// Create, list, show and delete sandboxed environments.
+    #[command(subcommand)]
+    Env(env::EnvCommand),
+    /// Run one tool call in an environment through its hooks; prints the result and hook trace.
+    Tool(tool::ToolArgs),
+    /// Serve the Interactions API for the google-genai SDK (the main command).
+    Serve(serve::ServeArgs),
+    /// Internal: the sandbox launcher (hookbox re-executes itself with this).
+    #[command(name = "__sandbox-exec", hide = true)]
+    SandboxExec,
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Hooks(cmd) => hooks::run(cmd),
+        Command::Credential(args) => credential::run(args),
+        Command::Env(cmd) => env::run(cmd),
+        Command::Tool(args) => tool::run(args),
+        Command::Serve(args) => serve::run(args),
+        Command::SandboxExec => tool::sandbox_exec(),
     }
 }
 

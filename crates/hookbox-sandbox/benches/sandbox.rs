@@ -1,0 +1,222 @@
+//! Benchmark: environment creation, sandbox start-up against bare `unshare -Urnmpf true`, tool
+//! calls per second through one pre and one post hook, and memory per idle environment.
+//!
+//! Run: `cargo bench -p hookbox-sandbox --bench sandbox`. Prints numbers; asserts nothing.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark binary may panic
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hookbox_protocol::{ToolCall, ToolName};
+use hookbox_sandbox::environment::{Store, ToolResult};
+use hookbox_sandbox::runner::{Launcher, SandboxOptions};
+use hookbox_sandbox::source::{EnvironmentSpec, Source};
+
+const LAUNCHER: &str = env!("CARGO_BIN_EXE_hookbox-sandbox-exec");
+
+fn percentile(samples: &mut [Duration], p: f64) -> Duration {
+    samples.sort();
+    let idx = ((samples.len() as f64 - 1.0) * p).round() as usize;
+    samples[idx]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn report(name: &str, samples: &mut [Duration]) -> (Duration, Duration) {
+    let p50 = percentile(samples, 0.5);
+    let p95 = percentile(samples, 0.95);
+    println!(
+        "{name:<44} p50 {:>8.2} ms   p95 {:>8.2} ms   (n={})",
+        ms(p50),
+        ms(p95),
+        samples.len()
+    );
+    (p50, p95)
+}
+
+fn inline(target: &str, content: &str) -> Source {
+    Source::Inline {
+        target: target.into(),
+        content: content.into(),
+        encoding: Default::default(),
+    }
+}
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+const HOOKS: &str = r#"{"bench": {
+  "pre_tool_execution": [{"matcher": "code_execution", "hooks": [{"type": "command", "command": "cat >/dev/null; echo '{\"decision\":\"allow\"}'"}]}],
+  "post_tool_execution": [{"matcher": "code_execution", "hooks": [{"type": "command", "command": "cat >/dev/null"}]}]
+}}"#;
+
+fn main() {
+    let data = tempfile::tempdir().unwrap();
+    let http = Arc::new(hookbox_hooks::http::DirectPoster::new().unwrap());
+    let options = SandboxOptions::new(Launcher::standalone(LAUNCHER));
+    let store = Store::open(data.path(), options.clone(), http).unwrap();
+    let runs = 60;
+
+    // 1. Bare unshare, the limit.
+    let mut unshare = Vec::new();
+    for _ in 0..runs {
+        let t = Instant::now();
+        let status = std::process::Command::new("unshare")
+            .args(["-Urnmpf", "true"])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        unshare.push(t.elapsed());
+    }
+    let (unshare_p50, _) = report("unshare -Urnmpf true", &mut unshare);
+
+    // 2. Environment creation with three inline sources.
+    let spec = EnvironmentSpec {
+        sources: vec![
+            inline(".agents/hooks.json", HOOKS),
+            inline(".agents/hooks-scripts/gate.py", "print('allow')\n"),
+            inline("workspace/private/data.json", "{\"rows\": [1, 2, 3]}\n"),
+        ],
+        ..Default::default()
+    };
+    let mut create = Vec::new();
+    let mut ids = Vec::new();
+    for _ in 0..runs {
+        let t = Instant::now();
+        let meta = store.create(&spec, &mut |_| {}, false).unwrap();
+        create.push(t.elapsed());
+        ids.push(meta.id);
+    }
+    let (create_p50, _) = report("env create (3 inline sources)", &mut create);
+
+    // 3. Sandbox start-up: one `true` in a fresh sandbox (namespaces, mounts, Landlock,
+    //    seccomp, cgroups), no hooks.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let env = Arc::new(store.open_env(&ids[0]).unwrap());
+    let mut sandbox = Vec::new();
+    for _ in 0..runs {
+        let t = Instant::now();
+        let out = rt
+            .block_on(env.runner().run_argv(
+                vec!["/bin/true".into()],
+                Vec::new(),
+                Duration::from_secs(10),
+                1024,
+            ))
+            .unwrap();
+        assert!(out.success());
+        sandbox.push(t.elapsed());
+    }
+    let (sandbox_p50, _) = report("sandboxed `true` (no hooks)", &mut sandbox);
+
+    // The same without the environment's cgroups, to show what joining them costs.
+    let bare_dir = tempfile::tempdir().unwrap();
+    let tree = bare_dir.path().join("root");
+    for sub in ["workspace", "tmp", ".agents"] {
+        std::fs::create_dir_all(tree.join(sub)).unwrap();
+    }
+    std::fs::create_dir_all(bare_dir.path().join("mnt")).unwrap();
+    let bare = hookbox_sandbox::runner::SandboxRunner::new(
+        Arc::new(options.clone()),
+        hookbox_sandbox::runner::SandboxLayout {
+            tree,
+            mountpoint: bare_dir.path().join("mnt"),
+            frozen_agents: None,
+            env: Vec::new(),
+            cgroups: Default::default(),
+            netns: None,
+        },
+    )
+    .unwrap();
+    let mut no_cgroups = Vec::new();
+    for _ in 0..runs {
+        let t = Instant::now();
+        let out = rt
+            .block_on(bare.run_argv(
+                vec!["/bin/true".into()],
+                Vec::new(),
+                Duration::from_secs(10),
+                1024,
+            ))
+            .unwrap();
+        assert!(out.success());
+        no_cgroups.push(t.elapsed());
+    }
+    report("sandboxed `true` (no hooks, no cgroups)", &mut no_cgroups);
+
+    // 4. code_execution `true` through one pre and one post hook (three sandboxes per call).
+    let call = ToolCall {
+        name: ToolName::CodeExecution,
+        args: serde_json::json!({"code": "true", "language": "bash"}),
+    };
+    for concurrency in [1usize, 8] {
+        let total = 48;
+        let t = Instant::now();
+        rt.block_on(async {
+            let mut handles = Vec::new();
+            for worker in 0..concurrency {
+                let env = env.clone();
+                let call = call.clone();
+                handles.push(tokio::spawn(async move {
+                    let mut i = worker;
+                    while i < total {
+                        let outcome = env.call_tool(call.clone()).await;
+                        assert!(
+                            matches!(outcome.result, ToolResult::Ok { .. }),
+                            "{:?}",
+                            outcome.result
+                        );
+                        assert_eq!(outcome.pre.trace.len(), 1);
+                        i += concurrency;
+                    }
+                }));
+            }
+            for h in handles {
+                h.await.unwrap();
+            }
+        });
+        let elapsed = t.elapsed();
+        println!(
+            "code_execution `true`, 1 pre + 1 post hook, concurrency {concurrency}: {:>7.1} calls/s ({total} calls in {:.2} s)",
+            total as f64 / elapsed.as_secs_f64(),
+            elapsed.as_secs_f64()
+        );
+    }
+
+    // 5. Memory per idle environment: an idle environment runs no process at all; what it costs
+    //    is the opened handle in the server (measured) and its files on disk.
+    let before = rss_kib();
+    let opened: Vec<_> = ids.iter().map(|id| store.open_env(id).unwrap()).collect();
+    let after = rss_kib();
+    let disk = store.show(&ids[0]).unwrap();
+    println!(
+        "idle environment: 0 processes; {:.1} KiB RSS per opened environment handle ({} opened); {} files, {} bytes in its tree",
+        (after.saturating_sub(before)) as f64 / opened.len() as f64,
+        opened.len(),
+        disk.file_count,
+        disk.size_bytes
+    );
+    drop(opened);
+
+    println!(
+        "ratios: env create / unshare = {:.2}x   sandboxed true / unshare = {:.2}x",
+        ms(create_p50) / ms(unshare_p50),
+        ms(sandbox_p50) / ms(unshare_p50)
+    );
+    for id in &ids {
+        store.remove(id).unwrap();
+    }
+}

@@ -1,0 +1,179 @@
+//! Per-environment cgroups: the pids and memory caps shared by every process of an environment.
+//!
+//! Each environment gets `hookbox/<env_id>` under hookbox's own cgroup, in cgroup v2 when the
+//! unified hierarchy offers the controller, else in the v1 `pids` / `memory` hierarchies. The
+//! launcher joins these directories before it creates namespaces. A controller that cannot be
+//! used is reported as absent and the caller falls back to rlimits (or refuses, see
+//! [`crate::features`]). This module must not spawn processes.
+
+use std::path::{Path, PathBuf};
+
+/// Which caps the environment's cgroups enforce.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EnvCgroups {
+    /// Directories to join, one per hierarchy.
+    pub dirs: Vec<PathBuf>,
+    /// `pids.max` is enforced.
+    pub pids: bool,
+    /// The memory limit is enforced.
+    pub memory: bool,
+}
+
+/// One line of `/proc/self/cgroup`.
+struct Membership {
+    controllers: Vec<String>,
+    path: String,
+}
+
+fn memberships() -> Vec<Membership> {
+    let Ok(text) = std::fs::read_to_string("/proc/self/cgroup") else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter_map(|line| {
+            let mut parts = line.splitn(3, ':');
+            let _id = parts.next()?;
+            let controllers = parts.next()?;
+            let path = parts.next()?;
+            Some(Membership {
+                controllers: controllers
+                    .split(',')
+                    .filter(|c| !c.is_empty())
+                    .map(str::to_owned)
+                    .collect(),
+                path: path.to_owned(),
+            })
+        })
+        .collect()
+}
+
+fn v2_mount() -> Option<PathBuf> {
+    ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|p| p.join("cgroup.controllers").exists())
+}
+
+fn join(mount: &Path, own: &str, env_id: &str) -> PathBuf {
+    mount
+        .join(own.trim_start_matches('/'))
+        .join("hookbox")
+        .join(env_id)
+}
+
+/// Creates (or reuses) the environment's cgroups and writes their limits. Best effort: what
+/// fails is simply not in the result.
+pub fn setup(env_id: &str, max_processes: u64, memory_bytes: u64) -> EnvCgroups {
+    let mut out = EnvCgroups::default();
+    let members = memberships();
+    if let (Some(mount), Some(own)) = (
+        v2_mount(),
+        members.iter().find(|m| m.controllers.is_empty()),
+    ) {
+        let parent = mount.join(own.path.trim_start_matches('/')).join("hookbox");
+        let available = std::fs::read_to_string(
+            parent
+                .parent()
+                .unwrap_or(&mount)
+                .join("cgroup.subtree_control"),
+        )
+        .unwrap_or_default();
+        let want: Vec<&str> = ["pids", "memory"]
+            .into_iter()
+            .filter(|c| available.split_whitespace().any(|a| a == *c))
+            .collect();
+        if !want.is_empty() && std::fs::create_dir_all(&parent).is_ok() {
+            let enable: Vec<String> = want.iter().map(|c| format!("+{c}")).collect();
+            let _ = std::fs::write(parent.join("cgroup.subtree_control"), enable.join(" "));
+            let dir = join(&mount, &own.path, env_id);
+            if std::fs::create_dir_all(&dir).is_ok() {
+                out.pids = want.contains(&"pids")
+                    && std::fs::write(dir.join("pids.max"), max_processes.to_string()).is_ok();
+                out.memory = want.contains(&"memory")
+                    && std::fs::write(dir.join("memory.max"), memory_bytes.to_string()).is_ok();
+                if out.pids || out.memory {
+                    out.dirs.push(dir);
+                }
+            }
+        }
+    }
+    for (controller, file, value) in [
+        ("pids", "pids.max", max_processes),
+        ("memory", "memory.limit_in_bytes", memory_bytes),
+    ] {
+        let done = match controller {
+            "pids" => out.pids,
+            _ => out.memory,
+        };
+        if done {
+            continue;
+        }
+        let Some(own) = members
+            .iter()
+            .find(|m| m.controllers.iter().any(|c| c == controller))
+        else {
+            continue;
+        };
+        let mount = Path::new("/sys/fs/cgroup").join(controller);
+        let dir = join(&mount, &own.path, env_id);
+        if std::fs::create_dir_all(&dir).is_ok()
+            && std::fs::write(dir.join(file), value.to_string()).is_ok()
+        {
+            match controller {
+                "pids" => out.pids = true,
+                _ => out.memory = true,
+            }
+            out.dirs.push(dir);
+        }
+    }
+    tracing::debug!(env_id, pids = out.pids, memory = out.memory, dirs = ?out.dirs, "environment cgroups");
+    out
+}
+
+/// Removes whatever cgroup directories exist for `env_id`, without creating any.
+pub fn remove_for(env_id: &str) {
+    let members = memberships();
+    let mut dirs = Vec::new();
+    if let (Some(mount), Some(own)) = (
+        v2_mount(),
+        members.iter().find(|m| m.controllers.is_empty()),
+    ) {
+        dirs.push(join(&mount, &own.path, env_id));
+    }
+    for controller in ["pids", "memory"] {
+        if let Some(own) = members
+            .iter()
+            .find(|m| m.controllers.iter().any(|c| c == controller))
+        {
+            dirs.push(join(
+                &Path::new("/sys/fs/cgroup").join(controller),
+                &own.path,
+                env_id,
+            ));
+        }
+    }
+    dirs.retain(|d| d.exists());
+    remove(&EnvCgroups {
+        dirs,
+        pids: false,
+        memory: false,
+    });
+}
+
+/// Removes the environment's cgroup directories (they must be empty of processes).
+pub fn remove(cgroups: &EnvCgroups) {
+    for dir in &cgroups.dirs {
+        if let Err(err) = std::fs::remove_dir(dir) {
+            tracing::warn!(dir = %dir.display(), %err, "could not remove an environment cgroup");
+        }
+    }
+}
+
+/// Reads a numeric control file of the environment's pids cgroup (`pids.peak`, `pids.current`).
+pub fn read_pids_counter(cgroups: &EnvCgroups, file: &str) -> Option<u64> {
+    cgroups
+        .dirs
+        .iter()
+        .find_map(|d| std::fs::read_to_string(d.join(file)).ok())
+        .and_then(|s| s.trim().parse().ok())
+}

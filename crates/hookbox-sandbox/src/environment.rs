@@ -1,0 +1,552 @@
+//! Environments on disk and the tool-call lifecycle.
+//!
+//! Layout: `<data_dir>/environments/<env_id>/` holds `environment.json` (metadata, written
+//! atomically: temp file then rename), `root/` (the tree the sandbox sees), `mnt/` (the empty
+//! mountpoint for the sandbox's root) and, when hooks are frozen, `frozen/` (the snapshot of
+//! `/.agents` and `/workspace/.agents/hooks.json`). An environment is built under a temporary
+//! name and renamed into place, so a failed creation leaves nothing behind.
+//!
+//! [`Environment::call_tool`] is the one place a tool call goes through: load hooks → pre hooks →
+//! tool (in the sandbox or confined on the tree) → post hooks. It must not parse hooks files or
+//! interpret handler output itself (that is `hookbox-hooks`).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use hookbox_hooks::discover::{HooksCache, Loaded};
+use hookbox_hooks::http::HttpPoster;
+use hookbox_hooks::{Decision, Dispatch, HookEngine};
+use hookbox_protocol::{ToolCall, ToolName};
+use hookbox_rootfs::{RootDir, RootFsError, Usage};
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::cgroup::{self, EnvCgroups};
+use crate::features::{self, Feature};
+use crate::runner::{SandboxLayout, SandboxOptions, SandboxRunner};
+use crate::source::{self, Buckets, EnvironmentSpec, GcsFromEnv, SourceError};
+use crate::spec::Isolation;
+use crate::tools::{self, ToolError, ToolOutput, Trees};
+use crate::vars;
+
+const META_FILE: &str = "environment.json";
+const TREE_DIR: &str = "root";
+const MOUNT_DIR: &str = "mnt";
+const FROZEN_DIR: &str = "frozen";
+/// What stands at `/.agents` in the tree of a frozen environment: a file, so that nothing can be
+/// written beneath it, and the sandbox sees the snapshot there instead.
+const FROZEN_PLACEHOLDER: &str =
+    "hooks are frozen in this environment; /.agents is served read-only from its snapshot\n";
+
+/// Errors of environment management.
+#[derive(Debug, thiserror::Error)]
+pub enum EnvError {
+    #[error("no environment `{0}`")]
+    NotFound(String),
+    #[error("`{0}` is not an environment id (env_ followed by lowercase letters and digits)")]
+    BadId(String),
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Fs(#[from] RootFsError),
+    #[error("environment metadata {path}: {message}")]
+    Meta { path: PathBuf, message: String },
+    #[error(
+        "this kernel lacks {0}, which hookbox's sandbox needs; enable it, or pass --insecure-no-isolation to run WITHOUT any isolation"
+    )]
+    MissingFeature(Feature),
+    #[error("cannot find a data directory: set {} or HOME", vars::HOOKBOX_DATA_DIR)]
+    NoDataDir,
+    #[error("{0}")]
+    Runner(#[from] hookbox_hooks::runner::RunnerError),
+}
+
+pub type Result<T> = std::result::Result<T, EnvError>;
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> EnvError {
+    let path = path.to_path_buf();
+    move |source| EnvError::Io { path, source }
+}
+
+/// Lifecycle state of an environment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EnvStatus {
+    Ready,
+}
+
+/// What `environment.json` holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvironmentMeta {
+    pub id: String,
+    pub status: EnvStatus,
+    /// Unix seconds.
+    pub created_at: u64,
+    pub updated_at: u64,
+    pub last_accessed_at: u64,
+    pub file_count: u64,
+    pub size_bytes: u64,
+    pub frozen_hooks: bool,
+    /// Variables applied to every process of the environment.
+    pub env: Vec<(String, String)>,
+    /// One line per source, without content.
+    pub sources: Vec<String>,
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn valid_id(id: &str) -> bool {
+    id.strip_prefix("env_").is_some_and(|rest| {
+        !rest.is_empty()
+            && rest
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+    })
+}
+
+fn new_id() -> String {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let mut rng = rand::rng();
+    let suffix: String = (0..16)
+        .map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]))
+        .collect();
+    format!("env_{suffix}")
+}
+
+fn write_meta(dir: &Path, meta: &EnvironmentMeta) -> Result<()> {
+    let path = dir.join(META_FILE);
+    // Concurrent calls of one environment each write their own temporary file.
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let temp = dir.join(format!(".{META_FILE}.{}.{n}.tmp", std::process::id()));
+    let bytes = serde_json::to_vec_pretty(meta).map_err(|e| EnvError::Meta {
+        path: path.clone(),
+        message: e.to_string(),
+    })?;
+    std::fs::write(&temp, bytes).map_err(io(&temp))?;
+    std::fs::rename(&temp, &path).map_err(io(&path))
+}
+
+fn read_meta(dir: &Path) -> Result<EnvironmentMeta> {
+    let path = dir.join(META_FILE);
+    let bytes = std::fs::read(&path).map_err(io(&path))?;
+    serde_json::from_slice(&bytes).map_err(|e| EnvError::Meta {
+        path,
+        message: e.to_string(),
+    })
+}
+
+/// The default data directory: `$HOOKBOX_DATA_DIR`, else `$XDG_DATA_HOME/hookbox`, else
+/// `~/.local/share/hookbox`.
+pub fn default_data_dir() -> Result<PathBuf> {
+    if let Some(dir) = std::env::var_os(vars::HOOKBOX_DATA_DIR) {
+        return Ok(PathBuf::from(dir));
+    }
+    if let Some(dir) = std::env::var_os(vars::XDG_DATA_HOME) {
+        return Ok(PathBuf::from(dir).join("hookbox"));
+    }
+    std::env::var_os(vars::HOME)
+        .map(|home| PathBuf::from(home).join(".local/share/hookbox"))
+        .ok_or(EnvError::NoDataDir)
+}
+
+/// All environments under one data directory.
+#[derive(Debug, Clone)]
+pub struct Store {
+    root: PathBuf,
+    options: Arc<SandboxOptions>,
+    http: Arc<dyn HttpPoster>,
+    buckets: Arc<dyn Buckets>,
+}
+
+impl Store {
+    /// Opens (creating if needed) the store under `data_dir`.
+    pub fn open(
+        data_dir: &Path,
+        options: SandboxOptions,
+        http: Arc<dyn HttpPoster>,
+    ) -> Result<Self> {
+        let root = data_dir.join("environments");
+        std::fs::create_dir_all(&root).map_err(io(&root))?;
+        Ok(Self {
+            root,
+            options: Arc::new(options),
+            http,
+            buckets: Arc::new(GcsFromEnv),
+        })
+    }
+
+    /// Replaces where `gcs` sources are read from (tests use in-memory stores).
+    pub fn with_buckets(mut self, buckets: Arc<dyn Buckets>) -> Self {
+        self.buckets = buckets;
+        self
+    }
+
+    fn dir(&self, id: &str) -> Result<PathBuf> {
+        if !valid_id(id) {
+            return Err(EnvError::BadId(id.to_owned()));
+        }
+        let dir = self.root.join(id);
+        if !dir.join(META_FILE).exists() {
+            return Err(EnvError::NotFound(id.to_owned()));
+        }
+        Ok(dir)
+    }
+
+    /// Creates an environment from `spec`. `progress` receives one line per source.
+    pub fn create(
+        &self,
+        spec: &EnvironmentSpec,
+        progress: &mut dyn FnMut(&str),
+        show_source_progress: bool,
+    ) -> Result<EnvironmentMeta> {
+        source::validate(spec)?;
+        let id = new_id();
+        let staging = self.root.join(format!(".creating-{id}"));
+        let result = self.build(&id, &staging, spec, progress, show_source_progress);
+        match result {
+            Ok(meta) => {
+                let dir = self.root.join(&id);
+                std::fs::rename(&staging, &dir).map_err(io(&dir))?;
+                tracing::info!(env_id = %id, files = meta.file_count, bytes = meta.size_bytes, "environment created");
+                Ok(meta)
+            }
+            Err(err) => {
+                let _ = std::fs::remove_dir_all(&staging);
+                Err(err)
+            }
+        }
+    }
+
+    fn build(
+        &self,
+        id: &str,
+        dir: &Path,
+        spec: &EnvironmentSpec,
+        progress: &mut dyn FnMut(&str),
+        show_source_progress: bool,
+    ) -> Result<EnvironmentMeta> {
+        let tree_path = dir.join(TREE_DIR);
+        for sub in ["workspace", "tmp", ".agents"] {
+            let path = tree_path.join(sub);
+            std::fs::create_dir_all(&path).map_err(io(&path))?;
+        }
+        let mnt = dir.join(MOUNT_DIR);
+        std::fs::create_dir_all(&mnt).map_err(io(&mnt))?;
+        let tree = RootDir::open(&tree_path)?;
+        let total = spec.sources.len();
+        for (i, src) in spec.sources.iter().enumerate() {
+            progress(&format!("[{}/{}] {}", i + 1, total, src.describe()));
+            source::materialise(&tree, src, self.buckets.as_ref(), show_source_progress)?;
+        }
+        if spec.freeze_hooks {
+            freeze(dir, &tree)?;
+        }
+        let usage = tree.usage()?;
+        let t = now();
+        let meta = EnvironmentMeta {
+            id: id.to_owned(),
+            status: EnvStatus::Ready,
+            created_at: t,
+            updated_at: t,
+            last_accessed_at: t,
+            file_count: usage.files,
+            size_bytes: usage.bytes,
+            frozen_hooks: spec.freeze_hooks,
+            env: spec
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), v.value().to_owned()))
+                .collect(),
+            sources: spec.sources.iter().map(|s| s.describe()).collect(),
+        };
+        write_meta(dir, &meta)?;
+        Ok(meta)
+    }
+
+    /// Every environment, oldest first.
+    pub fn list(&self) -> Result<Vec<EnvironmentMeta>> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(&self.root).map_err(io(&self.root))? {
+            let entry = entry.map_err(io(&self.root))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if valid_id(&name) {
+                if let Ok(meta) = read_meta(&entry.path()) {
+                    out.push(meta);
+                }
+            }
+        }
+        out.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+        Ok(out)
+    }
+
+    /// The metadata of `id`, with file count and size measured now.
+    pub fn show(&self, id: &str) -> Result<EnvironmentMeta> {
+        let dir = self.dir(id)?;
+        let mut meta = read_meta(&dir)?;
+        let Usage { files, bytes } = RootDir::open(&dir.join(TREE_DIR))?.usage()?;
+        meta.file_count = files;
+        meta.size_bytes = bytes;
+        Ok(meta)
+    }
+
+    /// Removes `id` and everything in it.
+    pub fn remove(&self, id: &str) -> Result<()> {
+        let dir = self.dir(id)?;
+        cgroup::remove_for(id);
+        // std's remove_dir_all does not follow symlinks, so links planted by sandboxed code
+        // cannot redirect the deletion.
+        std::fs::remove_dir_all(&dir).map_err(io(&dir))
+    }
+
+    /// Opens `id` for tool calls, refusing when the kernel lacks a sandbox feature (unless
+    /// isolation is explicitly off).
+    pub fn open_env(&self, id: &str) -> Result<Environment> {
+        if self.options.isolation == Isolation::Full {
+            if let Some(feature) = features::missing().into_iter().next() {
+                return Err(EnvError::MissingFeature(feature));
+            }
+        }
+        let dir = self.dir(id)?;
+        let meta = read_meta(&dir)?;
+        let tree = RootDir::open(&dir.join(TREE_DIR))?;
+        let frozen = if meta.frozen_hooks {
+            Some(RootDir::open(&dir.join(FROZEN_DIR))?)
+        } else {
+            None
+        };
+        let limits = &self.options.limits;
+        let cgroups: EnvCgroups = match self.options.isolation {
+            Isolation::Full => cgroup::setup(id, limits.max_processes, limits.memory_bytes),
+            Isolation::InsecureNone => EnvCgroups::default(),
+        };
+        if self.options.isolation == Isolation::Full
+            && !cgroups.pids
+            && rustix::process::geteuid().is_root()
+        {
+            return Err(EnvError::MissingFeature(Feature::PidsCgroup));
+        }
+        let layout = SandboxLayout {
+            tree: dir.join(TREE_DIR),
+            mountpoint: dir.join(MOUNT_DIR),
+            frozen_agents: meta
+                .frozen_hooks
+                .then(|| dir.join(FROZEN_DIR).join(".agents")),
+            env: meta.env.clone(),
+            cgroups,
+            netns: None,
+        };
+        let runner = SandboxRunner::new(self.options.clone(), layout)?;
+        let engine = HookEngine::new(Arc::new(runner.clone()), self.http.clone());
+        Ok(Environment {
+            dir,
+            meta,
+            tree,
+            frozen,
+            runner,
+            engine,
+            hooks: HooksCache::new(),
+        })
+    }
+}
+
+/// Moves `/.agents` out of the tree into `frozen/.agents` and copies the workspace hooks file
+/// beside it, leaving a placeholder file at `/.agents`.
+fn freeze(dir: &Path, tree: &RootDir) -> Result<()> {
+    let frozen = dir.join(FROZEN_DIR);
+    std::fs::create_dir_all(&frozen).map_err(io(&frozen))?;
+    let tree_agents = tree.host_path().join(".agents");
+    let snapshot = frozen.join(".agents");
+    std::fs::rename(&tree_agents, &snapshot).map_err(io(&snapshot))?;
+    let snapshot_root = RootDir::open(&frozen)?;
+    match tree.read_file(
+        hookbox_hooks::discover::WORKDIR_HOOKS_FILE,
+        hookbox_hooks::discover::MAX_HOOKS_FILE_SIZE,
+    ) {
+        Ok(bytes) => {
+            snapshot_root.write_file(hookbox_hooks::discover::WORKDIR_HOOKS_FILE, &bytes, true)?
+        }
+        Err(RootFsError::NotFound { .. }) => {}
+        Err(err) => return Err(err.into()),
+    }
+    tree.write_file("/.agents", FROZEN_PLACEHOLDER.as_bytes(), false)?;
+    Ok(())
+}
+
+/// What a tool call produced, as the model sees it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum ToolResult {
+    /// The tool ran. For `code_execution` this includes a non-zero exit and stderr.
+    Ok { output: Value },
+    /// The tool could not do what was asked (bad arguments, missing file, sandbox failure).
+    Error { error: String },
+    /// A pre hook denied the call; the tool did not run.
+    Denied { reason: String },
+}
+
+/// Everything about one tool call: the result and the hooks that ran around it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolCallOutcome {
+    pub environment_id: String,
+    pub call: ToolCall,
+    pub result: ToolResult,
+    /// The hooks files read for this call and their diagnostics.
+    pub hooks: Loaded,
+    pub pre: Dispatch,
+    /// Absent when the call was denied.
+    pub post: Option<Dispatch>,
+}
+
+/// An opened environment, ready for tool calls.
+#[derive(Debug)]
+pub struct Environment {
+    dir: PathBuf,
+    meta: EnvironmentMeta,
+    tree: RootDir,
+    frozen: Option<RootDir>,
+    runner: SandboxRunner,
+    engine: HookEngine,
+    hooks: HooksCache,
+}
+
+impl Environment {
+    pub fn id(&self) -> &str {
+        &self.meta.id
+    }
+
+    pub fn meta(&self) -> &EnvironmentMeta {
+        &self.meta
+    }
+
+    /// The runner for this environment's sandbox (also what command hooks use).
+    pub fn runner(&self) -> &SandboxRunner {
+        &self.runner
+    }
+
+    /// The tree on the host.
+    pub fn tree(&self) -> &RootDir {
+        &self.tree
+    }
+
+    /// Runs one tool call through the hooks: pre hooks (a deny stops here), the tool, post hooks
+    /// with `error` when the tool failed or wrote to stderr.
+    pub async fn call_tool(&self, call: ToolCall) -> ToolCallOutcome {
+        let id = self.meta.id.clone();
+        // Hooks are re-read on every call so that edits take effect; frozen environments read
+        // their snapshot, which nothing in the sandbox can write.
+        let hooks = self.hooks.load(self.frozen.as_ref().unwrap_or(&self.tree));
+        let config = hooks.config.clone();
+
+        let pre = self.engine.pre_tool(&config, &call, &id).await;
+        if let Decision::Deny { reason, group } = &pre.decision {
+            tracing::info!(env_id = %id, tool = %call.name, %group, %reason, "tool call denied by a pre hook");
+            self.touch(false);
+            return ToolCallOutcome {
+                environment_id: id,
+                result: ToolResult::Denied {
+                    reason: reason.clone(),
+                },
+                call,
+                hooks: (*hooks).clone(),
+                pre,
+                post: None,
+            };
+        }
+
+        let ran = self.run_tool(&call).await;
+        let (result, hook_error) = match ran {
+            Ok(ToolOutput { output, hook_error }) => (ToolResult::Ok { output }, hook_error),
+            Err(err) => {
+                let text = err.to_string();
+                (
+                    ToolResult::Error {
+                        error: text.clone(),
+                    },
+                    Some(text),
+                )
+            }
+        };
+        tracing::info!(env_id = %id, tool = %call.name, ok = matches!(result, ToolResult::Ok { .. }), "tool ran");
+
+        let post = self
+            .engine
+            .post_tool(&config, &call, &id, hook_error.as_deref())
+            .await;
+        self.touch(is_write(call.name) && matches!(result, ToolResult::Ok { .. }));
+        ToolCallOutcome {
+            environment_id: id,
+            call,
+            result,
+            hooks: (*hooks).clone(),
+            pre,
+            post: Some(post),
+        }
+    }
+
+    async fn run_tool(&self, call: &ToolCall) -> std::result::Result<ToolOutput, ToolError> {
+        let trees = Trees {
+            tree: &self.tree,
+            frozen: self.frozen.as_ref(),
+        };
+        let options = self.runner.options();
+        match call.name {
+            ToolName::CodeExecution => {
+                tools::code_execution(
+                    &self.runner,
+                    &call.args,
+                    options.tool_timeout,
+                    options.output_limit,
+                )
+                .await
+            }
+            ToolName::ViewFile => tools::view_file(trees, &call.args),
+            ToolName::WriteToFile => tools::write_to_file(trees, &call.args),
+            ToolName::ReplaceFileContent => tools::replace_file_content(trees, &call.args),
+            ToolName::ListDir => tools::list_dir(trees, &call.args),
+            ToolName::DeleteFile => tools::delete_file(trees, &call.args),
+        }
+    }
+
+    /// Records the access (and modification) time; best effort, a failure is only logged.
+    fn touch(&self, modified: bool) {
+        let mut meta = match read_meta(&self.dir) {
+            Ok(meta) => meta,
+            Err(err) => {
+                tracing::warn!(env_id = %self.meta.id, %err, "cannot read metadata");
+                return;
+            }
+        };
+        let t = now();
+        meta.last_accessed_at = t;
+        if modified {
+            meta.updated_at = t;
+        }
+        if let Err(err) = write_meta(&self.dir, &meta) {
+            tracing::warn!(env_id = %self.meta.id, %err, "cannot update metadata");
+        }
+    }
+}
+
+fn is_write(tool: ToolName) -> bool {
+    match tool {
+        ToolName::CodeExecution
+        | ToolName::WriteToFile
+        | ToolName::ReplaceFileContent
+        | ToolName::DeleteFile => true,
+        ToolName::ViewFile | ToolName::ListDir => false,
+    }
+}

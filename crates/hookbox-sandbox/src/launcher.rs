@@ -1,0 +1,700 @@
+//! The launcher: the small single-threaded program (`hookbox-sandbox-exec`, or `hookbox
+//! __sandbox-exec`) that turns a [`LaunchSpec`] into a sandboxed process.
+//!
+//! Sequence (each step has its own error, naming the kernel feature it needs):
+//! 1. read the spec from fd [`SPEC_FD`]; arm `PR_SET_PDEATHSIG` and check the parent is alive;
+//! 2. join the environment's cgroups (pids, memory);
+//! 3. optionally `setns` into an inherited network namespace ([`Network::Join`]);
+//! 4. `unshare` user, mount, PID, IPC, UTS (and network) namespaces; map uid/gid 0 to our own;
+//! 5. fork: the child is PID 1 of the new PID namespace ("init"). The launcher waits for it and
+//!    exits with its status; if the launcher is killed (supervise's timeout), init gets SIGKILL
+//!    through its parent-death signal, and when init dies the kernel kills the whole namespace;
+//! 6. init: `setsid` (no controlling terminal, so no TIOCSTI), builds a tmpfs root with
+//!    read-only host binds, minimal `/dev`, fresh `/proc`, the environment's directories, then
+//!    `pivot_root`, remounts `/` read-only, brings `lo` up, sets rlimits, Landlock and seccomp;
+//! 7. init forks the program (so init can reap orphans), execs it, and exits with its status.
+//!
+//! This module must stay free of threads and async: `unshare(CLONE_NEWUSER)` refuses
+//! multithreaded callers and `fork` in a threaded process is unsafe. It knows nothing of hooks.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use nix::mount::{MntFlags, MsFlags};
+use nix::sched::CloneFlags;
+use nix::sys::signal::Signal;
+use nix::sys::wait::{WaitStatus, waitpid};
+use nix::unistd::{ForkResult, Pid};
+
+use crate::seccomp;
+use crate::spec::{
+    EXIT_EXEC_FAILED, EXIT_SETUP_FAILED, Isolation, LaunchSpec, NETNS_FD, Network, SPEC_FD,
+    STATUS_FD,
+};
+
+/// A step of sandbox construction that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error("reading the launch spec from fd {SPEC_FD}: {0}")]
+    ReadSpec(String),
+    #[error("arming the parent-death signal (prctl PR_SET_PDEATHSIG): {0}")]
+    Pdeathsig(nix::Error),
+    #[error("the parent process exited before the sandbox started")]
+    ParentGone,
+    #[error("joining cgroup {path}: {source}")]
+    Cgroup {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("joining the environment's network namespace (setns CLONE_NEWNET): {0}")]
+    JoinNetwork(nix::Error),
+    #[error(
+        "creating namespaces (unshare user/mount/pid/ipc/uts/net): {0}; the kernel must allow user namespaces (user.max_user_namespaces > 0)"
+    )]
+    Unshare(nix::Error),
+    #[error("writing {file} (user namespace id maps): {source}")]
+    IdMap {
+        file: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("fork: {0}")]
+    Fork(nix::Error),
+    #[error("setsid: {0}")]
+    Setsid(nix::Error),
+    #[error("mount {what} at {target}: {source}")]
+    Mount {
+        what: String,
+        target: String,
+        #[source]
+        source: nix::Error,
+    },
+    #[error("preparing {path} in the new root: {source}")]
+    Prepare {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("pivot_root: {0}")]
+    PivotRoot(nix::Error),
+    #[error("sethostname (UTS namespace): {0}")]
+    Hostname(nix::Error),
+    #[error("bringing up the loopback interface: {0}")]
+    Loopback(std::io::Error),
+    #[error("chdir {path}: {source}")]
+    Chdir {
+        path: String,
+        #[source]
+        source: nix::Error,
+    },
+    #[error("setrlimit {resource}: {source}")]
+    Rlimit {
+        resource: &'static str,
+        #[source]
+        source: nix::Error,
+    },
+    #[error("Landlock: {0}; hookbox needs Landlock (CONFIG_SECURITY_LANDLOCK, lsm=landlock)")]
+    Landlock(String),
+    #[error(transparent)]
+    Seccomp(#[from] seccomp::SeccompError),
+    #[error("dropping capability {cap} from the bounding set: {source}")]
+    CapDrop {
+        cap: i32,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the program or an argument contains a NUL byte")]
+    Nul,
+    #[error("waiting for the sandbox: {0}")]
+    Wait(nix::Error),
+}
+
+type Result<T> = std::result::Result<T, LaunchError>;
+
+/// Entry point of the launcher binary. Never returns on success (the program is exec'd or its
+/// status becomes ours); on failure, reports on [`STATUS_FD`] and returns the exit code.
+pub fn main() -> i32 {
+    let mut status = status_pipe();
+    match run(&mut status) {
+        Ok(code) => code,
+        Err(err) => {
+            report(&mut status, &err.to_string());
+            EXIT_SETUP_FAILED
+        }
+    }
+}
+
+/// Takes the status fd if it is there, marking it close-on-exec so the program never sees it.
+fn status_pipe() -> Option<File> {
+    // SAFETY: fcntl on a possibly-closed fd number only reads flags; it fails cleanly with EBADF.
+    let flags = unsafe { libc::fcntl(STATUS_FD, libc::F_GETFD) };
+    if flags < 0 {
+        return None;
+    }
+    // SAFETY: STATUS_FD is open (checked above) and handed to us by our parent for our sole use;
+    // taking ownership here is the only place it is owned.
+    let fd = unsafe { OwnedFd::from_raw_fd(STATUS_FD) };
+    let _ = rustix::io::fcntl_setfd(&fd, rustix::io::FdFlags::CLOEXEC);
+    Some(File::from(fd))
+}
+
+fn report(status: &mut Option<File>, message: &str) {
+    match status {
+        Some(file) => {
+            let _ = file.write_all(message.as_bytes());
+        }
+        None => eprintln!("hookbox-sandbox: {message}"),
+    }
+}
+
+fn read_spec() -> Result<LaunchSpec> {
+    // SAFETY: fcntl only reads the flags of fd 3, failing with EBADF when it is not open.
+    if unsafe { libc::fcntl(SPEC_FD, libc::F_GETFD) } < 0 {
+        return Err(LaunchError::ReadSpec("not open".into()));
+    }
+    // SAFETY: fd 3 is open (checked above) and was placed there by our parent for us alone.
+    let mut file = File::from(unsafe { OwnedFd::from_raw_fd(SPEC_FD) });
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)
+        .map_err(|e| LaunchError::ReadSpec(e.to_string()))?;
+    serde_json::from_slice(&bytes).map_err(|e| LaunchError::ReadSpec(e.to_string()))
+}
+
+fn run(status: &mut Option<File>) -> Result<i32> {
+    let spec = read_spec()?;
+    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(LaunchError::Pdeathsig)?;
+    if nix::unistd::getppid().as_raw() != spec.parent_pid {
+        return Err(LaunchError::ParentGone);
+    }
+    match spec.isolation {
+        Isolation::Full => {}
+        Isolation::InsecureNone => return exec_insecure(&spec, status),
+    }
+    for dir in &spec.cgroups {
+        let procs = dir.join("cgroup.procs");
+        std::fs::write(&procs, b"0").map_err(|source| LaunchError::Cgroup {
+            path: dir.clone(),
+            source,
+        })?;
+    }
+    let mut flags = CloneFlags::CLONE_NEWUSER
+        | CloneFlags::CLONE_NEWNS
+        | CloneFlags::CLONE_NEWPID
+        | CloneFlags::CLONE_NEWIPC
+        | CloneFlags::CLONE_NEWUTS;
+    match spec.network {
+        Network::Isolated => flags |= CloneFlags::CLONE_NEWNET,
+        Network::Join => {
+            // SAFETY: NETNS_FD was placed by our parent for this launch only; we own it now.
+            let netns = unsafe { OwnedFd::from_raw_fd(NETNS_FD) };
+            nix::sched::setns(&netns, CloneFlags::CLONE_NEWNET)
+                .map_err(LaunchError::JoinNetwork)?;
+        }
+    }
+    // Nothing of the hookbox process beyond our agreed fds may reach the sandbox, even an fd some
+    // library forgot to mark close-on-exec.
+    // SAFETY: close_range only closes descriptors; everything at or above NETNS_FD is either
+    // already consumed (the joined netns) or not ours to keep.
+    unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            NETNS_FD as libc::c_uint,
+            libc::c_uint::MAX,
+            0,
+        );
+    }
+    let uid = nix::unistd::geteuid().as_raw();
+    let gid = nix::unistd::getegid().as_raw();
+    nix::sched::unshare(flags).map_err(LaunchError::Unshare)?;
+    write_id_map("/proc/self/setgroups", "deny")?;
+    write_id_map("/proc/self/uid_map", &format!("0 {uid} 1"))?;
+    write_id_map("/proc/self/gid_map", &format!("0 {gid} 1"))?;
+
+    // SAFETY: this process is single-threaded (the launcher binary never spawns threads), so the
+    // child may run arbitrary code after fork.
+    match unsafe { nix::unistd::fork() }.map_err(LaunchError::Fork)? {
+        ForkResult::Child => {
+            let code = match init(&spec, status) {
+                Ok(code) => code,
+                Err(err) => {
+                    report(status, &err.to_string());
+                    EXIT_SETUP_FAILED
+                }
+            };
+            std::process::exit(code);
+        }
+        ForkResult::Parent { child } => {
+            // The program must not inherit our copy of the status pipe through init; init has
+            // its own. Dropping ours means EOF arrives when init and the program are done.
+            drop(status.take());
+            wait_for(child)
+        }
+    }
+}
+
+fn write_id_map(file: &'static str, content: &str) -> Result<()> {
+    std::fs::write(file, content).map_err(|source| LaunchError::IdMap { file, source })
+}
+
+/// Waits for `child` and turns its end into an exit code (128 + signal when killed).
+fn wait_for(child: Pid) -> Result<i32> {
+    loop {
+        match waitpid(child, None) {
+            Ok(WaitStatus::Exited(_, code)) => return Ok(code),
+            Ok(WaitStatus::Signaled(_, signal, _)) => return Ok(128 + signal as i32),
+            Ok(_) => continue,
+            Err(nix::Error::EINTR) => continue,
+            Err(e) => return Err(LaunchError::Wait(e)),
+        }
+    }
+}
+
+/// PID 1 of the sandbox: builds the filesystem and policies, runs the program, reaps orphans.
+fn init(spec: &LaunchSpec, status: &mut Option<File>) -> Result<i32> {
+    // The parent-death signal is cleared by fork; our parent is the launcher.
+    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(LaunchError::Pdeathsig)?;
+    nix::unistd::setsid().map_err(LaunchError::Setsid)?;
+    build_root(spec)?;
+    nix::unistd::sethostname(&spec.hostname).map_err(LaunchError::Hostname)?;
+    if spec.network == Network::Isolated {
+        loopback_up().map_err(LaunchError::Loopback)?;
+    }
+    nix::unistd::chdir(spec.cwd.as_str()).map_err(|source| LaunchError::Chdir {
+        path: spec.cwd.clone(),
+        source,
+    })?;
+    set_limits(spec)?;
+    drop_capabilities()?;
+    restrict_filesystem(spec)?;
+    let programs = seccomp::build()?;
+    let (path, argv, envp) = exec_args(spec)?;
+    seccomp::install(&programs)?;
+
+    // SAFETY: init is single-threaded (forked from the single-threaded launcher).
+    match unsafe { nix::unistd::fork() }.map_err(LaunchError::Fork)? {
+        ForkResult::Child => {
+            let err = exec(&path, &argv, &envp);
+            report(status, &format!("cannot execute {}: {err}", spec.argv[0]));
+            std::process::exit(EXIT_EXEC_FAILED);
+        }
+        ForkResult::Parent { child } => {
+            drop(status.take());
+            reap_until(child)
+        }
+    }
+}
+
+/// Reaps every child (orphans are re-parented to init) until `program` ends.
+fn reap_until(program: Pid) -> Result<i32> {
+    loop {
+        match waitpid(None, None) {
+            Ok(WaitStatus::Exited(pid, code)) if pid == program => return Ok(code),
+            Ok(WaitStatus::Signaled(pid, signal, _)) if pid == program => {
+                return Ok(128 + signal as i32);
+            }
+            Ok(_) | Err(nix::Error::EINTR) => continue,
+            Err(e) => return Err(LaunchError::Wait(e)),
+        }
+    }
+}
+
+type ExecArgs = (CString, Vec<CString>, Vec<CString>);
+
+fn exec_args(spec: &LaunchSpec) -> Result<ExecArgs> {
+    let argv = spec
+        .argv
+        .iter()
+        .map(|a| CString::new(a.as_str()).map_err(|_| LaunchError::Nul))
+        .collect::<Result<Vec<_>>>()?;
+    let envp = spec
+        .env
+        .iter()
+        .map(|(k, v)| CString::new(format!("{k}={v}")).map_err(|_| LaunchError::Nul))
+        .collect::<Result<Vec<_>>>()?;
+    let path = argv.first().cloned().ok_or(LaunchError::Nul)?;
+    Ok((path, argv, envp))
+}
+
+fn exec(path: &CString, argv: &[CString], envp: &[CString]) -> nix::Error {
+    // Rust's runtime ignores SIGPIPE; an ignored disposition survives exec, and shell pipelines
+    // (`yes | head`) rely on the default.
+    // SAFETY: restoring the default disposition installs no handler code.
+    let _ =
+        unsafe { nix::sys::signal::signal(Signal::SIGPIPE, nix::sys::signal::SigHandler::SigDfl) };
+    match nix::unistd::execve(path, argv, envp) {
+        Ok(never) => match never {},
+        Err(e) => e,
+    }
+}
+
+fn exec_insecure(spec: &LaunchSpec, status: &mut Option<File>) -> Result<i32> {
+    // No setsid: the launcher already leads the process group that supervise kills.
+    let cwd = spec.tree.join(spec.cwd.trim_start_matches('/'));
+    nix::unistd::chdir(&cwd).map_err(|source| LaunchError::Chdir {
+        path: cwd.display().to_string(),
+        source,
+    })?;
+    let (path, argv, envp) = exec_args(spec)?;
+    let err = exec(&path, &argv, &envp);
+    report(status, &format!("cannot execute {}: {err}", spec.argv[0]));
+    Ok(EXIT_EXEC_FAILED)
+}
+
+fn mount_err(what: &str, target: &Path) -> impl FnOnce(nix::Error) -> LaunchError {
+    let what = what.to_owned();
+    let target = target.display().to_string();
+    move |source| LaunchError::Mount {
+        what,
+        target,
+        source,
+    }
+}
+
+fn prepare_err(path: &Path) -> impl FnOnce(std::io::Error) -> LaunchError {
+    let path = path.display().to_string();
+    move |source| LaunchError::Prepare { path, source }
+}
+
+/// Binds `source` at `target` (which must exist) and makes it read-only unless `writable`,
+/// keeping the flags the kernel locks for mounts that came from a more privileged namespace.
+fn bind(source: &Path, target: &Path, writable: bool) -> Result<()> {
+    nix::mount::mount(
+        Some(source),
+        target,
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None::<&str>,
+    )
+    .map_err(mount_err(&format!("bind of {}", source.display()), target))?;
+    let mut flags = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    if !writable {
+        flags |= MsFlags::MS_RDONLY;
+    }
+    if let Ok(stat) = nix::sys::statvfs::statvfs(target) {
+        use nix::sys::statvfs::FsFlags;
+        let locked = [
+            (FsFlags::ST_NOEXEC, MsFlags::MS_NOEXEC),
+            (FsFlags::ST_NOATIME, MsFlags::MS_NOATIME),
+            (FsFlags::ST_NODIRATIME, MsFlags::MS_NODIRATIME),
+            (FsFlags::ST_RELATIME, MsFlags::MS_RELATIME),
+            (FsFlags::ST_RDONLY, MsFlags::MS_RDONLY),
+        ];
+        for (have, keep) in locked {
+            if stat.flags().contains(have) {
+                flags |= keep;
+            }
+        }
+    }
+    nix::mount::mount(None::<&str>, target, None::<&str>, flags, None::<&str>)
+        .map_err(mount_err("read-only remount", target))
+}
+
+/// Creates an empty mountpoint of the same kind as `source` at `target`.
+fn mountpoint_for(source: &Path, target: &Path) -> Result<bool> {
+    match std::fs::metadata(source) {
+        Ok(meta) if meta.is_dir() => {
+            std::fs::create_dir_all(target).map_err(prepare_err(target))?;
+            Ok(true)
+        }
+        Ok(_) => {
+            if let Some(parent) = target.parent() {
+                std::fs::create_dir_all(parent).map_err(prepare_err(parent))?;
+            }
+            File::create(target).map_err(prepare_err(target))?;
+            Ok(true)
+        }
+        Err(_) => Ok(false),
+    }
+}
+
+fn build_root(spec: &LaunchSpec) -> Result<()> {
+    let root = spec.mountpoint.as_path();
+    nix::mount::mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(mount_err("private propagation", Path::new("/")))?;
+    nix::mount::mount(
+        Some("tmpfs"),
+        root,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("mode=0755,size=4m"),
+    )
+    .map_err(mount_err("tmpfs root", root))?;
+
+    for dir in &spec.host_read_only {
+        let host = Path::new(dir);
+        let target = root.join(dir.trim_start_matches('/'));
+        match std::fs::symlink_metadata(host) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                let link = std::fs::read_link(host).map_err(prepare_err(host))?;
+                std::os::unix::fs::symlink(link, &target).map_err(prepare_err(&target))?;
+            }
+            Ok(_) => {
+                if mountpoint_for(host, &target)? {
+                    bind(host, &target, false)?;
+                }
+            }
+            Err(_) => {}
+        }
+    }
+
+    let etc = root.join("etc");
+    std::fs::create_dir_all(&etc).map_err(prepare_err(&etc))?;
+    for entry in &spec.etc_entries {
+        let host = Path::new("/etc").join(entry);
+        let target = etc.join(entry);
+        match std::fs::symlink_metadata(&host) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                let link = std::fs::read_link(&host).map_err(prepare_err(&host))?;
+                std::os::unix::fs::symlink(link, &target).map_err(prepare_err(&target))?;
+            }
+            Ok(_) => {
+                if mountpoint_for(&host, &target)? {
+                    bind(&host, &target, false)?;
+                }
+            }
+            Err(_) => {}
+        }
+    }
+    let generated = [
+        ("passwd", "root:x:0:0:root:/workspace:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n".to_owned()),
+        ("group", "root:x:0:\nnogroup:x:65534:\n".to_owned()),
+        ("hostname", format!("{}\n", spec.hostname)),
+        ("hosts", format!("127.0.0.1 localhost {0}\n::1 localhost {0}\n", spec.hostname)),
+    ];
+    for (name, content) in generated {
+        let path = etc.join(name);
+        std::fs::write(&path, content).map_err(prepare_err(&path))?;
+    }
+
+    build_dev(root)?;
+
+    let proc_dir = root.join("proc");
+    std::fs::create_dir_all(&proc_dir).map_err(prepare_err(&proc_dir))?;
+    nix::mount::mount(
+        Some("proc"),
+        &proc_dir,
+        Some("proc"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        None::<&str>,
+    )
+    .map_err(mount_err("proc (PID namespace)", &proc_dir))?;
+
+    for b in &spec.binds {
+        let target = root.join(b.target.trim_start_matches('/'));
+        std::fs::create_dir_all(&target).map_err(prepare_err(&target))?;
+        bind(&b.source, &target, b.writable)?;
+    }
+
+    nix::unistd::chdir(root).map_err(|source| LaunchError::Chdir {
+        path: root.display().to_string(),
+        source,
+    })?;
+    // pivot_root(".", ".") stacks the old root under the new one; detaching it leaves only the
+    // new tree, with no path back to the host's filesystem.
+    nix::unistd::pivot_root(".", ".").map_err(LaunchError::PivotRoot)?;
+    nix::mount::umount2(".", MntFlags::MNT_DETACH)
+        .map_err(mount_err("old root detach", Path::new("/")))?;
+    nix::unistd::chdir("/").map_err(|source| LaunchError::Chdir {
+        path: "/".into(),
+        source,
+    })?;
+    nix::mount::mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REMOUNT
+            | MsFlags::MS_BIND
+            | MsFlags::MS_RDONLY
+            | MsFlags::MS_NOSUID
+            | MsFlags::MS_NODEV,
+        None::<&str>,
+    )
+    .map_err(mount_err("read-only root remount", Path::new("/")))
+}
+
+/// A minimal `/dev`: the harmless character devices bound from the host, fd symlinks, and a
+/// private `/dev/shm`.
+fn build_dev(root: &Path) -> Result<()> {
+    let dev = root.join("dev");
+    std::fs::create_dir_all(&dev).map_err(prepare_err(&dev))?;
+    nix::mount::mount(
+        Some("tmpfs"),
+        &dev,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some("mode=0755,size=64k"),
+    )
+    .map_err(mount_err("tmpfs /dev", &dev))?;
+    for node in ["null", "zero", "full", "random", "urandom", "tty"] {
+        let host = Path::new("/dev").join(node);
+        let target = dev.join(node);
+        if mountpoint_for(&host, &target)? {
+            nix::mount::mount(
+                Some(&host),
+                &target,
+                None::<&str>,
+                MsFlags::MS_BIND,
+                None::<&str>,
+            )
+            .map_err(mount_err(&format!("bind of {}", host.display()), &target))?;
+        }
+    }
+    for (name, target) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        let path = dev.join(name);
+        std::os::unix::fs::symlink(target, &path).map_err(prepare_err(&path))?;
+    }
+    let shm = dev.join("shm");
+    std::fs::create_dir_all(&shm).map_err(prepare_err(&shm))?;
+    nix::mount::mount(
+        Some("tmpfs"),
+        &shm,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("mode=1777,size=64m"),
+    )
+    .map_err(mount_err("tmpfs /dev/shm", &shm))
+}
+
+fn loopback_up() -> std::io::Result<()> {
+    let socket = rustix::net::socket(
+        rustix::net::AddressFamily::INET,
+        rustix::net::SocketType::DGRAM,
+        None,
+    )?;
+    // SAFETY: ifreq is plain old data; all-zero is a valid value.
+    let mut request: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (slot, byte) in request.ifr_name.iter_mut().zip(b"lo\0") {
+        *slot = *byte as libc::c_char;
+    }
+    // SAFETY: SIOCGIFFLAGS reads the name and writes ifru_flags of the ifreq we own.
+    if unsafe { libc::ioctl(socket.as_raw_fd(), libc::SIOCGIFFLAGS, &mut request) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: ifru_flags is the union member SIOCGIFFLAGS just filled in.
+    unsafe {
+        request.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+    }
+    // SAFETY: SIOCSIFFLAGS reads the name and flags of the ifreq we own.
+    if unsafe { libc::ioctl(socket.as_raw_fd(), libc::SIOCSIFFLAGS, &request) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Capabilities root keeps inside the sandbox (all within its own user namespace): what ordinary
+/// file and process management in its own tree needs. Everything else leaves the bounding set,
+/// so not even a re-exec as root gets it back; notably CAP_SYS_ADMIN and CAP_NET_ADMIN (the
+/// sandbox must not reconfigure its network namespace).
+const KEPT_CAPABILITIES: &[i32] = &[
+    0,  // CAP_CHOWN
+    1,  // CAP_DAC_OVERRIDE
+    2,  // CAP_DAC_READ_SEARCH
+    3,  // CAP_FOWNER
+    4,  // CAP_FSETID
+    5,  // CAP_KILL
+    6,  // CAP_SETGID
+    7,  // CAP_SETUID
+    10, // CAP_NET_BIND_SERVICE
+];
+
+fn drop_capabilities() -> Result<()> {
+    // CAP_LAST_CAP is 40 on current kernels; unknown numbers fail with EINVAL and are skipped.
+    for cap in 0..64 {
+        if KEPT_CAPABILITIES.contains(&cap) {
+            continue;
+        }
+        // SAFETY: PR_CAPBSET_DROP takes a capability number and touches no memory of ours.
+        if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) } < 0 {
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error() == Some(libc::EINVAL) {
+                break;
+            }
+            return Err(LaunchError::CapDrop { cap, source: err });
+        }
+    }
+    Ok(())
+}
+
+fn set_limits(spec: &LaunchSpec) -> Result<()> {
+    use nix::sys::resource::{Resource, setrlimit};
+    let limits = &spec.limits;
+    let mut pairs = vec![
+        ("RLIMIT_CORE", Resource::RLIMIT_CORE, 0),
+        ("RLIMIT_NOFILE", Resource::RLIMIT_NOFILE, limits.open_files),
+    ];
+    if let Some(bytes) = limits.address_space_bytes {
+        pairs.push(("RLIMIT_AS", Resource::RLIMIT_AS, bytes));
+    }
+    if let Some(n) = limits.nproc {
+        pairs.push(("RLIMIT_NPROC", Resource::RLIMIT_NPROC, n));
+    }
+    if let Some(bytes) = limits.file_size_bytes {
+        pairs.push(("RLIMIT_FSIZE", Resource::RLIMIT_FSIZE, bytes));
+    }
+    for (name, resource, value) in pairs {
+        setrlimit(resource, value, value).map_err(|source| LaunchError::Rlimit {
+            resource: name,
+            source,
+        })?;
+    }
+    Ok(())
+}
+
+/// Landlock: read and execute everywhere, write only beneath the environment's writable
+/// directories and the device nodes; signals and abstract sockets scoped to the sandbox.
+fn restrict_filesystem(spec: &LaunchSpec) -> Result<()> {
+    use landlock::{
+        ABI, Access, AccessFs, CompatLevel, Compatible, RestrictionStatus, Ruleset, RulesetAttr,
+        RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
+    };
+    let abi = ABI::V6;
+    let err = |e: landlock::RulesetError| LaunchError::Landlock(e.to_string());
+    let writable: Vec<&str> = spec
+        .binds
+        .iter()
+        .filter(|b| b.writable)
+        .map(|b| b.target.as_str())
+        .chain(["/dev/shm"])
+        .collect();
+    let devices = AccessFs::from_read(abi) | AccessFs::WriteFile | AccessFs::IoctlDev;
+    let status: RestrictionStatus = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(AccessFs::from_all(abi))
+        .map_err(err)?
+        .scope(Scope::AbstractUnixSocket | Scope::Signal)
+        .map_err(err)?
+        .create()
+        .map_err(err)?
+        .add_rules(path_beneath_rules(["/"], AccessFs::from_read(abi)))
+        .map_err(err)?
+        .add_rules(path_beneath_rules(writable, AccessFs::from_all(abi)))
+        .map_err(err)?
+        .add_rules(path_beneath_rules(
+            ["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"],
+            devices,
+        ))
+        .map_err(err)?
+        .restrict_self()
+        .map_err(err)?;
+    match status.ruleset {
+        RulesetStatus::FullyEnforced | RulesetStatus::PartiallyEnforced => Ok(()),
+        RulesetStatus::NotEnforced => Err(LaunchError::Landlock(
+            "the kernel does not enforce Landlock".into(),
+        )),
+    }
+}

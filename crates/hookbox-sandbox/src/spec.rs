@@ -1,0 +1,101 @@
+//! The launch spec: everything the launcher needs to build one sandbox and exec one program.
+//!
+//! The spec travels from the hookbox process to the launcher as JSON in a sealed memfd at
+//! [`SPEC_FD`], never in environment variables (those would leak into the sandbox) nor argv (size
+//! limits, visible in `ps`). This module owns the shape only; it must not do I/O.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// The fd number on which the launcher finds the JSON spec.
+pub const SPEC_FD: i32 = 3;
+/// The fd number on which the launcher reports a setup or exec failure (text), then exits with
+/// [`EXIT_SETUP_FAILED`] or [`EXIT_EXEC_FAILED`]. Closed on a successful exec, so silence means
+/// the program ran.
+pub const STATUS_FD: i32 = 4;
+/// The fd number of an inherited network namespace, when [`Network::Join`] names it.
+pub const NETNS_FD: i32 = 5;
+
+/// The launcher's exit status when building the sandbox failed.
+pub const EXIT_SETUP_FAILED: i32 = 125;
+/// The launcher's exit status when the program could not be executed.
+pub const EXIT_EXEC_FAILED: i32 = 127;
+
+/// How much isolation to build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Isolation {
+    /// Namespaces, pivot_root, Landlock, seccomp, limits. The only mode for real use.
+    Full,
+    /// No isolation at all: the program runs on the host with the tree's `workspace` as cwd.
+    /// Only reachable through `--insecure-no-isolation`, which warns on every run.
+    InsecureNone,
+}
+
+/// Which network namespace the sandbox lives in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Network {
+    /// A fresh namespace per process tree, with only `lo`, brought up.
+    Isolated,
+    /// Join the namespace whose fd the launcher inherits at [`NETNS_FD`]. The egress issue
+    /// creates one namespace per environment (with its proxy listening inside) and passes it
+    /// here, so every sandbox of the environment shares it.
+    Join,
+}
+
+/// A directory of the host bound into the sandbox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bind {
+    /// Host path.
+    pub source: PathBuf,
+    /// Absolute sandbox path (top-level, such as `/workspace`).
+    pub target: String,
+    pub writable: bool,
+}
+
+/// Resource limits applied to the sandbox's processes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// Address-space cap per process (`RLIMIT_AS`), when no memory cgroup caps the environment.
+    pub address_space_bytes: Option<u64>,
+    /// `RLIMIT_NPROC`, when no pids cgroup caps the environment (ineffective for host root).
+    pub nproc: Option<u64>,
+    /// `RLIMIT_NOFILE`.
+    pub open_files: u64,
+    /// `RLIMIT_FSIZE`: largest file a process may write.
+    pub file_size_bytes: Option<u64>,
+}
+
+/// Everything one launch needs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchSpec {
+    pub isolation: Isolation,
+    /// Program (absolute sandbox path) and arguments.
+    pub argv: Vec<String>,
+    /// The program's whole environment; nothing else is inherited.
+    pub env: Vec<(String, String)>,
+    /// Working directory inside the sandbox.
+    pub cwd: String,
+    /// The environment's tree on the host (used directly only by [`Isolation::InsecureNone`]).
+    pub tree: PathBuf,
+    /// An empty host directory on which the new root tmpfs is mounted (in the sandbox's own
+    /// mount namespace, so the host never sees it).
+    pub mountpoint: PathBuf,
+    /// Host directories bound read-only at the same path (`/usr`, `/bin`, ...); a host symlink
+    /// (merged-`/usr` layouts) is reproduced as the same symlink.
+    pub host_read_only: Vec<String>,
+    /// Entries of the host's `/etc` exposed read-only (files or directories).
+    pub etc_entries: Vec<String>,
+    /// The environment's directories, in order.
+    pub binds: Vec<Bind>,
+    pub network: Network,
+    pub limits: Limits,
+    /// cgroup directories the launcher joins before anything else (pids and memory caps).
+    pub cgroups: Vec<PathBuf>,
+    pub hostname: String,
+    /// The pid of the process that spawned the launcher; if it is gone by the time the
+    /// parent-death signal is armed, the launcher exits.
+    pub parent_pid: i32,
+}

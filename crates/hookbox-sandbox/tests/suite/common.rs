@@ -1,0 +1,118 @@
+//! Shared helpers: a throwaway environment layout and a runner over the test launcher binary.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hookbox_hooks::runner::CommandOutput;
+use hookbox_sandbox::runner::{Launcher, SandboxLayout, SandboxOptions, SandboxRunner};
+
+pub const LAUNCHER: &str = env!("CARGO_BIN_EXE_hookbox-sandbox-exec");
+
+pub struct Env {
+    pub dir: tempfile::TempDir,
+    pub runner: SandboxRunner,
+}
+
+pub fn options() -> SandboxOptions {
+    SandboxOptions::new(Launcher::standalone(LAUNCHER))
+}
+
+pub fn layout(dir: &std::path::Path) -> SandboxLayout {
+    let tree = dir.join("root");
+    for sub in ["workspace", "tmp", ".agents"] {
+        std::fs::create_dir_all(tree.join(sub)).unwrap();
+    }
+    std::fs::create_dir_all(dir.join("mnt")).unwrap();
+    SandboxLayout {
+        tree,
+        mountpoint: dir.join("mnt"),
+        frozen_agents: None,
+        env: vec![("GREETING".into(), "hello".into())],
+        cgroups: Default::default(),
+        netns: None,
+    }
+}
+
+pub fn env_with(options: SandboxOptions, edit: impl FnOnce(&mut SandboxLayout)) -> Env {
+    let dir = tempfile::tempdir().unwrap();
+    let mut layout = layout(dir.path());
+    edit(&mut layout);
+    let runner = SandboxRunner::new(Arc::new(options), layout).unwrap();
+    Env { dir, runner }
+}
+
+pub fn env() -> Env {
+    env_with(options(), |_| {})
+}
+
+pub async fn sh(env: &Env, script: &str) -> CommandOutput {
+    env.runner
+        .run_argv(
+            vec!["/bin/sh".into(), "-c".into(), script.into()],
+            Vec::new(),
+            Duration::from_secs(20),
+            1 << 20,
+        )
+        .await
+        .unwrap()
+}
+
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+pub fn fixture(name: &str) -> String {
+    std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(name),
+    )
+    .unwrap()
+}
+
+/// A store whose environments are removed when the test ends, so their cgroups do not pile up
+/// on the machine.
+pub struct TestStore(pub hookbox_sandbox::environment::Store);
+
+impl std::ops::Deref for TestStore {
+    type Target = hookbox_sandbox::environment::Store;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl Drop for TestStore {
+    fn drop(&mut self) {
+        for meta in self.0.list().unwrap_or_default() {
+            let _ = self.0.remove(&meta.id);
+        }
+    }
+}
+
+pub fn store_with(data: &std::path::Path, options: SandboxOptions) -> TestStore {
+    let http = Arc::new(hookbox_hooks::http::DirectPoster::new().unwrap());
+    TestStore(hookbox_sandbox::environment::Store::open(data, options, http).unwrap())
+}
+
+pub fn inline(target: &str, content: &str) -> hookbox_sandbox::source::Source {
+    hookbox_sandbox::source::Source::Inline {
+        target: target.into(),
+        content: content.into(),
+        encoding: Default::default(),
+    }
+}
+
+pub fn create(
+    store: &hookbox_sandbox::environment::Store,
+    spec: serde_json::Value,
+) -> hookbox_sandbox::environment::EnvironmentMeta {
+    let spec: hookbox_sandbox::source::EnvironmentSpec = serde_json::from_value(spec).unwrap();
+    store.create(&spec, &mut |_| {}, false).unwrap()
+}
+
+pub fn call(name: &str, args: serde_json::Value) -> hookbox_protocol::ToolCall {
+    hookbox_protocol::ToolCall {
+        name: name.parse().unwrap(),
+        args,
+    }
+}

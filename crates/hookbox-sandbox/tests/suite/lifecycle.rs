@@ -1,0 +1,192 @@
+//! The tool-call lifecycle through real hooks running in the sandbox.
+
+use hookbox_sandbox::environment::ToolResult;
+use serde_json::json;
+
+use super::common::*;
+
+fn gate_spec(freeze: bool) -> serde_json::Value {
+    json!({
+        "sources": [
+            {"type": "inline", "target": ".agents/hooks.json", "content": fixture("hooks.json")},
+            {"type": "inline", "target": ".agents/hooks-scripts/gate.py", "content": fixture("gate.py")},
+            {"type": "inline", "target": "tmp/forbidden/keep", "content": "precious"},
+        ],
+        "freeze_hooks": freeze,
+    })
+}
+
+#[tokio::test]
+async fn reference_gate_denies_rm_rf_and_the_directory_survives() {
+    let data = tempfile::tempdir().unwrap();
+    let store = store_with(data.path(), options());
+    let meta = create(&store, gate_spec(false));
+    let env = store.open_env(&meta.id).unwrap();
+
+    let denied = env
+        .call_tool(call(
+            "code_execution",
+            json!({"code": "rm -rf /tmp/forbidden", "language": "bash"}),
+        ))
+        .await;
+    assert_eq!(
+        denied.result,
+        ToolResult::Denied {
+            reason: "Destructive command blocked by security gate.".into()
+        }
+    );
+    assert!(denied.post.is_none());
+    assert_eq!(denied.pre.trace.len(), 1);
+
+    let allowed = env
+        .call_tool(call(
+            "code_execution",
+            json!({"code": "cat /tmp/forbidden/keep", "language": "bash"}),
+        ))
+        .await;
+    let ToolResult::Ok { output } = &allowed.result else {
+        panic!("{:?}", allowed.result)
+    };
+    assert_eq!(output["stdout"], "precious");
+    assert_eq!(output["exit_code"], 0);
+    assert!(
+        data.path()
+            .join("environments")
+            .join(&meta.id)
+            .join("root/tmp/forbidden/keep")
+            .exists()
+    );
+}
+
+const AUDIT: &str = r#"{"audit": {"post_tool_execution": [{"matcher": ".*", "hooks": [
+  {"type": "command", "command": "cat >> /tmp/post.log; echo >> /tmp/post.log"}]}]}}"#;
+
+fn post_payloads(env: &hookbox_sandbox::environment::Environment) -> Vec<serde_json::Value> {
+    let bytes = env.tree().read_file("/tmp/post.log", 1 << 20).unwrap();
+    String::from_utf8(bytes)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn post_hooks_get_error_for_stderr_and_failed_fs_ops_only() {
+    let data = tempfile::tempdir().unwrap();
+    let store = store_with(data.path(), options());
+    let meta = create(
+        &store,
+        json!({"sources": [{"type": "inline", "target": ".agents/hooks.json", "content": AUDIT}]}),
+    );
+    let env = store.open_env(&meta.id).unwrap();
+
+    let out = env
+        .call_tool(call(
+            "code_execution",
+            json!({"code": "echo out; echo oops >&2; exit 3", "language": "bash"}),
+        ))
+        .await;
+    let ToolResult::Ok { output } = &out.result else {
+        panic!("{:?}", out.result)
+    };
+    assert_eq!(output["exit_code"], 3);
+    env.call_tool(call(
+        "write_to_file",
+        json!({"path": "a.txt", "content": "x"}),
+    ))
+    .await;
+    let missing = env
+        .call_tool(call("view_file", json!({"path": "missing.txt"})))
+        .await;
+    assert!(matches!(missing.result, ToolResult::Error { .. }));
+    let py = env
+        .call_tool(call(
+            "code_execution",
+            json!({"code": "print(6*7)", "language": "python"}),
+        ))
+        .await;
+    let ToolResult::Ok { output } = &py.result else {
+        panic!("{:?}", py.result)
+    };
+    assert_eq!(output["stdout"], "42\n");
+
+    let payloads = post_payloads(&env);
+    assert_eq!(payloads.len(), 4);
+    assert_eq!(payloads[0]["error"], "oops\n");
+    assert_eq!(payloads[0]["environment_id"], meta.id.as_str());
+    assert_eq!(payloads[0]["hook_event_name"], "post_tool_execution");
+    assert!(payloads[1].get("error").is_none(), "{}", payloads[1]);
+    assert!(
+        payloads[2]["error"]
+            .as_str()
+            .unwrap()
+            .contains("missing.txt")
+    );
+    assert!(payloads[3].get("error").is_none());
+}
+
+#[tokio::test]
+async fn hooks_edited_by_the_agent_take_effect_unless_frozen() {
+    let deny_all = r#"{"g": {"pre_tool_execution": [{"matcher": "list_dir", "hooks": [{"type": "command", "command": "echo '{\"decision\":\"deny\",\"reason\":\"no listing\"}'"}]}]}}"#;
+    for freeze in [false, true] {
+        let data = tempfile::tempdir().unwrap();
+        let store = store_with(data.path(), options());
+        let meta = create(&store, gate_spec(freeze));
+        let env = store.open_env(&meta.id).unwrap();
+        // The agent rewrites its hooks from inside the sandbox and through the file tool.
+        let code = format!("cat > /.agents/hooks.json <<'EOF'\n{deny_all}\nEOF");
+        let edit = env
+            .call_tool(call(
+                "code_execution",
+                json!({"code": code, "language": "bash"}),
+            ))
+            .await;
+        let tool_edit = env
+            .call_tool(call(
+                "write_to_file",
+                json!({"path": "/workspace/.agents/hooks.json", "content": deny_all}),
+            ))
+            .await;
+        assert!(matches!(tool_edit.result, ToolResult::Ok { .. }));
+        let listed = env
+            .call_tool(call("list_dir", json!({"path": "/workspace"})))
+            .await;
+        if freeze {
+            let ToolResult::Ok { output } = &edit.result else {
+                panic!("{:?}", edit.result)
+            };
+            assert!(
+                output["stderr"].as_str().unwrap().contains("Read-only"),
+                "{output}"
+            );
+            assert!(
+                matches!(listed.result, ToolResult::Ok { .. }),
+                "{:?}",
+                listed.result
+            );
+            let write = env
+                .call_tool(call(
+                    "write_to_file",
+                    json!({"path": "/.agents/hooks.json", "content": "{}"}),
+                ))
+                .await;
+            assert!(matches!(write.result, ToolResult::Error { .. }));
+            // The frozen gate still runs.
+            let denied = env
+                .call_tool(call(
+                    "code_execution",
+                    json!({"code": "rm -rf /tmp/forbidden", "language": "bash"}),
+                ))
+                .await;
+            assert!(matches!(denied.result, ToolResult::Denied { .. }));
+        } else {
+            assert_eq!(
+                listed.result,
+                ToolResult::Denied {
+                    reason: "no listing".into()
+                }
+            );
+        }
+    }
+}

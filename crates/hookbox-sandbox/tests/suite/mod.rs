@@ -1,0 +1,5 @@
+mod common;
+mod escape;
+mod isolation;
+mod lifecycle;
+mod sources;

@@ -1,0 +1,193 @@
+//! `hookbox env create|list|show|rm`: environments on this machine (hookbox-sandbox's store).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use base64::Engine;
+use clap::{Args, Subcommand};
+use hookbox_sandbox::environment::{Store, default_data_dir};
+use hookbox_sandbox::runner::{Launcher, SandboxOptions};
+use hookbox_sandbox::source::{Encoding, EnvValue, EnvironmentSpec, Source};
+use hookbox_sandbox::spec::Isolation;
+
+/// The hidden subcommand through which the `hookbox` binary acts as its own sandbox launcher.
+pub const SANDBOX_EXEC_SUBCOMMAND: &str = "__sandbox-exec";
+
+/// Options shared by every command that touches environments.
+#[derive(Debug, Args)]
+pub struct StoreArgs {
+    /// Where environments live (default: $HOOKBOX_DATA_DIR or ~/.local/share/hookbox).
+    #[arg(long, global = true)]
+    pub data_dir: Option<PathBuf>,
+    /// Run tools and hooks WITHOUT any isolation, directly on this machine. Only for kernels that
+    /// lack a sandbox feature; a warning is printed on every run.
+    #[arg(long, global = true)]
+    pub insecure_no_isolation: bool,
+}
+
+impl StoreArgs {
+    pub fn open(&self) -> anyhow::Result<Store> {
+        self.open_with_timeout(None)
+    }
+
+    /// Opens the store; `tool_timeout` overrides code_execution's wall-clock limit.
+    pub fn open_with_timeout(
+        &self,
+        tool_timeout: Option<std::time::Duration>,
+    ) -> anyhow::Result<Store> {
+        let data_dir = match &self.data_dir {
+            Some(dir) => dir.clone(),
+            None => default_data_dir()?,
+        };
+        let launcher = Launcher::from_env_or_current_exe(SANDBOX_EXEC_SUBCOMMAND)
+            .context("locating the sandbox launcher")?;
+        let mut options = SandboxOptions::new(launcher);
+        if let Some(timeout) = tool_timeout {
+            options.tool_timeout = timeout;
+        }
+        if self.insecure_no_isolation {
+            eprintln!(
+                "WARNING: --insecure-no-isolation: tools and hooks run directly on this machine, with NO sandbox"
+            );
+            options.isolation = Isolation::InsecureNone;
+        }
+        let http = Arc::new(hookbox_hooks::http::DirectPoster::new()?);
+        Ok(Store::open(&data_dir, options, http)?)
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EnvCommand {
+    /// Create an environment; prints its id.
+    Create(CreateArgs),
+    /// List environments as JSON lines.
+    List(#[command(flatten)] StoreArgs),
+    /// Show one environment as JSON (file count and size measured now).
+    Show {
+        id: String,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Delete an environment and its files.
+    Rm {
+        id: String,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct CreateArgs {
+    /// `inline:TARGET=@FILE` (the file's content) or `inline:TARGET=TEXT`. Repeatable. A relative
+    /// TARGET is relative to the sandbox root `/`.
+    #[arg(long = "source", value_name = "SPEC")]
+    pub sources: Vec<String>,
+    /// `URL:TARGET`: clone a git repository (local path, file:// or https://) at TARGET.
+    #[arg(long = "repo", value_name = "URL:TARGET")]
+    pub repos: Vec<String>,
+    /// `NAME=VALUE`, applied to every process in the environment. Repeatable.
+    #[arg(long = "env", value_name = "NAME=VALUE")]
+    pub env: Vec<String>,
+    /// Snapshot hooks now; `/.agents` is read-only inside the sandbox.
+    #[arg(long)]
+    pub freeze_hooks: bool,
+    /// A JSON file with the whole spec (`sources`, `env`, `freeze_hooks`); flags add to it.
+    #[arg(long, value_name = "FILE")]
+    pub spec: Option<PathBuf>,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+fn parse_inline(raw: &str) -> anyhow::Result<Source> {
+    let Some(rest) = raw.strip_prefix("inline:") else {
+        bail!("--source {raw}: expected inline:TARGET=@FILE or inline:TARGET=TEXT");
+    };
+    let Some((target, value)) = rest.split_once('=') else {
+        bail!("--source {raw}: missing `=` between TARGET and content");
+    };
+    let (content, encoding) = match value.strip_prefix('@') {
+        Some(file) => {
+            let bytes = std::fs::read(file).with_context(|| format!("reading {file}"))?;
+            match String::from_utf8(bytes) {
+                Ok(text) => (text, Encoding::Utf8),
+                Err(err) => (
+                    base64::engine::general_purpose::STANDARD.encode(err.into_bytes()),
+                    Encoding::Base64,
+                ),
+            }
+        }
+        None => (value.to_owned(), Encoding::Utf8),
+    };
+    Ok(Source::Inline {
+        target: target.to_owned(),
+        content,
+        encoding,
+    })
+}
+
+fn parse_repo(raw: &str) -> anyhow::Result<Source> {
+    let Some((url, target)) = raw.rsplit_once(':') else {
+        bail!("--repo {raw}: expected URL:TARGET");
+    };
+    if url.is_empty() || target.is_empty() || target.starts_with("//") {
+        bail!("--repo {raw}: expected URL:TARGET");
+    }
+    Ok(Source::Repository {
+        url: url.to_owned(),
+        target: target.to_owned(),
+        reference: None,
+    })
+}
+
+fn create(args: CreateArgs) -> anyhow::Result<ExitCode> {
+    let mut spec = match &args.spec {
+        Some(path) => {
+            let bytes =
+                std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+            serde_json::from_slice::<EnvironmentSpec>(&bytes)
+                .with_context(|| format!("parsing {}", path.display()))?
+        }
+        None => EnvironmentSpec::default(),
+    };
+    for raw in &args.sources {
+        spec.sources.push(parse_inline(raw)?);
+    }
+    for raw in &args.repos {
+        spec.sources.push(parse_repo(raw)?);
+    }
+    for raw in &args.env {
+        let Some((name, value)) = raw.split_once('=') else {
+            bail!("--env {raw}: expected NAME=VALUE");
+        };
+        spec.env
+            .insert(name.to_owned(), EnvValue::Plain(value.to_owned()));
+    }
+    spec.freeze_hooks |= args.freeze_hooks;
+    let store = args.store.open()?;
+    let meta = store.create(&spec, &mut |line| eprintln!("{line}"), true)?;
+    println!("{}", meta.id);
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn run(cmd: EnvCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        EnvCommand::Create(args) => create(args),
+        EnvCommand::List(store) => {
+            for meta in store.open()?.list()? {
+                println!("{}", serde_json::to_string(&meta)?);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        EnvCommand::Show { id, store } => {
+            let meta = store.open()?.show(&id)?;
+            println!("{}", serde_json::to_string_pretty(&meta)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        EnvCommand::Rm { id, store } => {
+            store.open()?.remove(&id)?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

@@ -1,0 +1,56 @@
+//! `hookbox tool ENV_ID NAME --args JSON`: one tool call through the environment's hooks, printing
+//! the result and the hook trace as JSON. Also the hidden launcher subcommand.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use hookbox_protocol::{ToolCall, ToolName};
+use hookbox_sandbox::environment::ToolResult;
+
+use super::env::StoreArgs;
+
+#[derive(Debug, Args)]
+pub struct ToolArgs {
+    /// The environment (`env_...`).
+    pub env_id: String,
+    /// code_execution, view_file, write_to_file, replace_file_content, list_dir or delete_file.
+    pub name: ToolName,
+    /// The tool's arguments as a JSON object.
+    #[arg(long, default_value = "{}")]
+    pub args: String,
+    /// Wall-clock limit for code_execution, in seconds.
+    #[arg(long, default_value_t = 300)]
+    pub timeout: u64,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// Exit status: 0 when the tool ran, 1 when it failed, 2 when a pre hook denied it.
+pub fn run(args: ToolArgs) -> anyhow::Result<ExitCode> {
+    let call_args: serde_json::Value =
+        serde_json::from_str(&args.args).context("--args must be a JSON object")?;
+    let store = args
+        .store
+        .open_with_timeout(Some(Duration::from_secs(args.timeout)))?;
+    let env = store.open_env(&args.env_id)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let outcome = runtime.block_on(env.call_tool(ToolCall {
+        name: args.name,
+        args: call_args,
+    }));
+    println!("{}", serde_json::to_string_pretty(&outcome)?);
+    Ok(match outcome.result {
+        ToolResult::Ok { .. } => ExitCode::SUCCESS,
+        ToolResult::Error { .. } => ExitCode::from(1),
+        ToolResult::Denied { .. } => ExitCode::from(2),
+    })
+}
+
+/// `hookbox __sandbox-exec`: become the sandbox launcher (see hookbox_sandbox::launcher).
+pub fn sandbox_exec() -> ! {
+    std::process::exit(hookbox_sandbox::launcher::main())
+}
