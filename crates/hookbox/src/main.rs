@@ -10,7 +10,8 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
-    cli::init_logging(args.verbose);
+    let quiet = matches!(args.command, cli::Command::Hooks(_));
+    cli::init_logging(args.verbose, quiet);
     match cli::run(args) {
         Ok(code) => code,
         Err(err) => {

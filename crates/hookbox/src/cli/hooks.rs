@@ -14,11 +14,15 @@ use clap::{Args, Subcommand, ValueEnum};
 use hookbox_hooks::config::{Group, HandlerKind, HooksConfig};
 use hookbox_hooks::diagnostic::{Diagnostic, Severity};
 use hookbox_hooks::engine::{Decision, Dispatch, Outcome};
-use hookbox_hooks::http::DirectPoster;
 use hookbox_hooks::runner::CommandRunner;
 use hookbox_hooks::{HookEngine, Loaded};
 use hookbox_protocol::{HookEvent, ToolCall, ToolName};
+use hookbox_egress::credentials::FileCredentialStore;
+use hookbox_egress::policy::NetworkPolicy;
+use hookbox_egress::{Egress, EgressConfig, EgressPoster};
 use hookbox_rootfs::RootDir;
+use hookbox_sandbox::runner::{Launcher, SandboxLayout, SandboxOptions, SandboxRunner};
+use hookbox_sandbox::spec::Isolation;
 
 #[derive(Debug, Subcommand)]
 pub enum HooksCommand {
@@ -85,6 +89,14 @@ pub struct TestArgs {
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
+    /// The environment's `network` policy as JSON (or @FILE), which http handlers go through
+    /// exactly as at runtime. Default: none, so every http handler is refused (and fails open).
+    #[arg(long, value_name = "JSON|@FILE")]
+    network: Option<String>,
+    /// Run command handlers WITHOUT any isolation, on this machine, with --root as the working
+    /// directory (paths like /.agents/... then do not resolve). A warning is printed every run.
+    #[arg(long)]
+    insecure_no_isolation: bool,
 }
 
 fn parse_tool(s: &str) -> Result<ToolName, String> {
@@ -274,14 +286,23 @@ fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
     }
     let root = RootDir::open(&args.root)
         .with_context(|| format!("cannot use {} as the sandbox root", args.root.display()))?;
+    for dir in ["workspace", "tmp"] {
+        if !args.root.join(dir).is_dir() {
+            eprintln!(
+                "note: {} has no {dir}/, so /{dir} does not exist inside the sandbox",
+                args.root.display()
+            );
+        }
+    }
     let loaded = hookbox_hooks::load_from_root(&root);
     let call = ToolCall {
         name: args.tool,
         args: call_args,
     };
+    let network = read_network(args.network.as_deref())?;
     let engine = HookEngine::new(
-        command_runner(&args.root)?,
-        Arc::new(DirectPoster::new().context("cannot build the HTTP client")?),
+        command_runner(&args.root, args.insecure_no_isolation)?,
+        http_poster(&args.environment_id, network.as_ref())?,
     );
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -378,15 +399,60 @@ fn render_dispatch(loaded: &Loaded, dispatch: &Dispatch) -> String {
     out
 }
 
-/// Where `hooks test` runs command handlers: a sandbox whose `/` is `root`.
-fn command_runner(root: &std::path::Path) -> anyhow::Result<Arc<dyn CommandRunner>> {
-    let workspace = root.join("workspace");
-    Ok(Arc::new(hookbox_hooks::runner::LocalRunner {
-        cwd: Some(if workspace.is_dir() {
-            workspace
-        } else {
-            root.to_path_buf()
-        }),
-        env: Vec::new(),
-    }))
+/// Where `hooks test` runs command handlers: a sandbox whose `/` is `root`, built exactly as
+/// for an environment's hooks (namespaces, Landlock, seccomp), so that handler paths such as
+/// `/.agents/hooks-scripts/gate.py` and their view of the filesystem are the runtime's.
+fn command_runner(
+    root: &std::path::Path,
+    insecure_no_isolation: bool,
+) -> anyhow::Result<Arc<dyn CommandRunner>> {
+    let root = root
+        .canonicalize()
+        .with_context(|| format!("cannot use {} as the sandbox root", root.display()))?;
+    let launcher = Launcher::from_env_or_current_exe(super::env::SANDBOX_EXEC_SUBCOMMAND)
+        .context("locating the sandbox launcher")?;
+    let mut options = SandboxOptions::new(launcher);
+    if insecure_no_isolation {
+        eprintln!(
+            "WARNING: --insecure-no-isolation: hook commands run directly on this machine, with NO sandbox"
+        );
+        options.isolation = Isolation::InsecureNone;
+    } else if let Some(feature) = hookbox_sandbox::features::missing().into_iter().next() {
+        bail!(
+            "this kernel lacks {feature}, which the sandbox needs; refusing to run hooks without isolation (--insecure-no-isolation overrides, unsafely)"
+        );
+    }
+    let layout = SandboxLayout::for_tree(root.clone())
+        .with_context(|| format!("preparing a sandbox for {}", root.display()))?;
+    Ok(Arc::new(
+        SandboxRunner::new(Arc::new(options), layout)
+            .with_context(|| format!("preparing a sandbox for {}", root.display()))?,
+    ))
+}
+
+fn read_network(arg: Option<&str>) -> anyhow::Result<Option<serde_json::Value>> {
+    let Some(arg) = arg else { return Ok(None) };
+    let text = match arg.strip_prefix('@') {
+        Some(path) => std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read --network file {path}"))?,
+        None => arg.to_owned(),
+    };
+    let value = serde_json::from_str(&text)
+        .with_context(|| format!("--network is not valid JSON: {text}"))?;
+    Ok(Some(value))
+}
+
+/// http handlers go through the same egress rules as at runtime (allowlist, SSRF defences,
+/// header injection, credentials from the data dir's credential store).
+fn http_poster(
+    environment_id: &str,
+    network: Option<&serde_json::Value>,
+) -> anyhow::Result<Arc<dyn hookbox_hooks::http::HttpPoster>> {
+    let policy = NetworkPolicy::from_json(network).context("invalid --network policy")?;
+    let data_dir = hookbox_sandbox::environment::default_data_dir()?;
+    let credentials = FileCredentialStore::open(&data_dir)
+        .with_context(|| format!("cannot open the credential store in {}", data_dir.display()))?;
+    let config = EgressConfig::new(environment_id, policy, Arc::new(credentials));
+    let egress = Egress::new(config).context("cannot set up egress")?;
+    Ok(Arc::new(EgressPoster::new(Arc::new(egress))))
 }

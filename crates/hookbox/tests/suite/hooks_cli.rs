@@ -241,3 +241,35 @@ fn check_and_test_refuse_bad_input_clearly() {
             .contains("cannot use /nonexistent/hookbox as the sandbox root")
     );
 }
+
+#[test]
+fn http_hooks_go_through_egress_so_loopback_is_refused_and_fails_open() {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(root.path().join(".agents")).unwrap();
+    // A real listener, so that a direct POST would succeed and deny.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://127.0.0.1:{}/gate", listener.local_addr().unwrap().port());
+    std::fs::write(
+        root.path().join(".agents/hooks.json"),
+        serde_json::json!({"remote-gate": {"pre_tool_execution": [
+            {"matcher": "*", "hooks": [{"type": "http", "url": url, "timeout": 5}]}
+        ]}})
+        .to_string(),
+    )
+    .unwrap();
+    let r = root.path().to_str().unwrap();
+    for network in [None, Some(r#"{"allowlist":[{"domain":"*"}]}"#)] {
+        let mut args = vec!["hooks", "test", "--root", r, "--tool", "list_dir", "--json"];
+        if let Some(n) = network {
+            args.extend(["--network", n]);
+        }
+        let out = hookbox(&args);
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
+        let entry = &report["dispatch"]["trace"][0];
+        assert_eq!(report["dispatch"]["decision"], "allow", "{report:#}");
+        assert_eq!(entry["outcome"], "failed_open", "{report:#}");
+        let message = entry["failure"]["message"].as_str().unwrap();
+        assert!(message.contains("blocked by network policy"), "{message}");
+    }
+}
