@@ -51,9 +51,11 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Logs go to stderr only; stdout is for the command's result.
-pub fn init_logging(verbose: u8) {
+/// Logs go to stderr only; stdout is for the command's result. Commands whose output already
+/// reports every failure (`hooks`) log only errors by default.
+pub fn init_logging(verbose: u8, quiet: bool) {
     let default = match verbose {
+        0 if quiet => "error",
         0 => "warn",
         1 => "info",
         2 => "debug",
