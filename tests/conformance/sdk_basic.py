@@ -3,8 +3,8 @@
 Run by run.sh against a fresh server with the offline agent and the API key in HOOKBOX_TEST_KEY.
 Covers interactions (create, get, stream, resume, background, cancel, delete, errors),
 environments (create, get, list, files list/download/upload, fork, delete), credentials
-(secrets write-only) and agents. The reference documentation's three examples need the real
-sandbox and hooks; they live next to this file once those are wired in.
+(secrets write-only) and agents. The reference documentation's three examples are checked by
+reference_check.py (run.sh --reference).
 """
 
 import json
@@ -22,11 +22,15 @@ AGENT = "antigravity-preview-09-2026"
 
 client = genai.Client(api_key=KEY, http_options={"base_url": BASE, "api_version": "v1beta"})
 failures = []
+passes = 0
 
 
 def check(name, cond, detail=""):
+    global passes
     print(("ok   " if cond else "FAIL ") + name + ("" if cond else f": {detail}"))
-    if not cond:
+    if cond:
+        passes += 1
+    else:
         failures.append(name)
 
 
@@ -107,7 +111,8 @@ check("env get", client.environments.get(env.id).id == env.id)
 listed = client.environments.list(page_size=100)
 check("env list", any(e.id == env.id for e in listed.environments))
 files = client.environments.files.list(env.id, "", recursive=True)
-check("files list", [f.path for f in files.files] == ["/a.txt", "/workspace"], [f.path for f in files.files])
+# Every sandbox environment starts with /.agents, /tmp and /workspace.
+check("files list", [f.path for f in files.files] == ["/.agents", "/a.txt", "/tmp", "/workspace"], [f.path for f in files.files])
 check("files download", client.environments.files.download(environment=env.id, path="a.txt") == b"hi")
 client.environments.files.upload(environment=env.id, path="up/load.txt", file=b"uploaded bytes", mime_type="text/plain")
 check("files upload", client.environments.files.download(environment=env.id, path="/up/load.txt") == b"uploaded bytes")
@@ -135,5 +140,5 @@ check("agent used by interaction", "via-agent" in via.output_text, via.output_te
 client.agents.delete("conf_agent")
 expect_error("agent delete", lambda: client.agents.get("conf_agent"), 404, "not found")
 
-print(f"\n{len(failures)} failure(s)" + (": " + ", ".join(failures) if failures else ""))
+print(f"{passes} passed, {len(failures)} failed" + (": " + ", ".join(failures) if failures else ""))
 sys.exit(1 if failures else 0)

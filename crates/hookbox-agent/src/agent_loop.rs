@@ -128,14 +128,14 @@ pub async fn run(
                 call_step(&id, &call.name, &call.args, call.signature.clone()),
             )
             .await;
-            let (output, is_error) = tokio::select! {
+            let (output, is_error, hooks) = tokio::select! {
                 r = execute(&ctx, &call.name, &call.args) => r,
                 _ = wait_cancelled(&mut cancel) => return cancelled(usage),
             };
             emit(
                 &mut conversation,
                 steps,
-                result_step(&id, &call.name, output, is_error),
+                result_step(&id, &call.name, output, is_error, hooks),
             )
             .await;
         }
@@ -153,8 +153,8 @@ pub async fn run(
     }
 }
 
-/// Runs one call; returns what the model sees and whether it is an error.
-async fn execute(ctx: &LoopContext<'_>, name: &str, args: &Value) -> (Value, bool) {
+/// Runs one call; returns what the model sees, whether it is an error and the hook trace.
+async fn execute(ctx: &LoopContext<'_>, name: &str, args: &Value) -> (Value, bool, Option<Value>) {
     let tool = match ToolName::from_str(name) {
         Ok(tool) if ctx.tools.contains(&tool) => tool,
         Ok(_) | Err(_) => {
@@ -168,6 +168,7 @@ async fn execute(ctx: &LoopContext<'_>, name: &str, args: &Value) -> (Value, boo
                         .join(", ")
                 )),
                 true,
+                None,
             );
         }
     };
@@ -175,6 +176,7 @@ async fn execute(ctx: &LoopContext<'_>, name: &str, args: &Value) -> (Value, boo
         return (
             Value::String("this interaction has no environment to run tools in".into()),
             true,
+            None,
         );
     };
     let call = ToolCall {
@@ -185,7 +187,8 @@ async fn execute(ctx: &LoopContext<'_>, name: &str, args: &Value) -> (Value, boo
     if let Some(reason) = &execution.denied_reason {
         tracing::info!(environment_id = env, tool = name, reason = %reason, "tool call denied by hook");
     }
-    (execution.output, execution.is_error)
+    let hooks = (!execution.trace.is_null()).then_some(execution.trace);
+    (execution.output, execution.is_error, hooks)
 }
 
 async fn emit(conversation: &mut Vec<Step>, steps: &mpsc::Sender<Step>, step: Step) {

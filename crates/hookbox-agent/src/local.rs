@@ -38,6 +38,23 @@ impl LocalBackend {
         }
     }
 
+    /// Creates environment `id` (tests pick fixed ids); nothing is left behind on error.
+    pub async fn create_with_id(
+        &self,
+        id: &str,
+        setup: &EnvironmentSetup,
+    ) -> Result<(), ProviderError> {
+        let root = self.base.join(id);
+        tokio::fs::create_dir_all(root.join("workspace"))
+            .await
+            .map_err(internal)?;
+        if let Err(e) = Self::place_sources(&root, &setup.sources).await {
+            let _ = tokio::fs::remove_dir_all(&root).await;
+            return Err(e);
+        }
+        Ok(())
+    }
+
     fn root(&self, id: &str) -> Result<PathBuf, ProviderError> {
         if id.is_empty()
             || !id
@@ -233,13 +250,13 @@ impl LocalBackend {
             ToolName::ReplaceFileContent => {
                 async {
                     let old = tokio::fs::read_to_string(&host).await?;
-                    let needle = text("old_text");
+                    let needle = text("old_content");
                     if needle.is_empty() || !old.contains(needle) {
                         return Err(std::io::Error::other(format!(
-                            "old_text not found in {path}"
+                            "old_content not found in {path}"
                         )));
                     }
-                    tokio::fs::write(&host, old.replacen(needle, text("new_text"), 1)).await?;
+                    tokio::fs::write(&host, old.replacen(needle, text("new_content"), 1)).await?;
                     Ok(format!("edited {path}"))
                 }
                 .await
@@ -288,16 +305,10 @@ impl ToolExecutor for LocalBackend {
 
 #[async_trait]
 impl EnvironmentProvider for LocalBackend {
-    async fn create(&self, id: &str, setup: &EnvironmentSetup) -> Result<(), ProviderError> {
-        let root = self.base.join(id);
-        tokio::fs::create_dir_all(root.join("workspace"))
-            .await
-            .map_err(internal)?;
-        if let Err(e) = Self::place_sources(&root, &setup.sources).await {
-            let _ = tokio::fs::remove_dir_all(&root).await;
-            return Err(e);
-        }
-        Ok(())
+    async fn create(&self, setup: &EnvironmentSetup) -> Result<String, ProviderError> {
+        let id = new_env_id();
+        self.create_with_id(&id, setup).await?;
+        Ok(id)
     }
 
     async fn update(&self, id: &str, setup: &EnvironmentSetup) -> Result<(), ProviderError> {
@@ -305,9 +316,10 @@ impl EnvironmentProvider for LocalBackend {
         Self::place_sources(&root, &setup.sources).await
     }
 
-    async fn fork(&self, from: &str, to: &str) -> Result<(), ProviderError> {
+    async fn fork(&self, from: &str, _setup: &EnvironmentSetup) -> Result<String, ProviderError> {
         let src = self.root(from)?;
-        let dst = self.base.join(to);
+        let to = new_env_id();
+        let dst = self.base.join(&to);
         let status = tokio::process::Command::new("cp")
             .arg("-a")
             .arg(&src)
@@ -320,7 +332,7 @@ impl EnvironmentProvider for LocalBackend {
                 "cp -a exited with {status}"
             )));
         }
-        Ok(())
+        Ok(to)
     }
 
     async fn delete(&self, id: &str) -> Result<(), ProviderError> {
@@ -400,6 +412,10 @@ impl EnvironmentProvider for LocalBackend {
             size_bytes: files.iter().filter_map(|f| f.size_bytes).sum(),
         })
     }
+}
+
+fn new_env_id() -> String {
+    format!("env_{:016x}", rand::random::<u64>())
 }
 
 fn format_time(secs: u64) -> String {

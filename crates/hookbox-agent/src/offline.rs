@@ -10,7 +10,7 @@
 //! - `` create|write `PATH` containing|with content 'TEXT' `` (single or double quotes, in the
 //!   text after the span) → `write_to_file {path, content: TEXT}` (empty content if no quotes)
 //! - `` list `PATH` `` → `list_dir {path}`;  `` delete|remove `PATH` `` → `delete_file {path}`
-//! - `` replace 'OLD' with 'NEW' in `PATH` `` → `replace_file_content {path, old_text, new_text}`
+//! - `` replace 'OLD' with 'NEW' in `PATH` `` → `replace_file_content {path, old_content, new_content}`
 //! - no verb: a span starting with `/`, `./` or `~/` without spaces is read (`view_file`),
 //!   anything else is run (`code_execution`)
 //! - `read it` / `read it back` after a span → `view_file` of that span's path, after it
@@ -101,8 +101,8 @@ impl OfflineModel {
                         tool: "replace_file_content",
                         args: json!({
                             "path": target,
-                            "old_text": c.get(1).or_else(|| c.get(2)).map_or("", |m| m.as_str()),
-                            "new_text": c.get(3).or_else(|| c.get(4)).map_or("", |m| m.as_str()),
+                            "old_content": c.get(1).or_else(|| c.get(2)).map_or("", |m| m.as_str()),
+                            "new_content": c.get(3).or_else(|| c.get(4)).map_or("", |m| m.as_str()),
                         }),
                     },
                     None => Operation::path("view_file", target),
@@ -160,6 +160,28 @@ impl Operation {
     }
 }
 
+/// A tool result as the answer shows it: a file's `content` (view_file), a command's stdout and
+/// stderr with a non-zero exit status (code_execution), a plain string as is, other JSON as JSON.
+fn render(output: &Value) -> String {
+    if let Some(content) = output.get("content").and_then(Value::as_str) {
+        return content.to_owned();
+    }
+    if let Some(stdout) = output.get("stdout").and_then(Value::as_str) {
+        let mut text = stdout.to_owned();
+        text.push_str(output.get("stderr").and_then(Value::as_str).unwrap_or(""));
+        match output.get("exit_code").and_then(Value::as_i64) {
+            Some(0) => {}
+            Some(code) => text.push_str(&format!("(exit status {code})")),
+            None => {
+                let how = output.get("termination").and_then(Value::as_str);
+                text.push_str(&format!("({})", how.unwrap_or("killed")));
+            }
+        }
+        return text;
+    }
+    output_as_text(output)
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Verb {
     Run,
@@ -203,7 +225,7 @@ impl Model for OfflineModel {
             .filter_map(|s| match as_tool_step(s) {
                 Some(ToolStep::Result {
                     output, is_error, ..
-                }) => Some((output_as_text(output), is_error)),
+                }) => Some((render(output), is_error)),
                 _ => None,
             })
             .collect();
@@ -298,6 +320,26 @@ mod tests {
     }
 
     #[test]
+    fn sandbox_outputs_render_as_text() {
+        assert_eq!(
+            render(&json!({"path": "/w/a", "content": "event 1", "total_lines": 1})),
+            "event 1"
+        );
+        assert_eq!(
+            render(&json!({"stdout": "A", "stderr": "", "exit_code": 3, "termination": "exit 3"})),
+            "A(exit status 3)"
+        );
+        assert_eq!(
+            render(
+                &json!({"stdout": "", "stderr": "", "exit_code": null, "termination": "timed out"})
+            ),
+            "(timed out)"
+        );
+        assert_eq!(render(&json!("plain")), "plain");
+        assert_eq!(render(&json!({"deleted": true})), r#"{"deleted":true}"#);
+    }
+
+    #[test]
     fn other_verbs_and_defaults() {
         assert_eq!(
             tools("list `/workspace` then delete `/workspace/a`")[1].0,
@@ -308,7 +350,7 @@ mod tests {
         assert_eq!(tools("`echo hi`")[0].0, "code_execution");
         assert_eq!(
             tools("replace 'a' with \"b\" in `/w/x`")[0].1,
-            json!({"path": "/w/x", "old_text": "a", "new_text": "b"})
+            json!({"path": "/w/x", "old_content": "a", "new_content": "b"})
         );
         assert!(tools("hello there").is_empty());
     }

@@ -103,12 +103,14 @@ pub struct EnvironmentUsage {
 /// (`/workspace/a.txt`; relative paths resolve against `/`).
 #[async_trait]
 pub trait EnvironmentProvider: Send + Sync + std::fmt::Debug {
-    /// Materialises a new environment `id` from `setup`. Nothing is left behind on error.
-    async fn create(&self, id: &str, setup: &EnvironmentSetup) -> Result<(), ProviderError>;
+    /// Materialises a new environment from `setup` and returns its id (the provider picks it).
+    /// Nothing is left behind on error.
+    async fn create(&self, setup: &EnvironmentSetup) -> Result<String, ProviderError>;
     /// Places more sources into an existing environment (and replaces network/env if given).
     async fn update(&self, id: &str, setup: &EnvironmentSetup) -> Result<(), ProviderError>;
-    /// Copies environment `from` into a new environment `to`.
-    async fn fork(&self, from: &str, to: &str) -> Result<(), ProviderError>;
+    /// Creates a new environment with `setup`'s network and env (its sources are ignored) and
+    /// copies the files of environment `from` into it; returns the new id.
+    async fn fork(&self, from: &str, setup: &EnvironmentSetup) -> Result<String, ProviderError>;
     async fn delete(&self, id: &str) -> Result<(), ProviderError>;
     /// The entry at `path` (one element for a file) or its children (all descendants when
     /// `recursive`).

@@ -28,9 +28,9 @@ pub fn declaration(tool: ToolName) -> (&'static str, Value) {
                    "required": ["path", "content"]}),
         ),
         ToolName::ReplaceFileContent => (
-            "Replace the first occurrence of old_text with new_text in a sandbox file.",
-            json!({"type": "object", "properties": {"path": path, "old_text": {"type": "string"},
-                   "new_text": {"type": "string"}}, "required": ["path", "old_text", "new_text"]}),
+            "Replace old_content, which must occur exactly once, with new_content in a sandbox file.",
+            json!({"type": "object", "properties": {"path": path, "old_content": {"type": "string"},
+                   "new_content": {"type": "string"}}, "required": ["path", "old_content", "new_content"]}),
         ),
         ToolName::ListDir => (
             "List a directory in the sandbox.",
@@ -70,8 +70,14 @@ pub fn call_step(id: &str, name: &str, args: &Value, signature: Option<String>) 
     }
 }
 
-/// The result step answering [`call_step`].
-pub fn result_step(call_id: &str, name: &str, output: Value, is_error: bool) -> Step {
+/// The result step answering [`call_step`]; `hooks` is the hook trace (an extra field).
+pub fn result_step(
+    call_id: &str,
+    name: &str,
+    output: Value,
+    is_error: bool,
+    hooks: Option<Value>,
+) -> Step {
     if name == ToolName::CodeExecution.as_str() {
         Step::CodeExecutionResult {
             call_id: call_id.to_owned(),
@@ -81,6 +87,7 @@ pub fn result_step(call_id: &str, name: &str, output: Value, is_error: bool) -> 
             },
             is_error: Some(is_error),
             signature: None,
+            hooks,
         }
     } else {
         Step::FunctionResult {
@@ -88,6 +95,7 @@ pub fn result_step(call_id: &str, name: &str, output: Value, is_error: bool) -> 
             result: output,
             name: Some(name.to_owned()),
             is_error: Some(is_error),
+            hooks,
         }
     }
 }
@@ -149,6 +157,7 @@ pub fn as_tool_step(step: &Step) -> Option<ToolStep<'_>> {
             result,
             name,
             is_error,
+            ..
         } => Some(ToolStep::Result {
             call_id,
             name: name.as_deref(),

@@ -65,6 +65,16 @@ impl Default for Limits {
 #[async_trait]
 pub trait Resolver: Send + Sync + fmt::Debug {
     async fn resolve(&self, name: &str) -> io::Result<Vec<IpAddr>>;
+
+    /// The socket addresses to dial for `name` on `port`. By default the resolved addresses
+    /// with `port`; a resolver may redirect the port too (see [`StaticResolver::connect_to`]).
+    async fn resolve_port(&self, name: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
+        let ips = self.resolve(name).await?;
+        Ok(ips
+            .into_iter()
+            .map(|ip| SocketAddr::new(ip, port))
+            .collect())
+    }
 }
 
 /// The system resolver (getaddrinfo on a blocking thread).
@@ -79,13 +89,35 @@ impl Resolver for SystemResolver {
     }
 }
 
-/// Fixed name-to-address pins (like curl's `--resolve`), falling back to `fallback` for other
-/// names if one is given. Operators use it to pin names; tests use it to point names at
-/// loopback receivers.
+/// Fixed name-to-address pins (like curl's `--resolve`) and `host:port`-to-`ip:port` pins (like
+/// curl's `--connect-to`), falling back to `fallback` for other names if one is given. Operators
+/// use it to pin names; tests use it to point names at loopback receivers. Pinned addresses are
+/// still checked against the blocked ranges like any resolved address.
 #[derive(Debug, Default)]
 pub struct StaticResolver {
+    /// Lower-case name → addresses (any port).
     pub pins: HashMap<String, Vec<IpAddr>>,
+    /// (lower-case name, port) → socket addresses; checked before `pins`.
+    pub connect_to: HashMap<(String, u16), Vec<SocketAddr>>,
     pub fallback: Option<Arc<dyn Resolver>>,
+}
+
+impl StaticResolver {
+    /// A resolver with `pins` (`host:port` → `ip:port`), falling back to `fallback`.
+    pub fn from_pins(pins: &[ResolvePin], fallback: Option<Arc<dyn Resolver>>) -> Self {
+        let mut connect_to: HashMap<(String, u16), Vec<SocketAddr>> = HashMap::new();
+        for pin in pins {
+            connect_to
+                .entry((pin.host.clone(), pin.port))
+                .or_default()
+                .push(pin.addr);
+        }
+        Self {
+            pins: HashMap::new(),
+            connect_to,
+            fallback,
+        }
+    }
 }
 
 #[async_trait]
@@ -98,6 +130,60 @@ impl Resolver for StaticResolver {
             Some(f) => f.resolve(name).await,
             None => Err(io::Error::new(io::ErrorKind::NotFound, "name not pinned")),
         }
+    }
+
+    async fn resolve_port(&self, name: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
+        if let Some(addrs) = self.connect_to.get(&(name.to_owned(), port)) {
+            return Ok(addrs.clone());
+        }
+        let ips = self.resolve(name).await?;
+        Ok(ips
+            .into_iter()
+            .map(|ip| SocketAddr::new(ip, port))
+            .collect())
+    }
+}
+
+/// An operator's `HOST:PORT=IP:PORT` pin (curl's `--connect-to`): connections to `HOST` on
+/// `PORT` dial `IP:PORT` instead. TLS still verifies `HOST`, and the address is still checked
+/// against the blocked ranges (so a loopback pin needs an operator CIDR too).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvePin {
+    /// Lower-case, without a trailing dot.
+    pub host: String,
+    pub port: u16,
+    pub addr: SocketAddr,
+}
+
+/// A malformed [`ResolvePin`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("resolve pin {input:?}: {reason} (expected HOST:PORT=IP:PORT, IPv6 as [::1]:443)")]
+pub struct ResolvePinError {
+    pub input: String,
+    pub reason: &'static str,
+}
+
+impl std::str::FromStr for ResolvePin {
+    type Err = ResolvePinError;
+
+    fn from_str(input: &str) -> Result<Self, Self::Err> {
+        let err = |reason| ResolvePinError {
+            input: input.to_owned(),
+            reason,
+        };
+        let (from, to) = input.split_once('=').ok_or_else(|| err("missing `=`"))?;
+        let (host, port) = from
+            .rsplit_once(':')
+            .ok_or_else(|| err("missing `:PORT` after HOST"))?;
+        let port: u16 = port.parse().map_err(|_| err("invalid PORT"))?;
+        let host = host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase();
+        match parse_host(&host) {
+            Ok(HostKind::Name(_)) => {}
+            Ok(HostKind::Ip(_)) => return Err(err("HOST must be a name, not an address")),
+            Err(_) => return Err(err("invalid HOST")),
+        }
+        let addr: SocketAddr = to.parse().map_err(|_| err("invalid IP:PORT"))?;
+        Ok(Self { host, port, addr })
     }
 }
 
@@ -379,10 +465,10 @@ impl Egress {
     /// resolver order. One blocked address refuses the whole name (a name that mixes public
     /// and private addresses is a rebinding attempt or a misconfiguration).
     pub async fn resolve_checked(&self, target: &Target) -> Result<Vec<SocketAddr>, EgressError> {
-        let ips = match &target.host {
-            HostKind::Ip(ip) => vec![*ip],
+        let addrs = match &target.host {
+            HostKind::Ip(ip) => vec![SocketAddr::new(*ip, target.port)],
             HostKind::Name(name) => {
-                let lookup = self.resolver.resolve(name);
+                let lookup = self.resolver.resolve_port(name, target.port);
                 match tokio::time::timeout(self.limits.resolve_timeout, lookup).await {
                     Err(_) => return Err(EgressError::Timeout("name resolution")),
                     Ok(Err(e)) => {
@@ -391,23 +477,20 @@ impl Egress {
                             message: e.to_string(),
                         });
                     }
-                    Ok(Ok(ips)) if ips.is_empty() => {
+                    Ok(Ok(addrs)) if addrs.is_empty() => {
                         return Err(EgressError::Resolve {
                             host: name.clone(),
                             message: "no addresses".into(),
                         });
                     }
-                    Ok(Ok(ips)) => ips,
+                    Ok(Ok(addrs)) => addrs,
                 }
             }
         };
-        for ip in &ips {
-            self.check_address(&target.host_str, *ip)?;
+        for addr in &addrs {
+            self.check_address(&target.host_str, addr.ip())?;
         }
-        Ok(ips
-            .into_iter()
-            .map(|ip| SocketAddr::new(ip, target.port))
-            .collect())
+        Ok(addrs)
     }
 
     /// Resolves once, checks, and dials exactly the checked addresses in turn.
@@ -501,5 +584,67 @@ impl Egress {
             }
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::credentials::FileCredentialStore;
+
+    #[test]
+    fn resolve_pins_parse_like_curl_connect_to() {
+        let pin: ResolvePin = "Telemetry.Example.com.:443=127.0.0.1:8443".parse().unwrap();
+        assert_eq!(pin.host, "telemetry.example.com");
+        assert_eq!(pin.port, 443);
+        assert_eq!(pin.addr, "127.0.0.1:8443".parse().unwrap());
+        let v6: ResolvePin = "a.example:443=[::1]:9443".parse().unwrap();
+        assert_eq!(v6.addr, "[::1]:9443".parse().unwrap());
+        for bad in [
+            "a.example:443",
+            "a.example=127.0.0.1:1",
+            "a.example:x=127.0.0.1:1",
+            "a.example:443=127.0.0.1",
+            "127.0.0.1:443=127.0.0.1:1",
+            "a b:443=127.0.0.1:1",
+        ] {
+            assert!(bad.parse::<ResolvePin>().is_err(), "{bad}");
+        }
+    }
+
+    fn egress(cidrs: Vec<Cidr>) -> (Egress, tempfile::TempDir) {
+        let data = tempfile::tempdir().unwrap();
+        let store = Arc::new(FileCredentialStore::open(data.path()).unwrap());
+        let policy =
+            NetworkPolicy::from_json(Some(&serde_json::json!({"allowlist": [{"domain": "*"}]})))
+                .unwrap();
+        let mut config = EgressConfig::new("env_test", policy, store);
+        let pins = ["a.example:443=127.0.0.1:8443".parse().unwrap()];
+        config.resolver = Arc::new(StaticResolver::from_pins(&pins, None));
+        config.operator_allowed_cidrs = cidrs;
+        (Egress::new(config).unwrap(), data)
+    }
+
+    #[tokio::test]
+    async fn a_pin_redirects_the_port_but_its_address_is_still_checked() {
+        let (open, _d1) = egress(vec!["127.0.0.0/8".parse().unwrap()]);
+        let target = open.authorize("a.example", 443).unwrap();
+        assert_eq!(
+            open.resolve_checked(&target).await.unwrap(),
+            vec!["127.0.0.1:8443".parse().unwrap()]
+        );
+        // Another port of the same name is not pinned (and there is no fallback resolver).
+        let other = open.authorize("a.example", 80).unwrap();
+        assert!(matches!(
+            open.resolve_checked(&other).await,
+            Err(EgressError::Resolve { .. })
+        ));
+
+        let (closed, _d2) = egress(Vec::new());
+        let target = closed.authorize("a.example", 443).unwrap();
+        match closed.resolve_checked(&target).await {
+            Err(EgressError::Denied(d)) => assert_eq!(d.rule.name(), "loopback"),
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -25,8 +25,8 @@ pub mod ssrf;
 pub mod tls;
 
 pub use egress::{
-    Denial, DenyRule, Egress, EgressConfig, EgressError, Limits, Resolver, StaticResolver,
-    SystemResolver, Target,
+    Denial, DenyRule, Egress, EgressConfig, EgressError, Limits, ResolvePin, ResolvePinError,
+    Resolver, StaticResolver, SystemResolver, Target,
 };
 pub use poster::EgressPoster;
 pub use proxy::{EgressProxy, ProxyBody, RULE_HEADER};

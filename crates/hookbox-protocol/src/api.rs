@@ -118,6 +118,10 @@ pub enum Step {
         is_error: Option<bool>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         signature: Option<String>,
+        /// hookbox extension: the hooks that ran around the call (files, diagnostics, pre and
+        /// post dispatch). The SDK keeps unknown fields.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        hooks: Option<Value>,
     },
     FunctionCall {
         id: String,
@@ -136,6 +140,9 @@ pub enum Step {
         name: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         is_error: Option<bool>,
+        /// hookbox extension: the hooks that ran around the call, as in `code_execution_result`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        hooks: Option<Value>,
     },
     #[serde(untagged)]
     Other(Value),

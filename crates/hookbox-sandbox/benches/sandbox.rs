@@ -61,9 +61,11 @@ const HOOKS: &str = r#"{"bench": {
 
 fn main() {
     let data = tempfile::tempdir().unwrap();
-    let http = Arc::new(hookbox_hooks::http::DirectPoster::new().unwrap());
+    let credentials =
+        Arc::new(hookbox_egress::credentials::FileCredentialStore::open(data.path()).unwrap());
     let options = SandboxOptions::new(Launcher::standalone(LAUNCHER));
-    let store = Store::open(data.path(), options.clone(), http).unwrap();
+    let egress = hookbox_sandbox::network::EgressOptions::new(credentials);
+    let store = Store::open(data.path(), options.clone(), egress).unwrap();
     let runs = 60;
 
     // 1. Bare unshare, the limit.

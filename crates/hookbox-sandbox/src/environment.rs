@@ -14,8 +14,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use hookbox_egress::EgressPoster;
+use hookbox_egress::policy::{NetworkPolicy, PolicyError};
 use hookbox_hooks::discover::{HooksCache, Loaded};
-use hookbox_hooks::http::HttpPoster;
 use hookbox_hooks::{Decision, Dispatch, HookEngine};
 use hookbox_protocol::{ToolCall, ToolName};
 use hookbox_rootfs::{RootDir, RootFsError, Usage};
@@ -25,6 +26,7 @@ use serde_json::Value;
 
 use crate::cgroup::{self, EnvCgroups};
 use crate::features::{self, Feature};
+use crate::network::{self, EgressOptions, EnvNetwork, NetworkError};
 use crate::runner::{SandboxLayout, SandboxOptions, SandboxRunner};
 use crate::source::{self, Buckets, EnvironmentSpec, GcsFromEnv, SourceError};
 use crate::spec::Isolation;
@@ -67,9 +69,25 @@ pub enum EnvError {
     NoDataDir,
     #[error("{0}")]
     Runner(#[from] hookbox_hooks::runner::RunnerError),
+    /// The `network` of a spec (or of stored metadata) is invalid; names the JSON path.
+    #[error("invalid {0}")]
+    Policy(PolicyError),
+    #[error("environment `{env_id}`: {source}")]
+    Network {
+        env_id: String,
+        #[source]
+        source: NetworkError,
+    },
 }
 
 pub type Result<T> = std::result::Result<T, EnvError>;
+
+// Not `#[from]`: that would also make the policy error the source, printed twice in chains.
+impl From<PolicyError> for EnvError {
+    fn from(err: PolicyError) -> Self {
+        EnvError::Policy(err)
+    }
+}
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> EnvError {
     let path = path.to_path_buf();
@@ -99,6 +117,18 @@ pub struct EnvironmentMeta {
     pub env: Vec<(String, String)>,
     /// One line per source, without content.
     pub sources: Vec<String>,
+    /// The API's `network` value as given (absent: disabled). Shown with `transform` values
+    /// redacted ([`network::redact_network`]); kept whole only on disk, outside the tree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<Value>,
+}
+
+impl EnvironmentMeta {
+    /// The metadata as it may be shown (CLI, API): `transform` header values redacted.
+    pub fn redacted(mut self) -> Self {
+        self.network = self.network.as_ref().map(network::redact_network);
+        self
+    }
 }
 
 fn now() -> u64 {
@@ -168,23 +198,20 @@ pub fn default_data_dir() -> Result<PathBuf> {
 pub struct Store {
     root: PathBuf,
     options: Arc<SandboxOptions>,
-    http: Arc<dyn HttpPoster>,
+    egress: EgressOptions,
     buckets: Arc<dyn Buckets>,
 }
 
 impl Store {
-    /// Opens (creating if needed) the store under `data_dir`.
-    pub fn open(
-        data_dir: &Path,
-        options: SandboxOptions,
-        http: Arc<dyn HttpPoster>,
-    ) -> Result<Self> {
+    /// Opens (creating if needed) the store under `data_dir`. `egress` is the credential store
+    /// and operator options every environment's network uses (sandbox traffic and http hooks).
+    pub fn open(data_dir: &Path, options: SandboxOptions, egress: EgressOptions) -> Result<Self> {
         let root = data_dir.join("environments");
         std::fs::create_dir_all(&root).map_err(io(&root))?;
         Ok(Self {
             root,
             options: Arc::new(options),
-            http,
+            egress,
             buckets: Arc::new(GcsFromEnv),
         })
     }
@@ -214,6 +241,7 @@ impl Store {
         show_source_progress: bool,
     ) -> Result<EnvironmentMeta> {
         source::validate(spec)?;
+        network::validate_policy(spec.network.as_ref())?;
         let id = new_id();
         let staging = self.root.join(format!(".creating-{id}"));
         let result = self.build(&id, &staging, spec, progress, show_source_progress);
@@ -222,7 +250,7 @@ impl Store {
                 let dir = self.root.join(&id);
                 std::fs::rename(&staging, &dir).map_err(io(&dir))?;
                 tracing::info!(env_id = %id, files = meta.file_count, bytes = meta.size_bytes, "environment created");
-                Ok(meta)
+                Ok(meta.redacted())
             }
             Err(err) => {
                 let _ = std::fs::remove_dir_all(&staging);
@@ -272,6 +300,7 @@ impl Store {
                 .map(|(k, v)| (k.clone(), v.value().to_owned()))
                 .collect(),
             sources: spec.sources.iter().map(|s| s.describe()).collect(),
+            network: spec.network.clone(),
         };
         write_meta(dir, &meta)?;
         Ok(meta)
@@ -285,7 +314,7 @@ impl Store {
             let name = entry.file_name().to_string_lossy().into_owned();
             if valid_id(&name) {
                 if let Ok(meta) = read_meta(&entry.path()) {
-                    out.push(meta);
+                    out.push(meta.redacted());
                 }
             }
         }
@@ -300,7 +329,7 @@ impl Store {
         let Usage { files, bytes } = RootDir::open(&dir.join(TREE_DIR))?.usage()?;
         meta.file_count = files;
         meta.size_bytes = bytes;
-        Ok(meta)
+        Ok(meta.redacted())
     }
 
     /// Removes `id` and everything in it.
@@ -313,7 +342,9 @@ impl Store {
     }
 
     /// Opens `id` for tool calls, refusing when the kernel lacks a sandbox feature (unless
-    /// isolation is explicitly off).
+    /// isolation is explicitly off). When its policy allows egress, the environment's network
+    /// namespace and proxy are created on the first sandbox launch (inside a tokio runtime) and
+    /// dropped with the returned [`Environment`].
     pub fn open_env(&self, id: &str) -> Result<Environment> {
         if self.options.isolation == Isolation::Full {
             if let Some(feature) = features::missing().into_iter().next() {
@@ -322,6 +353,20 @@ impl Store {
         }
         let dir = self.dir(id)?;
         let meta = read_meta(&dir)?;
+        let policy = NetworkPolicy::from_json(meta.network.as_ref())?;
+        let network = Arc::new(
+            EnvNetwork::new(
+                id,
+                &dir,
+                policy,
+                &self.egress,
+                self.options.isolation == Isolation::Full,
+            )
+            .map_err(|source| EnvError::Network {
+                env_id: id.to_owned(),
+                source,
+            })?,
+        );
         let tree = RootDir::open(&dir.join(TREE_DIR))?;
         let frozen = if meta.frozen_hooks {
             Some(RootDir::open(&dir.join(FROZEN_DIR))?)
@@ -349,11 +394,16 @@ impl Store {
             cgroups,
             netns: None,
         };
-        let runner = SandboxRunner::new(self.options.clone(), layout)?;
-        let engine = HookEngine::new(Arc::new(runner.clone()), self.http.clone());
+        let runner =
+            SandboxRunner::new(self.options.clone(), layout)?.with_network(network.clone());
+        // http hooks leave through the same egress as sandbox traffic: same allowlist, same
+        // always-on blocks, same injected headers. A refusal fails open with the rule traced.
+        let http = Arc::new(EgressPoster::new(network.egress().clone()));
+        let engine = HookEngine::new(Arc::new(runner.clone()), http);
         Ok(Environment {
             dir,
-            meta,
+            meta: meta.redacted(),
+            network,
             tree,
             frozen,
             runner,
@@ -421,6 +471,8 @@ pub struct Environment {
     runner: SandboxRunner,
     engine: HookEngine,
     hooks: HooksCache,
+    /// Egress for hooks and sandboxes; its namespace and proxy go when the environment does.
+    network: Arc<EnvNetwork>,
 }
 
 impl Environment {
@@ -428,8 +480,14 @@ impl Environment {
         &self.meta.id
     }
 
+    /// The metadata as at open, with `transform` values redacted.
     pub fn meta(&self) -> &EnvironmentMeta {
         &self.meta
+    }
+
+    /// The environment's network (its egress, and the sandbox namespace once created).
+    pub fn network(&self) -> &EnvNetwork {
+        &self.network
     }
 
     /// The runner for this environment's sandbox (also what command hooks use).

@@ -411,6 +411,25 @@ fn mountpoint_for(source: &Path, target: &Path) -> Result<bool> {
     }
 }
 
+/// Makes sure a regular file stands at `target` for a file bind: an existing one (possibly in a
+/// read-only bind, which a bind still covers) or a new one on the root tmpfs.
+fn file_mountpoint(target: &Path) -> Result<()> {
+    match std::fs::symlink_metadata(target) {
+        Ok(meta) if meta.is_file() => Ok(()),
+        Ok(_) => Err(LaunchError::Prepare {
+            path: target.display().to_string(),
+            source: std::io::Error::other("not a regular file"),
+        }),
+        Err(_) => {
+            if let Some(parent) = target.parent() {
+                std::fs::create_dir_all(parent).map_err(prepare_err(parent))?;
+            }
+            File::create(target).map_err(prepare_err(target))?;
+            Ok(())
+        }
+    }
+}
+
 fn build_root(spec: &LaunchSpec) -> Result<()> {
     let root = spec.mountpoint.as_path();
     nix::mount::mount(
@@ -470,10 +489,17 @@ fn build_root(spec: &LaunchSpec) -> Result<()> {
         ("group", "root:x:0:\nnogroup:x:65534:\n".to_owned()),
         ("hostname", format!("{}\n", spec.hostname)),
         ("hosts", format!("127.0.0.1 localhost {0}\n::1 localhost {0}\n", spec.hostname)),
+        // DNS must not be a channel out: nothing answers here, names are resolved by the proxy.
+        ("resolv.conf", crate::network::SANDBOX_RESOLV_CONF.to_owned()),
     ];
     for (name, content) in generated {
         let path = etc.join(name);
         std::fs::write(&path, content).map_err(prepare_err(&path))?;
+    }
+    for file in &spec.files {
+        let target = root.join(file.target.trim_start_matches('/'));
+        file_mountpoint(&target)?;
+        bind(&file.source, &target, false)?;
     }
 
     build_dev(root)?;

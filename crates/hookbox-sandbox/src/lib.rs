@@ -2,7 +2,8 @@
 //!
 //! Owns: the launcher that builds a sandbox from Linux primitives ([`launcher`]), the launch spec
 //! ([`spec`]), the seccomp deny list ([`seccomp`]), per-environment cgroups ([`cgroup`]), kernel
-//! feature detection ([`features`]), the [`runner::SandboxRunner`] that runs command hooks and
+//! feature detection ([`features`]), an environment's egress wiring ([`network`]), the
+//! [`runner::SandboxRunner`] that runs command hooks and
 //! `code_execution` inside an environment, the file tools ([`tools`]), environments on disk and
 //! their sources ([`environment`], [`source`]), and the tool-call lifecycle
 //! ([`environment::Environment::call_tool`]).
@@ -11,18 +12,60 @@
 //! paths in a tree with anything but `hookbox-rootfs`, or talk to the network on the sandbox's
 //! behalf (that is `hookbox-egress`).
 //!
+//! # Opening a store (the API the binary and the server use)
+//! ```ignore
+//! let egress = EgressOptions::new(credentials)          // Arc<dyn hookbox_egress::credentials::CredentialStore>
+//!     .with_operator(EgressOperator {                   // all optional; Default is the safe choice
+//!         allowed_cidrs: vec!["127.0.0.0/8".parse()?],  // DANGEROUS: re-admits blocked ranges
+//!         extra_ca_file: Some(pem_path),                // extra upstream roots
+//!         resolve_pins: vec!["api.example.com:443=127.0.0.1:8443".parse()?], // curl --connect-to
+//!     });
+//! let store = Store::open(&data_dir, SandboxOptions::new(launcher), egress)?;
+//! let env = store.open_env(id)?;      // keep it open as long as the environment is in use:
+//! env.call_tool(call).await;          // its netns and proxy task live exactly as long as it
+//! ```
+//! [`source::EnvironmentSpec::network`] takes the API's `network` JSON as is; [`Store::create`]
+//! rejects an invalid one (the error names the JSON path) before anything is created.
+//! [`environment::EnvironmentMeta`] values returned by the store have `transform` header values
+//! redacted.
+//!
 //! # Decisions
 //! - One sandbox per process tree (per tool call and per command hook), built by a re-executed
 //!   single-threaded launcher (`hookbox-sandbox-exec`, or `hookbox __sandbox-exec`); the spec
 //!   travels as JSON in a memfd on fd 3, failures come back as text on fd 4.
 //! - Namespaces: user (uid/gid 0 inside mapped to hookbox's own uid/gid), mount, PID, IPC, UTS,
-//!   and a fresh network namespace with only `lo` ([`spec::Network::Isolated`]) or an inherited one
-//!   joined with `setns` ([`spec::Network::Join`], for the egress proxy).
+//!   and a network namespace (see Network below).
+//! - Network ([`network`]): the environment's `network` is validated at creation and kept in its
+//!   metadata; absent means disabled. Disabled (or an empty allowlist): each process tree gets a
+//!   fresh namespace with only `lo` ([`spec::Network::Isolated`]) and no proxy variables.
+//!   Otherwise, on the first launch, the opened [`environment::Environment`] creates one
+//!   loopback-only namespace (`hookbox_egress::netns`) with the egress proxy listening on
+//!   `127.0.0.1:<port>` inside it (served by a task on the caller's tokio runtime, dialing from
+//!   the host's namespace), and every sandbox of the environment (tools and command hooks) joins
+//!   it ([`spec::Network::Join`]). The kernel, not the variables, keeps programs in: a direct
+//!   connect is refused at once, and `/etc/resolv.conf` names `127.0.0.1`, where nothing answers,
+//!   so DNS is not a way out (names are resolved by the proxy). Proxy and CA variables
+//!   (`hookbox_egress::env::sandbox_env`) are set last, over the environment's own variables.
+//!   The namespace, proxy task and CA bundle go when the `Environment` is dropped.
+//! - CA: per opened environment (key only in hookbox's memory). The bundle (host roots + that
+//!   CA) is written under the environment's directory (`.egress-*/`, outside the tree) and bound
+//!   read-only at [`network::SANDBOX_CA_BUNDLE`] and over each system bundle file present on the
+//!   host ([`network::SYSTEM_CA_BUNDLES`]).
+//! - http hooks always leave through `hookbox_egress::EgressPoster` with the environment's
+//!   `Egress` (same allowlist, always-on blocks and injection as the sandbox); with a disabled
+//!   policy every hook URL is refused, fails open, and the trace names the rule.
+//! - Secrets: credentials stay in the credential store; `transform` values are kept only in
+//!   `environment.json` (outside the tree) and redacted in every metadata the store returns.
+//! - Operator options ([`network::EgressOperator`]) apply to every environment of the store:
+//!   re-admitted CIDRs (dangerous), extra upstream roots, `HOST:PORT=IP:PORT` pins.
+//! - Environments with egress need hookbox to run as root (creating and joining the namespace
+//!   needs `CAP_SYS_ADMIN`); disabled ones do not. With `--insecure-no-isolation` no proxy is set
+//!   up and the policy does not confine programs (http hooks still go through egress).
 //! - Root: a tmpfs, read-only after setup, with the host's `/usr`, `/bin`, `/sbin`, `/lib*` bound
-//!   read-only, a curated read-only `/etc` (generated `passwd`, `group`, `hosts`, `hostname`),
-//!   a minimal `/dev`, a fresh `/proc`, and every top-level directory of the environment's tree
-//!   bound writable (`/workspace` is the cwd and `HOME`). Names the host provides (`usr`, `etc`,
-//!   ...) are refused as source targets.
+//!   read-only, a curated read-only `/etc` (generated `passwd`, `group`, `hosts`, `hostname`,
+//!   `resolv.conf`; `ssl/certs` but never `ssl/private`), a minimal `/dev`, a fresh `/proc`, and
+//!   every top-level directory of the environment's tree bound writable (`/workspace` is the cwd
+//!   and `HOME`). Names the host provides (`usr`, `etc`, ...) are refused as source targets.
 //! - Landlock: read/execute everywhere, writes only beneath the writable binds, `/dev/shm` and the
 //!   harmless devices; abstract unix sockets and signals scoped. Seccomp: a deny list returning
 //!   `EPERM` ([`seccomp::DENIED`], each entry with why), namespace flags of `clone`, `TIOCSTI`;
@@ -42,9 +85,13 @@ pub mod cgroup;
 pub mod environment;
 pub mod features;
 pub mod launcher;
+pub mod network;
 pub mod runner;
 pub mod seccomp;
 pub mod source;
 pub mod spec;
 pub mod tools;
 pub mod vars;
+
+pub use environment::Store;
+pub use network::{EgressOperator, EgressOptions};

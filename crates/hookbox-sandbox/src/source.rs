@@ -110,6 +110,10 @@ pub struct EnvironmentSpec {
     /// Snapshot hooks at creation; `/.agents` read-only inside the sandbox.
     #[serde(default)]
     pub freeze_hooks: bool,
+    /// The API's `network` (`"disabled"` or `{"allowlist": [...]}`), checked at creation with
+    /// `hookbox_egress::policy::NetworkPolicy::from_json`. Absent: disabled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<serde_json::Value>,
 }
 
 /// Why a source could not be materialised.

@@ -55,6 +55,16 @@ pub struct Bind {
     pub writable: bool,
 }
 
+/// A host file bound read-only at an absolute sandbox path (created on the root tmpfs if
+/// missing; an existing file, even in a read-only bind, is covered).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileBind {
+    /// Host path.
+    pub source: PathBuf,
+    /// Absolute sandbox path, under `/etc` (the egress CA bundle and its overlays).
+    pub target: String,
+}
+
 /// Resource limits applied to the sandbox's processes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Limits {
@@ -90,6 +100,9 @@ pub struct LaunchSpec {
     pub etc_entries: Vec<String>,
     /// The environment's directories, in order.
     pub binds: Vec<Bind>,
+    /// Files bound read-only after `/etc` is assembled.
+    #[serde(default)]
+    pub files: Vec<FileBind>,
     pub network: Network,
     pub limits: Limits,
     /// cgroup directories the launcher joins before anything else (pids and memory caps).

@@ -56,7 +56,20 @@ impl PageQuery {
     }
 }
 
-async fn with_usage(state: &AppState, mut env: Environment) -> Environment {
+/// The environment as shown to clients: `transform` header values of the network redacted (they
+/// often carry a token; the egress proxy reads them from the sandbox's metadata, not from here).
+fn shown(mut env: Environment) -> Environment {
+    if let Some(network) = env.network.take() {
+        env.network = serde_json::to_value(&network)
+            .ok()
+            .map(|v| hookbox_sandbox::network::redact_network(&v))
+            .and_then(|v| serde_json::from_value(v).ok());
+    }
+    env
+}
+
+async fn with_usage(state: &AppState, env: Environment) -> Environment {
+    let mut env = shown(env);
     if let Ok(usage) = state.inner.environments.usage(&env.id).await {
         env.file_count = Some(usage.file_count);
         env.size_bytes = Some(usage.size_bytes);
@@ -85,8 +98,15 @@ pub async fn create(State(state): State<AppState>, body: Bytes) -> ApiResult<Jso
             }
             let from = strip_resource_prefix(from, "environments");
             let parent = record(&state, from).await?;
-            let id = new_id("env");
-            state.inner.environments.fork(from, &id).await?;
+            let setup = EnvironmentSetup {
+                sources: Vec::new(),
+                network: req
+                    .network
+                    .clone()
+                    .or_else(|| parent.environment.network.clone()),
+                env: parent.env.clone(),
+            };
+            let id = state.inner.environments.fork(from, &setup).await?;
             let now = hookbox_store::time::now_rfc3339();
             let mut child = parent;
             child.environment.id.clone_from(&id);
@@ -132,7 +152,11 @@ pub async fn list(
 ) -> ApiResult<Json<ListEnvironmentsResponse>> {
     let page = state.inner.store.list_environments(&q.page()).await?;
     Ok(Json(ListEnvironmentsResponse {
-        environments: page.items.into_iter().map(|r| r.environment).collect(),
+        environments: page
+            .items
+            .into_iter()
+            .map(|r| shown(r.environment))
+            .collect(),
         next_page_token: page.next_page_token,
     }))
 }

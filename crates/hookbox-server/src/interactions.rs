@@ -215,8 +215,7 @@ pub(crate) async fn create_environment(
     state: &AppState,
     setup: EnvironmentSetup,
 ) -> ApiResult<String> {
-    let id = new_id("env");
-    state.inner.environments.create(&id, &setup).await?;
+    let id = state.inner.environments.create(&setup).await?;
     let now = hookbox_store::time::now_rfc3339();
     let record = EnvironmentRecord {
         environment: hookbox_protocol::api::Environment {

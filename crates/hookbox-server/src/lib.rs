@@ -5,13 +5,15 @@
 //!
 //! [`app`] builds the router from an [`AppState`] holding the seams: a [`Store`], a [`Model`], a
 //! [`ToolExecutor`] and an [`EnvironmentProvider`]. This crate owns HTTP only: it must not run
-//! tools itself, open databases or pick models; the binary wires those in.
+//! tools itself, open databases or pick models; the binary wires those in. [`sandbox`] is the
+//! small adapter that puts `hookbox-sandbox` behind the two seams (the lifecycle stays there).
 
 mod auth;
 mod environments;
 pub mod error;
 mod interactions;
 mod resources;
+pub mod sandbox;
 mod stream;
 
 use std::collections::HashMap;

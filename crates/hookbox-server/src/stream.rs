@@ -66,6 +66,7 @@ pub fn step_events(index: usize, step: &Step) -> Vec<StreamEvent> {
             result,
             is_error,
             signature,
+            hooks,
         } => {
             let text = match result {
                 Value::String(s) => s.clone(),
@@ -77,6 +78,7 @@ pub fn step_events(index: usize, step: &Step) -> Vec<StreamEvent> {
                     result: Value::String(String::new()),
                     is_error: *is_error,
                     signature: signature.clone(),
+                    hooks: hooks.clone(),
                 }),
                 StreamEvent::StepDelta {
                     index,

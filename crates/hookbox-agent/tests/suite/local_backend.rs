@@ -61,7 +61,7 @@ async fn escaping_sources_are_rejected_and_nothing_is_written() {
         ],
         ..Default::default()
     };
-    let err = b.create("env_x", &setup).await.unwrap_err();
+    let err = b.create_with_id("env_x", &setup).await.unwrap_err();
     assert!(
         matches!(&err, ProviderError::InvalidSource(m) if m.contains("sources[1]")),
         "{err}"
@@ -73,7 +73,7 @@ async fn escaping_sources_are_rejected_and_nothing_is_written() {
         ..Default::default()
     };
     assert!(matches!(
-        b.create("env_y", &bad).await,
+        b.create_with_id("env_y", &bad).await,
         Err(ProviderError::InvalidSource(_))
     ));
 }
@@ -81,29 +81,27 @@ async fn escaping_sources_are_rejected_and_nothing_is_written() {
 #[tokio::test]
 async fn fork_copies_and_write_respects_overwrite() {
     let (_dir, b) = backend(&[("workspace/a.txt", "A")]).await;
-    b.fork("env_t", "env_f").await.unwrap();
-    b.write_file("env_f", "/workspace/a.txt", b"B", true)
+    let forked = b.fork("env_t", &EnvironmentSetup::default()).await.unwrap();
+    let env_f = forked.as_str();
+    b.write_file(env_f, "/workspace/a.txt", b"B", true)
         .await
         .unwrap();
     assert_eq!(
         b.read_file("env_t", "/workspace/a.txt").await.unwrap(),
         b"A"
     );
-    assert_eq!(
-        b.read_file("env_f", "/workspace/a.txt").await.unwrap(),
-        b"B"
-    );
+    assert_eq!(b.read_file(env_f, "/workspace/a.txt").await.unwrap(), b"B");
     assert!(matches!(
-        b.write_file("env_f", "/workspace/a.txt", b"C", false).await,
+        b.write_file(env_f, "/workspace/a.txt", b"C", false).await,
         Err(ProviderError::FileExists(_))
     ));
     assert!(matches!(
-        b.read_file("env_f", "/nope").await,
+        b.read_file(env_f, "/nope").await,
         Err(ProviderError::FileNotFound(_))
     ));
-    b.delete("env_f").await.unwrap();
+    b.delete(env_f).await.unwrap();
     assert!(matches!(
-        b.read_file("env_f", "/workspace/a.txt").await,
+        b.read_file(env_f, "/workspace/a.txt").await,
         Err(ProviderError::EnvironmentNotFound(_))
     ));
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use hookbox_agent::Model;
 use hookbox_agent::agent_loop::{LoopConfig, LoopContext, LoopOutcome, run};
 use hookbox_agent::local::LocalBackend;
-use hookbox_agent::seams::{EnvironmentProvider, EnvironmentSetup, ToolExecutor};
+use hookbox_agent::seams::{EnvironmentSetup, ToolExecutor};
 use hookbox_protocol::ToolName;
 use hookbox_protocol::api::{Source, Step};
 use tokio::sync::{mpsc, watch};
@@ -28,7 +28,7 @@ pub async fn backend(files: &[(&str, &str)]) -> (tempfile::TempDir, Arc<LocalBac
             .collect(),
         ..EnvironmentSetup::default()
     };
-    backend.create("env_t", &setup).await.unwrap();
+    backend.create_with_id("env_t", &setup).await.unwrap();
     (dir, backend)
 }
 

@@ -90,8 +90,19 @@ impl Drop for TestStore {
 }
 
 pub fn store_with(data: &std::path::Path, options: SandboxOptions) -> TestStore {
-    let http = Arc::new(hookbox_hooks::http::DirectPoster::new().unwrap());
-    TestStore(hookbox_sandbox::environment::Store::open(data, options, http).unwrap())
+    store_with_egress(data, options, Default::default())
+}
+
+/// A store whose credentials live in `data` and whose operator options are `operator`.
+pub fn store_with_egress(
+    data: &std::path::Path,
+    options: SandboxOptions,
+    operator: hookbox_sandbox::network::EgressOperator,
+) -> TestStore {
+    let credentials =
+        Arc::new(hookbox_egress::credentials::FileCredentialStore::open(data).unwrap());
+    let egress = hookbox_sandbox::network::EgressOptions::new(credentials).with_operator(operator);
+    TestStore(hookbox_sandbox::environment::Store::open(data, options, egress).unwrap())
 }
 
 pub fn inline(target: &str, content: &str) -> hookbox_sandbox::source::Source {

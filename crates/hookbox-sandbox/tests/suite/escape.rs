@@ -540,3 +540,16 @@ fn assert_eof_soon(pipe: &mut std::process::ChildStdout) {
     pipe.read_to_end(&mut rest).unwrap();
     assert!(rest.is_empty(), "{}", text(&rest));
 }
+
+// Regression: `/etc/ssl` was bound whole, so the host's `ssl/private` keys were readable inside.
+#[tokio::test]
+async fn host_tls_private_keys_are_not_in_the_sandbox() {
+    let env = env();
+    let out = sh(
+        &env,
+        "ls /etc/ssl; test -e /etc/ssl/private; echo \"private=$?\"; test -d /etc/ssl/certs; echo \"certs=$?\"",
+    )
+    .await;
+    let stdout = text(&out.stdout);
+    assert!(stdout.ends_with("private=1\ncerts=0\n"), "{stdout}");
+}

@@ -2,4 +2,5 @@ mod common;
 mod escape;
 mod isolation;
 mod lifecycle;
+mod network;
 mod sources;

@@ -1,4 +1,6 @@
-//! `hookbox credential create|list|update|rm`: the named secrets the egress proxy injects.
+//! `hookbox credential create|list|update|rm`: the named secrets the egress proxy injects. They
+//! live in the data dir's SQLite store (encrypted), the same one `hookbox serve` and the API's
+//! `/credentials` use ([`crate::credentials`]), so CLI and API see the same credentials.
 //!
 //! A secret is read from standard input or `--value-file`, never from the command line (argv is
 //! visible to every user through /proc). Nothing this module prints contains a secret: create,
@@ -11,16 +13,17 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use hookbox_egress::credentials::{
-    CredentialMeta, CredentialSpec, CredentialStore, CredentialUpdate, FileCredentialStore,
-    InjectionLocation, Secret,
+    CredentialMeta, CredentialSpec, CredentialStore, CredentialUpdate, InjectionLocation, Secret,
 };
+
+use crate::credentials::StoreCredentials;
 
 /// Environment variable naming the data directory.
 pub const DATA_DIR_VAR: &str = "HOOKBOX_DATA_DIR";
 
 #[derive(Debug, Args)]
 pub struct CredentialArgs {
-    /// Data directory; credentials live in `<data-dir>/credentials/`.
+    /// Data directory; credentials live (encrypted) in its database, `<data-dir>/hookbox.db`.
     /// Default: `$HOOKBOX_DATA_DIR`, else `~/.local/share/hookbox`.
     #[arg(long, global = true)]
     pub data_dir: Option<PathBuf>,
@@ -117,7 +120,8 @@ pub fn run(args: CredentialArgs) -> anyhow::Result<ExitCode> {
         Some(d) => d,
         None => default_data_dir()?,
     };
-    let store = FileCredentialStore::open(&data_dir)?;
+    let store = StoreCredentials::open_in(&data_dir)
+        .with_context(|| format!("cannot open the credential store in {}", data_dir.display()))?;
     let out = execute(&store, args.command, &mut std::io::stdin().lock())?;
     print!("{out}");
     Ok(ExitCode::SUCCESS)
@@ -273,7 +277,7 @@ mod tests {
     #[test]
     fn create_list_update_rm_without_printing_secrets() {
         let dir = tempfile::tempdir().unwrap();
-        let store = FileCredentialStore::open(dir.path()).unwrap();
+        let store = StoreCredentials::open_in(dir.path()).unwrap();
         let out = run_args(&store, &["create", "telemetry"], "tok-SECRET-1\n").unwrap();
         assert!(out.contains("\"id\":\"telemetry\""), "{out}");
         assert!(out.contains("\"type\":\"bearer_token\""), "{out}");
@@ -316,7 +320,7 @@ mod tests {
     #[test]
     fn secrets_are_never_taken_from_argv_and_never_empty() {
         let dir = tempfile::tempdir().unwrap();
-        let store = FileCredentialStore::open(dir.path()).unwrap();
+        let store = StoreCredentials::open_in(dir.path()).unwrap();
         assert!(run_args(&store, &["create", "x", "--value", "s"], "").is_err());
         assert!(run_args(&store, &["create", "x"], "\n").is_err());
         run_args(

@@ -7,7 +7,10 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use base64::Engine;
 use clap::{Args, Subcommand};
+use hookbox_egress::ResolvePin;
+use hookbox_egress::ssrf::Cidr;
 use hookbox_sandbox::environment::{Store, default_data_dir};
+use hookbox_sandbox::network::{EgressOperator, EgressOptions};
 use hookbox_sandbox::runner::{Launcher, SandboxOptions};
 use hookbox_sandbox::source::{Encoding, EnvValue, EnvironmentSpec, Source};
 use hookbox_sandbox::spec::Isolation;
@@ -27,15 +30,50 @@ pub struct StoreArgs {
     pub insecure_no_isolation: bool,
 }
 
+/// The operator's egress options (`hookbox tool`; `hookbox serve` has the same flags).
+#[derive(Debug, Default, Args)]
+pub struct EgressArgs {
+    /// DANGEROUS: let every environment reach this normally blocked range (loopback, private,
+    /// link-local, cloud metadata, ...) when its allowlist allows the host. Repeatable.
+    #[arg(long = "egress-allow-cidr", value_name = "CIDR")]
+    pub allow_cidrs: Vec<Cidr>,
+    /// Connect to IP:PORT whenever HOST:PORT is asked for (like curl --connect-to); TLS still
+    /// verifies HOST and the address is still checked. Repeatable.
+    #[arg(long = "egress-resolve", value_name = "HOST:PORT=IP:PORT")]
+    pub resolve: Vec<ResolvePin>,
+    /// A PEM file of extra root certificates trusted for upstream TLS.
+    #[arg(long = "egress-extra-ca", value_name = "FILE")]
+    pub extra_ca: Option<PathBuf>,
+}
+
+impl EgressArgs {
+    pub fn operator(&self) -> EgressOperator {
+        if !self.allow_cidrs.is_empty() {
+            let cidrs: Vec<String> = self.allow_cidrs.iter().map(|c| c.to_string()).collect();
+            tracing::warn!(
+                ?cidrs,
+                "--egress-allow-cidr re-admits blocked ranges for every environment"
+            );
+        }
+        EgressOperator {
+            allowed_cidrs: self.allow_cidrs.clone(),
+            extra_ca_file: self.extra_ca.clone(),
+            resolve_pins: self.resolve.clone(),
+        }
+    }
+}
+
 impl StoreArgs {
     pub fn open(&self) -> anyhow::Result<Store> {
-        self.open_with_timeout(None)
+        self.open_with(None, EgressOperator::default())
     }
 
-    /// Opens the store; `tool_timeout` overrides code_execution's wall-clock limit.
-    pub fn open_with_timeout(
+    /// Opens the store; `tool_timeout` overrides code_execution's wall-clock limit, `operator`
+    /// sets the egress operator options.
+    pub fn open_with(
         &self,
         tool_timeout: Option<std::time::Duration>,
+        operator: EgressOperator,
     ) -> anyhow::Result<Store> {
         let data_dir = match &self.data_dir {
             Some(dir) => dir.clone(),
@@ -53,8 +91,12 @@ impl StoreArgs {
             );
             options.isolation = Isolation::InsecureNone;
         }
-        let http = Arc::new(hookbox_hooks::http::DirectPoster::new()?);
-        Ok(Store::open(&data_dir, options, http)?)
+        let credentials = hookbox_egress::credentials::FileCredentialStore::open(&data_dir)
+            .with_context(|| {
+                format!("cannot open the credential store in {}", data_dir.display())
+            })?;
+        let egress = EgressOptions::new(Arc::new(credentials)).with_operator(operator);
+        Ok(Store::open(&data_dir, options, egress)?)
     }
 }
 
@@ -93,7 +135,12 @@ pub struct CreateArgs {
     /// Snapshot hooks now; `/.agents` is read-only inside the sandbox.
     #[arg(long)]
     pub freeze_hooks: bool,
-    /// A JSON file with the whole spec (`sources`, `env`, `freeze_hooks`); flags add to it.
+    /// The network policy: `"disabled"` (the default) or `{"allowlist": [...]}`, as JSON or
+    /// `@FILE`. Replaces the spec file's `network`.
+    #[arg(long, value_name = "JSON|@FILE")]
+    pub network: Option<String>,
+    /// A JSON file with the whole spec (`sources`, `env`, `freeze_hooks`, `network`); flags add
+    /// to it.
     #[arg(long, value_name = "FILE")]
     pub spec: Option<PathBuf>,
     #[command(flatten)]
@@ -141,6 +188,16 @@ fn parse_repo(raw: &str) -> anyhow::Result<Source> {
     })
 }
 
+fn parse_network(raw: &str) -> anyhow::Result<serde_json::Value> {
+    let text = match raw.strip_prefix('@') {
+        Some(path) => {
+            std::fs::read_to_string(path).with_context(|| format!("reading --network {path}"))?
+        }
+        None => raw.to_owned(),
+    };
+    serde_json::from_str(&text).context("--network is not valid JSON")
+}
+
 fn create(args: CreateArgs) -> anyhow::Result<ExitCode> {
     let mut spec = match &args.spec {
         Some(path) => {
@@ -165,6 +222,9 @@ fn create(args: CreateArgs) -> anyhow::Result<ExitCode> {
             .insert(name.to_owned(), EnvValue::Plain(value.to_owned()));
     }
     spec.freeze_hooks |= args.freeze_hooks;
+    if let Some(raw) = &args.network {
+        spec.network = Some(parse_network(raw)?);
+    }
     let store = args.store.open()?;
     let meta = store.create(&spec, &mut |line| eprintln!("{line}"), true)?;
     println!("{}", meta.id);

@@ -11,15 +11,15 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
+use hookbox_egress::credentials::FileCredentialStore;
+use hookbox_egress::policy::NetworkPolicy;
+use hookbox_egress::{Egress, EgressConfig, EgressPoster};
 use hookbox_hooks::config::{Group, HandlerKind, HooksConfig};
 use hookbox_hooks::diagnostic::{Diagnostic, Severity};
 use hookbox_hooks::engine::{Decision, Dispatch, Outcome};
 use hookbox_hooks::runner::CommandRunner;
 use hookbox_hooks::{HookEngine, Loaded};
 use hookbox_protocol::{HookEvent, ToolCall, ToolName};
-use hookbox_egress::credentials::FileCredentialStore;
-use hookbox_egress::policy::NetworkPolicy;
-use hookbox_egress::{Egress, EgressConfig, EgressPoster};
 use hookbox_rootfs::RootDir;
 use hookbox_sandbox::runner::{Launcher, SandboxLayout, SandboxOptions, SandboxRunner};
 use hookbox_sandbox::spec::Isolation;

@@ -1,8 +1,9 @@
 //! `hookbox serve`: the Interactions API server that the unmodified `google-genai` SDK talks to
 //! when its base URL points here. Wires the store (SQLite in the data dir), the model backend and
-//! the environment seams into `hookbox-server`, recovers interactions a previous process left
-//! running, prints where it listens and how to point the SDK at it, then serves until Ctrl-C or
-//! SIGTERM. It must not implement API behaviour itself.
+//! the real sandbox (environments, hooks, egress with credentials from the same SQLite store) into
+//! `hookbox-server`, recovers interactions a previous process left running, prints where it
+//! listens and how to point the SDK at it, then serves until Ctrl-C or SIGTERM. It must not
+//! implement API behaviour itself.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -12,12 +13,23 @@ use std::sync::Arc;
 use anyhow::Context;
 use hookbox_agent::env_vars as agent_vars;
 use hookbox_agent::gemini::GeminiModel;
-use hookbox_agent::local::LocalBackend;
 use hookbox_agent::offline::OfflineModel;
 use hookbox_agent::openai::OpenAiModel;
 use hookbox_agent::{LoopConfig, Model};
+use hookbox_egress::ResolvePin;
+use hookbox_egress::ssrf::Cidr;
+use hookbox_sandbox::environment::Store as EnvStore;
+use hookbox_sandbox::network::{EgressOperator, EgressOptions};
+use hookbox_sandbox::runner::{Launcher, SandboxOptions};
+use hookbox_sandbox::spec::Isolation;
+use hookbox_server::sandbox::SandboxBackend;
 use hookbox_server::{AppState, Services};
-use hookbox_store::{SqliteOptions, SqliteStore, Synchronous};
+use hookbox_store::{SqliteOptions, SqliteStore, Store, Synchronous};
+
+use crate::credentials::StoreCredentials;
+
+/// Printed at start and logged on every tool call when isolation is off.
+const NO_ISOLATION_WARNING: &str = "WARNING: --insecure-no-isolation: tools and hooks run directly on this machine, with NO sandbox";
 
 /// Default listen address. The SDK has no default local port; 8080 is what the docs use.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
@@ -47,6 +59,22 @@ pub struct ServeArgs {
     /// which survives a crash or SIGKILL of hookbox.
     #[arg(long)]
     pub sync_full: bool,
+    /// DANGEROUS, operator-only: let every environment's egress dial this blocked range anyway
+    /// (loopback, private, link-local ...), e.g. 127.0.0.0/8 for a local test receiver.
+    /// Repeatable.
+    #[arg(long = "egress-allow-cidr", value_name = "CIDR")]
+    pub egress_allow_cidrs: Vec<Cidr>,
+    /// Pin a name for egress, like curl's --connect-to: HOST:PORT=IP:PORT. The pinned address is
+    /// still checked against the blocked ranges. Repeatable.
+    #[arg(long = "egress-resolve", value_name = "HOST:PORT=IP:PORT")]
+    pub egress_resolve: Vec<ResolvePin>,
+    /// A PEM file of extra root certificates the egress proxy trusts for upstream TLS.
+    #[arg(long = "egress-extra-ca", value_name = "FILE")]
+    pub egress_extra_ca: Option<PathBuf>,
+    /// Run tools and hooks WITHOUT any isolation, directly on this machine. Only for kernels that
+    /// lack a sandbox feature; a warning is printed at start and logged on every tool call.
+    #[arg(long)]
+    pub insecure_no_isolation: bool,
 }
 
 /// Model backends.
@@ -132,23 +160,41 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             Synchronous::Normal
         },
     };
-    let store = SqliteStore::open_in(&data_dir, &options)
-        .with_context(|| format!("cannot open the store in {}", data_dir.display()))?;
-    let (model, model_label) = model(args.model)?;
-    // Until the sandbox is wired in, environments are plain directories and tools run on the
-    // host without isolation or hooks.
-    let envs_dir = data_dir.join("local-environments");
-    std::fs::create_dir_all(&envs_dir)
-        .with_context(|| format!("cannot create {}", envs_dir.display()))?;
-    let local = Arc::new(LocalBackend::new(envs_dir));
-    tracing::warn!(
-        "environments use the unisolated local backend: tools run on this host without a sandbox or hooks"
+    let store: Arc<dyn Store> = Arc::new(
+        SqliteStore::open_in(&data_dir, &options)
+            .with_context(|| format!("cannot open the store in {}", data_dir.display()))?,
     );
+    let (model, model_label) = model(args.model)?;
+    let launcher = Launcher::from_env_or_current_exe(super::env::SANDBOX_EXEC_SUBCOMMAND)
+        .context("locating the sandbox launcher")?;
+    let mut sandbox = SandboxOptions::new(launcher);
+    if args.insecure_no_isolation {
+        eprintln!("{NO_ISOLATION_WARNING}");
+        sandbox.isolation = Isolation::InsecureNone;
+    }
+    if !args.egress_allow_cidrs.is_empty() {
+        let cidrs: Vec<String> = args
+            .egress_allow_cidrs
+            .iter()
+            .map(|c| c.to_string())
+            .collect();
+        tracing::warn!(cidrs = ?cidrs, "--egress-allow-cidr re-admits blocked ranges for every environment");
+    }
+    let egress = EgressOptions::new(Arc::new(StoreCredentials::new(store.clone()))).with_operator(
+        EgressOperator {
+            allowed_cidrs: args.egress_allow_cidrs,
+            extra_ca_file: args.egress_extra_ca,
+            resolve_pins: args.egress_resolve,
+        },
+    );
+    let environments = EnvStore::open(&data_dir, sandbox, egress)
+        .with_context(|| format!("cannot open the environments in {}", data_dir.display()))?;
+    let backend = Arc::new(SandboxBackend::new(environments));
     let state = AppState::new(Services {
-        store: Arc::new(store),
+        store,
         model,
-        executor: local.clone(),
-        environments: local,
+        executor: backend.clone(),
+        environments: backend,
         api_keys: api_keys.clone(),
         loop_config: LoopConfig {
             max_model_turns: args.max_turns,
@@ -164,6 +210,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         "{}",
         banner(addr, &data_dir, &model_label, !api_keys.is_empty())
     );
+    if args.insecure_no_isolation {
+        println!("\n{NO_ISOLATION_WARNING}");
+    }
     hookbox_server::serve(listener, state, shutdown_signal()).await?;
     Ok(ExitCode::SUCCESS)
 }

@@ -9,7 +9,7 @@ use clap::Args;
 use hookbox_protocol::{ToolCall, ToolName};
 use hookbox_sandbox::environment::ToolResult;
 
-use super::env::StoreArgs;
+use super::env::{EgressArgs, StoreArgs};
 
 #[derive(Debug, Args)]
 pub struct ToolArgs {
@@ -25,15 +25,18 @@ pub struct ToolArgs {
     pub timeout: u64,
     #[command(flatten)]
     pub store: StoreArgs,
+    #[command(flatten)]
+    pub egress: EgressArgs,
 }
 
 /// Exit status: 0 when the tool ran, 1 when it failed, 2 when a pre hook denied it.
 pub fn run(args: ToolArgs) -> anyhow::Result<ExitCode> {
     let call_args: serde_json::Value =
         serde_json::from_str(&args.args).context("--args must be a JSON object")?;
-    let store = args
-        .store
-        .open_with_timeout(Some(Duration::from_secs(args.timeout)))?;
+    let store = args.store.open_with(
+        Some(Duration::from_secs(args.timeout)),
+        args.egress.operator(),
+    )?;
     let env = store.open_env(&args.env_id)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

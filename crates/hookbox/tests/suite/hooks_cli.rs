@@ -248,7 +248,10 @@ fn http_hooks_go_through_egress_so_loopback_is_refused_and_fails_open() {
     std::fs::create_dir_all(root.path().join(".agents")).unwrap();
     // A real listener, so that a direct POST would succeed and deny.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://127.0.0.1:{}/gate", listener.local_addr().unwrap().port());
+    let url = format!(
+        "http://127.0.0.1:{}/gate",
+        listener.local_addr().unwrap().port()
+    );
     std::fs::write(
         root.path().join(".agents/hooks.json"),
         serde_json::json!({"remote-gate": {"pre_tool_execution": [

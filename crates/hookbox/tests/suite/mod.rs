@@ -1,3 +1,4 @@
+mod env_cli;
 mod hooks_cli;
 mod serve_cli;
 mod support;

@@ -1,0 +1,568 @@
+//! The adapter between the agent seams ([`ToolExecutor`], [`EnvironmentProvider`]) and
+//! `hookbox-sandbox`: API sources become sandbox sources, a tool call goes to
+//! [`Environment::call_tool`] (where hooks → tool → hooks happen) and its outcome becomes a
+//! [`ToolExecution`] with the hook trace, files go through the environment's confined tree.
+//!
+//! Opened environments are cached per id for the life of the server (they own per-environment
+//! state such as egress proxies). This module translates only: it must not run hooks, resolve
+//! paths itself or re-implement any part of the tool-call lifecycle.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use hookbox_agent::seams::{
+    EnvironmentProvider, EnvironmentSetup, EnvironmentUsage, ProviderError, ToolExecution,
+    ToolExecutor,
+};
+use hookbox_protocol::ToolCall;
+use hookbox_protocol::api::{EnvironmentFile, FileType, Source as ApiSource};
+use hookbox_rootfs::{EntryKind, RootDir, RootFsError};
+use hookbox_sandbox::environment::{EnvError, Environment, Store, ToolResult};
+use hookbox_sandbox::source::{self, Encoding, EnvValue, EnvironmentSpec, GcsFromEnv, Source};
+use serde_json::{Value, json};
+use tokio::sync::Mutex;
+
+/// Largest file served by a download.
+pub const MAX_DOWNLOAD_BYTES: u64 = 1024 * 1024 * 1024;
+
+/// Real sandboxes and hooks behind the agent seams.
+#[derive(Debug)]
+pub struct SandboxBackend {
+    store: Store,
+    open: Mutex<HashMap<String, Arc<Environment>>>,
+}
+
+impl SandboxBackend {
+    pub fn new(store: Store) -> Self {
+        SandboxBackend {
+            store,
+            open: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The cached environment `id`, opened on first use. Opens are serialised so that one
+    /// environment is never opened twice.
+    async fn env(&self, id: &str) -> Result<Arc<Environment>, ProviderError> {
+        let mut open = self.open.lock().await;
+        if let Some(env) = open.get(id) {
+            return Ok(env.clone());
+        }
+        let store = self.store.clone();
+        let owned = id.to_owned();
+        let env = blocking(move || store.open_env(&owned)).await?;
+        let env = Arc::new(env);
+        open.insert(id.to_owned(), env.clone());
+        Ok(env)
+    }
+
+    /// Runs `f` on the environment's tree on the blocking pool.
+    async fn on_tree<T: Send + 'static>(
+        &self,
+        id: &str,
+        f: impl FnOnce(&RootDir) -> Result<T, ProviderError> + Send + 'static,
+    ) -> Result<T, ProviderError> {
+        let env = self.env(id).await?;
+        tokio::task::spawn_blocking(move || f(env.tree()))
+            .await
+            .map_err(|e| ProviderError::Internal(e.to_string()))?
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, EnvError> + Send + 'static,
+) -> Result<T, ProviderError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ProviderError::Internal(e.to_string()))?
+        .map_err(env_error)
+}
+
+fn env_error(err: EnvError) -> ProviderError {
+    match err {
+        EnvError::NotFound(id) | EnvError::BadId(id) => ProviderError::EnvironmentNotFound(id),
+        EnvError::Source(e) => ProviderError::InvalidSource(e.to_string()),
+        EnvError::Policy(e) => ProviderError::InvalidSource(format!("network: {e}")),
+        EnvError::Fs(e) => fs_error(e),
+        other => ProviderError::Internal(other.to_string()),
+    }
+}
+
+fn fs_error(err: RootFsError) -> ProviderError {
+    match err {
+        RootFsError::NotFound { path } => ProviderError::FileNotFound(path),
+        RootFsError::NotAFile { path } | RootFsError::IsADirectory { path } => {
+            ProviderError::InvalidPath(format!("`{path}` is not a regular file"))
+        }
+        RootFsError::NotADirectory { path } => {
+            ProviderError::InvalidPath(format!("`{path}`: a parent is not a directory"))
+        }
+        RootFsError::InvalidPath { path, reason } => {
+            ProviderError::InvalidPath(format!("`{path}`: {reason}"))
+        }
+        RootFsError::TooLarge { path, limit } => {
+            ProviderError::InvalidPath(format!("`{path}` is larger than {limit} bytes"))
+        }
+        other => ProviderError::Internal(other.to_string()),
+    }
+}
+
+/// API sources (spec §5.2: `type` case-insensitive, default `inline`; relative targets resolve
+/// against `/`) as sandbox sources.
+pub fn sandbox_sources(sources: &[ApiSource]) -> Result<Vec<Source>, ProviderError> {
+    sources
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let bad = |m: String| ProviderError::InvalidSource(format!("sources[{i}]: {m}"));
+            let kind = s.kind.as_deref().unwrap_or("inline").to_ascii_lowercase();
+            let target = s.target.clone().filter(|t| !t.trim().is_empty());
+            match kind.as_str() {
+                "inline" => {
+                    let target = target.ok_or_else(|| bad("`target` is required".into()))?;
+                    let encoding = match s.encoding.as_deref().map(str::to_ascii_lowercase) {
+                        None => Encoding::Utf8,
+                        Some(e) if e.is_empty() || e == "utf-8" || e == "utf8" => Encoding::Utf8,
+                        Some(e) if e == "base64" => Encoding::Base64,
+                        Some(e) => {
+                            return Err(bad(format!("unknown encoding `{e}` (expected base64)")));
+                        }
+                    };
+                    Ok(Source::Inline {
+                        target,
+                        content: s.content.clone().unwrap_or_default(),
+                        encoding,
+                    })
+                }
+                "repository" => {
+                    let url =
+                        s.source.clone().filter(|u| !u.is_empty()).ok_or_else(|| {
+                            bad("`source` (the repository URL) is required".into())
+                        })?;
+                    Ok(Source::Repository {
+                        url,
+                        target: target.unwrap_or_else(|| "/workspace".into()),
+                        reference: None,
+                    })
+                }
+                "gcs" => {
+                    let url = s.source.as_deref().unwrap_or_default();
+                    let rest = url.strip_prefix("gs://").ok_or_else(|| {
+                        bad(format!("`source` must be gs://BUCKET/PREFIX, got `{url}`"))
+                    })?;
+                    let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+                    if bucket.is_empty() {
+                        return Err(bad("`source` names no bucket".into()));
+                    }
+                    Ok(Source::Gcs {
+                        bucket: bucket.to_owned(),
+                        prefix: prefix.to_owned(),
+                        target: target.unwrap_or_else(|| "/workspace".into()),
+                    })
+                }
+                other => Err(bad(format!(
+                    "type `{other}` is not supported (inline, repository or gcs)"
+                ))),
+            }
+        })
+        .collect()
+}
+
+/// The embedded environment's `env` map as sandbox variables.
+fn sandbox_env(
+    env: Option<&serde_json::Map<String, Value>>,
+) -> Result<std::collections::BTreeMap<String, EnvValue>, ProviderError> {
+    let mut out = std::collections::BTreeMap::new();
+    for (name, value) in env.into_iter().flatten() {
+        let plain = match value {
+            Value::String(s) => s.clone(),
+            Value::Object(o) if o.get("credential").is_some() => {
+                return Err(ProviderError::InvalidSource(format!(
+                    "env.{name}: credential references in `env` are not supported yet; use a network allowlist `credential` instead"
+                )));
+            }
+            Value::Object(o) => match o.get("value") {
+                Some(Value::String(s)) => s.clone(),
+                _ => {
+                    return Err(ProviderError::InvalidSource(format!(
+                        "env.{name}: expected a string or {{\"value\": \"…\"}}"
+                    )));
+                }
+            },
+            _ => {
+                return Err(ProviderError::InvalidSource(format!(
+                    "env.{name}: expected a string or {{\"value\": \"…\"}}"
+                )));
+            }
+        };
+        out.insert(name.clone(), EnvValue::Plain(plain));
+    }
+    Ok(out)
+}
+
+fn spec(setup: &EnvironmentSetup) -> Result<EnvironmentSpec, ProviderError> {
+    let network = setup
+        .network
+        .as_ref()
+        .map(serde_json::to_value)
+        .transpose()
+        .map_err(|e| ProviderError::InvalidSource(format!("network: {e}")))?;
+    Ok(EnvironmentSpec {
+        sources: sandbox_sources(&setup.sources)?,
+        env: sandbox_env(setup.env.as_ref())?,
+        freeze_hooks: false,
+        network,
+    })
+}
+
+/// What the model sees of a sandbox result. `code_execution` becomes text (stdout, stderr, a
+/// note on a non-zero exit or a kill), and an error when it did not exit 0.
+fn tool_output(tool: hookbox_protocol::ToolName, output: Value) -> (Value, bool) {
+    if tool != hookbox_protocol::ToolName::CodeExecution {
+        return (output, false);
+    }
+    let text = |k: &str| output.get(k).and_then(Value::as_str).unwrap_or_default();
+    let mut out = format!("{}{}", text("stdout"), text("stderr"));
+    let failed = match output.get("exit_code").and_then(Value::as_i64) {
+        Some(0) => false,
+        Some(code) => {
+            out.push_str(&format!("(exit status {code})"));
+            true
+        }
+        None => {
+            out.push_str(&format!("({})", text("termination")));
+            true
+        }
+    };
+    if output.get("truncated").and_then(Value::as_bool) == Some(true) {
+        out.push_str("\n(output truncated)");
+    }
+    (Value::String(out), failed)
+}
+
+fn entry(path: &str, kind: EntryKind, size: u64) -> EnvironmentFile {
+    let name = path.rsplit('/').next().unwrap_or_default();
+    EnvironmentFile {
+        name: (!name.is_empty()).then(|| name.to_owned()),
+        path: Some(path.to_owned()),
+        kind: Some(match kind {
+            EntryKind::Dir => FileType::Directory,
+            EntryKind::File | EntryKind::Symlink | EntryKind::Other => FileType::File,
+        }),
+        size_bytes: (kind == EntryKind::File).then_some(size),
+        mime_type: None,
+        created: None,
+        modified: None,
+    }
+}
+
+fn join(dir: &str, name: &str) -> String {
+    format!("{}/{name}", dir.trim_end_matches('/'))
+}
+
+/// A file path for upload: absolute, normalised, not the root, not a host-provided directory.
+fn upload_path(path: &str) -> Result<String, ProviderError> {
+    source::normalise_target(path).map_err(|e| ProviderError::InvalidPath(e.to_string()))
+}
+
+#[async_trait]
+impl ToolExecutor for SandboxBackend {
+    async fn execute(&self, environment_id: &str, call: &ToolCall) -> ToolExecution {
+        let env = match self.env(environment_id).await {
+            Ok(env) => env,
+            Err(ProviderError::EnvironmentNotFound(id)) => {
+                return ToolExecution::error(format!("environment `{id}` not found"));
+            }
+            Err(err) => {
+                tracing::error!(environment_id, error = %err, "cannot open the environment's sandbox");
+                return ToolExecution::error(
+                    "the sandbox could not be opened; see the hookbox server log",
+                );
+            }
+        };
+        let outcome = env.call_tool(call.clone()).await;
+        let trace = json!({
+            "files": outcome.hooks.files,
+            "diagnostics": outcome.hooks.diagnostics,
+            "pre": outcome.pre,
+            "post": outcome.post,
+        });
+        tracing::info!(
+            environment_id,
+            tool = %call.name,
+            pre_handlers = outcome.pre.trace.len(),
+            post_handlers = outcome.post.as_ref().map_or(0, |p| p.trace.len()),
+            hooks = %trace,
+            "tool call finished"
+        );
+        let mut execution = match outcome.result {
+            ToolResult::Ok { output } => {
+                let (output, is_error) = tool_output(call.name, output);
+                ToolExecution {
+                    is_error,
+                    ..ToolExecution::ok(output)
+                }
+            }
+            ToolResult::Error { error } => ToolExecution::error(error),
+            ToolResult::Denied { reason } => ToolExecution::denied(reason),
+        };
+        execution.trace = trace;
+        execution
+    }
+}
+
+#[async_trait]
+impl EnvironmentProvider for SandboxBackend {
+    async fn create(&self, setup: &EnvironmentSetup) -> Result<String, ProviderError> {
+        let spec = spec(setup)?;
+        let store = self.store.clone();
+        let meta = blocking(move || store.create(&spec, &mut |_| {}, false)).await?;
+        Ok(meta.id)
+    }
+
+    async fn update(&self, id: &str, setup: &EnvironmentSetup) -> Result<(), ProviderError> {
+        if setup.network.is_some() || setup.env.is_some() {
+            return Err(ProviderError::InvalidSource(
+                "`network` and `env` of an existing environment cannot be changed; create a new environment (or fork this one) instead".into(),
+            ));
+        }
+        let sources = sandbox_sources(&setup.sources)?;
+        source::validate(&EnvironmentSpec {
+            sources: sources.clone(),
+            ..EnvironmentSpec::default()
+        })
+        .map_err(|e| ProviderError::InvalidSource(e.to_string()))?;
+        self.on_tree(id, move |tree| {
+            for s in &sources {
+                source::materialise(tree, s, &GcsFromEnv, false)
+                    .map_err(|e| ProviderError::InvalidSource(e.to_string()))?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn fork(&self, from: &str, setup: &EnvironmentSetup) -> Result<String, ProviderError> {
+        let parent = self.env(from).await?;
+        if parent.meta().frozen_hooks {
+            return Err(ProviderError::InvalidSource(
+                "forking an environment with frozen hooks is not supported yet".into(),
+            ));
+        }
+        // The parent's metadata shows `transform` values redacted, so network and env come from
+        // the caller's record.
+        let spec = EnvironmentSpec {
+            sources: Vec::new(),
+            ..spec(setup)?
+        };
+        let store = self.store.clone();
+        let child = blocking(move || store.create(&spec, &mut |_| {}, false)).await?;
+        let child_env = self.env(&child.id).await?;
+        // `cp -a` copies symlinks as symlinks and never follows them, so links planted in the
+        // parent cannot make the copy read or write outside the two trees.
+        let status = tokio::process::Command::new("cp")
+            .arg("-a")
+            .arg("--")
+            .arg(parent.tree().host_path().join("."))
+            .arg(child_env.tree().host_path())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .await;
+        match status {
+            Ok(out) if out.status.success() => Ok(child.id),
+            Ok(out) => {
+                let _ = self.delete(&child.id).await;
+                Err(ProviderError::Internal(format!(
+                    "cp -a failed: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                )))
+            }
+            Err(e) => {
+                let _ = self.delete(&child.id).await;
+                Err(ProviderError::Internal(format!("cannot run cp: {e}")))
+            }
+        }
+    }
+
+    async fn delete(&self, id: &str) -> Result<(), ProviderError> {
+        self.open.lock().await.remove(id);
+        let store = self.store.clone();
+        let id = id.to_owned();
+        blocking(move || store.remove(&id)).await
+    }
+
+    async fn list_files(
+        &self,
+        id: &str,
+        path: &str,
+        recursive: bool,
+    ) -> Result<Vec<EnvironmentFile>, ProviderError> {
+        let path = format!("/{}", path.trim_matches('/'));
+        self.on_tree(id, move |tree| {
+            if path != "/" {
+                let meta = tree.symlink_metadata(&path).map_err(fs_error)?;
+                if meta.kind != EntryKind::Dir {
+                    return Ok(vec![entry(&path, meta.kind, meta.size)]);
+                }
+            }
+            let mut out = Vec::new();
+            let mut pending = vec![path];
+            while let Some(dir) = pending.pop() {
+                for e in tree.list_dir(&dir).map_err(fs_error)? {
+                    let child = join(&dir, &e.name);
+                    if recursive && e.kind == EntryKind::Dir {
+                        pending.push(child.clone());
+                    }
+                    out.push(entry(&child, e.kind, e.size));
+                }
+            }
+            out.sort_by(|a, b| a.path.cmp(&b.path));
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn read_file(&self, id: &str, path: &str) -> Result<Vec<u8>, ProviderError> {
+        let path = path.to_owned();
+        self.on_tree(id, move |tree| {
+            tree.read_file(&path, MAX_DOWNLOAD_BYTES)
+                .map_err(|e| match e {
+                    RootFsError::NotAFile { path } | RootFsError::IsADirectory { path } => {
+                        ProviderError::FileNotFound(path)
+                    }
+                    other => fs_error(other),
+                })
+        })
+        .await
+    }
+
+    async fn write_file(
+        &self,
+        id: &str,
+        path: &str,
+        bytes: &[u8],
+        overwrite: bool,
+    ) -> Result<EnvironmentFile, ProviderError> {
+        let path = upload_path(path)?;
+        let bytes = bytes.to_vec();
+        self.on_tree(id, move |tree| {
+            match tree.symlink_metadata(&path) {
+                Ok(_) if !overwrite => return Err(ProviderError::FileExists(path)),
+                Ok(_) | Err(RootFsError::NotFound { .. }) => {}
+                Err(e) => return Err(fs_error(e)),
+            }
+            tree.write_file(&path, &bytes, true).map_err(fs_error)?;
+            let meta = tree.symlink_metadata(&path).map_err(fs_error)?;
+            Ok(entry(&path, meta.kind, meta.size))
+        })
+        .await
+    }
+
+    async fn usage(&self, id: &str) -> Result<EnvironmentUsage, ProviderError> {
+        self.on_tree(id, |tree| {
+            let usage = tree.usage().map_err(fs_error)?;
+            Ok(EnvironmentUsage {
+                file_count: usage.files,
+                size_bytes: usage.bytes,
+            })
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn src(kind: &str, target: Option<&str>, source: Option<&str>) -> ApiSource {
+        ApiSource {
+            kind: Some(kind.into()),
+            target: target.map(Into::into),
+            content: Some("aGk=".into()),
+            encoding: Some("BASE64".into()),
+            source: source.map(Into::into),
+            ..ApiSource::default()
+        }
+    }
+
+    #[test]
+    fn api_sources_map_to_sandbox_sources() {
+        let got = sandbox_sources(&[
+            src("INLINE", Some(".agents/hooks.json"), None),
+            src("repository", None, Some("https://example.com/r.git")),
+            src(
+                "gcs",
+                Some("/workspace/data"),
+                Some("gs://bucket/some/prefix"),
+            ),
+        ])
+        .unwrap();
+        assert_eq!(
+            got,
+            [
+                Source::Inline {
+                    target: ".agents/hooks.json".into(),
+                    content: "aGk=".into(),
+                    encoding: Encoding::Base64
+                },
+                Source::Repository {
+                    url: "https://example.com/r.git".into(),
+                    target: "/workspace".into(),
+                    reference: None
+                },
+                Source::Gcs {
+                    bucket: "bucket".into(),
+                    prefix: "some/prefix".into(),
+                    target: "/workspace/data".into()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn unsupported_sources_name_their_index() {
+        for (bad, needle) in [
+            (
+                src("skill_registry", Some("a"), None),
+                "sources[0]: type `skill_registry`",
+            ),
+            (src("inline", None, None), "`target` is required"),
+            (src("gcs", Some("a"), Some("s3://x")), "gs://BUCKET/PREFIX"),
+            (src("repository", Some("a"), None), "repository URL"),
+        ] {
+            let err = sandbox_sources(&[bad]).unwrap_err().to_string();
+            assert!(err.contains(needle), "{err}");
+        }
+        let mut odd = src("inline", Some("a"), None);
+        odd.encoding = Some("rot13".into());
+        assert!(sandbox_sources(&[odd]).is_err());
+    }
+
+    #[test]
+    fn code_execution_output_is_text_and_non_zero_exit_is_an_error() {
+        let code = hookbox_protocol::ToolName::CodeExecution;
+        let ok = json!({"stdout": "a\n", "stderr": "", "exit_code": 0, "termination": "exited 0", "truncated": false});
+        assert_eq!(tool_output(code, ok), (json!("a\n"), false));
+        let bad = json!({"stdout": "", "stderr": "no\n", "exit_code": 2, "termination": "exited 2", "truncated": false});
+        assert_eq!(tool_output(code, bad), (json!("no\n(exit status 2)"), true));
+        let file = json!({"path": "/w", "content": "x"});
+        assert_eq!(
+            tool_output(hookbox_protocol::ToolName::ViewFile, file.clone()),
+            (file, false)
+        );
+    }
+
+    #[test]
+    fn env_values_and_credential_references() {
+        let map: serde_json::Map<String, Value> =
+            serde_json::from_value(json!({"A": "1", "B": {"value": "2"}})).unwrap();
+        let env = sandbox_env(Some(&map)).unwrap();
+        assert_eq!(env["A"].value(), "1");
+        assert_eq!(env["B"].value(), "2");
+        let map: serde_json::Map<String, Value> =
+            serde_json::from_value(json!({"T": {"credential": "tok"}})).unwrap();
+        assert!(sandbox_env(Some(&map)).is_err());
+    }
+}

@@ -1,0 +1,341 @@
+//! The one source of truth for credentials: `hookbox_egress`'s [`CredentialStore`] over the SQLite
+//! [`hookbox_store::Store`] in the data dir, where the API's `/credentials` also writes. The CLI
+//! (`hookbox credential`) and the egress proxy of `hookbox serve` both go through it, so a
+//! credential created by either is the same credential.
+//!
+//! Secrets stay encrypted at rest and are decrypted only by [`CredentialStore::reveal`], which
+//! only the proxy calls at injection time. Nothing here logs or formats a secret.
+
+use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
+
+use hookbox_egress::credentials::{
+    CredentialError, CredentialMeta, CredentialSpec, CredentialStore, CredentialType,
+    CredentialUpdate, DEFAULT_HEADER_NAME, DEFAULT_PREFIX, Injection, InjectionLocation, Secret,
+    valid_id,
+};
+use hookbox_protocol::api::{self, CredentialConfig, InjectionLocations};
+use hookbox_store::{Page, SqliteOptions, SqliteStore, Store};
+
+/// [`CredentialStore`] backed by a [`Store`].
+#[derive(Debug, Clone)]
+pub struct StoreCredentials {
+    store: Arc<dyn Store>,
+}
+
+impl StoreCredentials {
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        StoreCredentials { store }
+    }
+
+    /// Opens the SQLite store of `data_dir` (what `hookbox serve` uses).
+    pub fn open_in(data_dir: &Path) -> anyhow::Result<Self> {
+        let store = SqliteStore::open_in(data_dir, &SqliteOptions::default())?;
+        Ok(Self::new(Arc::new(store)))
+    }
+
+    /// Runs a store future to completion from sync code, whether or not the caller is on a
+    /// tokio runtime (the proxy calls `reveal` from async tasks): on a scoped thread with its
+    /// own small runtime, so no runtime is ever blocked from inside.
+    fn block<T: Send>(&self, fut: impl Future<Output = T> + Send) -> Result<T, CredentialError> {
+        let unavailable =
+            |what: &str| CredentialError::Invalid(format!("credential store: {what}"));
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .map(|rt| rt.block_on(fut))
+                })
+                .join()
+        })
+        .map_err(|_| unavailable("worker thread panicked"))?
+        .map_err(|_| unavailable("cannot start a runtime"))
+    }
+}
+
+fn store_error(err: hookbox_store::Error) -> CredentialError {
+    match err {
+        hookbox_store::Error::AlreadyExists { id, .. } => CredentialError::Exists(id),
+        hookbox_store::Error::NotFound { id, .. } => CredentialError::NotFound(id),
+        // Store errors never carry secret values.
+        other => CredentialError::Invalid(other.to_string()),
+    }
+}
+
+fn meta(c: api::Credential) -> Result<CredentialMeta, CredentialError> {
+    Ok(CredentialMeta {
+        kind: match c.kind {
+            api::CredentialType::BearerToken => CredentialType::BearerToken,
+            api::CredentialType::EnvironmentVariable => CredentialType::EnvironmentVariable,
+            api::CredentialType::OAuth2 => {
+                return Err(CredentialError::Invalid(format!(
+                    "credential {:?} is an oauth2 credential, which hookbox cannot use yet",
+                    c.id
+                )));
+            }
+        },
+        status: match c.status {
+            api::CredentialStatus::Active => "active",
+            api::CredentialStatus::Revoked => "revoked",
+        },
+        id: c.id,
+        create_time: c.create_time,
+        update_time: c.update_time,
+    })
+}
+
+fn location(l: InjectionLocation) -> api::InjectionLocation {
+    match l {
+        InjectionLocation::Header => api::InjectionLocation::Header,
+        InjectionLocation::Query => api::InjectionLocation::Query,
+        InjectionLocation::Body => api::InjectionLocation::Body,
+    }
+}
+
+fn now() -> String {
+    hookbox_store::time::now_rfc3339()
+}
+
+impl CredentialStore for StoreCredentials {
+    fn create(&self, id: &str, spec: CredentialSpec) -> Result<CredentialMeta, CredentialError> {
+        if !valid_id(id) {
+            return Err(CredentialError::InvalidId(id.to_owned()));
+        }
+        let config = match spec {
+            CredentialSpec::BearerToken {
+                token,
+                header_name,
+                prefix,
+            } => CredentialConfig::BearerToken {
+                id: id.to_owned(),
+                token: api::Secret(token.expose().to_owned()),
+                header_name,
+                prefix,
+            },
+            CredentialSpec::EnvironmentVariable {
+                value,
+                injection_location,
+                trusted_domains,
+            } => CredentialConfig::EnvironmentVariable {
+                id: id.to_owned(),
+                value: api::Secret(value.expose().to_owned()),
+                injection_location: InjectionLocations::Many(
+                    injection_location.into_iter().map(location).collect(),
+                ),
+                trusted_domains: (!trusted_domains.is_empty()).then_some(trusted_domains),
+            },
+        };
+        let created = self
+            .block(self.store.create_credential(&config, &now()))?
+            .map_err(store_error)?;
+        meta(created)
+    }
+
+    fn list(&self) -> Result<Vec<CredentialMeta>, CredentialError> {
+        let mut out = Vec::new();
+        let mut page = Page {
+            size: Some(Page::MAX_SIZE),
+            token: None,
+        };
+        loop {
+            let got = self
+                .block(self.store.list_credentials(&page))?
+                .map_err(store_error)?;
+            for c in got.items {
+                // An oauth2 credential made through the API cannot be shown as egress metadata;
+                // it is skipped here rather than failing the whole listing.
+                if let Ok(m) = meta(c) {
+                    out.push(m);
+                }
+            }
+            match got.next_page_token {
+                Some(token) => page.token = Some(token),
+                None => return Ok(out),
+            }
+        }
+    }
+
+    fn get(&self, id: &str) -> Result<CredentialMeta, CredentialError> {
+        let got = self
+            .block(self.store.get_credential(id))?
+            .map_err(store_error)?;
+        meta(got.ok_or_else(|| CredentialError::NotFound(id.to_owned()))?)
+    }
+
+    fn update(
+        &self,
+        id: &str,
+        update: CredentialUpdate,
+    ) -> Result<CredentialMeta, CredentialError> {
+        let current = self.get(id)?;
+        let secret = update.secret.map(|s| api::Secret(s.expose().to_owned()));
+        let update = match current.kind {
+            CredentialType::BearerToken => api::CredentialUpdate::BearerToken {
+                token: secret,
+                header_name: update.header_name,
+                prefix: update.prefix,
+            },
+            CredentialType::EnvironmentVariable => {
+                if update.header_name.is_some() || update.prefix.is_some() {
+                    return Err(CredentialError::Invalid(
+                        "header name and prefix apply to bearer_token credentials".into(),
+                    ));
+                }
+                api::CredentialUpdate::EnvironmentVariable {
+                    value: secret,
+                    injection_location: None,
+                    trusted_domains: None,
+                }
+            }
+        };
+        let updated = self
+            .block(self.store.update_credential(id, &update, &now()))?
+            .map_err(store_error)?;
+        meta(updated)
+    }
+
+    fn remove(&self, id: &str) -> Result<(), CredentialError> {
+        if self
+            .block(self.store.delete_credential(id))?
+            .map_err(store_error)?
+        {
+            Ok(())
+        } else {
+            Err(CredentialError::NotFound(id.to_owned()))
+        }
+    }
+
+    fn reveal(&self, id: &str) -> Result<Injection, CredentialError> {
+        let config = self
+            .block(self.store.credential_secret(id))?
+            .map_err(store_error)?
+            .ok_or_else(|| CredentialError::NotFound(id.to_owned()))?;
+        match config {
+            CredentialConfig::BearerToken {
+                token,
+                header_name,
+                prefix,
+                ..
+            } => {
+                let prefix = prefix.unwrap_or_else(|| DEFAULT_PREFIX.to_owned());
+                let value = if prefix.is_empty() {
+                    token.0
+                } else {
+                    format!("{prefix} {}", token.0)
+                };
+                Ok(Injection::Header {
+                    name: header_name.unwrap_or_else(|| DEFAULT_HEADER_NAME.to_owned()),
+                    value: Secret::new(value),
+                })
+            }
+            CredentialConfig::EnvironmentVariable { .. } => {
+                Err(CredentialError::NotInjectable(id.to_owned()))
+            }
+            CredentialConfig::OAuth2 { .. } => Err(CredentialError::Invalid(format!(
+                "credential {id:?} is an oauth2 credential, which the proxy cannot inject yet"
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bearer(token: &str) -> CredentialSpec {
+        CredentialSpec::BearerToken {
+            token: Secret::new(token),
+            header_name: None,
+            prefix: None,
+        }
+    }
+
+    #[test]
+    fn lifecycle_over_real_sqlite_survives_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StoreCredentials::open_in(dir.path()).unwrap();
+        let m = store.create("telemetry", bearer("tok_1")).unwrap();
+        assert_eq!((m.kind, m.status), (CredentialType::BearerToken, "active"));
+        assert!(matches!(
+            store.create("telemetry", bearer("x")),
+            Err(CredentialError::Exists(_))
+        ));
+        assert!(matches!(
+            store.create("bad id", bearer("x")),
+            Err(CredentialError::InvalidId(_))
+        ));
+        drop(store);
+        // A second process (the server) sees what the first (the CLI) wrote.
+        let store = StoreCredentials::open_in(dir.path()).unwrap();
+        let Injection::Header { name, value } = store.reveal("telemetry").unwrap();
+        assert_eq!(
+            (name.as_str(), value.expose()),
+            ("Authorization", "Bearer tok_1")
+        );
+        store
+            .update(
+                "telemetry",
+                CredentialUpdate {
+                    secret: Some(Secret::new("tok_2")),
+                    header_name: Some("X-Key".into()),
+                    prefix: Some(String::new()),
+                },
+            )
+            .unwrap();
+        let Injection::Header { name, value } = store.reveal("telemetry").unwrap();
+        assert_eq!((name.as_str(), value.expose()), ("X-Key", "tok_2"));
+        assert_eq!(store.list().unwrap().len(), 1);
+        store.remove("telemetry").unwrap();
+        assert!(matches!(
+            store.reveal("telemetry"),
+            Err(CredentialError::NotFound(_))
+        ));
+        assert!(matches!(
+            store.remove("telemetry"),
+            Err(CredentialError::NotFound(_))
+        ));
+        // Secrets are encrypted at rest: the token is nowhere in the database file.
+        let db = std::fs::read(dir.path().join(hookbox_store::sqlite::DB_FILE)).unwrap();
+        assert!(!db.windows(5).any(|w| w == b"tok_1" || w == b"tok_2"));
+    }
+
+    #[test]
+    fn environment_variable_credentials_are_not_injected() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StoreCredentials::open_in(dir.path()).unwrap();
+        store
+            .create(
+                "envcred",
+                CredentialSpec::EnvironmentVariable {
+                    value: Secret::new("v"),
+                    injection_location: vec![InjectionLocation::Header],
+                    trusted_domains: vec![],
+                },
+            )
+            .unwrap();
+        assert!(matches!(
+            store.reveal("envcred"),
+            Err(CredentialError::NotInjectable(_))
+        ));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reveal_works_from_inside_a_runtime() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StoreCredentials::open_in(dir.path()).unwrap();
+        store.create("t", bearer("abc")).unwrap();
+        let Injection::Header { value, .. } = store.reveal("t").unwrap();
+        assert_eq!(value.expose(), "Bearer abc");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn reveal_works_from_a_current_thread_runtime() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StoreCredentials::open_in(dir.path()).unwrap();
+        store.create("t", bearer("abc")).unwrap();
+        assert!(store.reveal("t").is_ok());
+    }
+}
