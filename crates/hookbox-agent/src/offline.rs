@@ -179,6 +179,17 @@ fn render(output: &Value) -> String {
         }
         return text;
     }
+    if let Some(entries) = output.get("entries").and_then(Value::as_array) {
+        let names: Vec<String> = entries
+            .iter()
+            .filter_map(|e| {
+                let name = e.get("name")?.as_str()?;
+                let dir = e.get("kind").and_then(Value::as_str) == Some("dir");
+                Some(format!("{name}{}", if dir { "/" } else { "" }))
+            })
+            .collect();
+        return names.join("\n");
+    }
     output_as_text(output)
 }
 
@@ -251,7 +262,8 @@ impl Model for OfflineModel {
             .zip(&results)
             .map(|(op, (out, is_error))| {
                 let out = out.trim_end();
-                match (is_error, out.is_empty()) {
+                let shows_output = matches!(op.tool, "code_execution" | "view_file" | "list_dir");
+                match (is_error, out.is_empty() || !shows_output) {
                     (true, _) => format!("{}: {out}", op.describe_failure()),
                     (false, true) => format!("{}: done.", op.describe()),
                     (false, false) => format!("{}:\n{out}", op.describe()),
@@ -334,6 +346,12 @@ mod tests {
                 &json!({"stdout": "", "stderr": "", "exit_code": null, "termination": "timed out"})
             ),
             "(timed out)"
+        );
+        assert_eq!(
+            render(
+                &json!({"path": "/w", "entries": [{"name": "a", "kind": "dir"}, {"name": "b", "kind": "file"}]})
+            ),
+            "a/\nb"
         );
         assert_eq!(render(&json!("plain")), "plain");
         assert_eq!(render(&json!({"deleted": true})), r#"{"deleted":true}"#);

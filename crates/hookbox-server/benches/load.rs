@@ -1,60 +1,29 @@
-//! Load benchmark of `hookbox-server`: interactions per second and p50/p99 latency at
-//! concurrency 1, 16 and 64, with the offline agent running one `code_execution` per interaction
-//! behind a one-command pre-hook gate, over real HTTP on 127.0.0.1; then RSS after 1000
-//! interactions. Run: `cargo bench -p hookbox-server --bench load [-- --per-level N]`.
+//! Load benchmark of `hookbox-server` on the real pipeline: interactions per second and p50/p99
+//! latency at concurrency 1, 16 and 64, with the offline agent running one `code_execution` per
+//! interaction in a real sandbox behind a one-command pre-hook gate (hooks engine → command hook
+//! in the sandbox → tool in the sandbox), over real HTTP on 127.0.0.1 with SQLite; then RSS after
+//! 1000 interactions. Run: `cargo bench -p hookbox-server --bench load [-- --per-level N]`.
 //!
-//! The gate here spawns `/bin/sh -c <command>` with the hook payload on stdin, which is what a
-//! command hook costs; once the sandbox is wired in, swap `GatedLocal` for the real executor.
+//! The bench binary is also its own sandbox launcher (`__sandbox-exec`), as `hookbox` is.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use hookbox_agent::LoopConfig;
-use hookbox_agent::local::LocalBackend;
 use hookbox_agent::offline::OfflineModel;
-use hookbox_agent::seams::{ToolExecution, ToolExecutor};
-use hookbox_protocol::{HookEvent, HookPayload, ToolCall};
+use hookbox_sandbox::environment::Store as EnvStore;
+use hookbox_sandbox::network::EgressOptions;
+use hookbox_sandbox::runner::{Launcher, SandboxOptions};
+use hookbox_server::sandbox::SandboxBackend;
 use hookbox_server::{AppState, Services};
 use hookbox_store::{SecretKey, SqliteOptions, SqliteStore};
-use tokio::io::AsyncWriteExt;
 
+const LAUNCHER_SUBCOMMAND: &str = "__sandbox-exec";
+
+/// The gate: one command hook on `code_execution`, denying `rm -rf`.
 const GATE: &str = r#"read -r payload; case "$payload" in *"rm -rf"*) echo '{"decision":"deny","reason":"blocked"}';; *) echo '{"decision":"allow"}';; esac"#;
-
-#[derive(Debug)]
-struct GatedLocal(Arc<LocalBackend>);
-
-#[async_trait]
-impl ToolExecutor for GatedLocal {
-    async fn execute(&self, env: &str, call: &ToolCall) -> ToolExecution {
-        let payload = HookPayload {
-            tool_call: call.clone(),
-            environment_id: env.to_owned(),
-            error: None,
-            hook_event_name: HookEvent::PreToolExecution,
-        };
-        let mut child = tokio::process::Command::new("/bin/sh")
-            .args(["-c", GATE])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        stdin
-            .write_all(serde_json::to_string(&payload).unwrap().as_bytes())
-            .await
-            .unwrap();
-        stdin.write_all(b"\n").await.unwrap();
-        drop(stdin);
-        let out = child.wait_with_output().await.unwrap();
-        if String::from_utf8_lossy(&out.stdout).contains("\"deny\"") {
-            return ToolExecution::denied("blocked");
-        }
-        self.0.execute(env, call).await
-    }
-}
+const HOOKS: &str = r#"{"gate": {"pre_tool_execution": [{"matcher": "code_execution", "hooks": [{"type": "command", "command": "sh /.agents/gate.sh", "timeout": 10}]}]}}"#;
 
 fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
@@ -73,8 +42,19 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[idx.min(sorted.len() - 1)]
 }
 
-#[tokio::main]
-async fn main() {
+fn main() {
+    // Re-executed as the sandbox launcher: must stay single-threaded, so before any runtime.
+    if std::env::args().nth(1).as_deref() == Some(LAUNCHER_SUBCOMMAND) {
+        std::process::exit(hookbox_sandbox::launcher::main());
+    }
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(bench());
+}
+
+async fn bench() {
     let per_level: usize = std::env::args()
         .skip_while(|a| a != "--per-level")
         .nth(1)
@@ -87,13 +67,24 @@ async fn main() {
         &SqliteOptions::default(),
     )
     .unwrap();
-    let local = Arc::new(LocalBackend::new(dir.path().join("envs")));
-    std::fs::create_dir_all(dir.path().join("envs")).unwrap();
+    let launcher = Launcher {
+        program: std::env::current_exe().unwrap(),
+        args: vec![LAUNCHER_SUBCOMMAND.to_owned()],
+    };
+    let credentials =
+        Arc::new(hookbox_egress::credentials::FileCredentialStore::open(dir.path()).unwrap());
+    let envs = EnvStore::open(
+        dir.path(),
+        SandboxOptions::new(launcher),
+        EgressOptions::new(credentials),
+    )
+    .unwrap();
+    let backend = Arc::new(SandboxBackend::new(envs));
     let state = AppState::new(Services {
         store: Arc::new(store),
         model: Arc::new(OfflineModel::new().unwrap()),
-        executor: Arc::new(GatedLocal(local.clone())),
-        environments: local.clone(),
+        executor: backend.clone(),
+        environments: backend,
         api_keys: vec![],
         loop_config: LoopConfig::default(),
     });
@@ -107,7 +98,10 @@ async fn main() {
     let client = reqwest::Client::new();
     let env: serde_json::Value = client
         .post(format!("http://{addr}/v1beta/environments"))
-        .json(&serde_json::json!({}))
+        .json(&serde_json::json!({"sources": [
+            {"type": "inline", "target": ".agents/hooks.json", "content": HOOKS},
+            {"type": "inline", "target": ".agents/gate.sh", "content": GATE},
+        ]}))
         .send()
         .await
         .unwrap()
@@ -128,6 +122,13 @@ async fn main() {
         assert_eq!(resp.status(), 200);
         let v: serde_json::Value = resp.json().await.unwrap();
         assert_eq!(v["status"], "completed");
+        // The gate ran (and allowed) before the tool ran.
+        let result = &v["steps"][2];
+        assert_eq!(
+            result["hooks"]["pre"]["trace"][0]["outcome"], "allow",
+            "{v}"
+        );
+        assert_eq!(result["is_error"], false, "{v}");
         t.elapsed()
     };
     // Warm up.

@@ -18,13 +18,10 @@ use hookbox_egress::credentials::{
 
 use crate::credentials::StoreCredentials;
 
-/// Environment variable naming the data directory.
-pub const DATA_DIR_VAR: &str = "HOOKBOX_DATA_DIR";
-
 #[derive(Debug, Args)]
 pub struct CredentialArgs {
     /// Data directory; credentials live (encrypted) in its database, `<data-dir>/hookbox.db`.
-    /// Default: `$HOOKBOX_DATA_DIR`, else `~/.local/share/hookbox`.
+    /// Default: `$HOOKBOX_DATA_DIR`, else `$XDG_DATA_HOME/hookbox`, else `~/.local/share/hookbox`.
     #[arg(long, global = true)]
     pub data_dir: Option<PathBuf>,
     #[command(subcommand)]
@@ -106,19 +103,10 @@ pub struct UpdateArgs {
     pub prefix: Option<String>,
 }
 
-/// `$HOOKBOX_DATA_DIR`, else `~/.local/share/hookbox`.
-pub fn default_data_dir() -> anyhow::Result<PathBuf> {
-    if let Some(dir) = std::env::var_os(DATA_DIR_VAR).filter(|d| !d.is_empty()) {
-        return Ok(PathBuf::from(dir));
-    }
-    let home = std::env::var_os("HOME").context("neither HOOKBOX_DATA_DIR nor HOME is set")?;
-    Ok(Path::new(&home).join(".local/share/hookbox"))
-}
-
 pub fn run(args: CredentialArgs) -> anyhow::Result<ExitCode> {
     let data_dir = match args.data_dir {
         Some(d) => d,
-        None => default_data_dir()?,
+        None => hookbox_sandbox::environment::default_data_dir()?,
     };
     let store = StoreCredentials::open_in(&data_dir)
         .with_context(|| format!("cannot open the credential store in {}", data_dir.display()))?;

@@ -91,7 +91,7 @@ impl StoreArgs {
             );
             options.isolation = Isolation::InsecureNone;
         }
-        let credentials = hookbox_egress::credentials::FileCredentialStore::open(&data_dir)
+        let credentials = crate::credentials::StoreCredentials::open_in(&data_dir)
             .with_context(|| {
                 format!("cannot open the credential store in {}", data_dir.display())
             })?;

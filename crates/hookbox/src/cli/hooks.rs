@@ -11,7 +11,6 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
-use hookbox_egress::credentials::FileCredentialStore;
 use hookbox_egress::policy::NetworkPolicy;
 use hookbox_egress::{Egress, EgressConfig, EgressPoster};
 use hookbox_hooks::config::{Group, HandlerKind, HooksConfig};
@@ -93,6 +92,9 @@ pub struct TestArgs {
     /// exactly as at runtime. Default: none, so every http handler is refused (and fails open).
     #[arg(long, value_name = "JSON|@FILE")]
     network: Option<String>,
+    /// Where the credential store lives (default: $HOOKBOX_DATA_DIR or ~/.local/share/hookbox).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
     /// Run command handlers WITHOUT any isolation, on this machine, with --root as the working
     /// directory (paths like /.agents/... then do not resolve). A warning is printed every run.
     #[arg(long)]
@@ -302,7 +304,7 @@ fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
     let network = read_network(args.network.as_deref())?;
     let engine = HookEngine::new(
         command_runner(&args.root, args.insecure_no_isolation)?,
-        http_poster(&args.environment_id, network.as_ref())?,
+        http_poster(&args.environment_id, network.as_ref(), args.data_dir)?,
     );
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -447,10 +449,14 @@ fn read_network(arg: Option<&str>) -> anyhow::Result<Option<serde_json::Value>> 
 fn http_poster(
     environment_id: &str,
     network: Option<&serde_json::Value>,
+    data_dir: Option<PathBuf>,
 ) -> anyhow::Result<Arc<dyn hookbox_hooks::http::HttpPoster>> {
     let policy = NetworkPolicy::from_json(network).context("invalid --network policy")?;
-    let data_dir = hookbox_sandbox::environment::default_data_dir()?;
-    let credentials = FileCredentialStore::open(&data_dir)
+    let data_dir = match data_dir {
+        Some(dir) => dir,
+        None => hookbox_sandbox::environment::default_data_dir()?,
+    };
+    let credentials = crate::credentials::StoreCredentials::open_in(&data_dir)
         .with_context(|| format!("cannot open the credential store in {}", data_dir.display()))?;
     let config = EgressConfig::new(environment_id, policy, Arc::new(credentials));
     let egress = Egress::new(config).context("cannot set up egress")?;

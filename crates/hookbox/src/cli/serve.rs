@@ -40,8 +40,8 @@ pub struct ServeArgs {
     /// Address to listen on. Without API keys only loopback addresses are allowed.
     #[arg(long, default_value = DEFAULT_LISTEN)]
     pub listen: SocketAddr,
-    /// Data directory (database, secret key, environments).
-    /// Default: `$HOOKBOX_DATA_DIR`, else `~/.local/share/hookbox`.
+    /// Data directory (database, secret key, environments). Default: `$HOOKBOX_DATA_DIR`, else
+    /// `$XDG_DATA_HOME/hookbox`, else `~/.local/share/hookbox` (the same as every command).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
     /// API keys clients must send (comma-separated in the environment variable). None = local
@@ -83,14 +83,6 @@ pub enum ModelKind {
     Offline,
     Gemini,
     Openai,
-}
-
-fn default_data_dir() -> anyhow::Result<PathBuf> {
-    if let Some(dir) = std::env::var_os("HOOKBOX_DATA_DIR").filter(|d| !d.is_empty()) {
-        return Ok(PathBuf::from(dir));
-    }
-    let home = std::env::var_os("HOME").context("neither HOOKBOX_DATA_DIR nor HOME is set")?;
-    Ok(Path::new(&home).join(".local/share/hookbox"))
 }
 
 fn env(name: &str) -> Option<String> {
@@ -151,7 +143,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     hookbox_server::check_listen_addr(args.listen, &api_keys)?;
     let data_dir = match args.data_dir {
         Some(d) => d,
-        None => default_data_dir()?,
+        None => hookbox_sandbox::environment::default_data_dir()?,
     };
     let options = SqliteOptions {
         synchronous: if args.sync_full {

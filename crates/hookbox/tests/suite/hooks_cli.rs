@@ -1,6 +1,17 @@
 //! `hookbox hooks check` and `hookbox hooks test` on the reference documentation's examples.
 
+use std::process::Output;
+
 use super::support::{filtered, hookbox, stdout, tree};
+
+/// `hookbox hooks test --root ROOT --tool TOOL --args ARGS EXTRA...`
+fn hooks_test(root: &str, tool: &str, args: &str, extra: &[&str]) -> Output {
+    let mut argv = vec![
+        "hooks", "test", "--root", root, "--tool", tool, "--args", args,
+    ];
+    argv.extend_from_slice(extra);
+    hookbox(&argv)
+}
 
 const RM_RF: &str = r#"{"code":"rm -rf /tmp/forbidden","language":"bash"}"#;
 
@@ -8,18 +19,7 @@ const RM_RF: &str = r#"{"code":"rm -rf /tmp/forbidden","language":"bash"}"#;
 fn security_gate_denies_rm_rf_with_the_reference_reason() {
     let root = tree("security-gate");
     let r = root.path().to_str().unwrap();
-    let out = hookbox(&[
-        "hooks",
-        "test",
-        "--root",
-        r,
-        "--tool",
-        "code_execution",
-        "--args",
-        RM_RF,
-        "--expect",
-        "deny",
-    ]);
+    let out = hooks_test(r, "code_execution", RM_RF, &["--expect", "deny"]);
     assert!(
         out.status.success(),
         "{}",
@@ -38,18 +38,12 @@ fn security_gate_denies_rm_rf_with_the_reference_reason() {
 fn security_gate_allows_ls() {
     let root = tree("security-gate");
     let r = root.path().to_str().unwrap();
-    let out = hookbox(&[
-        "hooks",
-        "test",
-        "--root",
+    let out = hooks_test(
         r,
-        "--tool",
         "code_execution",
-        "--args",
         r#"{"code":"ls","language":"bash"}"#,
-        "--expect",
-        "allow",
-    ]);
+        &["--expect", "allow"],
+    );
     assert!(
         out.status.success(),
         "{}",
@@ -66,18 +60,7 @@ fn security_gate_allows_ls() {
 fn expect_mismatch_exits_non_zero() {
     let root = tree("security-gate");
     let r = root.path().to_str().unwrap();
-    let out = hookbox(&[
-        "hooks",
-        "test",
-        "--root",
-        r,
-        "--tool",
-        "code_execution",
-        "--args",
-        RM_RF,
-        "--expect",
-        "allow",
-    ]);
+    let out = hooks_test(r, "code_execution", RM_RF, &["--expect", "allow"]);
     assert_eq!(out.status.code(), Some(1));
 }
 
@@ -85,49 +68,34 @@ fn expect_mismatch_exits_non_zero() {
 fn privacy_gate_blocks_private_and_allows_public_paths() {
     let root = tree("privacy-gate");
     let r = root.path().to_str().unwrap();
-    let denied = hookbox(&[
-        "hooks",
-        "test",
-        "--root",
+    let denied = hooks_test(
         r,
-        "--tool",
         "view_file",
-        "--args",
         r#"{"path":"/workspace/private/employees.json"}"#,
-        "--json",
-    ]);
+        &["--json"],
+    );
     let report: serde_json::Value = serde_json::from_slice(&denied.stdout).unwrap();
     assert_eq!(report["dispatch"]["decision"], "deny");
     assert_eq!(
         report["dispatch"]["reason"],
         "Access to confidential `/private/` records is blocked by PII compliance policy. Query approved `/public/` summary tables instead."
     );
-    let allowed = hookbox(&[
-        "hooks",
-        "test",
-        "--root",
+    let allowed = hooks_test(
         r,
-        "--tool",
         "view_file",
-        "--args",
         r#"{"path":"/workspace/public/summary.json"}"#,
-        "--json",
-    ]);
+        &["--json"],
+    );
     let report: serde_json::Value = serde_json::from_slice(&allowed.stdout).unwrap();
     assert_eq!(report["dispatch"]["decision"], "allow");
     assert_eq!(report["dispatch"]["trace"][0]["outcome"], "allow");
     // The gate only matches view_file.
-    let listed = hookbox(&[
-        "hooks",
-        "test",
-        "--root",
+    let listed = hooks_test(
         r,
-        "--tool",
         "list_dir",
-        "--args",
         r#"{"path":"/workspace/private"}"#,
-        "--json",
-    ]);
+        &["--json"],
+    );
     let report: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
     assert_eq!(report["dispatch"]["trace"], serde_json::json!([]));
 }
@@ -136,18 +104,12 @@ fn privacy_gate_blocks_private_and_allows_public_paths() {
 fn catch_all_audit_sees_every_tool_and_a_disabled_group_never_runs() {
     let root = tree("audit");
     let r = root.path().to_str().unwrap();
-    let pre = hookbox(&[
-        "hooks",
-        "test",
-        "--root",
+    let pre = hooks_test(
         r,
-        "--tool",
         "delete_file",
-        "--args",
         r#"{"path":"/workspace/a"}"#,
-        "--expect",
-        "allow",
-    ]);
+        &["--expect", "allow"],
+    );
     assert!(pre.status.success(), "{}", stdout(&pre));
     assert!(
         stdout(&pre).contains("→ skipped: group disabled"),
@@ -164,9 +126,7 @@ fn catch_all_audit_sees_every_tool_and_a_disabled_group_never_runs() {
         "list_dir",
         "delete_file",
     ] {
-        let post = hookbox(&[
-            "hooks", "test", "--root", r, "--tool", tool, "--event", "post", "--error", "boom",
-        ]);
+        let post = hooks_test(r, tool, "{}", &["--event", "post", "--error", "boom"]);
         assert!(post.status.success(), "{}", stdout(&post));
     }
     let log = std::fs::read_to_string(root.path().join("tmp/audit.jsonl")).unwrap();
@@ -220,16 +180,7 @@ fn check_reports_every_broken_part_and_fails() {
 fn check_and_test_refuse_bad_input_clearly() {
     let root = tree("security-gate");
     let r = root.path().to_str().unwrap();
-    let bad_json = hookbox(&[
-        "hooks",
-        "test",
-        "--root",
-        r,
-        "--tool",
-        "view_file",
-        "--args",
-        "{nope",
-    ]);
+    let bad_json = hooks_test(r, "view_file", "{nope", &[]);
     assert_eq!(bad_json.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&bad_json.stderr).contains("--args is not valid JSON"));
     let bad_tool = hookbox(&["hooks", "test", "--root", r, "--tool", "read_file"]);

@@ -1,5 +1,6 @@
 //! `hookbox serve` as a real process: the banner, local-mode refusal of public addresses, and a
-//! SIGKILL mid-interaction followed by a restart that marks the interaction failed.
+//! SIGKILL mid-interaction followed by a restart that marks the interaction failed and finds its
+//! environment intact.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -87,17 +88,15 @@ fn refuses_public_address_without_keys() {
 #[test]
 fn sigkill_mid_interaction_then_restart_marks_it_failed() {
     let dir = tempfile::tempdir().unwrap();
-    let fifo = dir.path().join("gate.fifo");
-    nix_mkfifo(&fifo);
     let mut server = start(&dir.path().join("data"));
-    let body = format!(
-        r#"{{"agent":"antigravity-preview-09-2026","input":"run `cat {}`","background":true}}"#,
-        fifo.display()
-    );
-    let resp = http(&server.addr, "POST", "/v1beta/interactions", &body);
+    // The command runs in the sandbox until hookbox dies (the sandbox dies with it).
+    let body =
+        r#"{"agent":"antigravity-preview-09-2026","input":"run `sleep 600`","background":true}"#;
+    let resp = http(&server.addr, "POST", "/v1beta/interactions", body);
     let json: serde_json::Value =
         serde_json::from_str(resp.split("\r\n\r\n").nth(1).unwrap()).unwrap();
     let id = json["id"].as_str().unwrap().to_owned();
+    let env_id = json["environment_id"].as_str().unwrap().to_owned();
 
     // Follow the stream until the command is running (its call step is stored before it runs).
     let mut s = TcpStream::connect(&server.addr).unwrap();
@@ -115,8 +114,6 @@ fn sigkill_mid_interaction_then_restart_marks_it_failed() {
     }
     server.child.kill().unwrap(); // SIGKILL
     server.child.wait().unwrap();
-    // Release the orphaned `cat` so nothing outlives the test.
-    drop(std::fs::OpenOptions::new().write(true).open(&fifo).unwrap());
 
     let mut server = start(&dir.path().join("data"));
     let resp = http(
@@ -135,11 +132,21 @@ fn sigkill_mid_interaction_then_restart_marks_it_failed() {
             .contains("hookbox stopped")
     );
     assert_eq!(json["steps"][1]["type"], "code_execution_call");
+    // The environment survived the crash and is usable again.
+    let resp = http(
+        &server.addr,
+        "GET",
+        &format!("/v1beta/environments/{env_id}/files/?recursive=true"),
+        "",
+    );
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    assert!(resp.contains("\"/workspace\""), "{resp}");
+    let body = format!(
+        r#"{{"agent":"antigravity-preview-09-2026","input":"run `echo again`","environment":"{env_id}"}}"#
+    );
+    let resp = http(&server.addr, "POST", "/v1beta/interactions", &body);
+    // The answer (not just the echoed input): the command ran in the sandbox.
+    assert!(resp.contains(r"Ran `echo again`:\nagain"), "{resp}");
     server.child.kill().unwrap();
     server.child.wait().unwrap();
-}
-
-fn nix_mkfifo(path: &std::path::Path) {
-    let status = Command::new("mkfifo").arg(path).status().unwrap();
-    assert!(status.success());
 }

@@ -29,10 +29,16 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// Runs the binary with its data dir (credential store) under the test target dir, never the
+/// user's own.
 pub fn hookbox(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_hookbox"))
         .args(args)
         .env_remove("RUST_LOG")
+        .env(
+            "HOOKBOX_DATA_DIR",
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join("hookbox-data"),
+        )
         .output()
         .unwrap()
 }
