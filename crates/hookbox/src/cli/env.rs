@@ -91,8 +91,8 @@ impl StoreArgs {
             );
             options.isolation = Isolation::InsecureNone;
         }
-        let credentials = crate::credentials::StoreCredentials::open_in(&data_dir)
-            .with_context(|| {
+        let credentials =
+            crate::credentials::StoreCredentials::open_in(&data_dir).with_context(|| {
                 format!("cannot open the credential store in {}", data_dir.display())
             })?;
         let egress = EgressOptions::new(Arc::new(credentials)).with_operator(operator);
