@@ -94,7 +94,14 @@ fn main() {
     let mut ids = Vec::new();
     for _ in 0..runs {
         let t = Instant::now();
-        let meta = store.create(&spec, &mut |_| {}, false).unwrap();
+        let meta = store
+            .create(
+                &spec,
+                hookbox_sandbox::source::SourceOrigin::Operator,
+                &mut |_| {},
+                false,
+            )
+            .unwrap();
         create.push(t.elapsed());
         ids.push(meta.id);
     }

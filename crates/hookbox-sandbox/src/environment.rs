@@ -28,7 +28,9 @@ use crate::cgroup::{self, EnvCgroups};
 use crate::features::{self, Feature};
 use crate::network::{self, EgressOptions, EnvNetwork, NetworkError};
 use crate::runner::{SandboxLayout, SandboxOptions, SandboxRunner};
-use crate::source::{self, Buckets, EnvironmentSpec, GcsFromEnv, SourceError};
+use crate::source::{
+    self, Buckets, EnvironmentSpec, GcsFromEnv, Materialiser, Source, SourceError, SourceOrigin,
+};
 use crate::spec::Isolation;
 use crate::tools::{self, ToolError, ToolOutput, Trees};
 use crate::vars;
@@ -233,18 +235,35 @@ impl Store {
         Ok(dir)
     }
 
-    /// Creates an environment from `spec`. `progress` receives one line per source.
+    /// Creates an environment from `spec`, written by `origin` (which decides what repository
+    /// URLs it may name). `progress` receives one line per source.
     pub fn create(
         &self,
         spec: &EnvironmentSpec,
+        origin: SourceOrigin,
         progress: &mut dyn FnMut(&str),
         show_source_progress: bool,
     ) -> Result<EnvironmentMeta> {
-        source::validate(spec)?;
-        network::validate_policy(spec.network.as_ref())?;
+        source::validate(spec, origin)?;
+        let policy = network::validate_policy(spec.network.as_ref())?;
         let id = new_id();
         let staging = self.root.join(format!(".creating-{id}"));
-        let result = self.build(&id, &staging, spec, progress, show_source_progress);
+        let result = network::build_egress(&id, policy, &self.egress)
+            .map_err(|source| EnvError::Network {
+                env_id: id.clone(),
+                source,
+            })
+            .and_then(|egress| {
+                let materialiser = Materialiser {
+                    origin,
+                    buckets: self.buckets.clone(),
+                    egress: Some(egress),
+                    extra_ca_file: self.egress.operator.extra_ca_file.clone(),
+                    limits: self.options.sources.clone(),
+                    show_progress: show_source_progress,
+                };
+                self.build(&id, &staging, spec, &materialiser, progress)
+            });
         match result {
             Ok(meta) => {
                 let dir = self.root.join(&id);
@@ -264,8 +283,8 @@ impl Store {
         id: &str,
         dir: &Path,
         spec: &EnvironmentSpec,
+        materialiser: &Materialiser,
         progress: &mut dyn FnMut(&str),
-        show_source_progress: bool,
     ) -> Result<EnvironmentMeta> {
         let tree_path = dir.join(TREE_DIR);
         for sub in ["workspace", "tmp", ".agents"] {
@@ -278,7 +297,7 @@ impl Store {
         let total = spec.sources.len();
         for (i, src) in spec.sources.iter().enumerate() {
             progress(&format!("[{}/{}] {}", i + 1, total, src.describe()));
-            source::materialise(&tree, src, self.buckets.as_ref(), show_source_progress)?;
+            materialiser.materialise(&tree, src)?;
         }
         if spec.freeze_hooks {
             freeze(dir, &tree)?;
@@ -402,6 +421,8 @@ impl Store {
         let engine = HookEngine::new(Arc::new(runner.clone()), http);
         Ok(Environment {
             dir,
+            buckets: self.buckets.clone(),
+            extra_ca_file: self.egress.operator.extra_ca_file.clone(),
             meta: meta.redacted(),
             network,
             tree,
@@ -465,6 +486,9 @@ pub struct ToolCallOutcome {
 #[derive(Debug)]
 pub struct Environment {
     dir: PathBuf,
+    /// For sources added after creation ([`Environment::add_sources`]).
+    buckets: Arc<dyn Buckets>,
+    extra_ca_file: Option<PathBuf>,
     meta: EnvironmentMeta,
     tree: RootDir,
     frozen: Option<RootDir>,
@@ -498,6 +522,25 @@ impl Environment {
     /// The tree on the host.
     pub fn tree(&self) -> &RootDir {
         &self.tree
+    }
+
+    /// Materialises more sources into the tree, written by `origin`, with the same rules and
+    /// bounds as at creation: `https://` clones go through this environment's egress. Blocking
+    /// (clones run git); call it off the async executor.
+    pub fn add_sources(&self, sources: &[Source], origin: SourceOrigin) -> Result<()> {
+        source::validate_sources(sources, origin)?;
+        let materialiser = Materialiser {
+            origin,
+            buckets: self.buckets.clone(),
+            egress: Some(self.network.egress().clone()),
+            extra_ca_file: self.extra_ca_file.clone(),
+            limits: self.runner.options().sources.clone(),
+            show_progress: false,
+        };
+        for source in sources {
+            materialiser.materialise(&self.tree, source)?;
+        }
+        Ok(())
     }
 
     /// Runs one tool call through the hooks: pre hooks (a deny stops here), the tool, post hooks

@@ -76,6 +76,12 @@
 //! - Limits: per-environment cgroup (`hookbox/<env_id>`; v2 if it offers the controller, else v1)
 //!   for processes (default 512) and memory (default 4 GiB); `RLIMIT_NPROC`/`RLIMIT_AS` only as a
 //!   fallback, and as root without a pids cgroup the environment refuses to open.
+//! - Repository sources ([`source`]): API clients ([`source::SourceOrigin::Client`]) may name
+//!   `https://` URLs only, the operator (CLI) also local paths and `file://`; every https clone
+//!   goes through an egress proxy over the environment's own policy (disabled by default, so
+//!   refused), git runs with a clean env/config and only the allowed protocols, is killed (whole
+//!   group) after [`source::SourceLimits::clone_timeout`] (300 s), and a tree over
+//!   [`source::SourceLimits::max_tree_bytes`] (1 GiB) after the clone is refused and removed.
 //! - Frozen hooks: `/.agents` moves to `frozen/.agents` (bound read-only) with a copy of
 //!   `/workspace/.agents/hooks.json`; hooks load from the snapshot; file tools refuse writes there.
 //! - `--insecure-no-isolation` runs the program directly with the tree's `workspace` as cwd;

@@ -158,6 +158,29 @@ pub fn redact_network(network: &Value) -> Value {
     out
 }
 
+/// The [`Egress`] of environment `env_id` under `policy` with the store's options: what its
+/// sandboxes, http hooks and `https://` repository clones all go through.
+pub(crate) fn build_egress(
+    env_id: &str,
+    policy: NetworkPolicy,
+    options: &EgressOptions,
+) -> Result<Arc<Egress>, NetworkError> {
+    let operator = &options.operator;
+    let resolver: Arc<dyn Resolver> = if operator.resolve_pins.is_empty() {
+        Arc::new(SystemResolver)
+    } else {
+        Arc::new(StaticResolver::from_pins(
+            &operator.resolve_pins,
+            Some(Arc::new(SystemResolver)),
+        ))
+    };
+    let mut config = EgressConfig::new(env_id, policy, options.credentials.clone());
+    config.operator_allowed_cidrs = operator.allowed_cidrs.clone();
+    config.extra_ca_file = operator.extra_ca_file.clone();
+    config.resolver = resolver;
+    Ok(Arc::new(Egress::new(config)?))
+}
+
 /// One opened environment's network.
 #[derive(Debug)]
 pub struct EnvNetwork {
@@ -225,20 +248,7 @@ impl EnvNetwork {
                 "network policy NOT enforced for sandbox programs: isolation is off (--insecure-no-isolation)"
             );
         }
-        let operator = &options.operator;
-        let resolver: Arc<dyn Resolver> = if operator.resolve_pins.is_empty() {
-            Arc::new(SystemResolver)
-        } else {
-            Arc::new(StaticResolver::from_pins(
-                &operator.resolve_pins,
-                Some(Arc::new(SystemResolver)),
-            ))
-        };
-        let mut config = EgressConfig::new(env_id, policy, options.credentials.clone());
-        config.operator_allowed_cidrs = operator.allowed_cidrs.clone();
-        config.extra_ca_file = operator.extra_ca_file.clone();
-        config.resolver = resolver;
-        let egress = Arc::new(Egress::new(config)?);
+        let egress = build_egress(env_id, policy, options)?;
         Ok(Self {
             env_id: env_id.to_owned(),
             egress,
@@ -333,7 +343,7 @@ impl EnvNetwork {
 }
 
 /// The host's system roots (PEM), or nothing when no known bundle is readable.
-fn system_bundle() -> String {
+pub(crate) fn system_bundle() -> String {
     use std::io::Read as _;
     for path in SYSTEM_CA_BUNDLES {
         let Ok(file) = std::fs::File::open(path) else {

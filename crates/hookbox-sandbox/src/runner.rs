@@ -118,6 +118,8 @@ pub struct SandboxOptions {
     pub tool_timeout: Duration,
     /// Cap on each of stdout and stderr of a tool call.
     pub output_limit: usize,
+    /// Bounds on repository sources (clone timeout, tree size).
+    pub sources: crate::source::SourceLimits,
 }
 
 impl SandboxOptions {
@@ -128,6 +130,7 @@ impl SandboxOptions {
             limits: ResourceLimits::default(),
             tool_timeout: Duration::from_secs(300),
             output_limit: hookbox_hooks::runner::DEFAULT_OUTPUT_LIMIT,
+            sources: crate::source::SourceLimits::default(),
         }
     }
 }

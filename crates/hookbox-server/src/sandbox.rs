@@ -19,7 +19,7 @@ use hookbox_protocol::ToolCall;
 use hookbox_protocol::api::{EnvironmentFile, FileType, Source as ApiSource};
 use hookbox_rootfs::{EntryKind, RootDir, RootFsError};
 use hookbox_sandbox::environment::{EnvError, Environment, Store, ToolResult};
-use hookbox_sandbox::source::{self, Encoding, EnvValue, EnvironmentSpec, GcsFromEnv, Source};
+use hookbox_sandbox::source::{self, Encoding, EnvValue, EnvironmentSpec, Source, SourceOrigin};
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
@@ -316,7 +316,8 @@ impl EnvironmentProvider for SandboxBackend {
     async fn create(&self, setup: &EnvironmentSetup) -> Result<String, ProviderError> {
         let spec = spec(setup)?;
         let store = self.store.clone();
-        let meta = blocking(move || store.create(&spec, &mut |_| {}, false)).await?;
+        let meta =
+            blocking(move || store.create(&spec, SourceOrigin::Client, &mut |_| {}, false)).await?;
         Ok(meta.id)
     }
 
@@ -327,19 +328,12 @@ impl EnvironmentProvider for SandboxBackend {
             ));
         }
         let sources = sandbox_sources(&setup.sources)?;
-        source::validate(&EnvironmentSpec {
-            sources: sources.clone(),
-            ..EnvironmentSpec::default()
-        })
-        .map_err(|e| ProviderError::InvalidSource(e.to_string()))?;
-        self.on_tree(id, move |tree| {
-            for s in &sources {
-                source::materialise(tree, s, &GcsFromEnv, false)
-                    .map_err(|e| ProviderError::InvalidSource(e.to_string()))?;
-            }
-            Ok(())
-        })
-        .await
+        // API clients are untrusted: https repositories only, cloned through the environment's
+        // egress, bounded like at creation.
+        source::validate_sources(&sources, SourceOrigin::Client)
+            .map_err(|e| ProviderError::InvalidSource(e.to_string()))?;
+        let env = self.env(id).await?;
+        blocking(move || env.add_sources(&sources, SourceOrigin::Client)).await
     }
 
     async fn fork(&self, from: &str, setup: &EnvironmentSetup) -> Result<String, ProviderError> {
@@ -356,7 +350,8 @@ impl EnvironmentProvider for SandboxBackend {
             ..spec(setup)?
         };
         let store = self.store.clone();
-        let child = blocking(move || store.create(&spec, &mut |_| {}, false)).await?;
+        let child =
+            blocking(move || store.create(&spec, SourceOrigin::Client, &mut |_| {}, false)).await?;
         let child_env = self.env(&child.id).await?;
         // `cp -a` copies symlinks as symlinks and never follows them, so links planted in the
         // parent cannot make the copy read or write outside the two trees.
@@ -519,6 +514,54 @@ mod tests {
                 },
             ]
         );
+    }
+
+    // Regression: repository sources from API clients were cloned by git on the host, so a
+    // client could copy any repository on the server's filesystem into its environment.
+    #[tokio::test]
+    async fn client_repository_sources_must_be_https_on_create_and_update() {
+        let data = tempfile::tempdir().unwrap();
+        let credentials =
+            Arc::new(hookbox_egress::credentials::FileCredentialStore::open(data.path()).unwrap());
+        let launcher = hookbox_sandbox::runner::Launcher::standalone("/nonexistent");
+        let mut options = hookbox_sandbox::runner::SandboxOptions::new(launcher);
+        options.isolation = hookbox_sandbox::spec::Isolation::InsecureNone;
+        let store = Store::open(
+            data.path(),
+            options,
+            hookbox_sandbox::EgressOptions::new(credentials),
+        )
+        .unwrap();
+        let backend = SandboxBackend::new(store);
+        let repo = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new("git")
+            .args(["init", "--quiet"])
+            .arg(repo.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let local = repo.path().display().to_string();
+        let setup = |url: &str| EnvironmentSetup {
+            sources: vec![src("repository", Some("workspace/r"), Some(url))],
+            ..EnvironmentSetup::default()
+        };
+        let id = backend.create(&EnvironmentSetup::default()).await.unwrap();
+        for url in [local.clone(), format!("file://{local}")] {
+            for err in [
+                backend.create(&setup(&url)).await.unwrap_err(),
+                backend.update(&id, &setup(&url)).await.unwrap_err(),
+            ] {
+                let ProviderError::InvalidSource(message) = err else {
+                    panic!("{url}: {err:?}");
+                };
+                assert!(
+                    message.contains("sources[0]") && message.contains("only https:// URLs"),
+                    "{message}"
+                );
+            }
+        }
+        assert_eq!(backend.store.show(&id).unwrap().file_count, 0);
+        assert_eq!(backend.store.list().unwrap().len(), 1);
     }
 
     #[test]

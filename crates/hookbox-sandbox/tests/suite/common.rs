@@ -118,7 +118,14 @@ pub fn create(
     spec: serde_json::Value,
 ) -> hookbox_sandbox::environment::EnvironmentMeta {
     let spec: hookbox_sandbox::source::EnvironmentSpec = serde_json::from_value(spec).unwrap();
-    store.create(&spec, &mut |_| {}, false).unwrap()
+    store
+        .create(
+            &spec,
+            hookbox_sandbox::source::SourceOrigin::Operator,
+            &mut |_| {},
+            false,
+        )
+        .unwrap()
 }
 
 pub fn call(name: &str, args: serde_json::Value) -> hookbox_protocol::ToolCall {

@@ -3,4 +3,5 @@ mod escape;
 mod isolation;
 mod lifecycle;
 mod network;
+mod repositories;
 mod sources;

@@ -505,7 +505,14 @@ fn an_invalid_network_is_refused_at_create_naming_the_path_and_nothing_is_create
         json!({"network": {"allowlist": [{"domain": "a.example.com"}, {"domian": "b"}]}}),
     )
     .unwrap();
-    let err = store.create(&spec, &mut |_| {}, false).unwrap_err();
+    let err = store
+        .create(
+            &spec,
+            hookbox_sandbox::source::SourceOrigin::Operator,
+            &mut |_| {},
+            false,
+        )
+        .unwrap_err();
     assert!(err.to_string().contains("network.allowlist[1]"), "{err}");
     assert!(store.list().unwrap().is_empty());
     let leftovers: Vec<_> = std::fs::read_dir(data.path().join("environments"))

@@ -66,6 +66,13 @@ async fn gcs_objects_under_the_prefix_are_copied_under_the_target() {
         json!({"sources": [{"type": "gcs", "bucket": "other", "target": "workspace/x"}]}),
     )
     .unwrap();
-    let err = store.create(&bad, &mut |_| {}, false).unwrap_err();
+    let err = store
+        .create(
+            &bad,
+            hookbox_sandbox::source::SourceOrigin::Operator,
+            &mut |_| {},
+            false,
+        )
+        .unwrap_err();
     assert!(err.to_string().contains("no bucket other"), "{err}");
 }

@@ -12,7 +12,7 @@ use hookbox_egress::ssrf::Cidr;
 use hookbox_sandbox::environment::{Store, default_data_dir};
 use hookbox_sandbox::network::{EgressOperator, EgressOptions};
 use hookbox_sandbox::runner::{Launcher, SandboxOptions};
-use hookbox_sandbox::source::{Encoding, EnvValue, EnvironmentSpec, Source};
+use hookbox_sandbox::source::{Encoding, EnvValue, EnvironmentSpec, Source, SourceOrigin};
 use hookbox_sandbox::spec::Isolation;
 
 /// The hidden subcommand through which the `hookbox` binary acts as its own sandbox launcher.
@@ -226,7 +226,12 @@ fn create(args: CreateArgs) -> anyhow::Result<ExitCode> {
         spec.network = Some(parse_network(raw)?);
     }
     let store = args.store.open()?;
-    let meta = store.create(&spec, &mut |line| eprintln!("{line}"), true)?;
+    let meta = store.create(
+        &spec,
+        SourceOrigin::Operator,
+        &mut |line| eprintln!("{line}"),
+        true,
+    )?;
     println!("{}", meta.id);
     Ok(ExitCode::SUCCESS)
 }
