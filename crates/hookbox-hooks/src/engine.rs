@@ -431,8 +431,16 @@ fn trace_entry(
 }
 
 fn log_handler(tool: ToolName, entry: &HandlerTrace) {
-    match &entry.outcome {
-        Outcome::FailedOpen { failure } | Outcome::Failed { failure } => tracing::warn!(
+    let failure = match &entry.outcome {
+        Outcome::FailedOpen { failure } | Outcome::Failed { failure } => Some(failure),
+        Outcome::Allow
+        | Outcome::Deny { .. }
+        | Outcome::Completed
+        | Outcome::Skipped
+        | Outcome::Disabled => None,
+    };
+    match failure {
+        Some(failure) => tracing::warn!(
             tool = %tool,
             group = %entry.group,
             handler = %entry.target,
@@ -440,9 +448,9 @@ fn log_handler(tool: ToolName, entry: &HandlerTrace) {
             decision = entry.outcome.label(),
             duration_ms = entry.duration_ms,
             failure = %failure,
-            "hook handler failed; the call proceeds"
+            "hook handler failed (hooks fail open)"
         ),
-        _ => tracing::info!(
+        None => tracing::info!(
             tool = %tool,
             group = %entry.group,
             handler = %entry.target,

@@ -3,12 +3,21 @@
 //! [`Environment::call_tool`] (where hooks → tool → hooks happen) and its outcome becomes a
 //! [`ToolExecution`] with the hook trace, files go through the environment's confined tree.
 //!
-//! Opened environments are cached per id for the life of the server (they own per-environment
-//! state such as egress proxies). This module translates only: it must not run hooks, resolve
-//! paths itself or re-implement any part of the tool-call lifecycle.
+//! Opened environments are cached per id (they own per-environment state such as a network
+//! namespace, an egress proxy task and a CA, released when the [`Environment`] is dropped). The
+//! cache is bounded by [`CacheLimits`]: an environment idle for longer than the idle timeout is
+//! dropped, and beyond the cap the least recently used are dropped first. An environment some
+//! caller still holds (a running tool call, a file transfer) is never dropped: callers hold an
+//! `Arc` while they work and only entries whose strong count shows the cache as sole owner are
+//! evicted. Nothing is lost by evicting: everything lives on disk and the environment is reopened
+//! on next use. Eviction runs on every access and from [`SandboxBackend::spawn_sweeper`].
+//!
+//! This module translates only: it must not run hooks, resolve paths itself or re-implement any
+//! part of the tool-call lifecycle.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use hookbox_agent::seams::{
@@ -26,34 +35,203 @@ use tokio::sync::Mutex;
 /// Largest file served by a download.
 pub const MAX_DOWNLOAD_BYTES: u64 = 1024 * 1024 * 1024;
 
+/// Default of [`CacheLimits::idle_timeout`].
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+
+/// Default of [`CacheLimits::max_open`].
+pub const DEFAULT_MAX_OPEN: usize = 256;
+
+/// Bounds of the cache of opened environments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheLimits {
+    /// An environment nobody used for this long is dropped (reopened from disk on next use).
+    pub idle_timeout: Duration,
+    /// Most environments kept open; beyond it the least recently used idle ones are dropped.
+    /// Environments in use are never dropped, so the cache may exceed it while they are.
+    pub max_open: usize,
+}
+
+impl Default for CacheLimits {
+    fn default() -> Self {
+        CacheLimits {
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_open: DEFAULT_MAX_OPEN,
+        }
+    }
+}
+
+/// Where the cache reads the time; injectable so tests move time without sleeping.
+#[derive(Clone)]
+pub struct Clock(Arc<dyn Fn() -> Instant + Send + Sync>);
+
+impl Clock {
+    /// The monotonic system clock.
+    pub fn system() -> Self {
+        Clock(Arc::new(Instant::now))
+    }
+
+    /// A clock reading `now`.
+    pub fn from_fn(now: impl Fn() -> Instant + Send + Sync + 'static) -> Self {
+        Clock(Arc::new(now))
+    }
+
+    fn now(&self) -> Instant {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Clock")
+    }
+}
+
+/// An opened environment and when it was last seen in use.
+#[derive(Debug)]
+struct Cached {
+    env: Arc<Environment>,
+    last_used: Instant,
+}
+
+impl Cached {
+    /// Someone besides the cache holds the environment (a call or transfer is running).
+    fn in_use(&self) -> bool {
+        Arc::strong_count(&self.env) > 1
+    }
+}
+
 /// Real sandboxes and hooks behind the agent seams.
 #[derive(Debug)]
 pub struct SandboxBackend {
     store: Store,
-    open: Mutex<HashMap<String, Arc<Environment>>>,
+    limits: CacheLimits,
+    clock: Clock,
+    open: Mutex<HashMap<String, Cached>>,
 }
 
 impl SandboxBackend {
+    /// A backend with the default [`CacheLimits`].
     pub fn new(store: Store) -> Self {
+        Self::with_limits(store, CacheLimits::default(), Clock::system())
+    }
+
+    pub fn with_limits(store: Store, limits: CacheLimits, clock: Clock) -> Self {
         SandboxBackend {
             store,
+            limits,
+            clock,
             open: Mutex::new(HashMap::new()),
         }
     }
 
     /// The cached environment `id`, opened on first use. Opens are serialised so that one
-    /// environment is never opened twice.
+    /// environment is never opened twice. The caller keeps it from eviction while it holds the
+    /// returned `Arc`.
     async fn env(&self, id: &str) -> Result<Arc<Environment>, ProviderError> {
         let mut open = self.open.lock().await;
-        if let Some(env) = open.get(id) {
-            return Ok(env.clone());
-        }
-        let store = self.store.clone();
-        let owned = id.to_owned();
-        let env = blocking(move || store.open_env(&owned)).await?;
-        let env = Arc::new(env);
-        open.insert(id.to_owned(), env.clone());
+        let now = self.clock.now();
+        let env = match open.get_mut(id) {
+            Some(cached) => {
+                cached.last_used = now;
+                cached.env.clone()
+            }
+            None => {
+                let store = self.store.clone();
+                let owned = id.to_owned();
+                let env = Arc::new(blocking(move || store.open_env(&owned)).await?);
+                tracing::debug!(environment_id = id, "environment opened");
+                open.insert(
+                    id.to_owned(),
+                    Cached {
+                        env: env.clone(),
+                        last_used: now,
+                    },
+                );
+                env
+            }
+        };
+        let evicted = self.evict(&mut open, now);
+        drop(open);
+        // Released (namespace, proxy task, CA bundle dir) outside the lock.
+        drop(evicted);
         Ok(env)
+    }
+
+    /// Drops every cached environment that is idle past the timeout, then the least recently
+    /// used idle ones beyond the cap. Returns how many were dropped.
+    pub async fn evict_idle(&self) -> usize {
+        let mut open = self.open.lock().await;
+        let evicted = self.evict(&mut open, self.clock.now());
+        drop(open);
+        evicted.len()
+    }
+
+    /// Removes the evictable entries from `open`; the caller drops them after unlocking.
+    fn evict(&self, open: &mut HashMap<String, Cached>, now: Instant) -> Vec<Arc<Environment>> {
+        let mut evicted = Vec::new();
+        open.retain(|id, cached| {
+            if cached.in_use() {
+                // In use counts as use: the idle time starts when the last holder lets go.
+                cached.last_used = now;
+                return true;
+            }
+            let idle = now.saturating_duration_since(cached.last_used);
+            if idle < self.limits.idle_timeout {
+                return true;
+            }
+            tracing::debug!(environment_id = %id, idle_secs = idle.as_secs(), "evicting idle environment");
+            evicted.push(cached.env.clone());
+            false
+        });
+        if open.len() > self.limits.max_open {
+            let mut idle: Vec<(Instant, String)> = open
+                .iter()
+                .filter(|(_, _c)| true)
+                .map(|(id, c)| (c.last_used, id.clone()))
+                .collect();
+            idle.sort();
+            let excess = open.len() - self.limits.max_open;
+            for (_, id) in idle.into_iter().take(excess) {
+                if let Some(cached) = open.remove(&id) {
+                    tracing::debug!(environment_id = %id, max_open = self.limits.max_open, "evicting least recently used environment");
+                    evicted.push(cached.env);
+                }
+            }
+            if open.len() > self.limits.max_open {
+                tracing::warn!(
+                    open = open.len(),
+                    max_open = self.limits.max_open,
+                    "more environments in use than --max-open-environments; none can be evicted"
+                );
+            }
+        }
+        evicted
+    }
+
+    /// Runs [`SandboxBackend::evict_idle`] every `period` until the backend is dropped or the
+    /// returned task is aborted (the server aborts it at shutdown).
+    pub fn spawn_sweeper(self: &Arc<Self>, period: Duration) -> tokio::task::JoinHandle<()> {
+        let backend: Weak<Self> = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Some(backend) = backend.upgrade() else {
+                    return;
+                };
+                let evicted = backend.evict_idle().await;
+                if evicted > 0 {
+                    tracing::info!(evicted, "idle environments closed");
+                }
+            }
+        })
+    }
+
+    /// How often [`SandboxBackend::spawn_sweeper`] should run for these limits: often enough
+    /// that an idle environment outlives its timeout by at most a fraction of it.
+    pub fn sweep_period(&self) -> Duration {
+        (self.limits.idle_timeout / 4).clamp(Duration::from_secs(1), Duration::from_secs(60))
     }
 
     /// Runs `f` on the environment's tree on the blocking pool.
@@ -516,23 +694,163 @@ mod tests {
         );
     }
 
+    /// A store without isolation in `data` (file tools only; no launcher is needed).
+    fn unisolated_store(data: &std::path::Path) -> Store {
+        let credentials =
+            Arc::new(hookbox_egress::credentials::FileCredentialStore::open(data).unwrap());
+        let launcher = hookbox_sandbox::runner::Launcher::standalone("/nonexistent");
+        let mut options = hookbox_sandbox::runner::SandboxOptions::new(launcher);
+        options.isolation = hookbox_sandbox::spec::Isolation::InsecureNone;
+        Store::open(
+            data,
+            options,
+            hookbox_sandbox::EgressOptions::new(credentials),
+        )
+        .unwrap()
+    }
+
+    /// A backend whose clock only moves when the returned `advance` is called.
+    fn backend_with_clock(
+        data: &std::path::Path,
+        limits: CacheLimits,
+    ) -> (SandboxBackend, impl Fn(Duration)) {
+        let start = Instant::now();
+        let offset = Arc::new(std::sync::Mutex::new(Duration::ZERO));
+        let read = offset.clone();
+        let clock = Clock::from_fn(move || start + *read.lock().unwrap());
+        let backend = SandboxBackend::with_limits(unisolated_store(data), limits, clock);
+        (backend, move |by| *offset.lock().unwrap() += by)
+    }
+
+    /// The cache's current `Arc` for `id`, if open.
+    async fn cached(backend: &SandboxBackend, id: &str) -> Option<Arc<Environment>> {
+        backend.open.lock().await.get(id).map(|c| c.env.clone())
+    }
+
+    #[tokio::test]
+    async fn idle_environment_is_dropped_busy_one_kept_and_files_survive_reopening() {
+        let data = tempfile::tempdir().unwrap();
+        let limits = CacheLimits {
+            idle_timeout: Duration::from_secs(600),
+            max_open: 256,
+        };
+        let (backend, advance) = backend_with_clock(data.path(), limits);
+        let idle = backend.create(&EnvironmentSetup::default()).await.unwrap();
+        let busy = backend.create(&EnvironmentSetup::default()).await.unwrap();
+        backend
+            .write_file(&idle, "/workspace/kept.txt", b"before eviction", false)
+            .await
+            .unwrap();
+        let idle_weak = Arc::downgrade(&backend.env(&idle).await.unwrap());
+        // Held as `execute` holds it during a running tool call.
+        let busy_env = backend.env(&busy).await.unwrap();
+
+        advance(Duration::from_secs(599));
+        assert_eq!(backend.evict_idle().await, 0, "not idle long enough yet");
+        assert!(idle_weak.upgrade().is_some());
+
+        advance(Duration::from_secs(2));
+        assert_eq!(backend.evict_idle().await, 1);
+        assert!(
+            idle_weak.upgrade().is_none(),
+            "the idle environment must be released"
+        );
+        assert!(cached(&backend, &idle).await.is_none());
+        let still = cached(&backend, &busy).await.unwrap();
+        assert!(
+            Arc::ptr_eq(&still, &busy_env),
+            "the busy environment is kept"
+        );
+        drop(still);
+
+        // Reopened from disk on next use, with what was written before.
+        let call = ToolCall {
+            name: hookbox_protocol::ToolName::ViewFile,
+            args: json!({"path": "/workspace/kept.txt"}),
+        };
+        let result = backend.execute(&idle, &call).await;
+        assert!(!result.is_error, "{result:?}");
+        assert!(
+            result.output.to_string().contains("before eviction"),
+            "{result:?}"
+        );
+        assert!(cached(&backend, &idle).await.is_some());
+
+        // Once its holder lets go, the busy one idles from then on, like any other.
+        drop(busy_env);
+        let busy_weak = Arc::downgrade(&cached(&backend, &busy).await.unwrap());
+        advance(Duration::from_secs(601));
+        assert_eq!(backend.evict_idle().await, 2);
+        assert!(busy_weak.upgrade().is_none());
+    }
+
+    #[tokio::test]
+    async fn over_the_cap_least_recently_used_idle_environment_goes_first() {
+        let data = tempfile::tempdir().unwrap();
+        let limits = CacheLimits {
+            idle_timeout: Duration::from_secs(3600),
+            max_open: 2,
+        };
+        let (backend, advance) = backend_with_clock(data.path(), limits);
+        let mut ids = Vec::new();
+        for _ in 0..3 {
+            ids.push(backend.create(&EnvironmentSetup::default()).await.unwrap());
+        }
+        let (a, b, c) = (&ids[0], &ids[1], &ids[2]);
+        let weak = |env: Arc<Environment>| Arc::downgrade(&env);
+        let a_weak = weak(backend.env(a).await.unwrap());
+        advance(Duration::from_secs(1));
+        let b_weak = weak(backend.env(b).await.unwrap());
+        advance(Duration::from_secs(1));
+        backend.usage(a).await.unwrap(); // `a` is now more recent than `b`.
+        advance(Duration::from_secs(1));
+        let c_env = backend.env(c).await.unwrap();
+        assert!(b_weak.upgrade().is_none(), "`b` was least recently used");
+        assert!(a_weak.upgrade().is_some());
+        assert_eq!(backend.open.lock().await.len(), 2);
+
+        // Environments in use are never evicted, even over the cap.
+        let a_env = backend.env(a).await.unwrap();
+        let b_env = backend.env(b).await.unwrap();
+        assert_eq!(backend.open.lock().await.len(), 3);
+        for env in [&a_env, &b_env, &c_env] {
+            assert!(Arc::ptr_eq(&cached(&backend, env.id()).await.unwrap(), env));
+        }
+        drop((a_env, b_env, c_env));
+        assert_eq!(backend.evict_idle().await, 1);
+        assert!(cached(&backend, a).await.is_none(), "`a` was least recently used");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn sweeper_evicts_on_its_own_and_stops_with_the_backend() {
+        let data = tempfile::tempdir().unwrap();
+        let (backend, advance) = backend_with_clock(data.path(), CacheLimits::default());
+        let backend = Arc::new(backend);
+        let id = backend.create(&EnvironmentSetup::default()).await.unwrap();
+        let env_weak = Arc::downgrade(&backend.env(&id).await.unwrap());
+        advance(DEFAULT_IDLE_TIMEOUT);
+        let sweeper = backend.spawn_sweeper(Duration::from_secs(60));
+        // Paused tokio time: each sleep lets the sweeper run one tick, with no real waiting.
+        for _ in 0..2 {
+            if env_weak.upgrade().is_none() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_secs(60)).await;
+        }
+        assert!(env_weak.upgrade().is_none(), "the sweeper must evict it");
+        drop(backend);
+        tokio::time::timeout(Duration::from_secs(600), sweeper)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+
     // Regression: repository sources from API clients were cloned by git on the host, so a
     // client could copy any repository on the server's filesystem into its environment.
     #[tokio::test]
     async fn client_repository_sources_must_be_https_on_create_and_update() {
         let data = tempfile::tempdir().unwrap();
-        let credentials =
-            Arc::new(hookbox_egress::credentials::FileCredentialStore::open(data.path()).unwrap());
-        let launcher = hookbox_sandbox::runner::Launcher::standalone("/nonexistent");
-        let mut options = hookbox_sandbox::runner::SandboxOptions::new(launcher);
-        options.isolation = hookbox_sandbox::spec::Isolation::InsecureNone;
-        let store = Store::open(
-            data.path(),
-            options,
-            hookbox_sandbox::EgressOptions::new(credentials),
-        )
-        .unwrap();
-        let backend = SandboxBackend::new(store);
+        let backend = SandboxBackend::new(unisolated_store(data.path()));
         let repo = tempfile::tempdir().unwrap();
         let out = std::process::Command::new("git")
             .args(["init", "--quiet"])

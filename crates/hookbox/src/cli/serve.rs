@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use hookbox_agent::env_vars as agent_vars;
@@ -22,7 +23,7 @@ use hookbox_sandbox::environment::Store as EnvStore;
 use hookbox_sandbox::network::{EgressOperator, EgressOptions};
 use hookbox_sandbox::runner::{Launcher, SandboxOptions};
 use hookbox_sandbox::spec::Isolation;
-use hookbox_server::sandbox::SandboxBackend;
+use hookbox_server::sandbox::{CacheLimits, Clock, SandboxBackend};
 use hookbox_server::{AppState, Services};
 use hookbox_store::{SqliteOptions, SqliteStore, Store, Synchronous};
 
@@ -75,6 +76,14 @@ pub struct ServeArgs {
     /// lack a sandbox feature; a warning is printed at start and logged on every tool call.
     #[arg(long)]
     pub insecure_no_isolation: bool,
+    /// Close an opened environment (its network namespace, egress proxy and CA) after this many
+    /// seconds without use; it is reopened from disk on next use.
+    #[arg(long, value_name = "SECS", default_value_t = hookbox_server::sandbox::DEFAULT_IDLE_TIMEOUT.as_secs())]
+    pub env_idle_timeout: u64,
+    /// Most environments kept open at once; beyond it the least recently used idle ones are
+    /// closed first (environments in use are never closed).
+    #[arg(long, value_name = "N", default_value_t = hookbox_server::sandbox::DEFAULT_MAX_OPEN, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_open_environments: usize,
 }
 
 /// Model backends.
@@ -181,7 +190,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     );
     let environments = EnvStore::open(&data_dir, sandbox, egress)
         .with_context(|| format!("cannot open the environments in {}", data_dir.display()))?;
-    let backend = Arc::new(SandboxBackend::new(environments));
+    let backend = Arc::new(SandboxBackend::with_limits(
+        environments,
+        CacheLimits {
+            idle_timeout: Duration::from_secs(args.env_idle_timeout),
+            max_open: args.max_open_environments,
+        },
+        Clock::system(),
+    ));
+    let sweeper = backend.spawn_sweeper(backend.sweep_period());
     let state = AppState::new(Services {
         store,
         model,
@@ -205,7 +222,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     if args.insecure_no_isolation {
         println!("\n{NO_ISOLATION_WARNING}");
     }
-    hookbox_server::serve(listener, state, shutdown_signal()).await?;
+    let served = hookbox_server::serve(listener, state, shutdown_signal()).await;
+    sweeper.abort();
+    served?;
     Ok(ExitCode::SUCCESS)
 }
 
