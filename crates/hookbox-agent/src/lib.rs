@@ -5,12 +5,10 @@
 //! This crate owns the [`model::Model`] trait and its three backends ([`offline`], [`gemini`],
 //! [`openai`]), the loop ([`agent_loop`]) and the two seams the sandbox plugs into
 //! ([`seams::ToolExecutor`], [`seams::EnvironmentProvider`]). It must not know about HTTP serving,
-//! storage or isolation; [`local`] is an unisolated directory-backed implementation of the seams
-//! for tests and development only.
+//! storage or isolation. Tests run it over `hookbox-test-support`'s unisolated `LocalBackend`.
 
 pub mod agent_loop;
 pub mod gemini;
-pub mod local;
 pub mod model;
 pub mod offline;
 pub mod openai;

@@ -186,7 +186,7 @@ impl SandboxBackend {
         if open.len() > self.limits.max_open {
             let mut idle: Vec<(Instant, String)> = open
                 .iter()
-                .filter(|(_, _c)| true)
+                .filter(|(_, c)| !c.in_use())
                 .map(|(id, c)| (c.last_used, id.clone()))
                 .collect();
             idle.sort();
@@ -818,7 +818,10 @@ mod tests {
         }
         drop((a_env, b_env, c_env));
         assert_eq!(backend.evict_idle().await, 1);
-        assert!(cached(&backend, a).await.is_none(), "`a` was least recently used");
+        assert!(
+            cached(&backend, a).await.is_none(),
+            "`a` was least recently used"
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -11,6 +11,7 @@ use hookbox_agent::agent_loop::LoopConfig;
 use hookbox_agent::gemini::GeminiModel;
 use hookbox_agent::openai::OpenAiModel;
 use hookbox_protocol::api::{InteractionStatus, Step, output_text};
+use hookbox_test_support::{TestServer, spawn_server};
 use serde_json::{Value, json};
 
 use super::{backend, run_loop};
@@ -42,14 +43,7 @@ async fn reply(
     (StatusCode::from_u16(status).unwrap(), Json(body))
 }
 
-async fn serve(router: Router) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
-    format!("http://{addr}")
-}
-
-async fn gemini_server(replies: Vec<(u16, Value)>) -> (String, Script) {
+async fn gemini_server(replies: Vec<(u16, Value)>) -> (TestServer, Script) {
     let script = Script {
         replies: Arc::new(replies),
         ..Script::default()
@@ -65,10 +59,10 @@ async fn gemini_server(replies: Vec<(u16, Value)>) -> (String, Script) {
             ),
         )
         .with_state(script.clone());
-    (serve(router).await, script)
+    (spawn_server(router).await, script)
 }
 
-async fn openai_server(replies: Vec<(u16, Value)>) -> (String, Script) {
+async fn openai_server(replies: Vec<(u16, Value)>) -> (TestServer, Script) {
     let script = Script {
         replies: Arc::new(replies),
         ..Script::default()
@@ -83,13 +77,13 @@ async fn openai_server(replies: Vec<(u16, Value)>) -> (String, Script) {
             ),
         )
         .with_state(script.clone());
-    (serve(router).await, script)
+    (spawn_server(router).await, script)
 }
 
 #[tokio::test]
 async fn gemini_function_call_round_trip_with_signature_and_usage() {
     let (_dir, local) = backend(&[("workspace/a.txt", "hello from a")]).await;
-    let (url, script) = gemini_server(vec![
+    let (server, script) = gemini_server(vec![
         (200, json!({"candidates": [{"content": {"role": "model", "parts": [
             {"text": "I should look.", "thought": true},
             {"functionCall": {"name": "view_file", "args": {"path": "/workspace/a.txt"}}, "thoughtSignature": "c2lnMQ=="}
@@ -98,6 +92,7 @@ async fn gemini_function_call_round_trip_with_signature_and_usage() {
             "usageMetadata": {"promptTokenCount": 20, "candidatesTokenCount": 4, "totalTokenCount": 24}})),
     ])
     .await;
+    let url = server.url();
     let model = GeminiModel::new(&url, "test-key-123", "gemini-test");
     let (outcome, steps) =
         run_loop(&model, local.as_ref(), "read a.txt", LoopConfig::default()).await;
@@ -139,7 +134,8 @@ async fn gemini_function_call_round_trip_with_signature_and_usage() {
 #[tokio::test]
 async fn gemini_http_error_fails_the_run_with_the_message() {
     let (_dir, local) = backend(&[]).await;
-    let (url, _script) = gemini_server(vec![(429, json!({"error": {"code": 429, "message": "Quota exceeded", "status": "RESOURCE_EXHAUSTED"}}))]).await;
+    let (server, _script) = gemini_server(vec![(429, json!({"error": {"code": 429, "message": "Quota exceeded", "status": "RESOURCE_EXHAUSTED"}}))]).await;
+    let url = server.url();
     let model = GeminiModel::new(&url, "k", "m");
     let (outcome, steps) = run_loop(&model, local.as_ref(), "hi", LoopConfig::default()).await;
     assert_eq!(outcome.status, InteractionStatus::Failed);
@@ -154,7 +150,7 @@ async fn gemini_http_error_fails_the_run_with_the_message() {
 #[tokio::test]
 async fn openai_tool_calls_run_and_results_go_back_as_tool_messages() {
     let (dir, local) = backend(&[]).await;
-    let (url, script) = openai_server(vec![
+    let (server, script) = openai_server(vec![
         (200, json!({"choices": [{"message": {"role": "assistant", "content": null, "tool_calls": [
             {"id": "call_w", "type": "function", "function": {"name": "write_to_file", "arguments": "{\"path\": \"/workspace/x.txt\", \"content\": \"42\"}"}},
             {"id": "call_r", "type": "function", "function": {"name": "code_execution", "arguments": "{\"code\": \"cat x.txt; echo; ls /nonexistent-dir\"}"}}
@@ -162,6 +158,7 @@ async fn openai_tool_calls_run_and_results_go_back_as_tool_messages() {
         (200, json!({"choices": [{"message": {"role": "assistant", "content": "Done: 42"}}]})),
     ])
     .await;
+    let url = server.url();
     let model = OpenAiModel::new(&format!("{url}/v1"), "llama-test", Some("sk-test"));
     let (outcome, steps) =
         run_loop(&model, local.as_ref(), "write 42", LoopConfig::default()).await;
@@ -205,8 +202,9 @@ async fn openai_tool_calls_run_and_results_go_back_as_tool_messages() {
 #[tokio::test]
 async fn openai_unparseable_arguments_fail_the_run() {
     let (_dir, local) = backend(&[]).await;
-    let (url, _script) = openai_server(vec![(200, json!({"choices": [{"message": {"tool_calls": [
+    let (server, _script) = openai_server(vec![(200, json!({"choices": [{"message": {"tool_calls": [
         {"id": "c", "type": "function", "function": {"name": "view_file", "arguments": "{not json"}}]}}]}))]).await;
+    let url = server.url();
     let model = OpenAiModel::new(&format!("{url}/v1"), "m", None);
     let (outcome, _) = run_loop(&model, local.as_ref(), "x", LoopConfig::default()).await;
     assert_eq!(outcome.status, InteractionStatus::Failed);

@@ -1,6 +1,6 @@
-use hookbox_agent::local::LocalBackend;
 use hookbox_agent::seams::{EnvironmentProvider, EnvironmentSetup, ProviderError};
 use hookbox_protocol::api::{FileType, Source};
+use hookbox_test_support::LocalBackend;
 
 use super::backend;
 

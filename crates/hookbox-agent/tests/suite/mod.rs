@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use hookbox_agent::Model;
 use hookbox_agent::agent_loop::{LoopConfig, LoopContext, LoopOutcome, run};
-use hookbox_agent::local::LocalBackend;
 use hookbox_agent::seams::{EnvironmentSetup, ToolExecutor};
 use hookbox_protocol::ToolName;
 use hookbox_protocol::api::{Source, Step};
+use hookbox_test_support::LocalBackend;
 use tokio::sync::{mpsc, watch};
 
 /// A local backend in a temp dir with one environment `env_t` holding `files`.

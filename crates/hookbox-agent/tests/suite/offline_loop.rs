@@ -1,31 +1,9 @@
-use async_trait::async_trait;
 use hookbox_agent::agent_loop::LoopConfig;
-use hookbox_agent::local::LocalBackend;
 use hookbox_agent::offline::OfflineModel;
-use hookbox_agent::seams::{ToolExecution, ToolExecutor};
 use hookbox_protocol::api::{InteractionStatus, Step, output_text};
-use hookbox_protocol::{ToolCall, ToolName};
+use hookbox_test_support::Gate;
 
 use super::{backend, run_loop};
-
-/// A real (if tiny) policy in front of the local backend: denies commands containing `rm -rf`
-/// and reads under `/private/`, as the reference's gates do.
-#[derive(Debug)]
-struct Gate(std::sync::Arc<LocalBackend>);
-
-#[async_trait]
-impl ToolExecutor for Gate {
-    async fn execute(&self, env: &str, call: &ToolCall) -> ToolExecution {
-        let args = call.args.to_string();
-        if call.name == ToolName::CodeExecution && args.contains("rm -rf") {
-            return ToolExecution::denied("Destructive command blocked by security gate.");
-        }
-        if call.name == ToolName::ViewFile && args.contains("/private/") {
-            return ToolExecution::denied("PII is off limits.");
-        }
-        self.0.execute(env, call).await
-    }
-}
 
 #[tokio::test]
 async fn denial_reason_reaches_the_answer_and_the_tool_does_not_run() {

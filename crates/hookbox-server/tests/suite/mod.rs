@@ -8,42 +8,17 @@ mod streaming;
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use axum::body::Body;
 use axum::http::{HeaderMap, Method, Request, StatusCode};
 use hookbox_agent::LoopConfig;
-use hookbox_agent::local::LocalBackend;
 use hookbox_agent::offline::OfflineModel;
-use hookbox_agent::seams::{ToolExecution, ToolExecutor};
-use hookbox_protocol::{ToolCall, ToolName};
 use hookbox_server::{AppState, Services, app};
 use hookbox_store::{SecretKey, SqliteOptions, SqliteStore};
+use hookbox_test_support::{Gate, LocalBackend};
+pub use hookbox_test_support::{PII_REASON, RM_REASON};
 use http_body_util::BodyExt;
 use serde_json::Value;
 use tower::ServiceExt;
-
-/// The local backend behind a tiny real policy standing in for hooks until the sandbox is wired:
-/// commands containing `rm -rf` and reads under `/private/` are denied with the reference's
-/// reasons.
-#[derive(Debug)]
-pub struct Gate(pub Arc<LocalBackend>);
-
-pub const RM_REASON: &str = "Destructive command blocked by security gate.";
-pub const PII_REASON: &str = "Access to confidential `/private/` records is blocked by PII compliance policy. Query approved `/public/` summary tables instead.";
-
-#[async_trait]
-impl ToolExecutor for Gate {
-    async fn execute(&self, env: &str, call: &ToolCall) -> ToolExecution {
-        let args = call.args.to_string();
-        if call.name == ToolName::CodeExecution && args.contains("rm -rf") {
-            return ToolExecution::denied(RM_REASON);
-        }
-        if call.name == ToolName::ViewFile && args.contains("/private/") {
-            return ToolExecution::denied(PII_REASON);
-        }
-        self.0.execute(env, call).await
-    }
-}
 
 pub struct Harness {
     pub dir: tempfile::TempDir,

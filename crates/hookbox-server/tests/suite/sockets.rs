@@ -3,23 +3,16 @@
 use std::net::SocketAddr;
 
 use futures::StreamExt;
+use hookbox_server::app;
+use hookbox_test_support::{TestServer, spawn_server};
 use serde_json::{Value, json};
 
 use super::{Harness, sse_events};
 
-async fn start(h: &Harness) -> (SocketAddr, tokio::sync::oneshot::Sender<()>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let state = h.state.clone();
-    tokio::spawn(async move {
-        hookbox_server::serve(listener, state, async {
-            let _ = rx.await;
-        })
-        .await
-        .unwrap();
-    });
-    (addr, tx)
+/// The whole app on 127.0.0.1:0; stops when the handle is dropped.
+async fn start(h: &Harness) -> (SocketAddr, TestServer) {
+    let server = spawn_server(app(h.state.clone())).await;
+    (server.addr, server)
 }
 
 #[tokio::test]

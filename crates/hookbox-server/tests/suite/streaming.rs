@@ -128,7 +128,7 @@ async fn failed_runs_stream_an_error_event() {
             &Default::default(),
         )
         .unwrap();
-        let local = std::sync::Arc::new(hookbox_agent::local::LocalBackend::new(dir.path()));
+        let local = std::sync::Arc::new(hookbox_test_support::LocalBackend::new(dir.path()));
         let state = hookbox_server::AppState::new(hookbox_server::Services {
             store: std::sync::Arc::new(store),
             model: std::sync::Arc::new(hookbox_agent::offline::OfflineModel::new().unwrap()),

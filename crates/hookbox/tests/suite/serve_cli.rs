@@ -86,6 +86,28 @@ fn refuses_public_address_without_keys() {
 }
 
 #[test]
+fn environment_cache_flags_are_accepted_and_a_zero_cap_is_refused() {
+    let out = Command::new(env!("CARGO_BIN_EXE_hookbox"))
+        .args(["serve", "--max-open-environments", "0"])
+        .env("HOOKBOX_DATA_DIR", tempfile::tempdir().unwrap().path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "a usage error");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--max-open-environments"), "{err}");
+    // Valid values get past argument parsing (and then stop at the public address).
+    let out = Command::new(env!("CARGO_BIN_EXE_hookbox"))
+        .args(["serve", "--listen", "0.0.0.0:0"])
+        .args(["--env-idle-timeout", "30", "--max-open-environments", "4"])
+        .env_remove("HOOKBOX_API_KEYS")
+        .env("HOOKBOX_DATA_DIR", tempfile::tempdir().unwrap().path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("refusing 0.0.0.0:0"), "{err}");
+}
+
+#[test]
 fn sigkill_mid_interaction_then_restart_marks_it_failed() {
     let dir = tempfile::tempdir().unwrap();
     let mut server = start(&dir.path().join("data"));

@@ -3,6 +3,8 @@
 //! with `bash -c` (or `python3 -c`) on the host in `<root>/workspace`. It exists so the server can
 //! be developed and tested before the real sandbox is wired in; never expose it to untrusted
 //! callers. Paths are resolved inside the root and `..` escapes are refused.
+//!
+//! Tests only (see the crate doc): it lived in `hookbox-agent` until the real sandbox was wired.
 
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
@@ -13,7 +15,7 @@ use hookbox_protocol::api::{EnvironmentFile, FileType, Source};
 use hookbox_protocol::{ToolCall, ToolName};
 use serde_json::Value;
 
-use crate::seams::{
+use hookbox_agent::seams::{
     EnvironmentProvider, EnvironmentSetup, EnvironmentUsage, ProviderError, ToolExecution,
     ToolExecutor,
 };
@@ -419,7 +421,7 @@ fn new_env_id() -> String {
 }
 
 fn format_time(secs: u64) -> String {
-    // Same algorithm as hookbox-store's; duplicated to keep this crate free of the store.
+    // Same algorithm as hookbox-store's; duplicated to keep the harness free of the store.
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
     let z = days + 719_468;

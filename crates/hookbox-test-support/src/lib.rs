@@ -1,0 +1,79 @@
+//! The harness shared by hookbox's test suites and benches. **For tests only**: it runs tools
+//! with no isolation and no hooks, so it must only ever appear under `[dev-dependencies]` and
+//! must never be wired into the `hookbox` binary or any library's normal dependencies.
+//!
+//! - [`local::LocalBackend`]: directory-backed environments behind both agent seams.
+//! - [`Gate`]: a tiny fixed policy in front of an executor, standing in for hooks.
+//! - [`spawn_server`]: an axum router served on `127.0.0.1:0` until the handle is dropped.
+
+pub mod local;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use hookbox_agent::seams::{ToolExecution, ToolExecutor};
+use hookbox_protocol::{ToolCall, ToolName};
+
+pub use local::LocalBackend;
+
+/// The reason [`Gate`] gives for a command containing `rm -rf`.
+pub const RM_REASON: &str = "Destructive command blocked by security gate.";
+/// The reason [`Gate`] gives for a `view_file` under `/private/`.
+pub const PII_REASON: &str = "Access to confidential `/private/` records is blocked by PII compliance policy. Query approved `/public/` summary tables instead.";
+
+/// A local backend behind a tiny real policy standing in for hooks: `code_execution` containing
+/// `rm -rf` and `view_file` under `/private/` are denied with the reference's reasons
+/// ([`RM_REASON`], [`PII_REASON`]); everything else runs.
+#[derive(Debug)]
+pub struct Gate(pub Arc<LocalBackend>);
+
+#[async_trait]
+impl ToolExecutor for Gate {
+    async fn execute(&self, env: &str, call: &ToolCall) -> ToolExecution {
+        let args = call.args.to_string();
+        if call.name == ToolName::CodeExecution && args.contains("rm -rf") {
+            return ToolExecution::denied(RM_REASON);
+        }
+        if call.name == ToolName::ViewFile && args.contains("/private/") {
+            return ToolExecution::denied(PII_REASON);
+        }
+        self.0.execute(env, call).await
+    }
+}
+
+/// A server on `127.0.0.1:0`; it shuts down gracefully when dropped.
+#[derive(Debug)]
+pub struct TestServer {
+    pub addr: SocketAddr,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+impl TestServer {
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+/// Serves `router` on a fresh loopback port.
+///
+/// # Panics
+/// When no loopback port can be bound, or the server fails (a test failure either way).
+#[allow(clippy::expect_used)] // test harness: a failure here is a failed test
+pub async fn spawn_server(router: axum::Router) -> TestServer {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind 127.0.0.1:0");
+    let addr = listener.local_addr().expect("local address");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        axum::serve(listener, router)
+            .with_graceful_shutdown(async {
+                let _ = stopped.await;
+            })
+            .await
+            .expect("test server failed");
+    });
+    TestServer { addr, _stop: stop }
+}
