@@ -817,11 +817,10 @@ mod tests {
             assert!(Arc::ptr_eq(&cached(&backend, env.id()).await.unwrap(), env));
         }
         drop((a_env, b_env, c_env));
+        // Once released, the excess goes. (All three were last used at the same instant, so
+        // which one is not specified; the LRU order itself is checked above.)
         assert_eq!(backend.evict_idle().await, 1);
-        assert!(
-            cached(&backend, a).await.is_none(),
-            "`a` was least recently used"
-        );
+        assert_eq!(backend.open.lock().await.len(), 2);
     }
 
     #[tokio::test(start_paused = true)]
