@@ -195,6 +195,72 @@ fn paged_json(conn: &Connection, sql: &str, page: &Page) -> Result<Paged<(i64, S
     Ok(finish_page(rows, limit))
 }
 
+/// A table holding one JSON document per id (`environments`, `agents`). Names are constants of
+/// this module, never input, so formatting them into SQL is safe.
+#[derive(Debug, Clone, Copy)]
+struct DocTable {
+    table: &'static str,
+    column: &'static str,
+}
+
+const ENVIRONMENTS: DocTable = DocTable {
+    table: "environments",
+    column: "record_json",
+};
+const AGENTS: DocTable = DocTable {
+    table: "agents",
+    column: "agent_json",
+};
+
+impl DocTable {
+    fn put(self, conn: &Connection, id: &str, json: &str) -> Result<()> {
+        let DocTable { table, column } = self;
+        conn.prepare_cached(&format!(
+            "INSERT INTO {table} (id, {column}) VALUES (?1, ?2)
+             ON CONFLICT(id) DO UPDATE SET {column} = excluded.{column}"
+        ))?
+        .execute(params![id, json])?;
+        Ok(())
+    }
+
+    fn get<T: serde::de::DeserializeOwned>(self, conn: &Connection, id: &str) -> Result<Option<T>> {
+        let DocTable { table, column } = self;
+        let json: Option<String> = conn
+            .prepare_cached(&format!("SELECT {column} FROM {table} WHERE id = ?1"))?
+            .query_row(params![id], |r| r.get(0))
+            .optional()?;
+        Ok(json.map(|j| serde_json::from_str(&j)).transpose()?)
+    }
+
+    fn list<T: serde::de::DeserializeOwned>(
+        self,
+        conn: &Connection,
+        page: &Page,
+    ) -> Result<Paged<T>> {
+        let DocTable { table, column } = self;
+        let rows = paged_json(
+            conn,
+            &format!(
+                "SELECT rowid, {column} FROM {table} WHERE rowid > ?1 ORDER BY rowid LIMIT ?2"
+            ),
+            page,
+        )?;
+        Ok(Paged {
+            items: rows
+                .items
+                .into_iter()
+                .map(|(_, j)| serde_json::from_str(&j))
+                .collect::<std::result::Result<_, _>>()?,
+            next_page_token: rows.next_page_token,
+        })
+    }
+
+    fn delete(self, conn: &Connection, id: &str) -> Result<bool> {
+        let DocTable { table, .. } = self;
+        Ok(conn.execute(&format!("DELETE FROM {table} WHERE id = ?1"), params![id])? > 0)
+    }
+}
+
 fn finish_page<T>(mut rows: Vec<(i64, T)>, limit: i64) -> Paged<(i64, T)> {
     let more = rows.len() as i64 > limit;
     rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
@@ -398,55 +464,25 @@ impl Store for SqliteStore {
     async fn put_environment(&self, env: &EnvironmentRecord) -> Result<()> {
         let id = env.environment.id.clone();
         let json = serde_json::to_string(env)?;
-        self.with(move |conn, _| {
-            conn.prepare_cached(
-                "INSERT INTO environments (id, record_json) VALUES (?1, ?2)
-                 ON CONFLICT(id) DO UPDATE SET record_json = excluded.record_json",
-            )?
-            .execute(params![id, json])?;
-            Ok(())
-        })
-        .await
+        self.with(move |conn, _| ENVIRONMENTS.put(conn, &id, &json))
+            .await
     }
 
     async fn get_environment(&self, id: &str) -> Result<Option<EnvironmentRecord>> {
         let id = id.to_owned();
-        self.with(move |conn, _| {
-            let json: Option<String> = conn
-                .prepare_cached("SELECT record_json FROM environments WHERE id = ?1")?
-                .query_row(params![id], |r| r.get(0))
-                .optional()?;
-            Ok(json.map(|j| serde_json::from_str(&j)).transpose()?)
-        })
-        .await
+        self.with(move |conn, _| ENVIRONMENTS.get(conn, &id)).await
     }
 
     async fn list_environments(&self, page: &Page) -> Result<Paged<EnvironmentRecord>> {
         let page = page.clone();
-        self.with(move |conn, _| {
-            let rows = paged_json(
-                conn,
-                "SELECT rowid, record_json FROM environments WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",
-                &page,
-            )?;
-            Ok(Paged {
-                items: rows
-                    .items
-                    .into_iter()
-                    .map(|(_, j)| serde_json::from_str(&j))
-                    .collect::<std::result::Result<_, _>>()?,
-                next_page_token: rows.next_page_token,
-            })
-        })
-        .await
+        self.with(move |conn, _| ENVIRONMENTS.list(conn, &page))
+            .await
     }
 
     async fn delete_environment(&self, id: &str) -> Result<bool> {
         let id = id.to_owned();
-        self.with(move |conn, _| {
-            Ok(conn.execute("DELETE FROM environments WHERE id = ?1", params![id])? > 0)
-        })
-        .await
+        self.with(move |conn, _| ENVIRONMENTS.delete(conn, &id))
+            .await
     }
 
     async fn create_credential(&self, config: &CredentialConfig, now: &str) -> Result<Credential> {
@@ -573,55 +609,22 @@ impl Store for SqliteStore {
             id: String::new(),
         })?;
         let json = serde_json::to_string(agent)?;
-        self.with(move |conn, _| {
-            conn.execute(
-                "INSERT INTO agents (id, agent_json) VALUES (?1, ?2)
-                 ON CONFLICT(id) DO UPDATE SET agent_json = excluded.agent_json",
-                params![id, json],
-            )?;
-            Ok(())
-        })
-        .await
+        self.with(move |conn, _| AGENTS.put(conn, &id, &json)).await
     }
 
     async fn get_agent(&self, id: &str) -> Result<Option<Agent>> {
         let id = id.to_owned();
-        self.with(move |conn, _| {
-            let json: Option<String> = conn
-                .prepare_cached("SELECT agent_json FROM agents WHERE id = ?1")?
-                .query_row(params![id], |r| r.get(0))
-                .optional()?;
-            Ok(json.map(|j| serde_json::from_str(&j)).transpose()?)
-        })
-        .await
+        self.with(move |conn, _| AGENTS.get(conn, &id)).await
     }
 
     async fn list_agents(&self, page: &Page) -> Result<Paged<Agent>> {
         let page = page.clone();
-        self.with(move |conn, _| {
-            let rows = paged_json(
-                conn,
-                "SELECT rowid, agent_json FROM agents WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",
-                &page,
-            )?;
-            Ok(Paged {
-                items: rows
-                    .items
-                    .into_iter()
-                    .map(|(_, j)| serde_json::from_str(&j))
-                    .collect::<std::result::Result<_, _>>()?,
-                next_page_token: rows.next_page_token,
-            })
-        })
-        .await
+        self.with(move |conn, _| AGENTS.list(conn, &page)).await
     }
 
     async fn delete_agent(&self, id: &str) -> Result<bool> {
         let id = id.to_owned();
-        self.with(move |conn, _| {
-            Ok(conn.execute("DELETE FROM agents WHERE id = ?1", params![id])? > 0)
-        })
-        .await
+        self.with(move |conn, _| AGENTS.delete(conn, &id)).await
     }
 }
 
