@@ -56,6 +56,9 @@ pub type Result<T> = std::result::Result<T, RootFsError>;
 pub struct RootDir {
     fd: OwnedFd,
     host_path: PathBuf,
+    /// Host uid/gid given to everything this handle creates (files, directories, links), so that
+    /// an unprivileged sandbox owns what hookbox writes into its tree. `None`: the caller's.
+    owner: Option<(u32, u32)>,
 }
 
 impl RootDir {
@@ -73,7 +76,19 @@ impl RootDir {
         Ok(Self {
             fd,
             host_path: path.to_path_buf(),
+            owner: None,
         })
+    }
+
+    /// Everything this handle creates from now on is owned by `owner` (uid, gid).
+    pub fn with_owner(mut self, owner: Option<(u32, u32)>) -> Self {
+        self.owner = owner;
+        self
+    }
+
+    /// Who owns what this handle creates (`None`: the caller).
+    pub fn owner(&self) -> Option<(u32, u32)> {
+        self.owner
     }
 
     /// The tree's location on the host.

@@ -175,7 +175,8 @@ impl RootDir {
             }
             let dir = self.open_dir(&parent)?;
             match rustix::fs::mkdirat(&dir, component, Mode::from_raw_mode(0o755)) {
-                Ok(()) | Err(Errno::EXIST) => {}
+                Ok(()) => self.own(&dir, component, &prefix)?,
+                Err(Errno::EXIST) => {}
                 Err(e) => return Err(errno(&prefix, e)),
             }
             // Confirms what now stands there is a directory we can enter (a racing writer or a
@@ -220,6 +221,10 @@ impl RootDir {
         )
         .map_err(|e| errno(path, e))?;
         let written = (|| -> std::io::Result<()> {
+            if let Some((uid, gid)) = self.owner {
+                let (uid, gid) = owner_ids(uid, gid);
+                rustix::fs::fchown(&fd, Some(uid), Some(gid))?;
+            }
             rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode))?;
             let mut file = File::from(fd);
             file.write_all(bytes)?;
@@ -243,7 +248,8 @@ impl RootDir {
     pub fn symlink(&self, target: &str, path: &str) -> Result<()> {
         let (parent, name) = split_parent(path)?;
         let dir = self.open_dir(parent)?;
-        rustix::fs::symlinkat(target, &dir, name).map_err(|e| errno(path, e))
+        rustix::fs::symlinkat(target, &dir, name).map_err(|e| errno(path, e))?;
+        self.own(&dir, name, path)
     }
 
     /// Removes the file, symlink or special file at `path`. Directories are refused.
@@ -288,12 +294,44 @@ impl RootDir {
     }
 
     /// Counts regular files and their bytes in the whole tree, never following symlinks.
-    /// Holds one fd per directory level (not per directory), so a wide tree cannot exhaust fds.
     pub fn usage(&self) -> Result<Usage> {
         let mut usage = Usage::default();
+        self.walk(|_, _, stat| {
+            if EntryKind::of(stat) == EntryKind::File {
+                usage.files += 1;
+                usage.bytes += u64::try_from(stat.st_size).unwrap_or(0);
+            }
+            Ok(())
+        })?;
+        Ok(usage)
+    }
+
+    /// Gives the whole tree (its top included) to `uid`/`gid`, never following symlinks (a link
+    /// itself changes owner, its target does not). For trees written by hookbox on the host
+    /// (sources, clones) that an unprivileged sandbox must then own.
+    pub fn chown_tree(&self, uid: u32, gid: u32) -> Result<()> {
+        let (uid, gid) = owner_ids(uid, gid);
+        let top = self.open_at("/", OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty())?;
+        rustix::fs::fchown(&top, Some(uid), Some(gid)).map_err(|e| errno("/", e))?;
+        self.walk(|dir, name, _| {
+            match rustix::fs::chownat(dir, name, Some(uid), Some(gid), AtFlags::SYMLINK_NOFOLLOW) {
+                // Removed while we walked.
+                Ok(()) | Err(Errno::NOENT) => Ok(()),
+                Err(e) => Err(errno(&name.to_string_lossy(), e)),
+            }
+        })
+    }
+
+    /// Visits every entry beneath the top with its directory fd, name and `lstat`, descending
+    /// into directories without following symlinks. Holds one fd per directory level (not per
+    /// directory), so a wide tree cannot exhaust fds.
+    fn walk(
+        &self,
+        mut visit: impl FnMut(&OwnedFd, &std::ffi::CStr, &Stat) -> Result<()>,
+    ) -> Result<()> {
         let top = self.open_at("/", OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty())?;
         let mut subdirs = Vec::new();
-        scan(&top, &mut usage, &mut subdirs)?;
+        scan(&top, &mut visit, &mut subdirs)?;
         let mut stack = vec![(top, subdirs)];
         while let Some((dir, pending)) = stack.last_mut() {
             let Some(name) = pending.pop() else {
@@ -309,15 +347,37 @@ impl RootDir {
                 continue;
             };
             let mut subdirs = Vec::new();
-            scan(&child, &mut usage, &mut subdirs)?;
+            scan(&child, &mut visit, &mut subdirs)?;
             stack.push((child, subdirs));
         }
-        Ok(usage)
+        Ok(())
+    }
+
+    /// Gives a name this tree just created to the tree's owner, if it has one.
+    fn own(&self, dir: &OwnedFd, name: &str, path: &str) -> Result<()> {
+        let Some((uid, gid)) = self.owner else {
+            return Ok(());
+        };
+        let (uid, gid) = owner_ids(uid, gid);
+        rustix::fs::chownat(dir, name, Some(uid), Some(gid), AtFlags::SYMLINK_NOFOLLOW)
+            .map_err(|e| errno(path, e))
     }
 }
 
-/// Adds the regular files of `dir` to `usage` and collects its subdirectory names.
-fn scan(dir: &OwnedFd, usage: &mut Usage, subdirs: &mut Vec<std::ffi::CString>) -> Result<()> {
+/// `u32::MAX` means "unchanged" to chown; owners come from a configured range that excludes it.
+fn owner_ids(uid: u32, gid: u32) -> (rustix::fs::Uid, rustix::fs::Gid) {
+    (
+        rustix::fs::Uid::from_raw_unchecked(uid),
+        rustix::fs::Gid::from_raw_unchecked(gid),
+    )
+}
+
+/// Visits the entries of `dir` and collects its subdirectory names.
+fn scan(
+    dir: &OwnedFd,
+    visit: &mut impl FnMut(&OwnedFd, &std::ffi::CStr, &Stat) -> Result<()>,
+    subdirs: &mut Vec<std::ffi::CString>,
+) -> Result<()> {
     for entry in rustix::fs::Dir::read_from(dir).map_err(|e| errno("/", e))? {
         let entry = entry.map_err(|e| errno("/", e))?;
         let raw = entry.file_name();
@@ -327,13 +387,9 @@ fn scan(dir: &OwnedFd, usage: &mut Usage, subdirs: &mut Vec<std::ffi::CString>) 
         let Ok(stat) = rustix::fs::statat(dir, raw, AtFlags::SYMLINK_NOFOLLOW) else {
             continue;
         };
-        match EntryKind::of(&stat) {
-            EntryKind::File => {
-                usage.files += 1;
-                usage.bytes += u64::try_from(stat.st_size).unwrap_or(0);
-            }
-            EntryKind::Dir => subdirs.push(raw.to_owned()),
-            EntryKind::Symlink | EntryKind::Other => {}
+        visit(dir, raw, &stat)?;
+        if EntryKind::of(&stat) == EntryKind::Dir {
+            subdirs.push(raw.to_owned());
         }
     }
     Ok(())

@@ -147,6 +147,7 @@ fn main() {
             env: Vec::new(),
             cgroups: Default::default(),
             netns: None,
+            identity: options.identities().map(|range| range.nth(1)),
         },
     )
     .unwrap();

@@ -27,11 +27,11 @@ use serde_json::Value;
 use crate::cgroup::{self, EnvCgroups};
 use crate::features::{self, Feature};
 use crate::network::{self, EgressOptions, EnvNetwork, NetworkError};
-use crate::runner::{SandboxLayout, SandboxOptions, SandboxRunner};
+use crate::runner::{SandboxLayout, SandboxOptions, SandboxRunner, UidRange};
 use crate::source::{
     self, Buckets, EnvironmentSpec, GcsFromEnv, Materialiser, Source, SourceError, SourceOrigin,
 };
-use crate::spec::Isolation;
+use crate::spec::{Identity, Isolation};
 use crate::tools::{self, ToolError, ToolOutput, Trees};
 use crate::vars;
 
@@ -123,6 +123,10 @@ pub struct EnvironmentMeta {
     /// redacted ([`network::redact_network`]); kept whole only on disk, outside the tree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<Value>,
+    /// The host uid (and gid) sandboxed root runs as and that owns the tree on the host; absent
+    /// when hookbox runs unprivileged or without isolation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox_uid: Option<u32>,
 }
 
 impl EnvironmentMeta {
@@ -204,7 +208,36 @@ pub struct Store {
     buckets: Arc<dyn Buckets>,
 }
 
+/// Serialises uid allocation within this process (two creations cannot pick the same free id).
+static UID_ALLOCATION: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 impl Store {
+    /// Picks an unused id of `range` for a new environment: random, retried against the ids
+    /// recorded by existing environments, so environments never share a host uid.
+    fn allocate_identity(&self, range: UidRange) -> Result<Identity> {
+        let taken: std::collections::HashSet<u32> = self
+            .list()?
+            .into_iter()
+            .filter_map(|m| m.sandbox_uid)
+            .collect();
+        let mut rng = rand::rng();
+        for _ in 0..64 {
+            let candidate = range.nth(rng.random::<u64>());
+            if !taken.contains(&candidate.uid) {
+                return Ok(candidate);
+            }
+        }
+        Err(EnvError::Meta {
+            path: self.root.clone(),
+            message: format!(
+                "no free sandbox uid in {}..{} ({} environments hold one); widen the range",
+                range.first,
+                u64::from(range.first) + u64::from(range.count),
+                taken.len()
+            ),
+        })
+    }
+
     /// Opens (creating if needed) the store under `data_dir`. `egress` is the credential store
     /// and operator options every environment's network uses (sandbox traffic and http hooks).
     pub fn open(data_dir: &Path, options: SandboxOptions, egress: EgressOptions) -> Result<Self> {
@@ -248,6 +281,13 @@ impl Store {
         let policy = network::validate_policy(spec.network.as_ref())?;
         let id = new_id();
         let staging = self.root.join(format!(".creating-{id}"));
+        // Held until the new environment's metadata is in place, so its uid counts as taken.
+        let _allocating = UID_ALLOCATION.lock().ok();
+        let identity = self
+            .options
+            .identities()
+            .map(|range| self.allocate_identity(range))
+            .transpose()?;
         let result = network::build_egress(&id, policy, &self.egress)
             .map_err(|source| EnvError::Network {
                 env_id: id.clone(),
@@ -262,7 +302,7 @@ impl Store {
                     limits: self.options.sources.clone(),
                     show_progress: show_source_progress,
                 };
-                self.build(&id, &staging, spec, &materialiser, progress)
+                self.build(&id, &staging, spec, &materialiser, progress, identity)
             });
         match result {
             Ok(meta) => {
@@ -285,6 +325,7 @@ impl Store {
         spec: &EnvironmentSpec,
         materialiser: &Materialiser,
         progress: &mut dyn FnMut(&str),
+        identity: Option<Identity>,
     ) -> Result<EnvironmentMeta> {
         let tree_path = dir.join(TREE_DIR);
         for sub in ["workspace", "tmp", ".agents"] {
@@ -301,6 +342,14 @@ impl Store {
         }
         if spec.freeze_hooks {
             freeze(dir, &tree)?;
+        }
+        // Sources were written by hookbox (and git) as host root; the sandbox's uid owns them.
+        // The frozen snapshot too: it is bound read-only, so owning it grants nothing.
+        if let Some(Identity { uid, gid }) = identity {
+            tree.chown_tree(uid, gid)?;
+            if spec.freeze_hooks {
+                RootDir::open(&dir.join(FROZEN_DIR))?.chown_tree(uid, gid)?;
+            }
         }
         let usage = tree.usage()?;
         let t = now();
@@ -320,6 +369,7 @@ impl Store {
                 .collect(),
             sources: spec.sources.iter().map(|s| s.describe()).collect(),
             network: spec.network.clone(),
+            sandbox_uid: identity.map(|i| i.uid),
         };
         write_meta(dir, &meta)?;
         Ok(meta)
@@ -371,7 +421,9 @@ impl Store {
             }
         }
         let dir = self.dir(id)?;
-        let meta = read_meta(&dir)?;
+        let mut meta = read_meta(&dir)?;
+        let identity = self.identity_of(&dir, &mut meta)?;
+        let owner = identity.map(|i| (i.uid, i.gid));
         let policy = NetworkPolicy::from_json(meta.network.as_ref())?;
         let network = Arc::new(
             EnvNetwork::new(
@@ -386,7 +438,7 @@ impl Store {
                 source,
             })?,
         );
-        let tree = RootDir::open(&dir.join(TREE_DIR))?;
+        let tree = RootDir::open(&dir.join(TREE_DIR))?.with_owner(owner);
         let frozen = if meta.frozen_hooks {
             Some(RootDir::open(&dir.join(FROZEN_DIR))?)
         } else {
@@ -412,6 +464,7 @@ impl Store {
             env: meta.env.clone(),
             cgroups,
             netns: None,
+            identity,
         };
         let runner =
             SandboxRunner::new(self.options.clone(), layout)?.with_network(network.clone());
@@ -431,6 +484,32 @@ impl Store {
             engine,
             hooks: HooksCache::new(),
         })
+    }
+}
+
+impl Store {
+    /// The identity `meta`'s sandboxes run as. An environment created before hookbox mapped
+    /// sandboxed root to an unprivileged uid (or by an unprivileged hookbox) gets one now: its
+    /// tree is given to the new uid and the choice recorded, once.
+    fn identity_of(&self, dir: &Path, meta: &mut EnvironmentMeta) -> Result<Option<Identity>> {
+        let Some(range) = self.options.identities() else {
+            return Ok(None);
+        };
+        if let Some(uid) = meta.sandbox_uid {
+            return Ok(Some(Identity { uid, gid: uid }));
+        }
+        let _allocating = UID_ALLOCATION.lock().ok();
+        let identity = self.allocate_identity(range)?;
+        RootDir::open(&dir.join(TREE_DIR))?.chown_tree(identity.uid, identity.gid)?;
+        if meta.frozen_hooks {
+            RootDir::open(&dir.join(FROZEN_DIR))?.chown_tree(identity.uid, identity.gid)?;
+        }
+        let mut stored = read_meta(dir)?;
+        stored.sandbox_uid = Some(identity.uid);
+        write_meta(dir, &stored)?;
+        meta.sandbox_uid = Some(identity.uid);
+        tracing::info!(env_id = %meta.id, uid = identity.uid, "environment given an unprivileged sandbox uid");
+        Ok(Some(identity))
     }
 }
 
@@ -539,6 +618,16 @@ impl Environment {
         };
         for source in sources {
             materialiser.materialise(&self.tree, source)?;
+        }
+        // Inline and bucket files were created owned; a clone was written by git as host root.
+        self.own_tree()
+    }
+
+    /// Gives the whole tree to the environment's sandbox uid (after hookbox wrote into it other
+    /// than through [`Self::tree`], such as a fork's copy). Nothing to do without one.
+    pub fn own_tree(&self) -> Result<()> {
+        if let Some((uid, gid)) = self.tree.owner() {
+            self.tree.chown_tree(uid, gid)?;
         }
         Ok(())
     }

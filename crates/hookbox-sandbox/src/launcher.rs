@@ -5,7 +5,11 @@
 //! 1. read the spec from fd [`SPEC_FD`]; arm `PR_SET_PDEATHSIG` and check the parent is alive;
 //! 2. join the environment's cgroups (pids, memory);
 //! 3. optionally `setns` into an inherited network namespace ([`Network::Join`]);
-//! 4. `unshare` user, mount, PID, IPC, UTS (and network) namespaces; map uid/gid 0 to our own;
+//! 4. with an [`Identity`] (hookbox runs as host root): stage the host paths the sandbox needs
+//!    in a private mount namespace under a world-traversable `/tmp`, then become that
+//!    unprivileged uid/gid ([`stage_host_paths`], [`drop_identity`]);
+//!    then `unshare` user, mount, PID, IPC, UTS (and network) namespaces; map uid/gid 0 to our
+//!    own (the unprivileged identity when there is one);
 //! 5. fork: the child is PID 1 of the new PID namespace ("init"). The launcher waits for it and
 //!    exits with its status; if the launcher is killed (supervise's timeout), init gets SIGKILL
 //!    through its parent-death signal, and when init dies the kernel kills the whole namespace;
@@ -31,9 +35,14 @@ use nix::unistd::{ForkResult, Pid};
 
 use crate::seccomp;
 use crate::spec::{
-    EXIT_EXEC_FAILED, EXIT_SETUP_FAILED, Isolation, LaunchSpec, NETNS_FD, Network, SPEC_FD,
-    STATUS_FD,
+    EXIT_EXEC_FAILED, EXIT_SETUP_FAILED, Identity, Isolation, LaunchSpec, NETNS_FD, Network,
+    SPEC_FD, STATUS_FD,
 };
+
+/// Where an unprivileged launch stages its host paths: a fresh tmpfs over `/tmp` in the
+/// launcher's private mount namespace (the host never sees it). `/tmp` is chosen because every
+/// system has it and every uid may traverse it, which the data dir's parents need not allow.
+const STAGE_DIR: &str = "/tmp";
 
 /// A step of sandbox construction that failed.
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +73,19 @@ pub enum LaunchError {
     },
     #[error("fork: {0}")]
     Fork(nix::Error),
+    #[error("staging {path} for the unprivileged sandbox: {source}")]
+    Stage {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("becoming the sandbox's unprivileged host identity (uid {uid}, gid {gid}): {source}")]
+    DropIdentity {
+        uid: u32,
+        gid: u32,
+        #[source]
+        source: nix::Error,
+    },
     #[error("setsid: {0}")]
     Setsid(nix::Error),
     #[error("mount {what} at {target}: {source}")]
@@ -165,7 +187,7 @@ fn read_spec() -> Result<LaunchSpec> {
 }
 
 fn run(status: &mut Option<File>) -> Result<i32> {
-    let spec = read_spec()?;
+    let mut spec = read_spec()?;
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(LaunchError::Pdeathsig)?;
     if nix::unistd::getppid().as_raw() != spec.parent_pid {
         return Err(LaunchError::ParentGone);
@@ -207,6 +229,10 @@ fn run(status: &mut Option<File>) -> Result<i32> {
             0,
         );
     }
+    if let Some(identity) = spec.identity {
+        stage_host_paths(&mut spec)?;
+        drop_identity(identity, spec.parent_pid)?;
+    }
     let uid = nix::unistd::geteuid().as_raw();
     let gid = nix::unistd::getegid().as_raw();
     nix::sched::unshare(flags).map_err(LaunchError::Unshare)?;
@@ -234,6 +260,109 @@ fn run(status: &mut Option<File>) -> Result<i32> {
             wait_for(child)
         }
     }
+}
+
+/// Makes every host path of `spec` reachable by an unprivileged uid: in a private mount
+/// namespace (still as host root), each bind and file source is opened without following
+/// symlinks, a tmpfs is mounted over [`STAGE_DIR`], and each source is bound at `STAGE_DIR/<n>`
+/// through its descriptor (so sources beneath `/tmp` itself, or under a 0700 home, work). The
+/// spec's paths are rewritten to the staged ones, and the new root is mounted at
+/// `STAGE_DIR/root`. The mounts made here belong to the host's user namespace, so the sandbox
+/// later finds them locked: it cannot unmount or reveal what lies beneath them.
+fn stage_host_paths(spec: &mut LaunchSpec) -> Result<()> {
+    use rustix::fs::{Mode, OFlags};
+    let stage_err = |path: &Path| {
+        let path = path.display().to_string();
+        move |source: std::io::Error| LaunchError::Stage { path, source }
+    };
+    nix::sched::unshare(CloneFlags::CLONE_NEWNS).map_err(LaunchError::Unshare)?;
+    nix::mount::mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(mount_err("private propagation", Path::new("/")))?;
+    let sources: Vec<&mut PathBuf> = spec
+        .binds
+        .iter_mut()
+        .map(|b| &mut b.source)
+        .chain(spec.files.iter_mut().map(|f| &mut f.source))
+        .collect();
+    let mut opened = Vec::with_capacity(sources.len());
+    for source in sources {
+        let fd = rustix::fs::open(
+            source.as_path(),
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| stage_err(source)(e.into()))?;
+        let stat = rustix::fs::fstat(&fd).map_err(|e| stage_err(source)(e.into()))?;
+        let is_dir = match rustix::fs::FileType::from_raw_mode(stat.st_mode) {
+            rustix::fs::FileType::Directory => true,
+            rustix::fs::FileType::RegularFile => false,
+            _ => {
+                return Err(stage_err(source)(std::io::Error::other(
+                    "not a directory or regular file",
+                )));
+            }
+        };
+        opened.push((fd, is_dir, source));
+    }
+    let stage = Path::new(STAGE_DIR);
+    nix::mount::mount(
+        Some("tmpfs"),
+        stage,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("mode=0755,size=64k"),
+    )
+    .map_err(mount_err("staging tmpfs", stage))?;
+    for (n, (fd, is_dir, source)) in opened.into_iter().enumerate() {
+        let target = stage.join(n.to_string());
+        if is_dir {
+            std::fs::create_dir(&target).map_err(stage_err(&target))?;
+        } else {
+            File::create(&target).map_err(stage_err(&target))?;
+        }
+        let through = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+        nix::mount::mount(
+            Some(&through),
+            &target,
+            None::<&str>,
+            MsFlags::MS_BIND | MsFlags::MS_REC,
+            None::<&str>,
+        )
+        .map_err(mount_err(&format!("bind of {}", source.display()), &target))?;
+        *source = target;
+    }
+    let root = stage.join("root");
+    std::fs::create_dir(&root).map_err(stage_err(&root))?;
+    spec.mountpoint = root;
+    Ok(())
+}
+
+/// Becomes `identity` for good (real, effective and saved ids; no supplementary groups), keeps
+/// `/proc/self` writable for the id maps (a credential change makes the process non-dumpable)
+/// and re-arms the parent-death signal, which a credential change clears.
+fn drop_identity(identity: Identity, parent_pid: i32) -> Result<()> {
+    let Identity { uid, gid } = identity;
+    let err = |source| LaunchError::DropIdentity { uid, gid, source };
+    nix::unistd::setgroups(&[]).map_err(err)?;
+    let g = nix::unistd::Gid::from_raw(gid);
+    nix::unistd::setresgid(g, g, g).map_err(err)?;
+    let u = nix::unistd::Uid::from_raw(uid);
+    nix::unistd::setresuid(u, u, u).map_err(err)?;
+    // SAFETY: PR_SET_DUMPABLE takes an integer flag and touches no memory of ours.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) } < 0 {
+        return Err(err(nix::Error::last()));
+    }
+    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(LaunchError::Pdeathsig)?;
+    if nix::unistd::getppid().as_raw() != parent_pid {
+        return Err(LaunchError::ParentGone);
+    }
+    Ok(())
 }
 
 fn write_id_map(file: &'static str, content: &str) -> Result<()> {

@@ -17,7 +17,9 @@ use hookbox_rootfs::{EntryKind, RootDir};
 
 use crate::cgroup::EnvCgroups;
 use crate::network::{EnvNetwork, JoinedNetwork};
-use crate::spec::{Bind, Isolation, LaunchSpec, Limits, NETNS_FD, Network, SPEC_FD, STATUS_FD};
+use crate::spec::{
+    Bind, Identity, Isolation, LaunchSpec, Limits, NETNS_FD, Network, SPEC_FD, STATUS_FD,
+};
 use crate::vars;
 
 /// Top-level names of the sandbox that come from the host or the launcher, never from the
@@ -108,6 +110,55 @@ impl Default for ResourceLimits {
     }
 }
 
+/// The host uids (and equal gids) environments' sandboxes run as: one per environment, chosen
+/// at creation and kept in its metadata. None of them may be a real account on the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UidRange {
+    pub first: u32,
+    pub count: u32,
+}
+
+impl UidRange {
+    /// 1 000 000 000 .. 1 099 999 999: far above any distribution's accounts and subordinate
+    /// ranges (`/etc/subuid` starts at 100 000, systemd's container range at 524 288).
+    pub const DEFAULT: UidRange = UidRange {
+        first: 1_000_000_000,
+        count: 100_000_000,
+    };
+
+    /// Parses `FIRST:COUNT`.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let (first, count) = text
+            .split_once(':')
+            .ok_or_else(|| format!("`{text}` is not FIRST:COUNT"))?;
+        let first: u32 = first
+            .trim()
+            .parse()
+            .map_err(|e| format!("first uid `{first}`: {e}"))?;
+        let count: u32 = count
+            .trim()
+            .parse()
+            .map_err(|e| format!("count `{count}`: {e}"))?;
+        if first == 0 || count == 0 || first.checked_add(count).is_none_or(|end| end == u32::MAX) {
+            return Err(format!(
+                "`{text}`: the range must be non-empty, exclude uid 0 and end below {}",
+                u32::MAX
+            ));
+        }
+        Ok(Self { first, count })
+    }
+
+    pub fn contains(&self, uid: u32) -> bool {
+        uid >= self.first && uid - self.first < self.count
+    }
+
+    /// The range's `n`-th id (modulo its size).
+    pub fn nth(&self, n: u64) -> Identity {
+        let uid = self.first + u32::try_from(n % u64::from(self.count)).unwrap_or(0);
+        Identity { uid, gid: uid }
+    }
+}
+
 /// How sandboxes are built, shared by every environment of a hookbox process.
 #[derive(Debug, Clone)]
 pub struct SandboxOptions {
@@ -120,6 +171,10 @@ pub struct SandboxOptions {
     pub output_limit: usize,
     /// Bounds on repository sources (clone timeout, tree size).
     pub sources: crate::source::SourceLimits,
+    /// Unprivileged host ids for environments' sandboxes. `Some` by default when hookbox runs
+    /// as host root with full isolation (sandboxed root must not be host root); `None` when
+    /// hookbox is itself unprivileged (its own uid already is) or isolation is off.
+    pub identities: Option<UidRange>,
 }
 
 impl SandboxOptions {
@@ -131,6 +186,17 @@ impl SandboxOptions {
             tool_timeout: Duration::from_secs(300),
             output_limit: hookbox_hooks::runner::DEFAULT_OUTPUT_LIMIT,
             sources: crate::source::SourceLimits::default(),
+            identities: rustix::process::geteuid()
+                .is_root()
+                .then_some(UidRange::DEFAULT),
+        }
+    }
+
+    /// The identities in force: none without isolation.
+    pub fn identities(&self) -> Option<UidRange> {
+        match self.isolation {
+            Isolation::Full => self.identities,
+            Isolation::InsecureNone => None,
         }
     }
 }
@@ -150,14 +216,33 @@ pub struct SandboxLayout {
     /// A network namespace to join instead of a fresh one (the egress issue's per-environment
     /// namespace). `None`: a fresh namespace with only loopback.
     pub netns: Option<Arc<OwnedFd>>,
+    /// The unprivileged host identity sandboxed root maps to (see [`LaunchSpec::identity`]).
+    pub identity: Option<Identity>,
 }
 
 impl SandboxLayout {
     /// A layout for any directory tree that stands for the sandbox root (as `hookbox hooks test
     /// --root DIR` needs): no variables, no cgroups, fresh network. The mountpoint is a shared empty
     /// directory `<tmp>/hookbox-sandbox-mnt-<uid>`; sandboxes only mount on it inside their own
-    /// mount namespace, so one directory serves all of them.
-    pub fn for_tree(tree: PathBuf) -> std::io::Result<Self> {
+    /// mount namespace, so one directory serves all of them. `identities` as in
+    /// [`SandboxOptions::identities`]: when set, sandboxed root is the tree's owner if that is
+    /// not root, else the range's first id (which can read, not write, a root-owned tree).
+    pub fn for_tree(tree: PathBuf, identities: Option<UidRange>) -> std::io::Result<Self> {
+        let identity = match identities {
+            None => None,
+            Some(range) => {
+                let meta = std::fs::metadata(&tree)?;
+                let (uid, gid) = (
+                    std::os::unix::fs::MetadataExt::uid(&meta),
+                    std::os::unix::fs::MetadataExt::gid(&meta),
+                );
+                Some(if uid != 0 && gid != 0 {
+                    Identity { uid, gid }
+                } else {
+                    range.nth(0)
+                })
+            }
+        };
         let uid = rustix::process::geteuid().as_raw();
         let mountpoint = std::env::temp_dir().join(format!("hookbox-sandbox-mnt-{uid}"));
         match std::fs::create_dir(&mountpoint) {
@@ -179,6 +264,7 @@ impl SandboxLayout {
             env: Vec::new(),
             cgroups: EnvCgroups::default(),
             netns: None,
+            identity,
         })
     }
 }
@@ -306,6 +392,10 @@ impl SandboxRunner {
             },
             cgroups: cgroups.dirs.clone(),
             hostname: "hookbox".into(),
+            identity: match self.options.isolation {
+                Isolation::Full => self.layout.identity,
+                Isolation::InsecureNone => None,
+            },
             parent_pid: i32::try_from(std::process::id()).unwrap_or(0),
         })
     }

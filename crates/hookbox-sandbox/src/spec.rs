@@ -78,6 +78,13 @@ pub struct Limits {
     pub file_size_bytes: Option<u64>,
 }
 
+/// The host uid and gid that root inside the sandbox maps to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Identity {
+    pub uid: u32,
+    pub gid: u32,
+}
+
 /// Everything one launch needs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LaunchSpec {
@@ -108,6 +115,13 @@ pub struct LaunchSpec {
     /// cgroup directories the launcher joins before anything else (pids and memory caps).
     pub cgroups: Vec<PathBuf>,
     pub hostname: String,
+    /// Who the sandbox is on the host. `Some`: the launcher (started as host root) stages the
+    /// host paths it needs in a private mount namespace, becomes this unprivileged uid/gid, and
+    /// only then creates the user namespace, so sandboxed root is this uid on the host and holds
+    /// no capability over host-owned files. `None`: sandboxed root is the launcher's own uid (an
+    /// unprivileged hookbox, where that uid is already unprivileged).
+    #[serde(default)]
+    pub identity: Option<Identity>,
     /// The pid of the process that spawned the launcher; if it is gone by the time the
     /// parent-death signal is armed, the launcher exits.
     pub parent_pid: i32,

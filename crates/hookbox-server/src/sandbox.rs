@@ -544,7 +544,15 @@ impl EnvironmentProvider for SandboxBackend {
             .output()
             .await;
         match status {
-            Ok(out) if out.status.success() => Ok(child.id),
+            Ok(out) if out.status.success() => {
+                // The copy kept the parent's owner; the child's sandbox runs as its own uid.
+                let owner = child_env.clone();
+                if let Err(e) = blocking(move || owner.own_tree()).await {
+                    let _ = self.delete(&child.id).await;
+                    return Err(e);
+                }
+                Ok(child.id)
+            }
             Ok(out) => {
                 let _ = self.delete(&child.id).await;
                 Err(ProviderError::Internal(format!(

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use hookbox_hooks::runner::CommandOutput;
 use hookbox_sandbox::runner::{Launcher, SandboxLayout, SandboxOptions, SandboxRunner};
+use hookbox_sandbox::spec::Identity;
 
 pub const LAUNCHER: &str = env!("CARGO_BIN_EXE_hookbox-sandbox-exec");
 
@@ -17,12 +18,25 @@ pub fn options() -> SandboxOptions {
     SandboxOptions::new(Launcher::standalone(LAUNCHER))
 }
 
+/// The unprivileged host identity test sandboxes run as when the tests run as host root (as CI
+/// does), as an environment's would; `None` for an unprivileged test run.
+pub fn test_identity() -> Option<Identity> {
+    options().identities().map(|range| range.nth(4242))
+}
+
 pub fn layout(dir: &std::path::Path) -> SandboxLayout {
     let tree = dir.join("root");
     for sub in ["workspace", "tmp", ".agents"] {
         std::fs::create_dir_all(tree.join(sub)).unwrap();
     }
     std::fs::create_dir_all(dir.join("mnt")).unwrap();
+    let identity = test_identity();
+    if let Some(Identity { uid, gid }) = identity {
+        hookbox_rootfs::RootDir::open(&tree)
+            .unwrap()
+            .chown_tree(uid, gid)
+            .unwrap();
+    }
     SandboxLayout {
         tree,
         mountpoint: dir.join("mnt"),
@@ -30,6 +44,7 @@ pub fn layout(dir: &std::path::Path) -> SandboxLayout {
         env: vec![("GREETING".into(), "hello".into())],
         cgroups: Default::default(),
         netns: None,
+        identity,
     }
 }
 

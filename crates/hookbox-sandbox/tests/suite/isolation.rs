@@ -98,9 +98,9 @@ async fn output_is_capped_and_the_tree_killed() {
 
 #[tokio::test]
 async fn a_sandbox_that_cannot_be_built_is_an_error_not_a_silent_run() {
-    // The mountpoint is missing, so building the root fails inside the launcher.
+    // A directory to bind is missing, so building the root fails inside the launcher.
     let env = env_with(options(), |layout| {
-        layout.mountpoint = layout.tree.join("nope/none")
+        layout.frozen_agents = Some(layout.tree.join("nope/none"))
     });
     let err = env
         .runner
@@ -112,7 +112,7 @@ async fn a_sandbox_that_cannot_be_built_is_an_error_not_a_silent_run() {
         )
         .await
         .unwrap_err();
-    assert!(err.to_string().contains("tmpfs root"), "{err}");
+    assert!(err.to_string().contains("nope/none"), "{err}");
 }
 
 #[tokio::test]
@@ -121,8 +121,11 @@ async fn any_tree_can_stand_for_the_sandbox_root() {
     std::fs::create_dir_all(dir.path().join("workspace")).unwrap();
     std::fs::create_dir_all(dir.path().join(".agents")).unwrap();
     std::fs::write(dir.path().join(".agents/hello.sh"), "echo from-agents").unwrap();
-    let layout =
-        hookbox_sandbox::runner::SandboxLayout::for_tree(dir.path().to_path_buf()).unwrap();
+    let layout = hookbox_sandbox::runner::SandboxLayout::for_tree(
+        dir.path().to_path_buf(),
+        options().identities(),
+    )
+    .unwrap();
     let runner =
         hookbox_sandbox::runner::SandboxRunner::new(std::sync::Arc::new(options()), layout)
             .unwrap();

@@ -1,5 +1,6 @@
 mod common;
 mod escape;
+mod identity;
 mod isolation;
 mod lifecycle;
 mod network;

@@ -424,7 +424,7 @@ fn command_runner(
             "this kernel lacks {feature}, which the sandbox needs; refusing to run hooks without isolation (--insecure-no-isolation overrides, unsafely)"
         );
     }
-    let layout = SandboxLayout::for_tree(root.clone())
+    let layout = SandboxLayout::for_tree(root.clone(), options.identities())
         .with_context(|| format!("preparing a sandbox for {}", root.display()))?;
     Ok(Arc::new(
         SandboxRunner::new(Arc::new(options), layout)

@@ -10,10 +10,27 @@ pub fn fixture(name: &str) -> PathBuf {
 }
 
 /// A private copy of a fixture tree (handlers may write into it).
+/// A copy of fixture tree `name`, owned (when the tests run as root) by [`DEVELOPER_UID`], as a
+/// developer's checkout would be: `hooks test` runs the hooks as the tree's owner.
 pub fn tree(name: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     copy_dir(&fixture(name), dir.path());
+    if rustix::process::geteuid().is_root() {
+        chown_all(dir.path(), DEVELOPER_UID);
+    }
     dir
+}
+
+/// The uid a test checkout belongs to.
+pub const DEVELOPER_UID: u32 = 4242;
+
+fn chown_all(path: &Path, uid: u32) {
+    std::os::unix::fs::lchown(path, Some(uid), Some(uid)).unwrap();
+    if std::fs::symlink_metadata(path).unwrap().is_dir() {
+        for entry in std::fs::read_dir(path).unwrap() {
+            chown_all(&entry.unwrap().path(), uid);
+        }
+    }
 }
 
 fn copy_dir(from: &Path, to: &Path) {

@@ -1,0 +1,193 @@
+//! Sandboxed root is not host root: it maps to an unprivileged host uid that owns the
+//! environment's tree, so it holds no capability over host-owned files, even ones placed in
+//! its own tree; hook commands run under the same mapping.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+use hookbox_sandbox::environment::ToolResult;
+use serde_json::json;
+
+use super::common::*;
+
+fn running_as_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// The host uid sandboxed root must map to in a raw test layout.
+fn expected_host_uid() -> u32 {
+    match test_identity() {
+        Some(identity) => identity.uid,
+        None => rustix::process::geteuid().as_raw(),
+    }
+}
+
+#[tokio::test]
+async fn sandboxed_root_maps_to_an_unprivileged_host_uid() {
+    let env = env();
+    let out = sh(&env, "cat /proc/self/uid_map /proc/self/gid_map; id -u").await;
+    let text = text(&out.stdout);
+    let lines: Vec<Vec<&str>> = text
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let host = expected_host_uid().to_string();
+    assert_eq!(lines[0], ["0", host.as_str(), "1"], "{text}");
+    assert_eq!(lines[1], ["0", host.as_str(), "1"], "{text}");
+    assert_eq!(lines[2], ["0"], "root inside: {text}");
+    if running_as_root() {
+        assert_ne!(
+            expected_host_uid(),
+            0,
+            "sandboxed root must not be host root"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_root_owned_0600_file_in_the_tree_cannot_be_read_or_taken_over() {
+    if !running_as_root() {
+        // Unprivileged hookbox: the sandbox is that uid, which owns what it writes anyway.
+        return;
+    }
+    let env = env();
+    let secret = env.dir.path().join("root/workspace/host-secret");
+    std::fs::write(&secret, "host root's secret").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert_eq!(std::fs::metadata(&secret).unwrap().uid(), 0);
+
+    let out = sh(
+        &env,
+        "cat /workspace/host-secret; echo \"cat=$?\"; \
+         chmod 644 /workspace/host-secret; echo \"chmod=$?\"; \
+         chown 0:0 /workspace/host-secret; echo \"chown=$?\"; \
+         cp /workspace/host-secret /tmp/copy; echo \"cp=$?\"",
+    )
+    .await;
+    let stdout = text(&out.stdout);
+    assert!(!stdout.contains("secret"), "{stdout}");
+    for op in ["cat", "chmod", "chown", "cp"] {
+        assert!(
+            stdout.contains(&format!("{op}=1")),
+            "{op} must fail: {stdout} / {}",
+            text(&out.stderr)
+        );
+    }
+    assert!(text(&out.stderr).contains("Permission denied"));
+    // Nothing changed on the host.
+    let meta = std::fs::metadata(&secret).unwrap();
+    assert_eq!((meta.uid(), meta.mode() & 0o777), (0, 0o600));
+}
+
+#[tokio::test]
+async fn chown_to_host_meaningful_ids_fails() {
+    let env = env();
+    let out = sh(
+        &env,
+        "echo x > /workspace/mine; \
+         chown 1000:1000 /workspace/mine; echo \"user=$?\"; \
+         chown 65534 /workspace/mine; echo \"nobody=$?\"; \
+         chown 0:0 /workspace/mine; echo \"own=$?\"",
+    )
+    .await;
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("user=1"), "{stdout}");
+    assert!(stdout.contains("nobody=1"), "{stdout}");
+    assert!(stdout.contains("own=0"), "{stdout}");
+    assert!(text(&out.stderr).contains("Invalid argument"));
+    // On the host the file belongs to the sandbox's uid, nobody else.
+    let meta = std::fs::metadata(env.dir.path().join("root/workspace/mine")).unwrap();
+    assert_eq!(meta.uid(), expected_host_uid());
+}
+
+const UID_HOOK: &str = r#"{"who": {"pre_tool_execution": [{"matcher": ".*", "hooks": [
+  {"type": "command", "command": "cat /proc/self/uid_map > /tmp/hook-uid-map; touch /workspace/from-hook"}]}]}}"#;
+
+#[tokio::test]
+async fn environments_own_their_tree_and_hooks_run_under_the_same_mapping() {
+    let data = tempfile::tempdir().unwrap();
+    let store = store_with(data.path(), options());
+    let meta = create(
+        &store,
+        json!({"sources": [
+            {"type": "inline", "target": ".agents/hooks.json", "content": UID_HOOK},
+            {"type": "inline", "target": "workspace/deep/dir/file.txt", "content": "hi"},
+        ]}),
+    );
+    let tree = data.path().join("environments").join(&meta.id).join("root");
+    let expected = if running_as_root() {
+        let uid = meta
+            .sandbox_uid
+            .expect("root hookbox gives environments a uid");
+        assert_ne!(uid, 0);
+        uid
+    } else {
+        assert_eq!(meta.sandbox_uid, None);
+        rustix::process::geteuid().as_raw()
+    };
+    // Sources (and the directories created for them) belong to the sandbox's uid.
+    for path in [
+        "",
+        "workspace",
+        "workspace/deep/dir",
+        "workspace/deep/dir/file.txt",
+        ".agents/hooks.json",
+    ] {
+        assert_eq!(
+            std::fs::metadata(tree.join(path)).unwrap().uid(),
+            expected,
+            "{path}"
+        );
+    }
+
+    let env = store.open_env(&meta.id).unwrap();
+    let outcome = env
+        .call_tool(call(
+            "write_to_file",
+            json!({"path": "/workspace/new/by-tool.txt", "content": "x"}),
+        ))
+        .await;
+    assert!(
+        matches!(outcome.result, ToolResult::Ok { .. }),
+        "{:?}",
+        outcome.result
+    );
+    for path in [
+        "workspace/new",
+        "workspace/new/by-tool.txt",
+        "workspace/from-hook",
+    ] {
+        assert_eq!(
+            std::fs::metadata(tree.join(path)).unwrap().uid(),
+            expected,
+            "{path}"
+        );
+    }
+    // The file the tool wrote on the host is the sandbox's own: it can append to it.
+    let appended = env
+        .call_tool(call(
+            "code_execution",
+            json!({"code": "echo more >> /workspace/new/by-tool.txt && cat /workspace/new/by-tool.txt", "language": "bash"}),
+        ))
+        .await;
+    let ToolResult::Ok { output } = &appended.result else {
+        panic!("{:?}", appended.result)
+    };
+    assert_eq!(output["exit_code"], 0, "{output}");
+
+    let map = std::fs::read_to_string(tree.join("tmp/hook-uid-map")).unwrap();
+    let fields: Vec<&str> = map.split_whitespace().collect();
+    assert_eq!(fields, ["0", expected.to_string().as_str(), "1"], "{map}");
+}
+
+#[tokio::test]
+async fn environments_get_distinct_uids() {
+    if !running_as_root() {
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let store = store_with(data.path(), options());
+    let uids: std::collections::HashSet<u32> = (0..8)
+        .map(|_| create(&store, json!({"sources": []})).sandbox_uid.unwrap())
+        .collect();
+    assert_eq!(uids.len(), 8);
+}
