@@ -90,6 +90,11 @@ pub struct EnvironmentSetup {
     pub network: Option<Network>,
     /// `env` of the embedded environment: names to values or `{credential}` references.
     pub env: Option<Map<String, Value>>,
+    /// The project the environment belongs to (its network's credentials resolve there only).
+    /// Empty: the backend's default project.
+    pub project: String,
+    /// The environment's disk cap in bytes (`0`: none); `None`: the backend's default.
+    pub disk_limit_bytes: Option<u64>,
 }
 
 /// Size of an environment's files.

@@ -131,6 +131,13 @@ pub trait CredentialStore: Send + Sync + fmt::Debug {
     fn remove(&self, id: &str) -> Result<()>;
     /// What to inject for `id`; the only way a value leaves the store.
     fn reveal(&self, id: &str) -> Result<Injection>;
+    /// The same store seen from `project`: every id resolves inside that project only, so an
+    /// environment's allowlist can name only its own project's credentials. `None`: this store
+    /// has no projects (a single-tenant store, such as the file store of tests and tools).
+    fn scoped(&self, project: &str) -> Option<std::sync::Arc<dyn CredentialStore>> {
+        let _ = project;
+        None
+    }
 }
 
 /// Whether `id` is a valid credential id (also keeps ids safe as file names).

@@ -80,6 +80,8 @@ pub enum EnvError {
         #[source]
         source: NetworkError,
     },
+    #[error("environment disk: {0}")]
+    Disk(#[from] crate::disk::DiskError),
 }
 
 pub type Result<T> = std::result::Result<T, EnvError>;
@@ -127,6 +129,12 @@ pub struct EnvironmentMeta {
     /// when hookbox runs unprivileged or without isolation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox_uid: Option<u32>,
+    /// The project the environment belongs to (see [`EnvironmentSpec::project`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    /// The kernel-enforced size of the environment's tree ([`crate::disk`]); absent: no cap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_limit_bytes: Option<u64>,
 }
 
 impl EnvironmentMeta {
@@ -206,6 +214,13 @@ pub struct Store {
     options: Arc<SandboxOptions>,
     egress: EgressOptions,
     buckets: Arc<dyn Buckets>,
+}
+
+/// What a new environment is on the host: the uid owning its tree and the cap of its disk.
+#[derive(Debug, Clone, Copy)]
+struct HostSide {
+    identity: Option<Identity>,
+    disk_limit: Option<u64>,
 }
 
 /// Serialises uid allocation within this process (two creations cannot pick the same free id).
@@ -288,7 +303,16 @@ impl Store {
             .identities()
             .map(|range| self.allocate_identity(range))
             .transpose()?;
-        let result = network::build_egress(&id, policy, &self.egress)
+        let egress = self.egress.for_project(spec.project.as_deref());
+        let disk_limit = match self.options.isolation {
+            Isolation::Full => spec
+                .disk_limit_bytes
+                .or(self.options.disk_limit_bytes)
+                .filter(|b| *b > 0),
+            Isolation::InsecureNone => None,
+        };
+        let egress_ca = self.egress.operator.extra_ca_file.clone();
+        let result = network::build_egress(&id, policy, &egress)
             .map_err(|source| EnvError::Network {
                 env_id: id.clone(),
                 source,
@@ -298,11 +322,21 @@ impl Store {
                     origin,
                     buckets: self.buckets.clone(),
                     egress: Some(egress),
-                    extra_ca_file: self.egress.operator.extra_ca_file.clone(),
+                    extra_ca_file: egress_ca.clone(),
                     limits: self.options.sources.clone(),
                     show_progress: show_source_progress,
                 };
-                self.build(&id, &staging, spec, &materialiser, progress, identity)
+                self.build(
+                    &id,
+                    &staging,
+                    spec,
+                    &materialiser,
+                    progress,
+                    HostSide {
+                        identity,
+                        disk_limit,
+                    },
+                )
             });
         match result {
             Ok(meta) => {
@@ -312,6 +346,7 @@ impl Store {
                 Ok(meta.redacted())
             }
             Err(err) => {
+                let _ = crate::disk::unmount(&staging.join(TREE_DIR));
                 let _ = std::fs::remove_dir_all(&staging);
                 Err(err)
             }
@@ -325,9 +360,22 @@ impl Store {
         spec: &EnvironmentSpec,
         materialiser: &Materialiser,
         progress: &mut dyn FnMut(&str),
-        identity: Option<Identity>,
+        host: HostSide,
     ) -> Result<EnvironmentMeta> {
+        let HostSide {
+            identity,
+            disk_limit,
+        } = host;
         let tree_path = dir.join(TREE_DIR);
+        if let Some(bytes) = disk_limit {
+            std::fs::create_dir_all(&tree_path).map_err(io(&tree_path))?;
+            crate::disk::create(
+                &dir.join(crate::disk::IMAGE_FILE),
+                &tree_path,
+                bytes,
+                identity.map(|i| (i.uid, i.gid)),
+            )?;
+        }
         for sub in ["workspace", "tmp", ".agents"] {
             let path = tree_path.join(sub);
             std::fs::create_dir_all(&path).map_err(io(&path))?;
@@ -370,6 +418,8 @@ impl Store {
             sources: spec.sources.iter().map(|s| s.describe()).collect(),
             network: spec.network.clone(),
             sandbox_uid: identity.map(|i| i.uid),
+            project: spec.project.clone(),
+            disk_limit_bytes: disk_limit,
         };
         write_meta(dir, &meta)?;
         Ok(meta)
@@ -395,6 +445,7 @@ impl Store {
     pub fn show(&self, id: &str) -> Result<EnvironmentMeta> {
         let dir = self.dir(id)?;
         let mut meta = read_meta(&dir)?;
+        crate::disk::ensure_mounted(&dir.join(crate::disk::IMAGE_FILE), &dir.join(TREE_DIR))?;
         let Usage { files, bytes } = RootDir::open(&dir.join(TREE_DIR))?.usage()?;
         meta.file_count = files;
         meta.size_bytes = bytes;
@@ -405,6 +456,7 @@ impl Store {
     pub fn remove(&self, id: &str) -> Result<()> {
         let dir = self.dir(id)?;
         cgroup::remove_for(id);
+        crate::disk::unmount(&dir.join(TREE_DIR))?;
         // std's remove_dir_all does not follow symlinks, so links planted by sandboxed code
         // cannot redirect the deletion.
         std::fs::remove_dir_all(&dir).map_err(io(&dir))
@@ -415,6 +467,16 @@ impl Store {
     /// namespace and proxy are created on the first sandbox launch (inside a tokio runtime) and
     /// dropped with the returned [`Environment`].
     pub fn open_env(&self, id: &str) -> Result<Environment> {
+        self.open_env_with(id, None)
+    }
+
+    /// [`Self::open_env`], with every sandboxed process of the environment counting against
+    /// its project's slots in `slots` (the `sandbox_processes` quota).
+    pub fn open_env_with(
+        &self,
+        id: &str,
+        slots: Option<&crate::slots::SlotRegistry>,
+    ) -> Result<Environment> {
         if self.options.isolation == Isolation::Full {
             if let Some(feature) = features::missing().into_iter().next() {
                 return Err(EnvError::MissingFeature(feature));
@@ -422,15 +484,17 @@ impl Store {
         }
         let dir = self.dir(id)?;
         let mut meta = read_meta(&dir)?;
+        crate::disk::ensure_mounted(&dir.join(crate::disk::IMAGE_FILE), &dir.join(TREE_DIR))?;
         let identity = self.identity_of(&dir, &mut meta)?;
         let owner = identity.map(|i| (i.uid, i.gid));
         let policy = NetworkPolicy::from_json(meta.network.as_ref())?;
+        let egress = self.egress.for_project(meta.project.as_deref());
         let network = Arc::new(
             EnvNetwork::new(
                 id,
                 &dir,
                 policy,
-                &self.egress,
+                &egress,
                 self.options.isolation == Isolation::Full,
             )
             .map_err(|source| EnvError::Network {
@@ -466,8 +530,9 @@ impl Store {
             netns: None,
             identity,
         };
-        let runner =
-            SandboxRunner::new(self.options.clone(), layout)?.with_network(network.clone());
+        let runner = SandboxRunner::new(self.options.clone(), layout)?
+            .with_network(network.clone())
+            .with_slots(slots.map(|r| r.for_project(meta.project.as_deref())));
         // http hooks leave through the same egress as sandbox traffic: same allowlist, same
         // always-on blocks, same injected headers. A refusal fails open with the rule traced.
         let http = Arc::new(EgressPoster::new(network.egress().clone()));

@@ -88,12 +88,14 @@
 //!   sandbox paths such as `/.agents/...` do not resolve in that mode.
 
 pub mod cgroup;
+pub mod disk;
 pub mod environment;
 pub mod features;
 pub mod launcher;
 pub mod network;
 pub mod runner;
 pub mod seccomp;
+pub mod slots;
 pub mod source;
 pub mod spec;
 pub mod tools;

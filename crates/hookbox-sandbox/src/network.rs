@@ -91,6 +91,18 @@ impl EgressOptions {
         self.operator = operator;
         self
     }
+
+    /// These options for an environment of `project`: credentials resolve inside that project
+    /// only (when the store knows projects). `None`: the store's own scope.
+    pub fn for_project(&self, project: Option<&str>) -> Self {
+        let credentials = project
+            .and_then(|p| self.credentials.scoped(p))
+            .unwrap_or_else(|| self.credentials.clone());
+        Self {
+            credentials,
+            operator: self.operator.clone(),
+        }
+    }
 }
 
 /// Why an environment's network could not be set up.

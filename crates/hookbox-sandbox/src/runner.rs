@@ -17,6 +17,7 @@ use hookbox_rootfs::{EntryKind, RootDir};
 
 use crate::cgroup::EnvCgroups;
 use crate::network::{EnvNetwork, JoinedNetwork};
+use crate::slots::{ProcessSlots, SlotGuard, SlotsExhausted};
 use crate::spec::{
     Bind, Identity, Isolation, LaunchSpec, Limits, NETNS_FD, Network, SPEC_FD, STATUS_FD,
 };
@@ -175,6 +176,9 @@ pub struct SandboxOptions {
     /// as host root with full isolation (sandboxed root must not be host root); `None` when
     /// hookbox is itself unprivileged (its own uid already is) or isolation is off.
     pub identities: Option<UidRange>,
+    /// Disk cap of an environment whose spec names none (`None` or `Some(0)`: no cap). The
+    /// binary sets the product default (10 GiB); the library's default is none.
+    pub disk_limit_bytes: Option<u64>,
 }
 
 impl SandboxOptions {
@@ -189,6 +193,7 @@ impl SandboxOptions {
             identities: rustix::process::geteuid()
                 .is_root()
                 .then_some(UidRange::DEFAULT),
+            disk_limit_bytes: None,
         }
     }
 
@@ -277,6 +282,8 @@ pub struct SandboxRunner {
     tree: Arc<RootDir>,
     /// The environment's egress network, joined by every launch when its policy allows egress.
     network: Option<Arc<EnvNetwork>>,
+    /// The concurrency limit this environment's launches count against (its project's).
+    slots: Option<Arc<ProcessSlots>>,
 }
 
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -289,7 +296,19 @@ impl SandboxRunner {
             layout: Arc::new(layout),
             tree: Arc::new(tree),
             network: None,
+            slots: None,
         })
+    }
+
+    /// Every launch holds one of `slots` while it runs.
+    pub fn with_slots(mut self, slots: Option<Arc<ProcessSlots>>) -> Self {
+        self.slots = slots;
+        self
+    }
+
+    /// A slot for one launch now, or the quota error (`Ok(None)`: no limit applies).
+    pub fn reserve(&self) -> Result<Option<SlotGuard>, SlotsExhausted> {
+        self.slots.as_ref().map(|s| s.try_acquire()).transpose()
     }
 
     /// Launches join `network`'s namespace (with its proxy variables and CA bundle) when its
@@ -400,7 +419,8 @@ impl SandboxRunner {
         })
     }
 
-    /// Runs `argv` in the sandbox with `stdin`, bounded by `timeout` and `output_limit`.
+    /// Runs `argv` in the sandbox with `stdin`, bounded by `timeout` and `output_limit`, first
+    /// waiting for a free slot when the environment's launches are limited.
     pub async fn run_argv(
         &self,
         argv: Vec<String>,
@@ -408,6 +428,24 @@ impl SandboxRunner {
         timeout: Duration,
         output_limit: usize,
     ) -> Result<CommandOutput, RunnerError> {
+        let slot = match &self.slots {
+            Some(slots) => Some(slots.acquire().await),
+            None => None,
+        };
+        self.run_argv_reserved(slot, argv, stdin, timeout, output_limit)
+            .await
+    }
+
+    /// [`Self::run_argv`] holding `slot` (from [`Self::reserve`]) until the process tree is gone.
+    pub async fn run_argv_reserved(
+        &self,
+        slot: Option<SlotGuard>,
+        argv: Vec<String>,
+        stdin: Vec<u8>,
+        timeout: Duration,
+        output_limit: usize,
+    ) -> Result<CommandOutput, RunnerError> {
+        let _slot = slot;
         let joined = match &self.network {
             Some(network) => network
                 .sandbox()

@@ -221,6 +221,15 @@ pub struct EnvironmentSpec {
     /// `hookbox_egress::policy::NetworkPolicy::from_json`. Absent: disabled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<serde_json::Value>,
+    /// The project the environment belongs to: its allowlist's credentials resolve there only.
+    /// Absent: the credential store's own scope (the CLI's `default` project).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    /// The environment's disk cap in bytes (`0`: none). Absent: [`SandboxOptions`]'s default.
+    ///
+    /// [`SandboxOptions`]: crate::runner::SandboxOptions
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_limit_bytes: Option<u64>,
 }
 
 /// Why a source could not be materialised.

@@ -41,6 +41,8 @@ pub enum ToolError {
     CodeTooLong { len: usize },
     #[error("the sandbox failed: {0}")]
     Sandbox(#[from] RunnerError),
+    #[error(transparent)]
+    Quota(#[from] crate::slots::SlotsExhausted),
 }
 
 /// A tool's output, plus the text post hooks receive as `error` when the tool ran but
@@ -305,8 +307,9 @@ pub async fn code_execution(
             a.code,
         ],
     };
+    let slot = runner.reserve()?;
     let out = runner
-        .run_argv(argv, Vec::new(), timeout, output_limit)
+        .run_argv_reserved(slot, argv, Vec::new(), timeout, output_limit)
         .await?;
     Ok(code_output(&out, timeout))
 }

@@ -86,7 +86,10 @@ async fn bench() {
         executor: backend.clone(),
         environments: backend,
         api_keys: vec![],
+        allow_keyless: true,
         loop_config: LoopConfig::default(),
+        quotas: Default::default(),
+        sandbox_slots: None,
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

@@ -8,7 +8,7 @@
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Extension, Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use hookbox_agent::seams::EnvironmentSetup;
@@ -21,7 +21,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::error::{ApiError, ApiResult};
-use crate::{AppState, new_id, parse_json, strip_resource_prefix};
+use crate::{AppState, Project, new_id, parse_json, strip_resource_prefix};
 
 /// Largest file accepted by upload.
 pub const MAX_UPLOAD_BYTES: u64 = 1024 * 1024 * 1024;
@@ -32,6 +32,8 @@ pub const MAX_UPLOAD_SESSIONS: usize = 64;
 /// An open upload session.
 #[derive(Debug)]
 pub struct Upload {
+    /// The project that opened the session; only it may send chunks.
+    project: Project,
     env: String,
     path: String,
     overwrite: bool,
@@ -77,17 +79,26 @@ async fn with_usage(state: &AppState, env: Environment) -> Environment {
     env
 }
 
-async fn record(state: &AppState, id: &str) -> ApiResult<EnvironmentRecord> {
+/// The stored environment `id` of `project`; another project's is "not found", like a missing one.
+pub(crate) async fn record(
+    state: &AppState,
+    project: &str,
+    id: &str,
+) -> ApiResult<EnvironmentRecord> {
     state
         .inner
         .store
-        .get_environment(id)
+        .get_environment(project, id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("Environment `{id}` not found.")))
 }
 
 /// `POST /environments`.
-pub async fn create(State(state): State<AppState>, body: Bytes) -> ApiResult<Json<Environment>> {
+pub async fn create(
+    State(state): State<AppState>,
+    Extension(project): Extension<Project>,
+    body: Bytes,
+) -> ApiResult<Json<Environment>> {
     let req: CreateEnvironmentRequest = parse_json(&body, "environment request")?;
     let id = match req.from_environment.as_deref() {
         Some(from) => {
@@ -97,7 +108,8 @@ pub async fn create(State(state): State<AppState>, body: Bytes) -> ApiResult<Jso
                 ));
             }
             let from = strip_resource_prefix(from, "environments");
-            let parent = record(&state, from).await?;
+            let parent = record(&state, &project, from).await?;
+            let (_creating, disk) = state.inner.quotas.create_environment(&project).await?;
             let setup = EnvironmentSetup {
                 sources: Vec::new(),
                 network: req
@@ -105,6 +117,8 @@ pub async fn create(State(state): State<AppState>, body: Bytes) -> ApiResult<Jso
                     .clone()
                     .or_else(|| parent.environment.network.clone()),
                 env: parent.env.clone(),
+                project: project.to_string(),
+                disk_limit_bytes: Some(disk),
             };
             let id = state.inner.environments.fork(from, &setup).await?;
             let now = hookbox_store::time::now_rfc3339();
@@ -117,40 +131,50 @@ pub async fn create(State(state): State<AppState>, body: Bytes) -> ApiResult<Jso
             if req.network.is_some() {
                 child.environment.network = req.network;
             }
-            state.inner.store.put_environment(&child).await?;
+            if let Err(e) = state.inner.store.put_environment(&project, &child).await {
+                let _ = state.inner.environments.delete(&id).await;
+                return Err(e.into());
+            }
             id
         }
         None => {
             crate::interactions::create_environment(
                 &state,
+                &project,
                 EnvironmentSetup {
                     sources: req.sources.unwrap_or_default(),
                     network: req.network,
-                    env: None,
+                    ..EnvironmentSetup::default()
                 },
             )
             .await?
         }
     };
-    let env = record(&state, &id).await?.environment;
+    let env = record(&state, &project, &id).await?.environment;
     Ok(Json(with_usage(&state, env).await))
 }
 
 /// `GET /environments/{id}`.
 pub async fn get(
     State(state): State<AppState>,
+    Extension(project): Extension<Project>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Environment>> {
-    let env = record(&state, &id).await?.environment;
+    let env = record(&state, &project, &id).await?.environment;
     Ok(Json(with_usage(&state, env).await))
 }
 
 /// `GET /environments`.
 pub async fn list(
     State(state): State<AppState>,
+    Extension(project): Extension<Project>,
     Query(q): Query<PageQuery>,
 ) -> ApiResult<Json<ListEnvironmentsResponse>> {
-    let page = state.inner.store.list_environments(&q.page()).await?;
+    let page = state
+        .inner
+        .store
+        .list_environments(&project, &q.page())
+        .await?;
     Ok(Json(ListEnvironmentsResponse {
         environments: page
             .items
@@ -164,14 +188,15 @@ pub async fn list(
 /// `DELETE /environments/{id}`.
 pub async fn delete(
     State(state): State<AppState>,
+    Extension(project): Extension<Project>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    record(&state, &id).await?;
+    record(&state, &project, &id).await?;
     match state.inner.environments.delete(&id).await {
         Ok(()) | Err(hookbox_agent::seams::ProviderError::EnvironmentNotFound(_)) => {}
         Err(e) => return Err(e.into()),
     }
-    state.inner.store.delete_environment(&id).await?;
+    state.inner.store.delete_environment(&project, &id).await?;
     Ok(Json(Value::Object(Map::new())))
 }
 
@@ -191,28 +216,31 @@ pub struct FilesQuery {
 /// `GET /environments/{id}/files` (the root).
 pub async fn files_root(
     state: State<AppState>,
+    project: Extension<Project>,
     Path(id): Path<String>,
     q: Query<FilesQuery>,
 ) -> ApiResult<Response> {
-    files_at(state, id, String::new(), q).await
+    files_at(state, project, id, String::new(), q).await
 }
 
 /// `GET /environments/{id}/files/{path…}`: listing, or the raw bytes with `alt=media`.
 pub async fn files(
     state: State<AppState>,
+    project: Extension<Project>,
     Path((id, path)): Path<(String, String)>,
     q: Query<FilesQuery>,
 ) -> ApiResult<Response> {
-    files_at(state, id, path, q).await
+    files_at(state, project, id, path, q).await
 }
 
 async fn files_at(
     State(state): State<AppState>,
+    Extension(project): Extension<Project>,
     id: String,
     path: String,
     Query(q): Query<FilesQuery>,
 ) -> ApiResult<Response> {
-    record(&state, &id).await?;
+    record(&state, &project, &id).await?;
     let sandbox_path = format!("/{}", path.trim_start_matches('/'));
     if q.alt.as_deref() == Some("media") {
         let bytes = state
@@ -266,11 +294,12 @@ fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 /// `PUT /upload/{v}/environments/{id}/files/{path…}`: opens a resumable upload session.
 pub async fn upload_start(
     State(state): State<AppState>,
+    Extension(project): Extension<Project>,
     Path((id, path)): Path<(String, String)>,
     Query(q): Query<UploadQuery>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
-    record(&state, &id).await?;
+    record(&state, &project, &id).await?;
     if matches!(q.extract.as_deref(), Some("true" | "1")) {
         return Err(ApiError::bad_request(
             "extract=true (unpacking an archive) is not supported yet; upload the files one by one.",
@@ -311,6 +340,7 @@ pub async fn upload_start(
     uploads.insert(
         session.clone(),
         Upload {
+            project,
             env: id,
             path,
             overwrite: !matches!(q.overwrite.as_deref(), Some("false" | "0")),
@@ -334,6 +364,7 @@ pub async fn upload_start(
 /// `POST /upload/{v}/sessions/{session}`: one chunk; the last one finalizes.
 pub async fn upload_chunk(
     State(state): State<AppState>,
+    Extension(project): Extension<Project>,
     Path(session): Path<String>,
     headers: HeaderMap,
     body: Bytes,
@@ -353,11 +384,15 @@ pub async fn upload_chunk(
             .uploads
             .lock()
             .map_err(|_| ApiError::internal(&"uploads lock poisoned"))?;
-        let upload = uploads.get_mut(&session).ok_or_else(|| {
-            ApiError::not_found(format!(
-                "Upload session `{session}` not found or already finished."
-            ))
-        })?;
+        // Another project's session answers exactly like a missing one.
+        let upload = uploads
+            .get_mut(&session)
+            .filter(|u| u.project == project)
+            .ok_or_else(|| {
+                ApiError::not_found(format!(
+                    "Upload session `{session}` not found or already finished."
+                ))
+            })?;
         if commands.contains(&"upload") {
             let expected = upload.buffer.len();
             if let Some(o) = offset

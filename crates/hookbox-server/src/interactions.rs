@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Extension, Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use hookbox_agent::agent_loop::{LoopContext, LoopOutcome};
 use hookbox_agent::seams::EnvironmentSetup;
@@ -23,7 +23,8 @@ use serde_json::{Map, Value};
 use tokio::sync::{broadcast, mpsc, watch};
 
 use crate::error::{ApiError, ApiResult};
-use crate::{AppState, BUILTIN_AGENTS, new_id, parse_json, strip_resource_prefix};
+use crate::quota::RunningGuard;
+use crate::{AppState, BUILTIN_AGENTS, Project, new_id, parse_json, strip_resource_prefix};
 
 /// Messages from a running interaction to its SSE subscribers.
 #[derive(Debug, Clone)]
@@ -129,6 +130,7 @@ fn instruction_text(v: &Value) -> Option<String> {
 
 async fn resolve_agent(
     state: &AppState,
+    project: &Project,
     req: &CreateInteractionRequest,
 ) -> ApiResult<Option<Agent>> {
     let Some(name) = req.agent.as_deref() else {
@@ -145,7 +147,7 @@ async fn resolve_agent(
         return Ok(None);
     }
     let id = strip_resource_prefix(name, "agents");
-    match state.inner.store.get_agent(id).await? {
+    match state.inner.store.get_agent(project, id).await? {
         Some(agent) => Ok(Some(agent)),
         None => Err(ApiError::bad_request(format!(
             "Unknown agent `{name}`. Use one of {} or the id of an agent created with POST /agents.",
@@ -157,6 +159,7 @@ async fn resolve_agent(
 /// Creates or resolves the environment the run uses; returns its id.
 async fn resolve_environment(
     state: &AppState,
+    project: &Project,
     requested: Option<&EnvironmentRef>,
     previous_env: Option<&str>,
 ) -> ApiResult<String> {
@@ -167,11 +170,11 @@ async fn resolve_environment(
         Some(EnvironmentRef::Id(id)) => {
             let id = strip_resource_prefix(id, "environments");
             let mut record = store
-                .get_environment(id)
+                .get_environment(project, id)
                 .await?
                 .ok_or_else(|| ApiError::not_found(format!("Environment `{id}` not found.")))?;
             record.environment.last_accessed = Some(now);
-            store.put_environment(&record).await?;
+            store.put_environment(project, &record).await?;
             Ok(id.to_owned())
         }
         Some(EnvironmentRef::Spec(spec)) => {
@@ -179,10 +182,11 @@ async fn resolve_environment(
                 sources: spec.sources.clone().unwrap_or_default(),
                 network: spec.network.clone(),
                 env: spec.env.clone(),
+                ..EnvironmentSetup::default()
             };
             if let Some(existing) = spec.environment_id.as_deref() {
                 let id = strip_resource_prefix(existing, "environments");
-                let mut record = store.get_environment(id).await?.ok_or_else(|| {
+                let mut record = store.get_environment(project, id).await?.ok_or_else(|| {
                     ApiError::not_found(format!(
                         "Environment `{id}` (environment.environment_id) not found."
                     ))
@@ -198,23 +202,28 @@ async fn resolve_environment(
                 }
                 record.environment.updated = Some(now.clone());
                 record.environment.last_accessed = Some(now);
-                store.put_environment(&record).await?;
+                store.put_environment(project, &record).await?;
                 return Ok(id.to_owned());
             }
-            create_environment(state, setup).await
+            create_environment(state, project, setup).await
         }
         None => match previous_env {
             Some(id) => Ok(id.to_owned()),
-            None => create_environment(state, EnvironmentSetup::default()).await,
+            None => create_environment(state, project, EnvironmentSetup::default()).await,
         },
     }
 }
 
-/// Materialises and records a new environment.
+/// Materialises and records a new environment of `project`, within its `environments` quota and
+/// with its disk cap.
 pub(crate) async fn create_environment(
     state: &AppState,
-    setup: EnvironmentSetup,
+    project: &Project,
+    mut setup: EnvironmentSetup,
 ) -> ApiResult<String> {
+    let (_creating, disk) = state.inner.quotas.create_environment(project).await?;
+    setup.project = project.to_string();
+    setup.disk_limit_bytes = Some(disk);
     let id = state.inner.environments.create(&setup).await?;
     let now = hookbox_store::time::now_rfc3339();
     let record = EnvironmentRecord {
@@ -231,7 +240,7 @@ pub(crate) async fn create_environment(
         },
         env: setup.env,
     };
-    if let Err(e) = state.inner.store.put_environment(&record).await {
+    if let Err(e) = state.inner.store.put_environment(project, &record).await {
         let _ = state.inner.environments.delete(&id).await;
         return Err(e.into());
     }
@@ -239,7 +248,11 @@ pub(crate) async fn create_environment(
 }
 
 /// The steps of the `previous_interaction_id` chain, oldest first, and the newest one's env.
-async fn history(state: &AppState, previous: &str) -> ApiResult<(Vec<Step>, Option<String>)> {
+async fn history(
+    state: &AppState,
+    project: &Project,
+    previous: &str,
+) -> ApiResult<(Vec<Step>, Option<String>)> {
     let mut chain = Vec::new();
     let mut next = Some(previous.to_owned());
     let mut env = None;
@@ -247,7 +260,7 @@ async fn history(state: &AppState, previous: &str) -> ApiResult<(Vec<Step>, Opti
         if chain.len() >= MAX_HISTORY_DEPTH {
             break;
         }
-        let Some(i) = state.inner.store.get_interaction(&id).await? else {
+        let Some(i) = state.inner.store.get_interaction(project, &id).await? else {
             if chain.is_empty() {
                 return Err(ApiError::not_found(format!(
                     "Interaction `{id}` (previous_interaction_id) not found."
@@ -272,9 +285,13 @@ async fn history(state: &AppState, previous: &str) -> ApiResult<(Vec<Step>, Opti
 }
 
 /// `POST /interactions`.
-pub async fn create(State(state): State<AppState>, body: Bytes) -> ApiResult<Response> {
+pub async fn create(
+    State(state): State<AppState>,
+    Extension(project): Extension<Project>,
+    body: Bytes,
+) -> ApiResult<Response> {
     let req: CreateInteractionRequest = parse_json(&body, "interaction request")?;
-    let agent = resolve_agent(&state, &req).await?;
+    let agent = resolve_agent(&state, &project, &req).await?;
     let Some(input) = req.input.as_ref() else {
         return Err(ApiError::bad_request("`input` is required."));
     };
@@ -283,15 +300,22 @@ pub async fn create(State(state): State<AppState>, body: Bytes) -> ApiResult<Res
         return Err(ApiError::bad_request("`input` is empty."));
     }
     let (history, previous_env) = match req.previous_interaction_id.as_deref() {
-        Some(prev) => history(&state, prev).await?,
+        Some(prev) => history(&state, &project, prev).await?,
         None => (Vec::new(), None),
     };
+    // Checked before anything is created or stored, so a refusal changes nothing.
+    let running = state.inner.quotas.start_interaction(&project).await?;
     let env_request = req
         .environment
         .clone()
         .or_else(|| agent.as_ref().and_then(|a| a.base_environment.clone()));
-    let environment_id =
-        resolve_environment(&state, env_request.as_ref(), previous_env.as_deref()).await?;
+    let environment_id = resolve_environment(
+        &state,
+        &project,
+        env_request.as_ref(),
+        previous_env.as_deref(),
+    )
+    .await?;
 
     let system_instruction = req
         .system_instruction
@@ -320,12 +344,18 @@ pub async fn create(State(state): State<AppState>, body: Bytes) -> ApiResult<Res
     interaction.steps.clone_from(&new_steps);
     interaction.input = serde_json::to_value(input).ok();
     interaction.extra = echoes(&req);
-    state.inner.store.create_interaction(&interaction).await?;
+    state
+        .inner
+        .store
+        .create_interaction(&project, &interaction)
+        .await?;
     tracing::info!(interaction_id = %interaction.id, environment_id = %environment_id, agent = ?req.agent, "interaction created");
 
     let mut conversation = history;
     conversation.extend(new_steps);
     let run = RunSpec {
+        project: project.clone(),
+        running,
         id: interaction.id.clone(),
         environment_id,
         model_name,
@@ -338,7 +368,7 @@ pub async fn create(State(state): State<AppState>, body: Bytes) -> ApiResult<Res
     drop(events_rx);
 
     if req.stream == Some(true) {
-        let sse = crate::stream::sse(state, interaction.id.clone(), None).await?;
+        let sse = crate::stream::sse(state, project, interaction.id.clone(), None).await?;
         return Ok(sse.into_response());
     }
     if req.background == Some(true) {
@@ -378,6 +408,9 @@ fn without_input(mut i: Interaction) -> Interaction {
 }
 
 struct RunSpec {
+    project: Project,
+    /// The run's place in its project's `running_interactions` quota, freed when it ends.
+    running: RunningGuard,
     id: String,
     environment_id: String,
     model_name: Option<String>,
@@ -415,6 +448,7 @@ fn start(
     let state = state.clone();
     let handle = tokio::spawn(async move {
         let id = run.id.clone();
+        let project = run.project.clone();
         let keep = run.keep;
         let final_interaction = drive(&state, run, events.clone(), cancel_rx).await;
         if let Ok(mut running) = state.inner.running.lock() {
@@ -422,7 +456,7 @@ fn start(
         }
         let _ = events.send(Live::Finished(Box::new(final_interaction.clone())));
         let _ = finished_tx.send(true);
-        if !keep && let Err(e) = state.inner.store.delete_interaction(&id).await {
+        if !keep && let Err(e) = state.inner.store.delete_interaction(&project, &id).await {
             tracing::warn!(interaction_id = %id, error = %e, "could not delete an interaction with store=false");
         }
         final_interaction
@@ -491,7 +525,9 @@ async fn drive(
         tracing::error!(interaction_id = %run.id, error = %e, "could not store the final status");
     }
     tracing::info!(interaction_id = %run.id, status = %update.status, "interaction finished");
-    match inner.store.get_interaction(&run.id).await {
+    let ended = inner.store.get_interaction(&run.project, &run.id).await;
+    drop(run.running);
+    match ended {
         Ok(Some(i)) => i,
         _ => {
             let mut i = Interaction::new(run.id.clone(), update.status);
@@ -519,6 +555,7 @@ fn truthy(v: Option<&str>) -> bool {
 /// `GET /interactions/{id}`.
 pub async fn get(
     State(state): State<AppState>,
+    Extension(project): Extension<Project>,
     Path(id): Path<String>,
     Query(q): Query<GetQuery>,
 ) -> ApiResult<Response> {
@@ -531,9 +568,11 @@ pub async fn get(
                 ))
             })?),
         };
-        return Ok(crate::stream::sse(state, id, after).await?.into_response());
+        return Ok(crate::stream::sse(state, project, id, after)
+            .await?
+            .into_response());
     }
-    let i = load(&state, &id).await?;
+    let i = load(&state, &project, &id).await?;
     Ok(Json(if truthy(q.include_input.as_deref()) {
         i
     } else {
@@ -542,11 +581,11 @@ pub async fn get(
     .into_response())
 }
 
-async fn load(state: &AppState, id: &str) -> ApiResult<Interaction> {
+async fn load(state: &AppState, project: &Project, id: &str) -> ApiResult<Interaction> {
     state
         .inner
         .store
-        .get_interaction(id)
+        .get_interaction(project, id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("Interaction `{id}` not found.")))
 }
@@ -571,9 +610,10 @@ async fn cancel_and_wait(state: &AppState, id: &str) -> bool {
 /// `POST /interactions/{id}/cancel`.
 pub async fn cancel(
     State(state): State<AppState>,
+    Extension(project): Extension<Project>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Interaction>> {
-    let before = load(&state, &id).await?;
+    let before = load(&state, &project, &id).await?;
     if !cancel_and_wait(&state, &id).await && before.status.is_running() {
         // Running in the store but not here (should not happen after start-up recovery).
         let update = StatusUpdate {
@@ -587,16 +627,18 @@ pub async fn cancel(
         };
         state.inner.store.update_status(&id, &update).await?;
     }
-    Ok(Json(without_input(load(&state, &id).await?)))
+    Ok(Json(without_input(load(&state, &project, &id).await?)))
 }
 
 /// `DELETE /interactions/{id}`.
 pub async fn delete(
     State(state): State<AppState>,
+    Extension(project): Extension<Project>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
+    load(&state, &project, &id).await?;
     cancel_and_wait(&state, &id).await;
-    if !state.inner.store.delete_interaction(&id).await? {
+    if !state.inner.store.delete_interaction(&project, &id).await? {
         return Err(ApiError::not_found(format!(
             "Interaction `{id}` not found."
         )));

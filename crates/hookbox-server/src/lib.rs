@@ -8,10 +8,11 @@
 //! tools itself, open databases or pick models; the binary wires those in. [`sandbox`] is the
 //! small adapter that puts `hookbox-sandbox` behind the two seams (the lifecycle stays there).
 
-mod auth;
+pub mod auth;
 mod environments;
 pub mod error;
 mod interactions;
+pub mod quota;
 mod resources;
 pub mod sandbox;
 mod stream;
@@ -29,11 +30,14 @@ use hookbox_agent::Model;
 use hookbox_agent::seams::{EnvironmentProvider, ToolExecutor};
 use hookbox_store::Store;
 
+pub use auth::Project;
 pub use error::{ApiError, ApiResult};
+use hookbox_store::keys::StaticKey;
 
 /// Environment variable names this crate defines.
 pub mod env_vars {
-    /// Comma-separated API keys; none = local mode (loopback only).
+    /// Comma-separated API keys (`KEY` or `PROJECT:KEY`); none (and no managed key) = local
+    /// mode (loopback only).
     pub const HOOKBOX_API_KEYS: &str = "HOOKBOX_API_KEYS";
 }
 
@@ -67,9 +71,9 @@ pub enum Error {
 /// Result alias of this crate.
 pub type Result<T> = std::result::Result<T, Error>;
 
-/// Refuses a non-loopback listen address when no API keys are configured.
-pub fn check_listen_addr(addr: SocketAddr, api_keys: &[String]) -> Result<()> {
-    if api_keys.is_empty() && !addr.ip().is_loopback() {
+/// Refuses a non-loopback listen address when no API key (static or managed) is configured.
+pub fn check_listen_addr(addr: SocketAddr, has_keys: bool) -> Result<()> {
+    if !has_keys && !addr.ip().is_loopback() {
         return Err(Error::NonLoopbackWithoutKeys(addr));
     }
     Ok(())
@@ -82,9 +86,16 @@ pub struct Services {
     pub model: Arc<dyn Model>,
     pub executor: Arc<dyn ToolExecutor>,
     pub environments: Arc<dyn EnvironmentProvider>,
-    /// Accepted API keys; empty = local mode.
-    pub api_keys: Vec<String>,
+    /// API keys given to the server, each with its project. Managed keys live in the store.
+    pub api_keys: Vec<StaticKey>,
+    /// Keyless requests (local mode, project `default`) are accepted while no key exists at all.
+    /// Only for a server that listens on loopback only.
+    pub allow_keyless: bool,
     pub loop_config: LoopConfig,
+    /// Quotas from the config file (defaults if none).
+    pub quotas: quota::QuotaConfig,
+    /// The per-project sandbox process limits of the backend, set from the quotas.
+    pub sandbox_slots: Option<Arc<hookbox_sandbox::slots::SlotRegistry>>,
 }
 
 /// Shared state of all handlers.
@@ -99,8 +110,10 @@ struct Inner {
     model: Arc<dyn Model>,
     executor: Arc<dyn ToolExecutor>,
     environments: Arc<dyn EnvironmentProvider>,
-    api_keys: Vec<String>,
+    api_keys: Vec<StaticKey>,
+    allow_keyless: bool,
     loop_config: LoopConfig,
+    quotas: Arc<quota::QuotaBook>,
     running: Mutex<HashMap<String, interactions::Running>>,
     uploads: Mutex<HashMap<String, environments::Upload>>,
 }
@@ -109,11 +122,17 @@ impl AppState {
     pub fn new(services: Services) -> Self {
         AppState {
             inner: Arc::new(Inner {
+                quotas: quota::QuotaBook::new(
+                    services.quotas,
+                    services.store.clone(),
+                    services.sandbox_slots,
+                ),
                 store: services.store,
                 model: services.model,
                 executor: services.executor,
                 environments: services.environments,
                 api_keys: services.api_keys,
+                allow_keyless: services.allow_keyless,
                 loop_config: services.loop_config,
                 running: Mutex::new(HashMap::new()),
                 uploads: Mutex::new(HashMap::new()),

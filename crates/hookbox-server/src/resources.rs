@@ -3,7 +3,7 @@
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Extension, Path, Query, State};
 use hookbox_protocol::api::{
     Agent, Credential, CredentialConfig, CredentialUpdate, ListAgentsResponse,
     ListCredentialsResponse,
@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 
 use crate::environments::PageQuery;
 use crate::error::{ApiError, ApiResult};
-use crate::{AppState, BUILTIN_AGENTS, new_id, parse_json};
+use crate::{AppState, BUILTIN_AGENTS, Project, new_id, parse_json};
 
 fn empty() -> Json<Value> {
     Json(Value::Object(Map::new()))
@@ -36,6 +36,7 @@ fn valid_id(id: &str, what: &str) -> ApiResult<()> {
 /// `POST /credentials`.
 pub async fn create_credential(
     State(state): State<AppState>,
+    Extension(project): Extension<Project>,
     body: Bytes,
 ) -> ApiResult<Json<Credential>> {
     let config: CredentialConfig = parse_json(&body, "credential")?;
@@ -43,7 +44,7 @@ pub async fn create_credential(
     let meta = state
         .inner
         .store
-        .create_credential(&config, &hookbox_store::time::now_rfc3339())
+        .create_credential(&project, &config, &hookbox_store::time::now_rfc3339())
         .await?;
     tracing::info!(credential_id = %meta.id, kind = meta.kind.as_str(), "credential created");
     Ok(Json(meta))
@@ -52,12 +53,13 @@ pub async fn create_credential(
 /// `GET /credentials/{id}`.
 pub async fn get_credential(
     State(state): State<AppState>,
+    Extension(project): Extension<Project>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Credential>> {
     state
         .inner
         .store
-        .get_credential(&id)
+        .get_credential(&project, &id)
         .await?
         .map(Json)
         .ok_or_else(|| ApiError::not_found(format!("Credential `{id}` not found.")))
@@ -66,9 +68,14 @@ pub async fn get_credential(
 /// `GET /credentials`.
 pub async fn list_credentials(
     State(state): State<AppState>,
+    Extension(project): Extension<Project>,
     Query(q): Query<PageQuery>,
 ) -> ApiResult<Json<ListCredentialsResponse>> {
-    let page = state.inner.store.list_credentials(&q.page()).await?;
+    let page = state
+        .inner
+        .store
+        .list_credentials(&project, &q.page())
+        .await?;
     Ok(Json(ListCredentialsResponse {
         credentials: page.items,
         next_page_token: page.next_page_token,
@@ -78,6 +85,7 @@ pub async fn list_credentials(
 /// `PATCH /credentials/{id}?update_mask=…`: fields present in the body are applied.
 pub async fn update_credential(
     State(state): State<AppState>,
+    Extension(project): Extension<Project>,
     Path(id): Path<String>,
     body: Bytes,
 ) -> ApiResult<Json<Credential>> {
@@ -85,7 +93,7 @@ pub async fn update_credential(
     let meta = state
         .inner
         .store
-        .update_credential(&id, &update, &hookbox_store::time::now_rfc3339())
+        .update_credential(&project, &id, &update, &hookbox_store::time::now_rfc3339())
         .await?;
     tracing::info!(credential_id = %id, "credential updated");
     Ok(Json(meta))
@@ -94,16 +102,21 @@ pub async fn update_credential(
 /// `DELETE /credentials/{id}`.
 pub async fn delete_credential(
     State(state): State<AppState>,
+    Extension(project): Extension<Project>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    if !state.inner.store.delete_credential(&id).await? {
+    if !state.inner.store.delete_credential(&project, &id).await? {
         return Err(ApiError::not_found(format!("Credential `{id}` not found.")));
     }
     Ok(empty())
 }
 
 /// `POST /agents`.
-pub async fn create_agent(State(state): State<AppState>, body: Bytes) -> ApiResult<Json<Agent>> {
+pub async fn create_agent(
+    State(state): State<AppState>,
+    Extension(project): Extension<Project>,
+    body: Bytes,
+) -> ApiResult<Json<Agent>> {
     let mut agent: Agent = parse_json(&body, "agent")?;
     let id = agent.id.get_or_insert_with(|| new_id("agent")).clone();
     valid_id(&id, "agent")?;
@@ -120,24 +133,25 @@ pub async fn create_agent(State(state): State<AppState>, body: Bytes) -> ApiResu
             BUILTIN_AGENTS.join(", ")
         )));
     }
-    if state.inner.store.get_agent(&id).await?.is_some() {
+    if state.inner.store.get_agent(&project, &id).await?.is_some() {
         return Err(ApiError::bad_request(format!(
             "Agent `{id}` already exists."
         )));
     }
-    state.inner.store.put_agent(&agent).await?;
+    state.inner.store.put_agent(&project, &agent).await?;
     Ok(Json(agent))
 }
 
 /// `GET /agents/{id}`.
 pub async fn get_agent(
     State(state): State<AppState>,
+    Extension(project): Extension<Project>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Agent>> {
     state
         .inner
         .store
-        .get_agent(&id)
+        .get_agent(&project, &id)
         .await?
         .map(Json)
         .ok_or_else(|| ApiError::not_found(format!("Agent `{id}` not found.")))
@@ -146,9 +160,10 @@ pub async fn get_agent(
 /// `GET /agents`.
 pub async fn list_agents(
     State(state): State<AppState>,
+    Extension(project): Extension<Project>,
     Query(q): Query<PageQuery>,
 ) -> ApiResult<Json<ListAgentsResponse>> {
-    let page = state.inner.store.list_agents(&q.page()).await?;
+    let page = state.inner.store.list_agents(&project, &q.page()).await?;
     Ok(Json(ListAgentsResponse {
         agents: page.items,
         next_page_token: page.next_page_token,
@@ -158,9 +173,10 @@ pub async fn list_agents(
 /// `DELETE /agents/{id}`.
 pub async fn delete_agent(
     State(state): State<AppState>,
+    Extension(project): Extension<Project>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    if !state.inner.store.delete_agent(&id).await? {
+    if !state.inner.store.delete_agent(&project, &id).await? {
         return Err(ApiError::not_found(format!("Agent `{id}` not found.")));
     }
     Ok(empty())

@@ -28,6 +28,7 @@ use hookbox_protocol::ToolCall;
 use hookbox_protocol::api::{EnvironmentFile, FileType, Source as ApiSource};
 use hookbox_rootfs::{EntryKind, RootDir, RootFsError};
 use hookbox_sandbox::environment::{EnvError, Environment, Store, ToolResult};
+use hookbox_sandbox::slots::SlotRegistry;
 use hookbox_sandbox::source::{self, Encoding, EnvValue, EnvironmentSpec, Source, SourceOrigin};
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
@@ -107,6 +108,8 @@ pub struct SandboxBackend {
     limits: CacheLimits,
     clock: Clock,
     open: Mutex<HashMap<String, Cached>>,
+    /// Per-project limits on concurrently running sandboxed processes.
+    slots: Option<Arc<SlotRegistry>>,
 }
 
 impl SandboxBackend {
@@ -121,7 +124,15 @@ impl SandboxBackend {
             limits,
             clock,
             open: Mutex::new(HashMap::new()),
+            slots: None,
         }
+    }
+
+    /// Every sandboxed process of an environment counts against its project's slots in
+    /// `slots` (the server sets their limits from the `sandbox_processes` quota).
+    pub fn with_slots(mut self, slots: Arc<SlotRegistry>) -> Self {
+        self.slots = Some(slots);
+        self
     }
 
     /// The cached environment `id`, opened on first use. Opens are serialised so that one
@@ -138,7 +149,10 @@ impl SandboxBackend {
             None => {
                 let store = self.store.clone();
                 let owned = id.to_owned();
-                let env = Arc::new(blocking(move || store.open_env(&owned)).await?);
+                let slots = self.slots.clone();
+                let env = Arc::new(
+                    blocking(move || store.open_env_with(&owned, slots.as_deref())).await?,
+                );
                 tracing::debug!(environment_id = id, "environment opened");
                 open.insert(
                     id.to_owned(),
@@ -390,6 +404,8 @@ fn spec(setup: &EnvironmentSetup) -> Result<EnvironmentSpec, ProviderError> {
         env: sandbox_env(setup.env.as_ref())?,
         freeze_hooks: false,
         network,
+        project: (!setup.project.is_empty()).then(|| setup.project.clone()),
+        disk_limit_bytes: setup.disk_limit_bytes,
     })
 }
 

@@ -158,6 +158,7 @@ fn done() -> Event {
 /// until it finishes. Subscribes before reading the store so no step falls in between.
 pub async fn sse(
     state: AppState,
+    project: crate::Project,
     id: String,
     after: Option<u64>,
 ) -> crate::ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
@@ -165,15 +166,25 @@ pub async fn sse(
     let stored = state
         .inner
         .store
-        .get_interaction(&id)
+        .get_interaction(&project, &id)
         .await?
         .ok_or_else(|| crate::ApiError::not_found(format!("Interaction `{id}` not found.")))?;
+    let state = Scoped {
+        app: state,
+        project,
+    };
     let stream = async_stream(state, stored, live, after);
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
 }
 
+/// The server state and the project a stream was opened in (its reloads stay in that project).
+struct Scoped {
+    app: AppState,
+    project: crate::Project,
+}
+
 fn async_stream(
-    state: AppState,
+    state: Scoped,
     stored: Interaction,
     live: Option<tokio::sync::broadcast::Receiver<Live>>,
     after: Option<u64>,
@@ -266,8 +277,14 @@ fn async_stream(
                         }
                         Err(RecvError::Lagged(_)) | Err(RecvError::Closed) => {
                             // Fell behind or the run ended: catch up from the store.
-                            let stored =
-                                state.inner.store.get_interaction(&id).await.ok().flatten();
+                            let stored = state
+                                .app
+                                .inner
+                                .store
+                                .get_interaction(&state.project, &id)
+                                .await
+                                .ok()
+                                .flatten();
                             let Some(stored) = stored else {
                                 return Some((vec![done()], StreamState::Done));
                             };
@@ -278,7 +295,7 @@ fn async_stream(
                             }
                             sent = sent.max(stored.steps.len());
                             if stored.status.is_running() {
-                                let rx = match crate::interactions::subscribe(&state, &id) {
+                                let rx = match crate::interactions::subscribe(&state.app, &id) {
                                     Some(rx) => rx,
                                     None => {
                                         // Finished between the two reads: one more store read
@@ -321,7 +338,13 @@ fn async_stream(
                     mut numberer,
                 } => {
                     let mut out = Vec::new();
-                    if let Ok(Some(stored)) = state.inner.store.get_interaction(&id).await {
+                    if let Ok(Some(stored)) = state
+                        .app
+                        .inner
+                        .store
+                        .get_interaction(&state.project, &id)
+                        .await
+                    {
                         for (i, step) in stored.steps.iter().enumerate().skip(sent) {
                             for ev in step_events(i, step) {
                                 numberer.push(&mut out, ev);
@@ -343,20 +366,20 @@ fn async_stream(
 
 enum StreamState {
     Start {
-        state: AppState,
+        state: Scoped,
         stored: Box<Interaction>,
         live: Option<tokio::sync::broadcast::Receiver<Live>>,
         numberer: Numberer,
     },
     Live {
-        state: AppState,
+        state: Scoped,
         id: String,
         rx: tokio::sync::broadcast::Receiver<Live>,
         sent: usize,
         numberer: Numberer,
     },
     Reload {
-        state: AppState,
+        state: Scoped,
         id: String,
         sent: usize,
         numberer: Numberer,

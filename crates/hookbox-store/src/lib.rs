@@ -7,6 +7,7 @@
 //! speak HTTP, and it never logs a secret value.
 
 pub mod crypto;
+pub mod keys;
 pub mod sqlite;
 pub mod time;
 
@@ -118,51 +119,145 @@ pub struct StatusUpdate {
     pub updated: String,
 }
 
+/// The project of local mode, and of everything stored before projects existed.
+pub const DEFAULT_PROJECT: &str = "default";
+
+/// Whether `name` may name a project: 1-63 lowercase letters, digits, `-` and `_`, starting
+/// with a letter or digit.
+pub fn valid_project_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && name.len() <= 63
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+}
+
+/// A managed project.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProjectRecord {
+    pub name: String,
+    /// RFC 3339.
+    pub created: String,
+    /// Quota overrides for this project (a JSON object; absent keys use the server's defaults).
+    pub quotas: Map<String, Value>,
+}
+
+/// A managed API key, without the key: the store keeps only its SHA-256.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiKeyRecord {
+    pub id: String,
+    pub project: String,
+    /// The key's first characters, to tell keys apart in listings.
+    pub prefix: String,
+    pub created: String,
+    /// RFC 3339 of the revocation; a revoked key authenticates nothing.
+    pub revoked: Option<String>,
+}
+
+/// What a project still holds (a project is removed only when empty).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProjectUsage {
+    pub interactions: u64,
+    pub environments: u64,
+    pub credentials: u64,
+    pub agents: u64,
+}
+
+impl ProjectUsage {
+    pub fn is_empty(&self) -> bool {
+        *self == ProjectUsage::default()
+    }
+}
+
 /// The storage seam. Every method is durable when it returns `Ok`: a crash right after cannot
 /// lose what it wrote (see [`sqlite`] for what that means per backend).
+///
+/// Every resource belongs to one project, and every method that names a resource takes the
+/// project it is asked from: a resource of another project is [`Error::NotFound`] / `None` /
+/// absent from lists, exactly as if it did not exist. (Steps and status updates are written only
+/// by the run that owns the interaction, so they go by its globally unique id.)
 #[async_trait]
 pub trait Store: Send + Sync + std::fmt::Debug {
-    /// Inserts a new interaction (its `steps` are inserted too).
-    async fn create_interaction(&self, interaction: &Interaction) -> Result<()>;
+    /// Inserts a new interaction (its `steps` are inserted too) into `project`.
+    async fn create_interaction(&self, project: &str, interaction: &Interaction) -> Result<()>;
     /// Appends one step at `index` (the step's position in `steps`).
     async fn append_step(&self, interaction_id: &str, index: usize, step: &Step) -> Result<()>;
     /// Sets status, usage, errors and `updated`.
     async fn update_status(&self, interaction_id: &str, update: &StatusUpdate) -> Result<()>;
     /// The interaction with all its steps.
-    async fn get_interaction(&self, id: &str) -> Result<Option<Interaction>>;
+    async fn get_interaction(&self, project: &str, id: &str) -> Result<Option<Interaction>>;
     /// Deletes the interaction and its steps; `false` if it did not exist.
-    async fn delete_interaction(&self, id: &str) -> Result<bool>;
+    async fn delete_interaction(&self, project: &str, id: &str) -> Result<bool>;
+    /// Interactions of `project` that are `queued` or `in_progress`.
+    async fn count_running_interactions(&self, project: &str) -> Result<u64>;
     /// Marks every `queued`/`in_progress` interaction `failed` with `reason` (run at start-up:
     /// nothing can still be running them). Returns their ids.
     async fn recover_interrupted(&self, reason: &str, now: &str) -> Result<Vec<String>>;
 
-    /// Inserts or replaces an environment.
-    async fn put_environment(&self, env: &EnvironmentRecord) -> Result<()>;
-    async fn get_environment(&self, id: &str) -> Result<Option<EnvironmentRecord>>;
-    async fn list_environments(&self, page: &Page) -> Result<Paged<EnvironmentRecord>>;
-    async fn delete_environment(&self, id: &str) -> Result<bool>;
+    /// Inserts or replaces an environment of `project`.
+    async fn put_environment(&self, project: &str, env: &EnvironmentRecord) -> Result<()>;
+    async fn get_environment(&self, project: &str, id: &str) -> Result<Option<EnvironmentRecord>>;
+    async fn list_environments(
+        &self,
+        project: &str,
+        page: &Page,
+    ) -> Result<Paged<EnvironmentRecord>>;
+    async fn delete_environment(&self, project: &str, id: &str) -> Result<bool>;
+    async fn count_environments(&self, project: &str) -> Result<u64>;
 
-    /// Stores a new credential, its secrets encrypted. [`Error::AlreadyExists`] on a taken id.
-    async fn create_credential(&self, config: &CredentialConfig, now: &str) -> Result<Credential>;
+    /// Stores a new credential, its secrets encrypted. [`Error::AlreadyExists`] on an id taken
+    /// in `project` (other projects may use the same id).
+    async fn create_credential(
+        &self,
+        project: &str,
+        config: &CredentialConfig,
+        now: &str,
+    ) -> Result<Credential>;
     /// Metadata only.
-    async fn get_credential(&self, id: &str) -> Result<Option<Credential>>;
+    async fn get_credential(&self, project: &str, id: &str) -> Result<Option<Credential>>;
     /// The decrypted configuration, for the egress proxy. Never return this to a client.
-    async fn credential_secret(&self, id: &str) -> Result<Option<CredentialConfig>>;
+    async fn credential_secret(&self, project: &str, id: &str) -> Result<Option<CredentialConfig>>;
     /// Applies a partial update. [`Error::NotFound`], [`Error::CredentialTypeMismatch`].
     async fn update_credential(
         &self,
+        project: &str,
         id: &str,
         update: &CredentialUpdate,
         now: &str,
     ) -> Result<Credential>;
-    async fn list_credentials(&self, page: &Page) -> Result<Paged<Credential>>;
-    async fn delete_credential(&self, id: &str) -> Result<bool>;
+    async fn list_credentials(&self, project: &str, page: &Page) -> Result<Paged<Credential>>;
+    async fn delete_credential(&self, project: &str, id: &str) -> Result<bool>;
 
-    /// Inserts or replaces an agent (its `id` must be set).
-    async fn put_agent(&self, agent: &Agent) -> Result<()>;
-    async fn get_agent(&self, id: &str) -> Result<Option<Agent>>;
-    async fn list_agents(&self, page: &Page) -> Result<Paged<Agent>>;
-    async fn delete_agent(&self, id: &str) -> Result<bool>;
+    /// Inserts or replaces an agent (its `id` must be set) of `project`.
+    async fn put_agent(&self, project: &str, agent: &Agent) -> Result<()>;
+    async fn get_agent(&self, project: &str, id: &str) -> Result<Option<Agent>>;
+    async fn list_agents(&self, project: &str, page: &Page) -> Result<Paged<Agent>>;
+    async fn delete_agent(&self, project: &str, id: &str) -> Result<bool>;
+
+    /// Creates a managed project. [`Error::AlreadyExists`] on a taken name.
+    async fn create_project(&self, project: &ProjectRecord) -> Result<()>;
+    async fn get_project(&self, name: &str) -> Result<Option<ProjectRecord>>;
+    async fn list_projects(&self) -> Result<Vec<ProjectRecord>>;
+    /// Replaces the project's quota overrides. [`Error::NotFound`].
+    async fn set_project_quotas(&self, name: &str, quotas: &Map<String, Value>) -> Result<()>;
+    /// What the project still holds.
+    async fn project_usage(&self, name: &str) -> Result<ProjectUsage>;
+    /// Removes a managed project and its keys; `false` if there was none. The caller checks
+    /// [`Store::project_usage`] first.
+    async fn delete_project(&self, name: &str) -> Result<bool>;
+
+    /// Stores a managed key by the SHA-256 of its value. [`Error::NotFound`] for an unknown
+    /// project.
+    async fn create_api_key(&self, key: &ApiKeyRecord, sha256: &[u8; 32]) -> Result<()>;
+    /// Every managed key (revoked ones included), oldest first.
+    async fn list_api_keys(&self) -> Result<Vec<ApiKeyRecord>>;
+    /// Revokes a key by id; `false` if there was no such unrevoked key.
+    async fn revoke_api_key(&self, id: &str, now: &str) -> Result<bool>;
+    /// The unrevoked key with this SHA-256, if any.
+    async fn find_api_key(&self, sha256: &[u8; 32]) -> Result<Option<ApiKeyRecord>>;
+    /// Whether any unrevoked managed key exists (then the server is not in local mode).
+    async fn has_api_keys(&self) -> Result<bool>;
 }
 
 /// Applies a partial credential update to a stored configuration.

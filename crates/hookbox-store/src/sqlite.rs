@@ -20,8 +20,10 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::crypto::SecretKey;
 use crate::{
-    EnvironmentRecord, Error, Page, Paged, Result, StatusUpdate, Store, apply_credential_update,
+    ApiKeyRecord, EnvironmentRecord, Error, Page, Paged, ProjectRecord, ProjectUsage, Result,
+    StatusUpdate, Store, apply_credential_update,
 };
+use serde_json::{Map, Value};
 
 /// Database file name inside the data dir.
 pub const DB_FILE: &str = "hookbox.db";
@@ -44,9 +46,10 @@ pub struct SqliteOptions {
 
 /// Schema migrations, applied in order; `PRAGMA user_version` records the last one applied.
 /// Never edit a released migration: append a new one.
-const MIGRATIONS: &[(i64, &str)] = &[(
-    1,
-    r#"
+const MIGRATIONS: &[(i64, &str)] = &[
+    (
+        1,
+        r#"
 CREATE TABLE interactions (
     id TEXT PRIMARY KEY,
     status TEXT NOT NULL,
@@ -84,10 +87,79 @@ CREATE TABLE agents (
     agent_json TEXT NOT NULL
 );
 "#,
-)];
+    ),
+    // Projects: every resource gets one (existing rows: `default`); credentials, agents and
+    // environments are keyed by (project, id), so two projects may use the same credential id.
+    (
+        2,
+        r#"
+ALTER TABLE interactions ADD COLUMN project TEXT NOT NULL DEFAULT 'default';
+CREATE INDEX interactions_project ON interactions(project, status);
+CREATE TABLE environments_v2 (
+    project TEXT NOT NULL,
+    id TEXT NOT NULL,
+    record_json TEXT NOT NULL,
+    PRIMARY KEY (project, id)
+);
+INSERT INTO environments_v2 (project, id, record_json)
+    SELECT 'default', id, record_json FROM environments ORDER BY rowid;
+DROP TABLE environments;
+ALTER TABLE environments_v2 RENAME TO environments;
+CREATE TABLE credentials_v2 (
+    project TEXT NOT NULL,
+    id TEXT NOT NULL,
+    type TEXT NOT NULL,
+    status TEXT NOT NULL,
+    create_time TEXT NOT NULL,
+    update_time TEXT NOT NULL,
+    nonce BLOB NOT NULL,
+    ciphertext BLOB NOT NULL,
+    PRIMARY KEY (project, id)
+);
+INSERT INTO credentials_v2 (project, id, type, status, create_time, update_time, nonce, ciphertext)
+    SELECT 'default', id, type, status, create_time, update_time, nonce, ciphertext
+    FROM credentials ORDER BY rowid;
+DROP TABLE credentials;
+ALTER TABLE credentials_v2 RENAME TO credentials;
+CREATE TABLE agents_v2 (
+    project TEXT NOT NULL,
+    id TEXT NOT NULL,
+    agent_json TEXT NOT NULL,
+    PRIMARY KEY (project, id)
+);
+INSERT INTO agents_v2 (project, id, agent_json)
+    SELECT 'default', id, agent_json FROM agents ORDER BY rowid;
+DROP TABLE agents;
+ALTER TABLE agents_v2 RENAME TO agents;
+CREATE TABLE projects (
+    name TEXT PRIMARY KEY,
+    created TEXT NOT NULL,
+    quotas_json TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE api_keys (
+    id TEXT PRIMARY KEY,
+    project TEXT NOT NULL REFERENCES projects(name) ON DELETE CASCADE,
+    sha256 BLOB NOT NULL UNIQUE,
+    prefix TEXT NOT NULL,
+    created TEXT NOT NULL,
+    revoked TEXT
+);
+"#,
+    ),
+];
 
 /// The latest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
+
+/// The associated data that binds a credential's ciphertext to its project and id. The default
+/// project keeps the form used before projects existed, so rows sealed then stay readable.
+fn credential_aad(project: &str, id: &str) -> String {
+    if project == crate::DEFAULT_PROJECT {
+        id.to_owned()
+    } else {
+        format!("{project}/{id}")
+    }
+}
 
 /// SQLite-backed [`Store`].
 #[derive(Debug, Clone)]
@@ -185,12 +257,19 @@ fn page_bounds(page: &Page) -> (i64, i64) {
     (after, i64::from(page.limit()))
 }
 
-/// Runs a rowid-paged query returning `(rowid, json)` rows.
-fn paged_json(conn: &Connection, sql: &str, page: &Page) -> Result<Paged<(i64, String)>> {
+/// Runs a rowid-paged query of one project returning `(rowid, json)` rows.
+fn paged_json(
+    conn: &Connection,
+    sql: &str,
+    project: &str,
+    page: &Page,
+) -> Result<Paged<(i64, String)>> {
     let (after, limit) = page_bounds(page);
     let mut stmt = conn.prepare_cached(sql)?;
     let rows = stmt
-        .query_map(params![after, limit + 1], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .query_map(params![after, limit + 1, project], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?
         .collect::<rusqlite::Result<Vec<(i64, String)>>>()?;
     Ok(finish_page(rows, limit))
 }
@@ -213,21 +292,28 @@ const AGENTS: DocTable = DocTable {
 };
 
 impl DocTable {
-    fn put(self, conn: &Connection, id: &str, json: &str) -> Result<()> {
+    fn put(self, conn: &Connection, project: &str, id: &str, json: &str) -> Result<()> {
         let DocTable { table, column } = self;
         conn.prepare_cached(&format!(
-            "INSERT INTO {table} (id, {column}) VALUES (?1, ?2)
-             ON CONFLICT(id) DO UPDATE SET {column} = excluded.{column}"
+            "INSERT INTO {table} (project, id, {column}) VALUES (?1, ?2, ?3)
+             ON CONFLICT(project, id) DO UPDATE SET {column} = excluded.{column}"
         ))?
-        .execute(params![id, json])?;
+        .execute(params![project, id, json])?;
         Ok(())
     }
 
-    fn get<T: serde::de::DeserializeOwned>(self, conn: &Connection, id: &str) -> Result<Option<T>> {
+    fn get<T: serde::de::DeserializeOwned>(
+        self,
+        conn: &Connection,
+        project: &str,
+        id: &str,
+    ) -> Result<Option<T>> {
         let DocTable { table, column } = self;
         let json: Option<String> = conn
-            .prepare_cached(&format!("SELECT {column} FROM {table} WHERE id = ?1"))?
-            .query_row(params![id], |r| r.get(0))
+            .prepare_cached(&format!(
+                "SELECT {column} FROM {table} WHERE project = ?1 AND id = ?2"
+            ))?
+            .query_row(params![project, id], |r| r.get(0))
             .optional()?;
         Ok(json.map(|j| serde_json::from_str(&j)).transpose()?)
     }
@@ -235,14 +321,16 @@ impl DocTable {
     fn list<T: serde::de::DeserializeOwned>(
         self,
         conn: &Connection,
+        project: &str,
         page: &Page,
     ) -> Result<Paged<T>> {
         let DocTable { table, column } = self;
         let rows = paged_json(
             conn,
             &format!(
-                "SELECT rowid, {column} FROM {table} WHERE rowid > ?1 ORDER BY rowid LIMIT ?2"
+                "SELECT rowid, {column} FROM {table} WHERE rowid > ?1 AND project = ?3 ORDER BY rowid LIMIT ?2"
             ),
+            project,
             page,
         )?;
         Ok(Paged {
@@ -255,9 +343,20 @@ impl DocTable {
         })
     }
 
-    fn delete(self, conn: &Connection, id: &str) -> Result<bool> {
+    fn delete(self, conn: &Connection, project: &str, id: &str) -> Result<bool> {
         let DocTable { table, .. } = self;
-        Ok(conn.execute(&format!("DELETE FROM {table} WHERE id = ?1"), params![id])? > 0)
+        Ok(conn.execute(
+            &format!("DELETE FROM {table} WHERE project = ?1 AND id = ?2"),
+            params![project, id],
+        )? > 0)
+    }
+
+    fn count(self, conn: &Connection, project: &str) -> Result<u64> {
+        let DocTable { table, .. } = self;
+        let n: i64 = conn
+            .prepare_cached(&format!("SELECT COUNT(*) FROM {table} WHERE project = ?1"))?
+            .query_row(params![project], |r| r.get(0))?;
+        Ok(u64::try_from(n).unwrap_or(0))
     }
 }
 
@@ -295,12 +394,12 @@ fn credential_meta(
     })
 }
 
-fn read_interaction(conn: &Connection, id: &str) -> Result<Option<Interaction>> {
+fn read_interaction(conn: &Connection, project: &str, id: &str) -> Result<Option<Interaction>> {
     let row = conn
         .prepare_cached(
-            "SELECT status, updated, usage_json, errors_json, body_json FROM interactions WHERE id = ?1",
+            "SELECT status, updated, usage_json, errors_json, body_json FROM interactions WHERE id = ?1 AND project = ?2",
         )?
-        .query_row(params![id], |r| {
+        .query_row(params![id, project], |r| {
             Ok((
                 r.get::<_, String>(0)?,
                 r.get::<_, String>(1)?,
@@ -331,7 +430,8 @@ fn read_interaction(conn: &Connection, id: &str) -> Result<Option<Interaction>> 
 
 #[async_trait]
 impl Store for SqliteStore {
-    async fn create_interaction(&self, interaction: &Interaction) -> Result<()> {
+    async fn create_interaction(&self, project: &str, interaction: &Interaction) -> Result<()> {
+        let project = project.to_owned();
         let mut body = interaction.clone();
         let steps = std::mem::take(&mut body.steps);
         let body_json = serde_json::to_string(&body)?;
@@ -345,8 +445,8 @@ impl Store for SqliteStore {
         self.with(move |conn, _| {
             let tx = conn.transaction()?;
             let inserted = tx.execute(
-                "INSERT OR IGNORE INTO interactions (id, status, agent, environment_id, previous_interaction_id, created, updated, usage_json, errors_json, body_json)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                "INSERT OR IGNORE INTO interactions (id, status, agent, environment_id, previous_interaction_id, created, updated, usage_json, errors_json, body_json, project)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
                 params![
                     body.id,
                     body.status.as_str(),
@@ -357,7 +457,8 @@ impl Store for SqliteStore {
                     body.updated.clone().unwrap_or(now),
                     usage,
                     errors,
-                    body_json
+                    body_json,
+                    project
                 ],
             )?;
             if inserted == 0 {
@@ -422,19 +523,38 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn get_interaction(&self, id: &str) -> Result<Option<Interaction>> {
-        let id = id.to_owned();
-        self.with(move |conn, _| read_interaction(conn, &id)).await
+    async fn get_interaction(&self, project: &str, id: &str) -> Result<Option<Interaction>> {
+        let (project, id) = (project.to_owned(), id.to_owned());
+        self.with(move |conn, _| read_interaction(conn, &project, &id))
+            .await
     }
 
-    async fn delete_interaction(&self, id: &str) -> Result<bool> {
-        let id = id.to_owned();
+    async fn delete_interaction(&self, project: &str, id: &str) -> Result<bool> {
+        let (project, id) = (project.to_owned(), id.to_owned());
         self.with(move |conn, _| {
             let tx = conn.transaction()?;
-            tx.execute("DELETE FROM steps WHERE interaction_id = ?1", params![id])?;
-            let n = tx.execute("DELETE FROM interactions WHERE id = ?1", params![id])?;
+            let n = tx.execute(
+                "DELETE FROM interactions WHERE id = ?1 AND project = ?2",
+                params![id, project],
+            )?;
+            if n > 0 {
+                tx.execute("DELETE FROM steps WHERE interaction_id = ?1", params![id])?;
+            }
             tx.commit()?;
             Ok(n > 0)
+        })
+        .await
+    }
+
+    async fn count_running_interactions(&self, project: &str) -> Result<u64> {
+        let project = project.to_owned();
+        self.with(move |conn, _| {
+            let n: i64 = conn
+                .prepare_cached(
+                    "SELECT COUNT(*) FROM interactions WHERE project = ?1 AND status IN ('queued', 'in_progress')",
+                )?
+                .query_row(params![project], |r| r.get(0))?;
+            Ok(u64::try_from(n).unwrap_or(0))
         })
         .await
     }
@@ -461,42 +581,58 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn put_environment(&self, env: &EnvironmentRecord) -> Result<()> {
-        let id = env.environment.id.clone();
+    async fn put_environment(&self, project: &str, env: &EnvironmentRecord) -> Result<()> {
+        let (project, id) = (project.to_owned(), env.environment.id.clone());
         let json = serde_json::to_string(env)?;
-        self.with(move |conn, _| ENVIRONMENTS.put(conn, &id, &json))
+        self.with(move |conn, _| ENVIRONMENTS.put(conn, &project, &id, &json))
             .await
     }
 
-    async fn get_environment(&self, id: &str) -> Result<Option<EnvironmentRecord>> {
-        let id = id.to_owned();
-        self.with(move |conn, _| ENVIRONMENTS.get(conn, &id)).await
-    }
-
-    async fn list_environments(&self, page: &Page) -> Result<Paged<EnvironmentRecord>> {
-        let page = page.clone();
-        self.with(move |conn, _| ENVIRONMENTS.list(conn, &page))
+    async fn get_environment(&self, project: &str, id: &str) -> Result<Option<EnvironmentRecord>> {
+        let (project, id) = (project.to_owned(), id.to_owned());
+        self.with(move |conn, _| ENVIRONMENTS.get(conn, &project, &id))
             .await
     }
 
-    async fn delete_environment(&self, id: &str) -> Result<bool> {
-        let id = id.to_owned();
-        self.with(move |conn, _| ENVIRONMENTS.delete(conn, &id))
+    async fn list_environments(
+        &self,
+        project: &str,
+        page: &Page,
+    ) -> Result<Paged<EnvironmentRecord>> {
+        let (project, page) = (project.to_owned(), page.clone());
+        self.with(move |conn, _| ENVIRONMENTS.list(conn, &project, &page))
             .await
     }
 
-    async fn create_credential(&self, config: &CredentialConfig, now: &str) -> Result<Credential> {
+    async fn delete_environment(&self, project: &str, id: &str) -> Result<bool> {
+        let (project, id) = (project.to_owned(), id.to_owned());
+        self.with(move |conn, _| ENVIRONMENTS.delete(conn, &project, &id))
+            .await
+    }
+
+    async fn count_environments(&self, project: &str) -> Result<u64> {
+        let project = project.to_owned();
+        self.with(move |conn, _| ENVIRONMENTS.count(conn, &project))
+            .await
+    }
+
+    async fn create_credential(
+        &self,
+        project: &str,
+        config: &CredentialConfig,
+        now: &str,
+    ) -> Result<Credential> {
         let config = config.clone();
-        let now = now.to_owned();
+        let (project, now) = (project.to_owned(), now.to_owned());
         self.with(move |conn, key| {
             let id = config.id().to_owned();
             let plaintext = serde_json::to_vec(&config)?;
-            let (nonce, ct) = key.seal(&id, &plaintext)?;
+            let (nonce, ct) = key.seal(&credential_aad(&project, &id), &plaintext)?;
             let kind = config.kind().as_str();
             let n = conn.execute(
-                "INSERT OR IGNORE INTO credentials (id, type, status, create_time, update_time, nonce, ciphertext)
-                 VALUES (?1, ?2, 'active', ?3, ?3, ?4, ?5)",
-                params![id, kind, now, nonce, ct],
+                "INSERT OR IGNORE INTO credentials (project, id, type, status, create_time, update_time, nonce, ciphertext)
+                 VALUES (?6, ?1, ?2, 'active', ?3, ?3, ?4, ?5)",
+                params![id, kind, now, nonce, ct, project],
             )?;
             if n == 0 {
                 return Err(Error::AlreadyExists { what: "credential", id });
@@ -512,13 +648,13 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn get_credential(&self, id: &str) -> Result<Option<Credential>> {
-        let id = id.to_owned();
+    async fn get_credential(&self, project: &str, id: &str) -> Result<Option<Credential>> {
+        let (project, id) = (project.to_owned(), id.to_owned());
         self.with(move |conn, _| {
             conn.prepare_cached(
-                "SELECT id, type, status, create_time, update_time FROM credentials WHERE id = ?1",
+                "SELECT id, type, status, create_time, update_time FROM credentials WHERE project = ?1 AND id = ?2",
             )?
-            .query_row(params![id], credential_from_row)
+            .query_row(params![project, id], credential_from_row)
             .optional()?
             .map(credential_meta)
             .transpose()
@@ -526,37 +662,41 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn credential_secret(&self, id: &str) -> Result<Option<CredentialConfig>> {
-        let id = id.to_owned();
-        self.with(move |conn, key| read_secret(conn, key, &id))
+    async fn credential_secret(&self, project: &str, id: &str) -> Result<Option<CredentialConfig>> {
+        let (project, id) = (project.to_owned(), id.to_owned());
+        self.with(move |conn, key| read_secret(conn, key, &project, &id))
             .await
     }
 
     async fn update_credential(
         &self,
+        project: &str,
         id: &str,
         update: &CredentialUpdate,
         now: &str,
     ) -> Result<Credential> {
-        let id = id.to_owned();
+        let (project, id) = (project.to_owned(), id.to_owned());
         let update = update.clone();
         let now = now.to_owned();
         self.with(move |conn, key| {
             let tx = conn.transaction()?;
-            let stored = read_secret(&tx, key, &id)?.ok_or_else(|| Error::NotFound {
+            let stored = read_secret(&tx, key, &project, &id)?.ok_or_else(|| Error::NotFound {
                 what: "credential",
                 id: id.clone(),
             })?;
             let updated = apply_credential_update(&id, stored, &update)?;
-            let (nonce, ct) = key.seal(&id, &serde_json::to_vec(&updated)?)?;
+            let (nonce, ct) = key.seal(
+                &credential_aad(&project, &id),
+                &serde_json::to_vec(&updated)?,
+            )?;
             tx.execute(
-                "UPDATE credentials SET nonce = ?2, ciphertext = ?3, update_time = ?4 WHERE id = ?1",
-                params![id, nonce, ct, now],
+                "UPDATE credentials SET nonce = ?2, ciphertext = ?3, update_time = ?4 WHERE id = ?1 AND project = ?5",
+                params![id, nonce, ct, now, project],
             )?;
             let meta = tx
                 .query_row(
-                    "SELECT id, type, status, create_time, update_time FROM credentials WHERE id = ?1",
-                    params![id],
+                    "SELECT id, type, status, create_time, update_time FROM credentials WHERE id = ?1 AND project = ?2",
+                    params![id, project],
                     credential_from_row,
                 )
                 .map_err(Error::from)
@@ -567,15 +707,15 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn list_credentials(&self, page: &Page) -> Result<Paged<Credential>> {
-        let page = page.clone();
+    async fn list_credentials(&self, project: &str, page: &Page) -> Result<Paged<Credential>> {
+        let (project, page) = (project.to_owned(), page.clone());
         self.with(move |conn, _| {
             let (after, limit) = page_bounds(&page);
             let rows = conn
                 .prepare_cached(
-                    "SELECT rowid, id, type, status, create_time, update_time FROM credentials WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",
+                    "SELECT rowid, id, type, status, create_time, update_time FROM credentials WHERE rowid > ?1 AND project = ?3 ORDER BY rowid LIMIT ?2",
                 )?
-                .query_map(params![after, limit + 1], |r| {
+                .query_map(params![after, limit + 1, project], |r| {
                     Ok((
                         r.get::<_, i64>(0)?,
                         (r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?),
@@ -595,47 +735,248 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn delete_credential(&self, id: &str) -> Result<bool> {
-        let id = id.to_owned();
+    async fn delete_credential(&self, project: &str, id: &str) -> Result<bool> {
+        let (project, id) = (project.to_owned(), id.to_owned());
         self.with(move |conn, _| {
-            Ok(conn.execute("DELETE FROM credentials WHERE id = ?1", params![id])? > 0)
+            Ok(conn.execute(
+                "DELETE FROM credentials WHERE project = ?1 AND id = ?2",
+                params![project, id],
+            )? > 0)
         })
         .await
     }
 
-    async fn put_agent(&self, agent: &Agent) -> Result<()> {
+    async fn put_agent(&self, project: &str, agent: &Agent) -> Result<()> {
         let id = agent.id.clone().ok_or_else(|| Error::NotFound {
             what: "agent",
             id: String::new(),
         })?;
+        let project = project.to_owned();
         let json = serde_json::to_string(agent)?;
-        self.with(move |conn, _| AGENTS.put(conn, &id, &json)).await
+        self.with(move |conn, _| AGENTS.put(conn, &project, &id, &json))
+            .await
     }
 
-    async fn get_agent(&self, id: &str) -> Result<Option<Agent>> {
-        let id = id.to_owned();
-        self.with(move |conn, _| AGENTS.get(conn, &id)).await
+    async fn get_agent(&self, project: &str, id: &str) -> Result<Option<Agent>> {
+        let (project, id) = (project.to_owned(), id.to_owned());
+        self.with(move |conn, _| AGENTS.get(conn, &project, &id))
+            .await
     }
 
-    async fn list_agents(&self, page: &Page) -> Result<Paged<Agent>> {
-        let page = page.clone();
-        self.with(move |conn, _| AGENTS.list(conn, &page)).await
+    async fn list_agents(&self, project: &str, page: &Page) -> Result<Paged<Agent>> {
+        let (project, page) = (project.to_owned(), page.clone());
+        self.with(move |conn, _| AGENTS.list(conn, &project, &page))
+            .await
     }
 
-    async fn delete_agent(&self, id: &str) -> Result<bool> {
-        let id = id.to_owned();
-        self.with(move |conn, _| AGENTS.delete(conn, &id)).await
+    async fn delete_agent(&self, project: &str, id: &str) -> Result<bool> {
+        let (project, id) = (project.to_owned(), id.to_owned());
+        self.with(move |conn, _| AGENTS.delete(conn, &project, &id))
+            .await
+    }
+
+    async fn create_project(&self, project: &ProjectRecord) -> Result<()> {
+        let name = project.name.clone();
+        let created = project.created.clone();
+        let quotas = serde_json::to_string(&project.quotas)?;
+        self.with(move |conn, _| {
+            let n = conn.execute(
+                "INSERT OR IGNORE INTO projects (name, created, quotas_json) VALUES (?1, ?2, ?3)",
+                params![name, created, quotas],
+            )?;
+            if n == 0 {
+                return Err(Error::AlreadyExists {
+                    what: "project",
+                    id: name,
+                });
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn get_project(&self, name: &str) -> Result<Option<ProjectRecord>> {
+        let name = name.to_owned();
+        self.with(move |conn, _| {
+            conn.prepare_cached("SELECT name, created, quotas_json FROM projects WHERE name = ?1")?
+                .query_row(params![name], project_from_row)
+                .optional()?
+                .map(project_record)
+                .transpose()
+        })
+        .await
+    }
+
+    async fn list_projects(&self) -> Result<Vec<ProjectRecord>> {
+        self.with(move |conn, _| {
+            conn.prepare_cached("SELECT name, created, quotas_json FROM projects ORDER BY rowid")?
+                .query_map([], project_from_row)?
+                .map(|row| project_record(row?))
+                .collect()
+        })
+        .await
+    }
+
+    async fn set_project_quotas(&self, name: &str, quotas: &Map<String, Value>) -> Result<()> {
+        let name = name.to_owned();
+        let quotas = serde_json::to_string(quotas)?;
+        self.with(move |conn, _| {
+            let n = conn.execute(
+                "UPDATE projects SET quotas_json = ?2 WHERE name = ?1",
+                params![name, quotas],
+            )?;
+            if n == 0 {
+                return Err(Error::NotFound {
+                    what: "project",
+                    id: name,
+                });
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn project_usage(&self, name: &str) -> Result<ProjectUsage> {
+        let name = name.to_owned();
+        self.with(move |conn, _| {
+            let count = |table: &str| -> Result<u64> {
+                // `table` is one of the constants below, never input.
+                let n: i64 = conn
+                    .prepare_cached(&format!("SELECT COUNT(*) FROM {table} WHERE project = ?1"))?
+                    .query_row(params![name], |r| r.get(0))?;
+                Ok(u64::try_from(n).unwrap_or(0))
+            };
+            Ok(ProjectUsage {
+                interactions: count("interactions")?,
+                environments: count("environments")?,
+                credentials: count("credentials")?,
+                agents: count("agents")?,
+            })
+        })
+        .await
+    }
+
+    async fn delete_project(&self, name: &str) -> Result<bool> {
+        let name = name.to_owned();
+        self.with(move |conn, _| {
+            let tx = conn.transaction()?;
+            tx.execute("DELETE FROM api_keys WHERE project = ?1", params![name])?;
+            let n = tx.execute("DELETE FROM projects WHERE name = ?1", params![name])?;
+            tx.commit()?;
+            Ok(n > 0)
+        })
+        .await
+    }
+
+    async fn create_api_key(&self, key: &ApiKeyRecord, sha256: &[u8; 32]) -> Result<()> {
+        let key = key.clone();
+        let hash = sha256.to_vec();
+        self.with(move |conn, _| {
+            let exists = conn
+                .prepare_cached("SELECT 1 FROM projects WHERE name = ?1")?
+                .exists(params![key.project])?;
+            if !exists {
+                return Err(Error::NotFound {
+                    what: "project",
+                    id: key.project,
+                });
+            }
+            let n = conn.execute(
+                "INSERT OR IGNORE INTO api_keys (id, project, sha256, prefix, created, revoked) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![key.id, key.project, hash, key.prefix, key.created, key.revoked],
+            )?;
+            if n == 0 {
+                return Err(Error::AlreadyExists {
+                    what: "API key",
+                    id: key.id,
+                });
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn list_api_keys(&self) -> Result<Vec<ApiKeyRecord>> {
+        self.with(move |conn, _| {
+            Ok(conn
+                .prepare_cached(
+                    "SELECT id, project, prefix, created, revoked FROM api_keys ORDER BY rowid",
+                )?
+                .query_map([], api_key_from_row)?
+                .collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+        .await
+    }
+
+    async fn revoke_api_key(&self, id: &str, now: &str) -> Result<bool> {
+        let (id, now) = (id.to_owned(), now.to_owned());
+        self.with(move |conn, _| {
+            Ok(conn.execute(
+                "UPDATE api_keys SET revoked = ?2 WHERE id = ?1 AND revoked IS NULL",
+                params![id, now],
+            )? > 0)
+        })
+        .await
+    }
+
+    async fn find_api_key(&self, sha256: &[u8; 32]) -> Result<Option<ApiKeyRecord>> {
+        let hash = sha256.to_vec();
+        self.with(move |conn, _| {
+            Ok(conn
+                .prepare_cached(
+                    "SELECT id, project, prefix, created, revoked FROM api_keys WHERE sha256 = ?1 AND revoked IS NULL",
+                )?
+                .query_row(params![hash], api_key_from_row)
+                .optional()?)
+        })
+        .await
+    }
+
+    async fn has_api_keys(&self) -> Result<bool> {
+        self.with(move |conn, _| {
+            Ok(conn
+                .prepare_cached("SELECT 1 FROM api_keys WHERE revoked IS NULL LIMIT 1")?
+                .exists([])?)
+        })
+        .await
     }
 }
 
-fn read_secret(conn: &Connection, key: &SecretKey, id: &str) -> Result<Option<CredentialConfig>> {
+fn project_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, String, String)> {
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+}
+
+fn project_record((name, created, quotas): (String, String, String)) -> Result<ProjectRecord> {
+    Ok(ProjectRecord {
+        name,
+        created,
+        quotas: serde_json::from_str(&quotas)?,
+    })
+}
+
+fn api_key_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApiKeyRecord> {
+    Ok(ApiKeyRecord {
+        id: r.get(0)?,
+        project: r.get(1)?,
+        prefix: r.get(2)?,
+        created: r.get(3)?,
+        revoked: r.get(4)?,
+    })
+}
+
+fn read_secret(
+    conn: &Connection,
+    key: &SecretKey,
+    project: &str,
+    id: &str,
+) -> Result<Option<CredentialConfig>> {
     let row: Option<(Vec<u8>, Vec<u8>)> = conn
-        .prepare_cached("SELECT nonce, ciphertext FROM credentials WHERE id = ?1")?
-        .query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .prepare_cached("SELECT nonce, ciphertext FROM credentials WHERE project = ?1 AND id = ?2")?
+        .query_row(params![project, id], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?;
     let Some((nonce, ct)) = row else {
         return Ok(None);
     };
-    let plain = key.open(id, &nonce, &ct)?;
+    let plain = key.open(&credential_aad(project, id), &nonce, &ct)?;
     Ok(Some(serde_json::from_slice(&plain)?))
 }

@@ -16,23 +16,37 @@ use hookbox_egress::credentials::{
     valid_id,
 };
 use hookbox_protocol::api::{self, CredentialConfig, InjectionLocations};
-use hookbox_store::{Page, SqliteOptions, SqliteStore, Store};
+use hookbox_store::{DEFAULT_PROJECT, Page, SqliteOptions, SqliteStore, Store};
 
-/// [`CredentialStore`] backed by a [`Store`].
+/// [`CredentialStore`] backed by a [`Store`], seen from one project.
 #[derive(Debug, Clone)]
 pub struct StoreCredentials {
     store: Arc<dyn Store>,
+    project: String,
 }
 
 impl StoreCredentials {
+    /// The credentials of the `default` project (local mode's, and the CLI's without
+    /// `--project`); [`CredentialStore::scoped`] gives any other project's.
     pub fn new(store: Arc<dyn Store>) -> Self {
-        StoreCredentials { store }
+        StoreCredentials {
+            store,
+            project: DEFAULT_PROJECT.to_owned(),
+        }
     }
 
     /// Opens the SQLite store of `data_dir` (what `hookbox serve` uses).
     pub fn open_in(data_dir: &Path) -> anyhow::Result<Self> {
         let store = SqliteStore::open_in(data_dir, &SqliteOptions::default())?;
         Ok(Self::new(Arc::new(store)))
+    }
+
+    /// The same store seen from `project`.
+    pub fn for_project(&self, project: &str) -> Self {
+        StoreCredentials {
+            store: self.store.clone(),
+            project: project.to_owned(),
+        }
     }
 
     /// Runs a store future to completion from sync code, whether or not the caller is on a
@@ -129,7 +143,7 @@ impl CredentialStore for StoreCredentials {
             },
         };
         let created = self
-            .block(self.store.create_credential(&config, &now()))?
+            .block(self.store.create_credential(&self.project, &config, &now()))?
             .map_err(store_error)?;
         meta(created)
     }
@@ -142,7 +156,7 @@ impl CredentialStore for StoreCredentials {
         };
         loop {
             let got = self
-                .block(self.store.list_credentials(&page))?
+                .block(self.store.list_credentials(&self.project, &page))?
                 .map_err(store_error)?;
             for c in got.items {
                 // An oauth2 credential made through the API cannot be shown as egress metadata;
@@ -160,7 +174,7 @@ impl CredentialStore for StoreCredentials {
 
     fn get(&self, id: &str) -> Result<CredentialMeta, CredentialError> {
         let got = self
-            .block(self.store.get_credential(id))?
+            .block(self.store.get_credential(&self.project, id))?
             .map_err(store_error)?;
         meta(got.ok_or_else(|| CredentialError::NotFound(id.to_owned()))?)
     }
@@ -192,14 +206,17 @@ impl CredentialStore for StoreCredentials {
             }
         };
         let updated = self
-            .block(self.store.update_credential(id, &update, &now()))?
+            .block(
+                self.store
+                    .update_credential(&self.project, id, &update, &now()),
+            )?
             .map_err(store_error)?;
         meta(updated)
     }
 
     fn remove(&self, id: &str) -> Result<(), CredentialError> {
         if self
-            .block(self.store.delete_credential(id))?
+            .block(self.store.delete_credential(&self.project, id))?
             .map_err(store_error)?
         {
             Ok(())
@@ -210,7 +227,7 @@ impl CredentialStore for StoreCredentials {
 
     fn reveal(&self, id: &str) -> Result<Injection, CredentialError> {
         let config = self
-            .block(self.store.credential_secret(id))?
+            .block(self.store.credential_secret(&self.project, id))?
             .map_err(store_error)?
             .ok_or_else(|| CredentialError::NotFound(id.to_owned()))?;
         match config {
@@ -238,6 +255,10 @@ impl CredentialStore for StoreCredentials {
                 "credential {id:?} is an oauth2 credential, which the proxy cannot inject yet"
             ))),
         }
+    }
+
+    fn scoped(&self, project: &str) -> Option<Arc<dyn CredentialStore>> {
+        Some(Arc::new(self.for_project(project)))
     }
 }
 
@@ -320,6 +341,24 @@ mod tests {
             store.reveal("envcred"),
             Err(CredentialError::NotInjectable(_))
         ));
+    }
+
+    #[test]
+    fn a_project_sees_only_its_own_credentials() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StoreCredentials::open_in(dir.path()).unwrap();
+        store.create("shared", bearer("default-secret")).unwrap();
+        let team = store.scoped("team-a").unwrap();
+        assert!(matches!(
+            team.reveal("shared"),
+            Err(CredentialError::NotFound(_))
+        ));
+        assert!(team.list().unwrap().is_empty());
+        team.create("shared", bearer("team-secret")).unwrap();
+        let Injection::Header { value, .. } = team.reveal("shared").unwrap();
+        assert_eq!(value.expose(), "Bearer team-secret");
+        let Injection::Header { value, .. } = store.reveal("shared").unwrap();
+        assert_eq!(value.expose(), "Bearer default-secret");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,4 +1,5 @@
 mod common;
+mod disk;
 mod escape;
 mod identity;
 mod isolation;

@@ -49,11 +49,10 @@ async fn local_mode_needs_no_key_but_refuses_public_addresses() {
         h.raw(Method::GET, "/v1/environments", &[], None).await.0,
         StatusCode::OK
     );
-    assert!(hookbox_server::check_listen_addr("127.0.0.1:8080".parse().unwrap(), &[]).is_ok());
-    assert!(hookbox_server::check_listen_addr("[::1]:8080".parse().unwrap(), &[]).is_ok());
-    let err = hookbox_server::check_listen_addr("0.0.0.0:8080".parse().unwrap(), &[]).unwrap_err();
+    assert!(hookbox_server::check_listen_addr("127.0.0.1:8080".parse().unwrap(), false).is_ok());
+    assert!(hookbox_server::check_listen_addr("[::1]:8080".parse().unwrap(), false).is_ok());
+    let err =
+        hookbox_server::check_listen_addr("0.0.0.0:8080".parse().unwrap(), false).unwrap_err();
     assert!(err.to_string().contains("HOOKBOX_API_KEYS"));
-    assert!(
-        hookbox_server::check_listen_addr("0.0.0.0:8080".parse().unwrap(), &["k".into()]).is_ok()
-    );
+    assert!(hookbox_server::check_listen_addr("0.0.0.0:8080".parse().unwrap(), true).is_ok());
 }

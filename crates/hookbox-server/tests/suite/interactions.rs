@@ -230,7 +230,7 @@ async fn restart_marks_running_interactions_failed_with_a_reason() {
             "int_stale",
             hookbox_protocol::api::InteractionStatus::InProgress,
         );
-        hookbox_store::Store::create_interaction(&store, &i)
+        hookbox_store::Store::create_interaction(&store, hookbox_store::DEFAULT_PROJECT, &i)
             .await
             .unwrap();
     }

@@ -36,6 +36,15 @@ impl Harness {
     }
 
     pub fn in_dir(dir: tempfile::TempDir, api_keys: Vec<String>) -> Self {
+        Self::configured(dir, api_keys, Default::default())
+    }
+
+    /// A harness whose keys are `api_keys` (`KEY` or `PROJECT:KEY`) and quotas `quotas`.
+    pub fn configured(
+        dir: tempfile::TempDir,
+        api_keys: Vec<String>,
+        quotas: hookbox_server::quota::QuotaConfig,
+    ) -> Self {
         let store = SqliteStore::open(
             &dir.path().join("hookbox.db"),
             SecretKey::from_bytes([9; 32]),
@@ -49,8 +58,11 @@ impl Harness {
             model: Arc::new(OfflineModel::new().unwrap()),
             executor: Arc::new(Gate(local.clone())),
             environments: local,
-            api_keys,
+            api_keys: hookbox_store::keys::parse_static_keys(&api_keys).unwrap(),
+            allow_keyless: true,
             loop_config: LoopConfig::default(),
+            quotas,
+            sandbox_slots: None,
         });
         Harness { dir, state }
     }

@@ -135,7 +135,10 @@ async fn failed_runs_stream_an_error_event() {
             executor: local.clone(),
             environments: local,
             api_keys: vec![],
+            allow_keyless: true,
             loop_config: hookbox_agent::LoopConfig { max_model_turns: 1 },
+            quotas: Default::default(),
+            sandbox_slots: None,
         });
         Harness { dir, state }
     };

@@ -1,5 +1,6 @@
 //! Kill a writer with SIGKILL mid-stream and check that everything it acknowledged is there.
 
+use super::P;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
@@ -19,7 +20,7 @@ async fn crash_child_writer() {
         let id = format!("int_{n}");
         let mut i = Interaction::new(&id, InteractionStatus::InProgress);
         i.steps = vec![Step::user_text(format!("input {n}"))];
-        store.create_interaction(&i).await.unwrap();
+        store.create_interaction(P, &i).await.unwrap();
         println!("ACK create {id}");
         for k in 1..=3 {
             store
@@ -72,14 +73,14 @@ async fn sigkill_mid_write_loses_nothing_acknowledged() {
     let store = super::open(dir.path());
     for id in &acked_creates {
         let i = store
-            .get_interaction(id)
+            .get_interaction(P, id)
             .await
             .unwrap()
             .unwrap_or_else(|| panic!("{id} lost"));
         assert_eq!(i.status, InteractionStatus::InProgress);
     }
     for (id, k) in &acked_steps {
-        let i = store.get_interaction(id).await.unwrap().unwrap();
+        let i = store.get_interaction(P, id).await.unwrap().unwrap();
         assert!(i.steps.len() > *k, "step {k} of {id} lost");
         assert_eq!(i.steps[*k], Step::model_text(format!("{}.{k}", &id[4..])));
     }
@@ -90,7 +91,7 @@ async fn sigkill_mid_write_loses_nothing_acknowledged() {
         .unwrap();
     assert!(recovered.len() >= acked_creates.len());
     let last = store
-        .get_interaction(acked_creates.last().unwrap())
+        .get_interaction(P, acked_creates.last().unwrap())
         .await
         .unwrap()
         .unwrap();

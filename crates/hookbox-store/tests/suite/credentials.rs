@@ -1,3 +1,4 @@
+use super::P;
 use hookbox_protocol::api::{
     CredentialConfig, CredentialStatus, CredentialType, CredentialUpdate, Secret,
 };
@@ -19,6 +20,7 @@ async fn secrets_are_encrypted_at_rest_and_decrypt_back() {
     let (dir, store) = temp_store();
     let meta = store
         .create_credential(
+            P,
             &bearer("cred_1", "tok-SUPERSECRET-1"),
             "2026-05-20T10:00:00Z",
         )
@@ -33,7 +35,7 @@ async fn secrets_are_encrypted_at_rest_and_decrypt_back() {
         assert!(!bytes.windows(16).any(|w| w == b"tok-SUPERSECRET-"));
     }
     let store = super::open(dir.path());
-    let secret = store.credential_secret("cred_1").await.unwrap().unwrap();
+    let secret = store.credential_secret(P, "cred_1").await.unwrap().unwrap();
     assert_eq!(secret, bearer("cred_1", "tok-SUPERSECRET-1"));
 
     // A different key cannot read it, and says so without leaking anything.
@@ -44,7 +46,7 @@ async fn secrets_are_encrypted_at_rest_and_decrypt_back() {
         &SqliteOptions::default(),
     )
     .unwrap();
-    let err = wrong.credential_secret("cred_1").await.unwrap_err();
+    let err = wrong.credential_secret(P, "cred_1").await.unwrap_err();
     assert!(matches!(err, hookbox_store::Error::Decrypt(_)), "{err}");
 }
 
@@ -52,11 +54,12 @@ async fn secrets_are_encrypted_at_rest_and_decrypt_back() {
 async fn update_applies_partially_and_checks_the_type() {
     let (_dir, store) = temp_store();
     store
-        .create_credential(&bearer("cred_1", "old"), "t0")
+        .create_credential(P, &bearer("cred_1", "old"), "t0")
         .await
         .unwrap();
     let meta = store
         .update_credential(
+            P,
             "cred_1",
             &CredentialUpdate::BearerToken {
                 token: Some(Secret("new".into())),
@@ -72,7 +75,7 @@ async fn update_applies_partially_and_checks_the_type() {
         ("t0", "t1")
     );
     let CredentialConfig::BearerToken { token, prefix, .. } =
-        store.credential_secret("cred_1").await.unwrap().unwrap()
+        store.credential_secret(P, "cred_1").await.unwrap().unwrap()
     else {
         panic!("type changed")
     };
@@ -81,6 +84,7 @@ async fn update_applies_partially_and_checks_the_type() {
 
     let err = store
         .update_credential(
+            P,
             "cred_1",
             &CredentialUpdate::OAuth2 {
                 client_id: None,
@@ -99,6 +103,7 @@ async fn update_applies_partially_and_checks_the_type() {
     );
     let err = store
         .update_credential(
+            P,
             "nope",
             &CredentialUpdate::BearerToken {
                 token: None,
@@ -117,19 +122,24 @@ async fn duplicate_ids_are_refused_and_list_pages() {
     let (_dir, store) = temp_store();
     for i in 0..5 {
         store
-            .create_credential(&bearer(&format!("cred_{i}"), "x"), "t")
+            .create_credential(P, &bearer(&format!("cred_{i}"), "x"), "t")
             .await
             .unwrap();
     }
     assert!(matches!(
-        store.create_credential(&bearer("cred_0", "y"), "t").await,
+        store
+            .create_credential(P, &bearer("cred_0", "y"), "t")
+            .await,
         Err(hookbox_store::Error::AlreadyExists { .. })
     ));
     let first = store
-        .list_credentials(&Page {
-            size: Some(2),
-            token: None,
-        })
+        .list_credentials(
+            P,
+            &Page {
+                size: Some(2),
+                token: None,
+            },
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -144,18 +154,21 @@ async fn duplicate_ids_are_refused_and_list_pages() {
     let mut token = first.next_page_token;
     while let Some(t) = token {
         let page = store
-            .list_credentials(&Page {
-                size: Some(2),
-                token: Some(t),
-            })
+            .list_credentials(
+                P,
+                &Page {
+                    size: Some(2),
+                    token: Some(t),
+                },
+            )
             .await
             .unwrap();
         seen += page.items.len();
         token = page.next_page_token;
     }
     assert_eq!(seen, 5);
-    assert!(store.delete_credential("cred_0").await.unwrap());
-    assert!(store.get_credential("cred_0").await.unwrap().is_none());
+    assert!(store.delete_credential(P, "cred_0").await.unwrap());
+    assert!(store.get_credential(P, "cred_0").await.unwrap().is_none());
 }
 
 #[test]

@@ -1,3 +1,4 @@
+use super::P;
 use hookbox_protocol::api::{Interaction, InteractionError, InteractionStatus, Step, Usage};
 use hookbox_store::{StatusUpdate, Store};
 
@@ -21,7 +22,7 @@ fn interaction(id: &str) -> Interaction {
 async fn steps_are_appended_in_order_and_survive_reopen() {
     let (dir, store) = temp_store();
     store
-        .create_interaction(&interaction("int_1"))
+        .create_interaction(P, &interaction("int_1"))
         .await
         .unwrap();
     store
@@ -50,7 +51,7 @@ async fn steps_are_appended_in_order_and_survive_reopen() {
     drop(store);
 
     let store = open(dir.path());
-    let got = store.get_interaction("int_1").await.unwrap().unwrap();
+    let got = store.get_interaction(P, "int_1").await.unwrap().unwrap();
     assert_eq!(got.status, InteractionStatus::Completed);
     assert_eq!(got.steps.len(), 3);
     assert_eq!(hookbox_protocol::api::output_text(&got.steps), "AB");
@@ -63,36 +64,36 @@ async fn steps_are_appended_in_order_and_survive_reopen() {
 async fn duplicate_ids_and_unknown_interactions_are_errors() {
     let (_dir, store) = temp_store();
     store
-        .create_interaction(&interaction("int_1"))
+        .create_interaction(P, &interaction("int_1"))
         .await
         .unwrap();
     assert!(matches!(
-        store.create_interaction(&interaction("int_1")).await,
+        store.create_interaction(P, &interaction("int_1")).await,
         Err(hookbox_store::Error::AlreadyExists { .. })
     ));
     assert!(matches!(
         store.append_step("nope", 0, &Step::model_text("x")).await,
         Err(hookbox_store::Error::NotFound { .. })
     ));
-    assert!(store.get_interaction("nope").await.unwrap().is_none());
+    assert!(store.get_interaction(P, "nope").await.unwrap().is_none());
 }
 
 #[tokio::test]
 async fn delete_removes_interaction_and_steps() {
     let (_dir, store) = temp_store();
     store
-        .create_interaction(&interaction("int_1"))
+        .create_interaction(P, &interaction("int_1"))
         .await
         .unwrap();
-    assert!(store.delete_interaction("int_1").await.unwrap());
-    assert!(!store.delete_interaction("int_1").await.unwrap());
+    assert!(store.delete_interaction(P, "int_1").await.unwrap());
+    assert!(!store.delete_interaction(P, "int_1").await.unwrap());
     // Re-creating with the same id starts without the old steps.
     let mut fresh = interaction("int_1");
     fresh.steps.clear();
-    store.create_interaction(&fresh).await.unwrap();
+    store.create_interaction(P, &fresh).await.unwrap();
     assert!(
         store
-            .get_interaction("int_1")
+            .get_interaction(P, "int_1")
             .await
             .unwrap()
             .unwrap()
@@ -105,22 +106,22 @@ async fn delete_removes_interaction_and_steps() {
 async fn recovery_fails_only_running_interactions_with_the_reason() {
     let (_dir, store) = temp_store();
     store
-        .create_interaction(&interaction("int_run"))
+        .create_interaction(P, &interaction("int_run"))
         .await
         .unwrap();
     let mut done = interaction("int_done");
     done.status = InteractionStatus::Completed;
-    store.create_interaction(&done).await.unwrap();
+    store.create_interaction(P, &done).await.unwrap();
     let mut queued = interaction("int_queued");
     queued.status = InteractionStatus::Queued;
-    store.create_interaction(&queued).await.unwrap();
+    store.create_interaction(P, &queued).await.unwrap();
 
     let ids = store
         .recover_interrupted("hookbox restarted", "2026-05-21T00:00:00Z")
         .await
         .unwrap();
     assert_eq!(ids, ["int_run", "int_queued"]);
-    let run = store.get_interaction("int_run").await.unwrap().unwrap();
+    let run = store.get_interaction(P, "int_run").await.unwrap().unwrap();
     assert_eq!(run.status, InteractionStatus::Failed);
     assert_eq!(
         run.errors,
@@ -129,7 +130,7 @@ async fn recovery_fails_only_running_interactions_with_the_reason() {
             message: "hookbox restarted".into()
         }]
     );
-    let done = store.get_interaction("int_done").await.unwrap().unwrap();
+    let done = store.get_interaction(P, "int_done").await.unwrap().unwrap();
     assert_eq!(done.status, InteractionStatus::Completed);
     assert!(
         store

@@ -1,7 +1,11 @@
 mod crash;
 mod credentials;
 mod interactions;
+mod projects;
 mod resources;
+
+/// The project most tests store into.
+pub const P: &str = hookbox_store::DEFAULT_PROJECT;
 
 use hookbox_store::{SecretKey, SqliteOptions, SqliteStore};
 

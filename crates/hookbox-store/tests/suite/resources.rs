@@ -1,3 +1,4 @@
+use super::P;
 use hookbox_protocol::api::{Agent, Environment, EnvironmentStatus};
 use hookbox_store::{EnvironmentRecord, Page, Store};
 
@@ -23,21 +24,21 @@ fn env(id: &str) -> EnvironmentRecord {
 #[tokio::test]
 async fn environments_upsert_list_and_delete() {
     let (_dir, store) = temp_store();
-    store.put_environment(&env("env_a")).await.unwrap();
-    store.put_environment(&env("env_b")).await.unwrap();
+    store.put_environment(P, &env("env_a")).await.unwrap();
+    store.put_environment(P, &env("env_b")).await.unwrap();
     let mut changed = env("env_a");
     changed.environment.status = Some(EnvironmentStatus::Expired);
-    store.put_environment(&changed).await.unwrap();
-    let all = store.list_environments(&Page::default()).await.unwrap();
+    store.put_environment(P, &changed).await.unwrap();
+    let all = store.list_environments(P, &Page::default()).await.unwrap();
     assert_eq!(all.items.len(), 2);
     assert_eq!(all.next_page_token, None);
     assert_eq!(
         all.items[0].environment.status,
         Some(EnvironmentStatus::Expired)
     );
-    assert!(store.delete_environment("env_a").await.unwrap());
-    assert!(store.get_environment("env_a").await.unwrap().is_none());
-    assert!(store.get_environment("env_b").await.unwrap().is_some());
+    assert!(store.delete_environment(P, "env_a").await.unwrap());
+    assert!(store.get_environment(P, "env_a").await.unwrap().is_none());
+    assert!(store.get_environment(P, "env_b").await.unwrap().is_some());
 }
 
 #[tokio::test]
@@ -48,12 +49,12 @@ async fn agents_round_trip() {
         "tools": [{"type": "code_execution"}], "custom": 1
     }))
     .unwrap();
-    store.put_agent(&agent).await.unwrap();
-    assert_eq!(store.get_agent("agent_1").await.unwrap().unwrap(), agent);
+    store.put_agent(P, &agent).await.unwrap();
+    assert_eq!(store.get_agent(P, "agent_1").await.unwrap().unwrap(), agent);
     assert_eq!(
-        store.list_agents(&Page::default()).await.unwrap().items,
+        store.list_agents(P, &Page::default()).await.unwrap().items,
         [agent]
     );
-    assert!(store.delete_agent("agent_1").await.unwrap());
-    assert!(store.get_agent("agent_1").await.unwrap().is_none());
+    assert!(store.delete_agent(P, "agent_1").await.unwrap());
+    assert!(store.get_agent(P, "agent_1").await.unwrap().is_none());
 }

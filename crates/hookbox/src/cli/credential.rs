@@ -24,6 +24,10 @@ pub struct CredentialArgs {
     /// Default: `$HOOKBOX_DATA_DIR`, else `$XDG_DATA_HOME/hookbox`, else `~/.local/share/hookbox`.
     #[arg(long, global = true)]
     pub data_dir: Option<PathBuf>,
+    /// The project whose credentials these are (environments of other projects cannot use
+    /// them). Default: `default`, the project of local mode.
+    #[arg(long, global = true, default_value = hookbox_store::DEFAULT_PROJECT)]
+    pub project: String,
     #[command(subcommand)]
     pub command: CredentialCommand,
 }
@@ -108,8 +112,15 @@ pub fn run(args: CredentialArgs) -> anyhow::Result<ExitCode> {
         Some(d) => d,
         None => hookbox_sandbox::environment::default_data_dir()?,
     };
+    if !hookbox_store::valid_project_name(&args.project) {
+        bail!(
+            "`{}` is not a project name (1-63 lowercase letters, digits, `-`, `_`)",
+            args.project
+        );
+    }
     let store = StoreCredentials::open_in(&data_dir)
-        .with_context(|| format!("cannot open the credential store in {}", data_dir.display()))?;
+        .with_context(|| format!("cannot open the credential store in {}", data_dir.display()))?
+        .for_project(&args.project);
     let out = execute(&store, args.command, &mut std::io::stdin().lock())?;
     print!("{out}");
     Ok(ExitCode::SUCCESS)

@@ -143,6 +143,14 @@ pub struct CreateArgs {
     /// to it.
     #[arg(long, value_name = "FILE")]
     pub spec: Option<PathBuf>,
+    /// The environment's disk cap in bytes, enforced by the kernel (its own ext4 image); `0`
+    /// for none. Default 10 GiB, as `hookbox serve` gives every environment.
+    #[arg(long, value_name = "BYTES")]
+    pub disk_limit: Option<u64>,
+    /// The project the environment belongs to: its allowlist's `credential`s resolve there
+    /// (`hookbox credential --project`). Default: `default`.
+    #[arg(long)]
+    pub project: Option<String>,
     #[command(flatten)]
     pub store: StoreArgs,
 }
@@ -224,6 +232,19 @@ fn create(args: CreateArgs) -> anyhow::Result<ExitCode> {
     spec.freeze_hooks |= args.freeze_hooks;
     if let Some(raw) = &args.network {
         spec.network = Some(parse_network(raw)?);
+    }
+    if let Some(bytes) = args.disk_limit {
+        spec.disk_limit_bytes = Some(bytes);
+    }
+    spec.disk_limit_bytes
+        .get_or_insert(hookbox_server::quota::Quotas::default().disk_bytes_per_environment);
+    if let Some(project) = args.project {
+        if !hookbox_store::valid_project_name(&project) {
+            bail!(
+                "--project `{project}` is not a project name (1-63 lowercase letters, digits, `-`, `_`)"
+            );
+        }
+        spec.project = Some(project);
     }
     let store = args.store.open()?;
     let meta = store.create(

@@ -3,6 +3,7 @@
 mod credential;
 mod env;
 mod hooks;
+mod project;
 mod serve;
 mod tool;
 
@@ -35,6 +36,10 @@ pub enum Command {
     Tool(tool::ToolArgs),
     /// Serve the Interactions API for the google-genai SDK (the main command).
     Serve(serve::ServeArgs),
+    /// Manage projects (tenants of the API) and their quota overrides.
+    Project(project::ProjectArgs),
+    /// Manage API keys of projects (shown once at creation, stored hashed).
+    Key(project::KeyArgs),
     /// Internal: the sandbox launcher (hookbox re-executes itself with this).
     #[command(name = "__sandbox-exec", hide = true)]
     SandboxExec,
@@ -47,6 +52,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Env(cmd) => env::run(cmd),
         Command::Tool(args) => tool::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Project(args) => project::run_project(args),
+        Command::Key(args) => project::run_key(args),
         Command::SandboxExec => tool::sandbox_exec(),
     }
 }

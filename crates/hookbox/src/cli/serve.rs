@@ -22,7 +22,9 @@ use hookbox_egress::ssrf::Cidr;
 use hookbox_sandbox::environment::Store as EnvStore;
 use hookbox_sandbox::network::{EgressOperator, EgressOptions};
 use hookbox_sandbox::runner::{Launcher, SandboxOptions};
+use hookbox_sandbox::slots::SlotRegistry;
 use hookbox_sandbox::spec::Isolation;
+use hookbox_server::quota::QuotaConfig;
 use hookbox_server::sandbox::{CacheLimits, Clock, SandboxBackend};
 use hookbox_server::{AppState, Services};
 use hookbox_store::{SqliteOptions, SqliteStore, Store, Synchronous};
@@ -45,10 +47,20 @@ pub struct ServeArgs {
     /// `$XDG_DATA_HOME/hookbox`, else `~/.local/share/hookbox` (the same as every command).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
-    /// API keys clients must send (comma-separated in the environment variable). None = local
-    /// mode: no key needed, loopback only.
+    /// API keys clients may send (comma-separated in the environment variable), each `KEY` (a
+    /// project of its own) or `PROJECT:KEY` (keys naming one project share it). Managed keys
+    /// (`hookbox key create`) work too. None of either = local mode: no key needed, one project
+    /// `default`, loopback only.
     #[arg(long = "api-key", env = hookbox_server::env_vars::HOOKBOX_API_KEYS, value_delimiter = ',', hide_env_values = true)]
     pub api_keys: Vec<String>,
+    /// Config file (TOML) with per-project quotas: `[quotas]` for every project and
+    /// `[projects.NAME.quotas]` for one (see README).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Host uids (and gids) environments' sandboxes run as, FIRST:COUNT; one per environment.
+    /// None of them may be a real account.
+    #[arg(long, value_name = "FIRST:COUNT", value_parser = hookbox_sandbox::runner::UidRange::parse)]
+    pub sandbox_uid_range: Option<hookbox_sandbox::runner::UidRange>,
     /// Model backend. Default: `gemini` when GEMINI_API_KEY is set, else `openai` when
     /// HOOKBOX_OPENAI_BASE_URL is set, else the deterministic `offline` agent.
     #[arg(long, value_enum)]
@@ -142,14 +154,30 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     runtime.block_on(serve(args))
 }
 
+/// Reads the `--config` file.
+fn read_config(path: Option<&Path>) -> anyhow::Result<QuotaConfig> {
+    let Some(path) = path else {
+        return Ok(QuotaConfig::default());
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the config file {}", path.display()))?;
+    let config: QuotaConfig =
+        toml::from_str(&text).with_context(|| format!("config file {}", path.display()))?;
+    config
+        .validate()
+        .map_err(|e| anyhow::anyhow!("config file {}: {e}", path.display()))?;
+    Ok(config)
+}
+
 async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
-    let api_keys: Vec<String> = args
+    let specs: Vec<String> = args
         .api_keys
         .into_iter()
         .map(|k| k.trim().to_owned())
         .filter(|k| !k.is_empty())
         .collect();
-    hookbox_server::check_listen_addr(args.listen, &api_keys)?;
+    let api_keys = hookbox_store::keys::parse_static_keys(&specs)?;
+    let quotas = read_config(args.config.as_deref())?;
     let data_dir = match args.data_dir {
         Some(d) => d,
         None => hookbox_sandbox::environment::default_data_dir()?,
@@ -165,6 +193,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         SqliteStore::open_in(&data_dir, &options)
             .with_context(|| format!("cannot open the store in {}", data_dir.display()))?,
     );
+    let has_keys = !api_keys.is_empty() || store.has_api_keys().await?;
+    hookbox_server::check_listen_addr(args.listen, has_keys)?;
     let (model, model_label) = model(args.model)?;
     let launcher = Launcher::from_env_or_current_exe(super::env::SANDBOX_EXEC_SUBCOMMAND)
         .context("locating the sandbox launcher")?;
@@ -172,6 +202,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     if args.insecure_no_isolation {
         eprintln!("{NO_ISOLATION_WARNING}");
         sandbox.isolation = Isolation::InsecureNone;
+    }
+    if let Some(range) = args.sandbox_uid_range {
+        sandbox.identities = Some(range);
     }
     if !args.egress_allow_cidrs.is_empty() {
         let cidrs: Vec<String> = args
@@ -190,24 +223,35 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     );
     let environments = EnvStore::open(&data_dir, sandbox, egress)
         .with_context(|| format!("cannot open the environments in {}", data_dir.display()))?;
-    let backend = Arc::new(SandboxBackend::with_limits(
-        environments,
-        CacheLimits {
-            idle_timeout: Duration::from_secs(args.env_idle_timeout),
-            max_open: args.max_open_environments,
-        },
-        Clock::system(),
-    ));
+    let slots = SlotRegistry::new(
+        quotas
+            .configured(hookbox_store::DEFAULT_PROJECT)
+            .sandbox_processes,
+    );
+    let backend = Arc::new(
+        SandboxBackend::with_limits(
+            environments,
+            CacheLimits {
+                idle_timeout: Duration::from_secs(args.env_idle_timeout),
+                max_open: args.max_open_environments,
+            },
+            Clock::system(),
+        )
+        .with_slots(slots.clone()),
+    );
     let sweeper = backend.spawn_sweeper(backend.sweep_period());
     let state = AppState::new(Services {
         store,
         model,
         executor: backend.clone(),
         environments: backend,
-        api_keys: api_keys.clone(),
+        api_keys,
+        allow_keyless: args.listen.ip().is_loopback(),
         loop_config: LoopConfig {
             max_model_turns: args.max_turns,
         },
+        quotas,
+        sandbox_slots: Some(slots),
     });
     state.recover().await.context("start-up recovery failed")?;
 
@@ -215,10 +259,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let addr = listener.local_addr().context("listener address")?;
-    println!(
-        "{}",
-        banner(addr, &data_dir, &model_label, !api_keys.is_empty())
-    );
+    println!("{}", banner(addr, &data_dir, &model_label, has_keys));
     if args.insecure_no_isolation {
         println!("\n{NO_ISOLATION_WARNING}");
     }
@@ -232,7 +273,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
 pub fn banner(addr: SocketAddr, data_dir: &Path, model: &str, keyed: bool) -> String {
     let url = format!("http://{addr}");
     let (mode, key) = if keyed {
-        ("API keys required", "<one of your HOOKBOX_API_KEYS>")
+        ("API keys required", "<your API key>")
     } else {
         ("local mode: no API keys configured, loopback only", "local")
     };

@@ -1,0 +1,460 @@
+//! Per-project quotas: how many environments a project keeps, how many of its interactions and
+//! sandboxed processes run at once, how many requests per second it may send (a token bucket),
+//! and how large each of its environments' disks is (enforced by the kernel, see
+//! `hookbox_sandbox::disk`).
+//!
+//! Where the numbers come from, later wins: built-in defaults (which a single-user install never
+//! hits), the config file's `[quotas]`, its `[projects.NAME.quotas]`, and the overrides stored
+//! with a managed project (`hookbox project quota NAME key=value`), re-read at most every
+//! [`OVERRIDE_TTL`]. Over a quota the API answers 429 `RESOURCE_EXHAUSTED` naming the quota;
+//! nothing stored is touched by a refusal. This module decides; it must not run anything.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::http::StatusCode;
+use hookbox_store::Store;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::error::ApiError;
+
+/// How long stored per-project overrides are cached.
+pub const OVERRIDE_TTL: Duration = Duration::from_secs(2);
+
+/// The effective quotas of one project.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Quotas {
+    /// Environments the project keeps (created, not yet deleted).
+    pub environments: u64,
+    /// Interactions running at once.
+    pub running_interactions: u64,
+    /// Sandboxed processes (tool calls and command hooks) running at once.
+    pub sandbox_processes: u64,
+    /// Sustained requests per second.
+    pub requests_per_second: f64,
+    /// Requests allowed in a burst above the sustained rate.
+    pub burst: u64,
+    /// The disk cap of each environment, in bytes (`0`: no cap).
+    pub disk_bytes_per_environment: u64,
+}
+
+impl Default for Quotas {
+    fn default() -> Self {
+        Quotas {
+            environments: 1000,
+            running_interactions: 256,
+            sandbox_processes: 256,
+            requests_per_second: 1000.0,
+            burst: 2000,
+            disk_bytes_per_environment: 10 << 30,
+        }
+    }
+}
+
+/// The names of the quotas, as written in config files and on the command line.
+pub const QUOTA_NAMES: &[&str] = &[
+    "environments",
+    "running_interactions",
+    "sandbox_processes",
+    "requests_per_second",
+    "burst",
+    "disk_bytes_per_environment",
+];
+
+/// Some quotas; the rest come from a lower layer.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuotaOverrides {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environments: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running_interactions: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox_processes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_second: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_bytes_per_environment: Option<u64>,
+}
+
+impl QuotaOverrides {
+    /// `base` with these overrides applied.
+    pub fn apply(&self, base: Quotas) -> Quotas {
+        Quotas {
+            environments: self.environments.unwrap_or(base.environments),
+            running_interactions: self
+                .running_interactions
+                .unwrap_or(base.running_interactions),
+            sandbox_processes: self.sandbox_processes.unwrap_or(base.sandbox_processes),
+            requests_per_second: self.requests_per_second.unwrap_or(base.requests_per_second),
+            burst: self.burst.unwrap_or(base.burst),
+            disk_bytes_per_environment: self
+                .disk_bytes_per_environment
+                .unwrap_or(base.disk_bytes_per_environment),
+        }
+    }
+
+    /// Checks the values a person could get wrong.
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(rps) = self.requests_per_second
+            && !(rps.is_finite() && rps > 0.0)
+        {
+            return Err(format!(
+                "requests_per_second must be a positive number, not {rps}"
+            ));
+        }
+        if let Some(bytes) = self.disk_bytes_per_environment
+            && bytes != 0
+            && bytes < hookbox_sandbox::disk::MIN_BYTES
+        {
+            return Err(format!(
+                "disk_bytes_per_environment must be 0 (no cap) or at least {} (16 MiB), not {bytes}",
+                hookbox_sandbox::disk::MIN_BYTES
+            ));
+        }
+        Ok(())
+    }
+
+    /// Parses the stored JSON form (unknown keys are an error, so a typo is not a silent no-op).
+    pub fn from_json(map: &Map<String, Value>) -> Result<Self, String> {
+        serde_json::from_value(Value::Object(map.clone())).map_err(|e| e.to_string())
+    }
+
+    pub fn to_json(&self) -> Map<String, Value> {
+        match serde_json::to_value(self) {
+            Ok(Value::Object(map)) => map,
+            _ => Map::new(),
+        }
+    }
+
+    /// Sets one quota from `name=value` text (the CLI's form); on error nothing changes.
+    pub fn set(&mut self, assignment: &str) -> Result<(), String> {
+        let mut next = self.clone();
+        next.assign(assignment)?;
+        next.validate()?;
+        *self = next;
+        Ok(())
+    }
+
+    fn assign(&mut self, assignment: &str) -> Result<(), String> {
+        let (name, value) = assignment
+            .split_once('=')
+            .ok_or_else(|| format!("`{assignment}` is not NAME=VALUE"))?;
+        let (name, value) = (name.trim(), value.trim());
+        let int = || {
+            value
+                .parse::<u64>()
+                .map_err(|e| format!("{name}: `{value}`: {e}"))
+        };
+        match name {
+            "environments" => self.environments = Some(int()?),
+            "running_interactions" => self.running_interactions = Some(int()?),
+            "sandbox_processes" => self.sandbox_processes = Some(int()?),
+            "burst" => self.burst = Some(int()?),
+            "disk_bytes_per_environment" => self.disk_bytes_per_environment = Some(int()?),
+            "requests_per_second" => {
+                self.requests_per_second = Some(
+                    value
+                        .parse::<f64>()
+                        .map_err(|e| format!("{name}: `{value}`: {e}"))?,
+                )
+            }
+            other => {
+                return Err(format!(
+                    "unknown quota `{other}`; the quotas are {}",
+                    QUOTA_NAMES.join(", ")
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The quota part of the config file (`--config`, TOML):
+///
+/// ```toml
+/// [quotas]                      # every project
+/// environments = 100
+/// [projects.team-a.quotas]      # one project
+/// sandbox_processes = 8
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuotaConfig {
+    #[serde(default)]
+    pub quotas: QuotaOverrides,
+    #[serde(default)]
+    pub projects: HashMap<String, ProjectConfig>,
+}
+
+/// `[projects.NAME]` of the config file.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProjectConfig {
+    #[serde(default)]
+    pub quotas: QuotaOverrides,
+}
+
+impl QuotaConfig {
+    /// Checks every value and project name.
+    pub fn validate(&self) -> Result<(), String> {
+        self.quotas
+            .validate()
+            .map_err(|e| format!("[quotas]: {e}"))?;
+        for (name, project) in &self.projects {
+            if !hookbox_store::valid_project_name(name) {
+                return Err(format!(
+                    "[projects.{name}]: not a project name (1-63 lowercase letters, digits, `-`, `_`)"
+                ));
+            }
+            project
+                .quotas
+                .validate()
+                .map_err(|e| format!("[projects.{name}.quotas]: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// The quotas of `project` before stored overrides.
+    pub fn configured(&self, project: &str) -> Quotas {
+        let base = self.quotas.apply(Quotas::default());
+        match self.projects.get(project) {
+            Some(p) => p.quotas.apply(base),
+            None => base,
+        }
+    }
+}
+
+/// A 429 naming the quota.
+pub fn exceeded(quota: &str, detail: &str, project: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        format!(
+            "Quota exceeded: {quota} ({detail}) for project `{project}`. Nothing was changed; retry later or ask the operator to raise the quota."
+        ),
+    )
+}
+
+#[derive(Debug)]
+struct Bucket {
+    tokens: f64,
+    last: Instant,
+}
+
+#[derive(Debug, Clone)]
+struct CachedOverrides {
+    overrides: QuotaOverrides,
+    read: Instant,
+}
+
+/// The quotas in force and the counters they are checked against.
+#[derive(Debug)]
+pub struct QuotaBook {
+    config: QuotaConfig,
+    store: Arc<dyn Store>,
+    stored: Mutex<HashMap<String, CachedOverrides>>,
+    buckets: Mutex<HashMap<String, Bucket>>,
+    running: Mutex<HashMap<String, u64>>,
+    /// Serialises count-then-create of environments per project.
+    creating: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// The per-project sandbox process limits, when the backend enforces them.
+    slots: Option<Arc<hookbox_sandbox::slots::SlotRegistry>>,
+}
+
+/// One running interaction counted against its project; dropping it frees the place.
+#[derive(Debug)]
+pub struct RunningGuard {
+    book: Arc<QuotaBook>,
+    project: String,
+}
+
+impl Drop for RunningGuard {
+    fn drop(&mut self) {
+        let mut running = self.book.running.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = running.get_mut(&self.project) {
+            *n = n.saturating_sub(1);
+        }
+    }
+}
+
+impl QuotaBook {
+    pub fn new(
+        config: QuotaConfig,
+        store: Arc<dyn Store>,
+        slots: Option<Arc<hookbox_sandbox::slots::SlotRegistry>>,
+    ) -> Arc<Self> {
+        Arc::new(QuotaBook {
+            config,
+            store,
+            stored: Mutex::new(HashMap::new()),
+            buckets: Mutex::new(HashMap::new()),
+            running: Mutex::new(HashMap::new()),
+            creating: Mutex::new(HashMap::new()),
+            slots,
+        })
+    }
+
+    /// The effective quotas of `project`.
+    pub async fn quotas(&self, project: &str) -> Quotas {
+        let base = self.config.configured(project);
+        let cached = self
+            .stored
+            .lock()
+            .ok()
+            .and_then(|m| m.get(project).cloned())
+            .filter(|c| c.read.elapsed() < OVERRIDE_TTL);
+        let overrides = match cached {
+            Some(c) => c.overrides,
+            None => {
+                let overrides = match self.store.get_project(project).await {
+                    Ok(Some(record)) => QuotaOverrides::from_json(&record.quotas)
+                        .unwrap_or_else(|e| {
+                            tracing::warn!(project, error = %e, "ignoring invalid stored quota overrides");
+                            QuotaOverrides::default()
+                        }),
+                    Ok(None) => QuotaOverrides::default(),
+                    Err(e) => {
+                        tracing::warn!(project, error = %e, "cannot read stored quota overrides");
+                        QuotaOverrides::default()
+                    }
+                };
+                if let Ok(mut m) = self.stored.lock() {
+                    m.insert(
+                        project.to_owned(),
+                        CachedOverrides {
+                            overrides: overrides.clone(),
+                            read: Instant::now(),
+                        },
+                    );
+                }
+                overrides
+            }
+        };
+        let quotas = overrides.apply(base);
+        if let Some(slots) = &self.slots {
+            slots.set_limit(project, quotas.sandbox_processes);
+        }
+        quotas
+    }
+
+    /// Takes one request token of `project`'s bucket, or answers how long to wait.
+    pub async fn admit_request(&self, project: &str) -> Result<(), ApiError> {
+        let q = self.quotas(project).await;
+        let now = Instant::now();
+        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        let capacity = q.burst.max(1) as f64;
+        let bucket = buckets.entry(project.to_owned()).or_insert(Bucket {
+            tokens: capacity,
+            last: now,
+        });
+        let refill =
+            now.saturating_duration_since(bucket.last).as_secs_f64() * q.requests_per_second;
+        bucket.tokens = (bucket.tokens + refill).min(capacity);
+        bucket.last = now;
+        if bucket.tokens >= 1.0 {
+            bucket.tokens -= 1.0;
+            return Ok(());
+        }
+        Err(exceeded(
+            "requests_per_second",
+            &format!(
+                "{} per second, bursts of {}",
+                q.requests_per_second, q.burst
+            ),
+            project,
+        ))
+    }
+
+    /// A place for one more running interaction of `project`, or the 429.
+    pub async fn start_interaction(
+        self: &Arc<Self>,
+        project: &str,
+    ) -> Result<RunningGuard, ApiError> {
+        let limit = self.quotas(project).await.running_interactions;
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        let n = running.entry(project.to_owned()).or_insert(0);
+        if *n >= limit {
+            return Err(exceeded(
+                "running_interactions",
+                &format!("{limit} at once"),
+                project,
+            ));
+        }
+        *n += 1;
+        Ok(RunningGuard {
+            book: Arc::clone(self),
+            project: project.to_owned(),
+        })
+    }
+
+    /// Holds `project`'s environment-creation lock and checks there is room for one more
+    /// environment; the caller creates it while holding the returned guard. Also returns the
+    /// disk cap the new environment gets.
+    pub async fn create_environment(
+        &self,
+        project: &str,
+    ) -> Result<(tokio::sync::OwnedMutexGuard<()>, u64), ApiError> {
+        let lock = {
+            let mut creating = self.creating.lock().unwrap_or_else(|p| p.into_inner());
+            creating
+                .entry(project.to_owned())
+                .or_insert_with(|| Arc::new(tokio::sync::Mutex::new(())))
+                .clone()
+        };
+        let guard = lock.lock_owned().await;
+        let q = self.quotas(project).await;
+        let have = self
+            .store
+            .count_environments(project)
+            .await
+            .map_err(|e| ApiError::internal(&e))?;
+        if have >= q.environments {
+            return Err(exceeded(
+                "environments",
+                &format!("{have} of {}", q.environments),
+                project,
+            ));
+        }
+        Ok((guard, q.disk_bytes_per_environment))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layers_apply_in_order_and_bad_values_are_refused() {
+        let config: QuotaConfig = toml_like(
+            r#"{"quotas": {"environments": 5}, "projects": {"team-a": {"quotas": {"environments": 2, "burst": 3}}}}"#,
+        );
+        config.validate().unwrap();
+        assert_eq!(config.configured("other").environments, 5);
+        assert_eq!(config.configured("team-a").environments, 2);
+        assert_eq!(config.configured("team-a").burst, 3);
+        assert_eq!(
+            config.configured("team-a").running_interactions,
+            Quotas::default().running_interactions
+        );
+        let mut o = QuotaOverrides::default();
+        o.set("environments=1").unwrap();
+        assert_eq!(o.apply(config.configured("team-a")).environments, 1);
+        assert!(
+            o.set("enviroments=1")
+                .unwrap_err()
+                .contains("unknown quota")
+        );
+        assert!(o.set("requests_per_second=0").is_err());
+        assert!(o.set("disk_bytes_per_environment=4096").is_err());
+        o.set("disk_bytes_per_environment=0").unwrap();
+        assert_eq!(QuotaOverrides::from_json(&o.to_json()).unwrap(), o);
+    }
+
+    fn toml_like(json: &str) -> QuotaConfig {
+        serde_json::from_str(json).unwrap()
+    }
+}
