@@ -32,6 +32,8 @@ key="conformance-$RANDOM$RANDOM"
 pids=()
 cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+  # Environment disks are loop-mounted images: detach them before removing the data dir.
+  awk -v d="$data/" 'index($5, d) == 1 {print $5}' /proc/self/mountinfo | sort -r | xargs -r -n1 umount -l
   rm -rf "$data"
 }
 trap cleanup EXIT

@@ -60,7 +60,8 @@ async fn bench() {
         .nth(1)
         .and_then(|v| v.parse().ok())
         .unwrap_or(256);
-    let dir = tempfile::tempdir().unwrap();
+    // Its environment's disk is a loop-mounted image, detached when this goes.
+    let dir = hookbox_test_support::DataDir::new();
     let store = SqliteStore::open(
         &dir.path().join("hookbox.db"),
         SecretKey::from_bytes([3; 32]),

@@ -256,7 +256,9 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn revoke_api_key(&self, id: &str, now: &str) -> Result<bool>;
     /// The unrevoked key with this SHA-256, if any.
     async fn find_api_key(&self, sha256: &[u8; 32]) -> Result<Option<ApiKeyRecord>>;
-    /// Whether any unrevoked managed key exists (then the server is not in local mode).
+    /// Whether any managed key was ever created and not removed with its project, revoked ones
+    /// included: then the server is not in local mode (revoking the last key must not turn
+    /// every request, the revoked key's too, into a keyless local-mode request).
     async fn has_api_keys(&self) -> Result<bool>;
 }
 

@@ -935,7 +935,7 @@ impl Store for SqliteStore {
     async fn has_api_keys(&self) -> Result<bool> {
         self.with(move |conn, _| {
             Ok(conn
-                .prepare_cached("SELECT 1 FROM api_keys WHERE revoked IS NULL LIMIT 1")?
+                .prepare_cached("SELECT 1 FROM api_keys LIMIT 1")?
                 .exists([])?)
         })
         .await

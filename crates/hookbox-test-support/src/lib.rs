@@ -5,6 +5,7 @@
 //! - [`local::LocalBackend`]: directory-backed environments behind both agent seams.
 //! - [`Gate`]: a tiny fixed policy in front of an executor, standing in for hooks.
 //! - [`spawn_server`]: an axum router served on `127.0.0.1:0` until the handle is dropped.
+//! - [`DataDir`]: a temporary data dir whose environment disks are unmounted when it goes.
 
 pub mod local;
 
@@ -16,6 +17,34 @@ use hookbox_agent::seams::{ToolExecution, ToolExecutor};
 use hookbox_protocol::{ToolCall, ToolName};
 
 pub use local::LocalBackend;
+
+/// A temporary data directory for a hookbox under test. Environments created with a disk cap
+/// are loop-mounted images; dropping this detaches every mount beneath it before the directory
+/// is removed, so a test (or a killed server) leaves no mount or loop device behind.
+#[derive(Debug)]
+pub struct DataDir(tempfile::TempDir);
+
+impl DataDir {
+    pub fn new() -> Self {
+        DataDir(tempfile::tempdir().unwrap_or_else(|e| panic!("temp dir: {e}")))
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        self.0.path()
+    }
+}
+
+impl Default for DataDir {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for DataDir {
+    fn drop(&mut self) {
+        hookbox_sandbox::disk::unmount_all_under(self.0.path());
+    }
+}
 
 /// The reason [`Gate`] gives for a command containing `rm -rf`.
 pub const RM_REASON: &str = "Destructive command blocked by security gate.";

@@ -190,3 +190,71 @@ async fn hooks_edited_by_the_agent_take_effect_unless_frozen() {
         }
     }
 }
+
+const WAITING_GATE: &str = r#"{"gate": {"pre_tool_execution": [{"matcher": "code_execution", "hooks": [
+  {"type": "command", "command": "echo '{\"decision\": \"deny\", \"reason\": \"gate ran\"}'"}]}]}}"#;
+
+#[tokio::test]
+async fn the_sandbox_process_quota_refuses_tools_and_queues_hooks() {
+    let data = tempfile::tempdir().unwrap();
+    let store = store_with(data.path(), options());
+    let plain = create(&store, json!({"sources": []}));
+    let gated = create(
+        &store,
+        json!({"sources": [{"type": "inline", "target": ".agents/hooks.json", "content": WAITING_GATE}]}),
+    );
+    let registry = hookbox_sandbox::slots::SlotRegistry::new(1);
+    let env = store.open_env_with(&plain.id, Some(&registry)).unwrap();
+    let gated_env = std::sync::Arc::new(store.open_env_with(&gated.id, Some(&registry)).unwrap());
+    let held = registry.for_project(None).try_acquire().unwrap();
+
+    // A tool call finds no slot: a clear error for the model, nothing ran.
+    let refused = env
+        .call_tool(call(
+            "code_execution",
+            json!({"code": "touch /workspace/ran", "language": "bash"}),
+        ))
+        .await;
+    let ToolResult::Error { error } = &refused.result else {
+        panic!("{:?}", refused.result)
+    };
+    assert!(
+        error.contains("quota exceeded: sandbox_processes"),
+        "{error}"
+    );
+    assert!(env.tree().metadata("/workspace/ran").is_err());
+
+    // A hook waits for the slot instead of failing open; it runs once the slot is free.
+    let waiting = tokio::spawn({
+        let env = gated_env.clone();
+        async move {
+            env.call_tool(call(
+                "code_execution",
+                json!({"code": "true", "language": "bash"}),
+            ))
+            .await
+        }
+    });
+    tokio::task::yield_now().await;
+    assert_eq!(registry.for_project(None).in_use(), 1);
+    drop(held);
+    let outcome = waiting.await.unwrap();
+    assert_eq!(
+        outcome.result,
+        ToolResult::Denied {
+            reason: "gate ran".into()
+        }
+    );
+    assert_eq!(registry.for_project(None).in_use(), 0);
+    let ran = env
+        .call_tool(call(
+            "code_execution",
+            json!({"code": "echo ok", "language": "bash"}),
+        ))
+        .await;
+    assert!(
+        matches!(ran.result, ToolResult::Ok { .. }),
+        "{:?}",
+        ran.result
+    );
+}

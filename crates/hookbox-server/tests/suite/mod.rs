@@ -2,6 +2,8 @@ mod auth;
 mod environments;
 mod errors;
 mod interactions;
+mod projects;
+mod quotas;
 mod resources;
 mod sockets;
 mod streaming;

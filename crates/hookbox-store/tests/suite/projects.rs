@@ -207,7 +207,8 @@ async fn managed_keys_are_found_by_hash_and_die_when_revoked() {
     assert!(store.revoke_api_key("key_1", "later").await.unwrap());
     assert!(!store.revoke_api_key("key_1", "later").await.unwrap());
     assert_eq!(store.find_api_key(&[1; 32]).await.unwrap(), None);
-    assert!(!store.has_api_keys().await.unwrap());
+    // A revoked key still means "keys are in use": no fallback to local mode.
+    assert!(store.has_api_keys().await.unwrap());
     assert_eq!(
         store.list_api_keys().await.unwrap()[0].revoked.as_deref(),
         Some("later")
@@ -221,6 +222,7 @@ async fn managed_keys_are_found_by_hash_and_die_when_revoked() {
     );
     assert!(store.delete_project("team-a").await.unwrap());
     assert!(store.list_api_keys().await.unwrap().is_empty());
+    assert!(!store.has_api_keys().await.unwrap());
 }
 
 #[tokio::test]

@@ -19,7 +19,7 @@ fn text(bytes: &[u8]) -> String {
 
 #[test]
 fn an_invalid_network_is_refused_naming_the_json_path() {
-    let data = tempfile::tempdir().unwrap();
+    let data = hookbox_test_support::DataDir::new();
     let out = hookbox_in(
         data.path(),
         &[
@@ -59,7 +59,7 @@ fn one_request_receiver() -> (u16, std::thread::JoinHandle<String>) {
 
 #[test]
 fn tool_reaches_a_pinned_receiver_through_the_proxy_with_the_transform_header() {
-    let data = tempfile::tempdir().unwrap();
+    let data = hookbox_test_support::DataDir::new();
     let network = data.path().join("network.json");
     std::fs::write(
         &network,

@@ -12,10 +12,23 @@ struct Server {
     banner: String,
 }
 
+impl Drop for Server {
+    /// A failed assertion must not leave the server (and its environments' mounts) behind.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 fn start(data_dir: &std::path::Path) -> Server {
+    start_with(data_dir, &[])
+}
+
+fn start_with(data_dir: &std::path::Path, extra: &[&str]) -> Server {
     let mut child = Command::new(env!("CARGO_BIN_EXE_hookbox"))
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(data_dir)
+        .args(extra)
         .env_remove("HOOKBOX_API_KEYS")
         .env_remove("GEMINI_API_KEY")
         .env_remove("HOOKBOX_OPENAI_BASE_URL")
@@ -49,8 +62,16 @@ fn start(data_dir: &std::path::Path) -> Server {
 
 /// One HTTP/1.1 request; returns the raw response (headers and body).
 fn http(addr: &str, method: &str, path: &str, body: &str) -> String {
+    http_key(addr, method, path, body, None)
+}
+
+/// [`http`] with an `x-goog-api-key`.
+fn http_key(addr: &str, method: &str, path: &str, body: &str, key: Option<&str>) -> String {
     let mut s = TcpStream::connect(addr).unwrap();
-    write!(s, "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).unwrap();
+    let key = key
+        .map(|k| format!("x-goog-api-key: {k}\r\n"))
+        .unwrap_or_default();
+    write!(s, "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{key}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
     out
@@ -58,7 +79,7 @@ fn http(addr: &str, method: &str, path: &str, body: &str) -> String {
 
 #[test]
 fn banner_says_where_and_how_to_connect() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = hookbox_test_support::DataDir::new();
     let mut server = start(dir.path());
     let port = server.addr.rsplit(':').next().unwrap().to_owned();
     let banner = server
@@ -77,7 +98,10 @@ fn refuses_public_address_without_keys() {
     let out = Command::new(env!("CARGO_BIN_EXE_hookbox"))
         .args(["serve", "--listen", "0.0.0.0:0"])
         .env_remove("HOOKBOX_API_KEYS")
-        .env("HOOKBOX_DATA_DIR", tempfile::tempdir().unwrap().path())
+        .env(
+            "HOOKBOX_DATA_DIR",
+            hookbox_test_support::DataDir::new().path(),
+        )
         .output()
         .unwrap();
     assert!(!out.status.success());
@@ -89,7 +113,10 @@ fn refuses_public_address_without_keys() {
 fn environment_cache_flags_are_accepted_and_a_zero_cap_is_refused() {
     let out = Command::new(env!("CARGO_BIN_EXE_hookbox"))
         .args(["serve", "--max-open-environments", "0"])
-        .env("HOOKBOX_DATA_DIR", tempfile::tempdir().unwrap().path())
+        .env(
+            "HOOKBOX_DATA_DIR",
+            hookbox_test_support::DataDir::new().path(),
+        )
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "a usage error");
@@ -100,7 +127,10 @@ fn environment_cache_flags_are_accepted_and_a_zero_cap_is_refused() {
         .args(["serve", "--listen", "0.0.0.0:0"])
         .args(["--env-idle-timeout", "30", "--max-open-environments", "4"])
         .env_remove("HOOKBOX_API_KEYS")
-        .env("HOOKBOX_DATA_DIR", tempfile::tempdir().unwrap().path())
+        .env(
+            "HOOKBOX_DATA_DIR",
+            hookbox_test_support::DataDir::new().path(),
+        )
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -109,7 +139,7 @@ fn environment_cache_flags_are_accepted_and_a_zero_cap_is_refused() {
 
 #[test]
 fn sigkill_mid_interaction_then_restart_marks_it_failed() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = hookbox_test_support::DataDir::new();
     let mut server = start(&dir.path().join("data"));
     // The command runs in the sandbox until hookbox dies (the sandbox dies with it).
     let body =
@@ -171,4 +201,122 @@ fn sigkill_mid_interaction_then_restart_marks_it_failed() {
     assert!(resp.contains(r"Ran `echo again`:\nagain"), "{resp}");
     server.child.kill().unwrap();
     server.child.wait().unwrap();
+}
+
+fn cli(data_dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_hookbox"))
+        .args(args)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap()
+}
+
+fn json_body(resp: &str) -> serde_json::Value {
+    serde_json::from_str(resp.split("\r\n\r\n").nth(1).unwrap_or_default()).unwrap_or_default()
+}
+
+#[test]
+fn managed_keys_and_a_config_disk_cap_through_the_real_server() {
+    let dir = hookbox_test_support::DataDir::new();
+    let data = dir.path().join("data");
+    // A project and a key made with the CLI, before the server starts.
+    let made = cli(
+        &data,
+        &["project", "create", "ops", "--quota", "environments=3"],
+    );
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let created = cli(&data, &["key", "create", "--project", "ops"]);
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+    let key = String::from_utf8(created.stdout).unwrap().trim().to_owned();
+    assert!(key.starts_with("hbk_"), "{key}");
+    let listed = String::from_utf8(cli(&data, &["key", "list"]).stdout).unwrap();
+    assert!(listed.contains("ops") && !listed.contains(&key), "{listed}");
+    let key_id = listed.split('\t').next().unwrap().to_owned();
+
+    let config = dir.path().join("hookbox.toml");
+    std::fs::write(&config, "[quotas]\ndisk_bytes_per_environment = 33554432\n").unwrap();
+    let mut server = start_with(&data, &["--config", config.to_str().unwrap()]);
+    assert!(
+        server.banner.contains("API keys required"),
+        "{}",
+        server.banner
+    );
+    let resp = http(&server.addr, "GET", "/v1beta/environments", "");
+    assert!(
+        resp.starts_with("HTTP/1.1 401"),
+        "keys exist, so no local mode: {resp}"
+    );
+
+    // dd in code_execution meets the 32 MiB cap of the config file.
+    let body = r#"{"agent":"antigravity-preview-09-2026","input":"run `dd if=/dev/zero of=/workspace/fill bs=1M count=64`"}"#;
+    let resp = http_key(
+        &server.addr,
+        "POST",
+        "/v1beta/interactions",
+        body,
+        Some(&key),
+    );
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    assert!(resp.contains("No space left on device"), "{resp}");
+    let env_id = json_body(&resp)["environment_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let shown = http_key(
+        &server.addr,
+        "GET",
+        &format!("/v1beta/environments/{env_id}"),
+        "",
+        Some(&key),
+    );
+    assert!(shown.starts_with("HTTP/1.1 200"), "{shown}");
+
+    // The project's stored quota override (3 environments) applies: one exists, two more fit.
+    for _ in 0..2 {
+        let r = http_key(
+            &server.addr,
+            "POST",
+            "/v1beta/environments",
+            "{}",
+            Some(&key),
+        );
+        assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    }
+    let r = http_key(
+        &server.addr,
+        "POST",
+        "/v1beta/environments",
+        "{}",
+        Some(&key),
+    );
+    assert!(
+        r.starts_with("HTTP/1.1 429") && r.contains("environments"),
+        "{r}"
+    );
+
+    // Revoking the key locks it out at once, without a restart.
+    let revoked = cli(&data, &["key", "revoke", &key_id]);
+    assert!(
+        revoked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&revoked.stderr)
+    );
+    let resp = http_key(&server.addr, "GET", "/v1beta/environments", "", Some(&key));
+    assert!(resp.starts_with("HTTP/1.1 401"), "{resp}");
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    // A project with environments is not removed.
+    let rm = cli(&data, &["project", "rm", "ops"]);
+    assert!(!rm.status.success());
+    assert!(String::from_utf8_lossy(&rm.stderr).contains("still holds"));
 }
