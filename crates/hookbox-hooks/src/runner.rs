@@ -11,6 +11,7 @@
 
 use std::fmt;
 use std::io;
+use std::os::fd::AsFd;
 use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
@@ -149,9 +150,8 @@ pub async fn supervise(
     });
 
     let (overflow_tx, mut overflow_rx) = watch::channel(false);
-    let (stdout_sink, stdout_task) =
-        spawn_reader(child.stdout.take(), output_limit, overflow_tx.clone());
-    let (stderr_sink, stderr_task) = spawn_reader(child.stderr.take(), output_limit, overflow_tx);
+    let stdout_reader = spawn_reader(child.stdout.take(), output_limit, overflow_tx.clone());
+    let stderr_reader = spawn_reader(child.stderr.take(), output_limit, overflow_tx);
 
     let deadline = tokio::time::Instant::from_std(started + timeout);
     let termination = tokio::select! {
@@ -184,8 +184,8 @@ pub async fn supervise(
         task.abort();
     }
 
-    let (stdout, stdout_truncated) = collect(stdout_sink, stdout_task).await;
-    let (stderr, stderr_truncated) = collect(stderr_sink, stderr_task).await;
+    let (stdout, stdout_truncated) = collect(stdout_reader).await;
+    let (stderr, stderr_truncated) = collect(stderr_reader).await;
     Ok(CommandOutput {
         termination,
         stdout,
@@ -228,8 +228,8 @@ fn termination_of(status: ExitStatus) -> Termination {
     }
 }
 
-/// What a reader task has captured so far; shared so that a reader abandoned after the drain
-/// grace still leaves its bytes behind.
+/// What a reader task has captured so far; shared so that the caller reads it once the task is
+/// done.
 #[derive(Default)]
 struct Captured {
     bytes: Vec<u8>,
@@ -238,61 +238,154 @@ struct Captured {
 
 type SharedCapture = std::sync::Arc<std::sync::Mutex<Captured>>;
 
-/// Reads until EOF or until `limit` bytes; past the limit it flags overflow and stops reading.
-async fn read_capped<R: AsyncRead + Unpin>(
+/// Appends `bytes` to `sink` up to `limit`; `false` (and the overflow flag) past it.
+fn capture(
+    sink: &SharedCapture,
+    limit: usize,
+    bytes: &[u8],
+    overflow: &watch::Sender<bool>,
+) -> bool {
+    let mut captured = sink.lock().unwrap_or_else(|p| p.into_inner());
+    let room = limit.saturating_sub(captured.bytes.len());
+    if bytes.len() > room {
+        captured.bytes.extend_from_slice(&bytes[..room]);
+        captured.truncated = true;
+        drop(captured);
+        let _ = overflow.send(true);
+        return false;
+    }
+    captured.bytes.extend_from_slice(bytes);
+    true
+}
+
+/// Reads until EOF or until `limit` bytes (then it flags overflow and stops). When `stop` is
+/// raised (the drain grace ran out: a process that left the group may hold the pipe forever),
+/// it takes everything already in the pipe with non-blocking reads and returns: bytes the
+/// handler wrote before it exited are never lost to a reader that was scheduled late.
+/// Returns whether the pipe reached EOF.
+async fn read_capped<R: AsyncRead + AsFd + Unpin>(
     mut pipe: R,
     limit: usize,
     sink: SharedCapture,
     overflow: watch::Sender<bool>,
-) {
+    mut stop: watch::Receiver<bool>,
+) -> bool {
     let mut chunk = vec![0u8; 64 * 1024];
     loop {
-        let n = match pipe.read(&mut chunk).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => n,
-        };
-        let Ok(mut captured) = sink.lock() else {
-            return;
-        };
-        let room = limit.saturating_sub(captured.bytes.len());
-        if n > room {
-            captured.bytes.extend_from_slice(&chunk[..room]);
-            captured.truncated = true;
-            drop(captured);
-            let _ = overflow.send(true);
-            return;
+        tokio::select! {
+            biased;
+            read = pipe.read(&mut chunk) => {
+                let n = match read {
+                    Ok(0) | Err(_) => return true,
+                    Ok(n) => n,
+                };
+                if !capture(&sink, limit, &chunk[..n], &overflow) {
+                    return true;
+                }
+            }
+            _ = stop.wait_for(|stop| *stop) => {
+                // tokio made the pipe non-blocking, so these reads end at "empty for now".
+                loop {
+                    match nix::unistd::read(pipe.as_fd(), &mut chunk) {
+                        Ok(0) => return true,
+                        Ok(n) => {
+                            if !capture(&sink, limit, &chunk[..n], &overflow) {
+                                return true;
+                            }
+                        }
+                        Err(nix::Error::EINTR) => continue,
+                        Err(_) => return false,
+                    }
+                }
+            }
         }
-        captured.bytes.extend_from_slice(&chunk[..n]);
     }
 }
 
-fn spawn_reader<R: AsyncRead + Unpin + Send + 'static>(
+/// A reader task and the switch that tells it to drain and stop.
+struct Reader {
+    sink: SharedCapture,
+    task: Option<tokio::task::JoinHandle<bool>>,
+    stop: watch::Sender<bool>,
+}
+
+fn spawn_reader<R: AsyncRead + AsFd + Unpin + Send + 'static>(
     pipe: Option<R>,
     limit: usize,
     overflow: watch::Sender<bool>,
-) -> (SharedCapture, Option<tokio::task::JoinHandle<()>>) {
+) -> Reader {
     let sink = SharedCapture::default();
-    let task = pipe.map(|pipe| tokio::spawn(read_capped(pipe, limit, sink.clone(), overflow)));
-    (sink, task)
+    let (stop, stop_rx) = watch::channel(false);
+    let task =
+        pipe.map(|pipe| tokio::spawn(read_capped(pipe, limit, sink.clone(), overflow, stop_rx)));
+    Reader { sink, task, stop }
 }
 
-async fn collect(
-    sink: SharedCapture,
-    task: Option<tokio::task::JoinHandle<()>>,
-) -> (Vec<u8>, bool) {
+/// Waits for the reader to reach EOF; past [`DRAIN_GRACE`] it tells it to take what is in the
+/// pipe and stop. `truncated` when the output hit the limit or the pipe never reached EOF.
+async fn collect(reader: Reader) -> (Vec<u8>, bool) {
+    let Reader { sink, task, stop } = reader;
     let mut escaped = false;
     if let Some(mut task) = task {
-        if tokio::time::timeout(DRAIN_GRACE, &mut task).await.is_err() {
-            // A process that escaped the group still holds the pipe: keep what we have.
-            task.abort();
-            escaped = true;
-        }
+        let eof = match tokio::time::timeout(DRAIN_GRACE, &mut task).await {
+            Ok(done) => done.unwrap_or(false),
+            Err(_) => {
+                let _ = stop.send(true);
+                task.await.unwrap_or(false)
+            }
+        };
+        escaped = !eof;
     }
-    match sink.lock() {
-        Ok(mut captured) => (
-            std::mem::take(&mut captured.bytes),
-            captured.truncated || escaped,
-        ),
-        Err(_) => (Vec::new(), true),
+    let mut captured = sink.lock().unwrap_or_else(|p| p.into_inner());
+    (
+        std::mem::take(&mut captured.bytes),
+        captured.truncated || escaped,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write as _;
+
+    /// A pipe whose write end stays open (as when a process that left the group holds it), with
+    /// `bytes` already written into it.
+    fn held_pipe(bytes: &[u8]) -> (tokio::net::unix::pipe::Receiver, std::fs::File) {
+        let (read, write) = nix::unistd::pipe().unwrap();
+        let mut write = std::fs::File::from(write);
+        write.write_all(bytes).unwrap();
+        let read = tokio::net::unix::pipe::Receiver::from_owned_fd(read).unwrap();
+        (read, write)
+    }
+
+    // Regression: a reader that had not yet read when the drain grace ran out was aborted, and
+    // a handler's decision sitting in the pipe was reported as "printed nothing" (fail open).
+    #[tokio::test]
+    async fn a_stopped_reader_still_takes_what_is_in_the_pipe() {
+        let (read, _holder) = held_pipe(b"{\"decision\":\"deny\",\"reason\":\"r\"}\n");
+        let (overflow, _overflow_rx) = watch::channel(false);
+        let (stop, stop_rx) = watch::channel(true);
+        let sink = SharedCapture::default();
+        // Stopped before its first poll: it must drain, not give up.
+        let eof = read_capped(read, 1024, sink.clone(), overflow, stop_rx).await;
+        drop(stop);
+        assert!(!eof, "the holder keeps the pipe open");
+        let captured = sink.lock().unwrap();
+        assert_eq!(
+            captured.bytes,
+            b"{\"decision\":\"deny\",\"reason\":\"r\"}\n"
+        );
+        assert!(!captured.truncated);
+    }
+
+    #[tokio::test]
+    async fn collect_reports_an_unfinished_pipe_as_truncated_with_its_bytes() {
+        let (read, holder) = held_pipe(b"partial");
+        let (overflow, _overflow_rx) = watch::channel(false);
+        let reader = spawn_reader(Some(read), 1024, overflow);
+        let (bytes, truncated) = collect(reader).await;
+        assert_eq!(bytes, b"partial");
+        assert!(truncated);
+        drop(holder);
     }
 }

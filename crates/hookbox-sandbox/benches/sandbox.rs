@@ -206,6 +206,50 @@ fn main() {
         );
     }
 
+    // 4b. What mapping sandboxed root to an unprivileged uid costs a tool call: the same
+    //     environment opened by a store that maps it (the default as root) and by one that
+    //     does not (sandboxed root = hookbox's uid, as before), calls interleaved so both see the
+    //     same machine.
+    if let Some(range) = options.identities() {
+        let mut unmapped_options = options.clone();
+        unmapped_options.identities = None;
+        let credentials =
+            Arc::new(hookbox_egress::credentials::FileCredentialStore::open(data.path()).unwrap());
+        let unmapped_store = Store::open(
+            data.path(),
+            unmapped_options,
+            hookbox_sandbox::network::EgressOptions::new(credentials),
+        )
+        .unwrap();
+        let unmapped = unmapped_store.open_env(&ids[0]).unwrap();
+        let (mut mapped_lat, mut unmapped_lat) = (Vec::new(), Vec::new());
+        for i in 0..400 {
+            let (target, lat) = if i % 2 == 0 {
+                (&*env, &mut mapped_lat)
+            } else {
+                (&unmapped, &mut unmapped_lat)
+            };
+            let t = Instant::now();
+            let outcome = rt.block_on(target.call_tool(call.clone()));
+            lat.push(t.elapsed());
+            assert!(matches!(outcome.result, ToolResult::Ok { .. }));
+        }
+        let (m50, _) = report(
+            &format!("tool call, root = env's uid ({}+)", range.first),
+            &mut mapped_lat,
+        );
+        let (u50, _) = report(
+            "tool call, root = hookbox's uid (before)",
+            &mut unmapped_lat,
+        );
+        let mean = |v: &[Duration]| v.iter().map(|d| ms(*d)).sum::<f64>() / v.len() as f64;
+        println!(
+            "ratio: unprivileged / before = {:.3}x (p50), {:.3}x (mean)",
+            ms(m50) / ms(u50),
+            mean(&mapped_lat) / mean(&unmapped_lat)
+        );
+    }
+
     // 5. Memory per idle environment: an idle environment runs no process at all; what it costs
     //    is the opened handle in the server (measured) and its files on disk.
     let before = rss_kib();

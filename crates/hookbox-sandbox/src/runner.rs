@@ -454,14 +454,41 @@ impl SandboxRunner {
             None => None,
         };
         let spec = self.spec_with(argv, joined.as_deref())?;
-        let spec_fd = spec_memfd(&spec).map_err(RunnerError::Spawn)?;
-        let (status_read, status_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
-            .map_err(|e| RunnerError::Spawn(e.into()))?;
         let netns = match &joined {
             Some(j) => Some(j.netns.clone()),
             None => self.layout.netns.clone(),
         };
+        // A sandbox that could not be built ran nothing, so building it again is safe; only
+        // failures the kernel reports as momentary (EAGAIN, ENOMEM, ENOSPC for namespaces)
+        // are retried, with a short pause, so a busy machine does not turn a hook into a
+        // failure of its own.
+        let mut attempt = 1;
+        loop {
+            match self
+                .launch_once(&spec, netns.clone(), stdin.clone(), timeout, output_limit)
+                .await
+            {
+                Err(err) if attempt < LAUNCH_ATTEMPTS && transient(&err) => {
+                    tracing::warn!(attempt, error = %err, "sandbox launch failed for lack of resources; retrying");
+                    tokio::time::sleep(Duration::from_millis(20 * attempt as u64)).await;
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
 
+    async fn launch_once(
+        &self,
+        spec: &LaunchSpec,
+        netns: Option<Arc<OwnedFd>>,
+        stdin: Vec<u8>,
+        timeout: Duration,
+        output_limit: usize,
+    ) -> Result<CommandOutput, RunnerError> {
+        let spec_fd = spec_memfd(spec).map_err(RunnerError::Spawn)?;
+        let (status_read, status_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+            .map_err(|e| RunnerError::Spawn(e.into()))?;
         let mut cmd = tokio::process::Command::new(&self.options.launcher.program);
         cmd.args(&self.options.launcher.args).env_clear();
         let inherited: Vec<(OwnedFd, i32)> = vec![(spec_fd, SPEC_FD), (status_write, STATUS_FD)];
@@ -500,6 +527,22 @@ impl CommandRunner for SandboxRunner {
             request.output_limit,
         )
         .await
+    }
+}
+
+/// How often one launch is tried when the kernel is momentarily out of resources.
+const LAUNCH_ATTEMPTS: usize = 3;
+
+/// Whether a launch failed for a momentary lack of resources (worth one more try).
+fn transient(err: &RunnerError) -> bool {
+    const MOMENTARY: [i32; 3] = [libc::EAGAIN, libc::ENOMEM, libc::ENOSPC];
+    match err {
+        RunnerError::Spawn(io) => io.raw_os_error().is_some_and(|e| MOMENTARY.contains(&e)),
+        // The launcher's report names the errno (nix formats errors as `EAGAIN: ...`).
+        RunnerError::Sandbox(report) => ["EAGAIN", "ENOMEM", "ENOSPC"]
+            .iter()
+            .any(|name| report.contains(name)),
+        RunnerError::Wait(_) => false,
     }
 }
 

@@ -258,3 +258,49 @@ async fn the_sandbox_process_quota_refuses_tools_and_queues_hooks() {
         ran.result
     );
 }
+
+// Regression: under load the reference gate's decision was sometimes lost ("failed_open",
+// "printed nothing") although the gate always prints one: its output sat in the pipe while a
+// starved reader task ran out its drain grace. 64 concurrent calls in one environment must
+// each be denied by the gate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixty_four_concurrent_calls_in_one_environment_are_all_denied() {
+    let data = tempfile::tempdir().unwrap();
+    let store = store_with(data.path(), options());
+    let meta = create(&store, gate_spec(false));
+    let env = std::sync::Arc::new(store.open_env(&meta.id).unwrap());
+    let calls: Vec<_> = (0..64)
+        .map(|i| {
+            let env = env.clone();
+            tokio::spawn(async move {
+                env.call_tool(call(
+                    "code_execution",
+                    json!({"code": format!("rm -rf /tmp/forbidden # {i}"), "language": "bash"}),
+                ))
+                .await
+            })
+        })
+        .collect();
+    let mut outcomes = Vec::new();
+    for c in calls {
+        outcomes.push(c.await.unwrap());
+    }
+    let not_denied: Vec<String> = outcomes
+        .iter()
+        .filter(|o| !matches!(o.result, ToolResult::Denied { .. }))
+        .map(|o| serde_json::to_string(&o.pre).unwrap())
+        .collect();
+    assert!(
+        not_denied.is_empty(),
+        "{} of 64 not denied: {:?}",
+        not_denied.len(),
+        not_denied.first()
+    );
+    assert!(
+        data.path()
+            .join("environments")
+            .join(&meta.id)
+            .join("root/tmp/forbidden/keep")
+            .exists()
+    );
+}
