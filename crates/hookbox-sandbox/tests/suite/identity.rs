@@ -191,3 +191,43 @@ async fn environments_get_distinct_uids() {
         .collect();
     assert_eq!(uids.len(), 8);
 }
+
+#[tokio::test]
+async fn an_environment_from_before_uid_mapping_gets_a_uid_on_first_open() {
+    if !running_as_root() {
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let mut old_options = options();
+    old_options.identities = None;
+    let old = store_with(data.path(), old_options);
+    let meta = create(
+        &old,
+        json!({"sources": [{"type": "inline", "target": "workspace/old.txt", "content": "kept"}]}),
+    );
+    assert_eq!(meta.sandbox_uid, None);
+    let tree = data.path().join("environments").join(&meta.id).join("root");
+    assert_eq!(std::fs::metadata(tree.join("workspace/old.txt")).unwrap().uid(), 0);
+    // Forget the old store without removing its environment.
+    std::mem::forget(old);
+
+    let store = store_with(data.path(), options());
+    let env = store.open_env(&meta.id).unwrap();
+    let uid = store.show(&meta.id).unwrap().sandbox_uid.expect("recorded on open");
+    assert_ne!(uid, 0);
+    assert_eq!(std::fs::metadata(tree.join("workspace/old.txt")).unwrap().uid(), uid);
+    let out = env
+        .call_tool(call(
+            "code_execution",
+            json!({"code": "echo more >> /workspace/old.txt && cat /workspace/old.txt", "language": "bash"}),
+        ))
+        .await;
+    let ToolResult::Ok { output } = &out.result else {
+        panic!("{:?}", out.result)
+    };
+    assert_eq!(output["stdout"], "keptmore\n", "{output}");
+    // Reopening keeps the same uid.
+    drop(env);
+    store.open_env(&meta.id).unwrap();
+    assert_eq!(store.show(&meta.id).unwrap().sandbox_uid, Some(uid));
+}
