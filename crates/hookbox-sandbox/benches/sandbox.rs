@@ -81,6 +81,40 @@ fn main() {
     }
     let (unshare_p50, _) = report("unshare -Urnmpf true", &mut unshare);
 
+    // bubblewrap, the reference peer (`scripts/bench-deps.sh` installs it), and a bare spawn.
+    let bwrap_p50 = if std::process::Command::new("bwrap")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        let mut bwrap = Vec::new();
+        for _ in 0..runs {
+            let t = Instant::now();
+            let status = std::process::Command::new("bwrap")
+                .args(["--unshare-all", "--ro-bind", "/", "/", "true"])
+                .status()
+                .unwrap();
+            assert!(status.success());
+            bwrap.push(t.elapsed());
+        }
+        Some(report("bwrap --unshare-all --ro-bind / / true", &mut bwrap).0)
+    } else {
+        println!("bwrap: not installed (scripts/bench-deps.sh installs it); no bwrap ratio");
+        None
+    };
+    let mut spawn = Vec::new();
+    for _ in 0..runs {
+        let t = Instant::now();
+        assert!(
+            std::process::Command::new("true")
+                .status()
+                .unwrap()
+                .success()
+        );
+        spawn.push(t.elapsed());
+    }
+    report("spawn true (no sandbox)", &mut spawn);
+
     // 2. Environment creation with three inline sources.
     let spec = EnvironmentSpec {
         sources: vec![
@@ -270,6 +304,12 @@ fn main() {
         ms(create_p50) / ms(unshare_p50),
         ms(sandbox_p50) / ms(unshare_p50)
     );
+    if let Some(bwrap_p50) = bwrap_p50 {
+        println!(
+            "ratio: sandboxed true / bwrap = {:.2}x (p50; the goal is <= 1.5x)",
+            ms(sandbox_p50) / ms(bwrap_p50)
+        );
+    }
     for id in &ids {
         store.remove(id).unwrap();
     }

@@ -18,7 +18,9 @@ pub enum Feature {
 impl fmt::Display for Feature {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            Feature::UserNamespaces => "user namespaces (user.max_user_namespaces > 0)",
+            Feature::UserNamespaces => {
+                "user namespaces for unprivileged uids (user.max_user_namespaces > 0, kernel.unprivileged_userns_clone = 1, kernel.apparmor_restrict_unprivileged_userns = 0); sandboxes create theirs as the environment's unprivileged uid"
+            }
             Feature::Landlock => "Landlock (CONFIG_SECURITY_LANDLOCK and landlock in lsm=)",
             Feature::Seccomp => "seccomp filters (CONFIG_SECCOMP_FILTER)",
             Feature::Openat2 => "openat2(2) (Linux 5.6+)",
@@ -36,10 +38,19 @@ pub fn missing() -> Vec<Feature> {
         .ok()
         .and_then(|s| s.trim().parse::<u64>().ok())
         .unwrap_or(0);
-    let unprivileged_ok = std::fs::read_to_string("/proc/sys/kernel/unprivileged_userns_clone")
-        .map(|s| s.trim() != "0")
-        .unwrap_or(true);
-    if max_userns == 0 || (!rustix::process::geteuid().is_root() && !unprivileged_ok) {
+    // The launcher creates the user namespace after dropping to the environment's unprivileged
+    // uid, so unprivileged user namespaces must be allowed even when hookbox runs as root.
+    let sysctl_is = |path: &str, value: &str| {
+        std::fs::read_to_string(path)
+            .map(|s| s.trim() == value)
+            .unwrap_or(false)
+    };
+    let unprivileged_ok = !sysctl_is("/proc/sys/kernel/unprivileged_userns_clone", "0")
+        && !sysctl_is(
+            "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+            "1",
+        );
+    if max_userns == 0 || !unprivileged_ok {
         missing.push(Feature::UserNamespaces);
     }
     // SAFETY: landlock_create_ruleset with a null attr, size 0 and the VERSION flag only returns

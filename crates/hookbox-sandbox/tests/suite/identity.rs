@@ -207,15 +207,29 @@ async fn an_environment_from_before_uid_mapping_gets_a_uid_on_first_open() {
     );
     assert_eq!(meta.sandbox_uid, None);
     let tree = data.path().join("environments").join(&meta.id).join("root");
-    assert_eq!(std::fs::metadata(tree.join("workspace/old.txt")).unwrap().uid(), 0);
+    assert_eq!(
+        std::fs::metadata(tree.join("workspace/old.txt"))
+            .unwrap()
+            .uid(),
+        0
+    );
     // Forget the old store without removing its environment.
     std::mem::forget(old);
 
     let store = store_with(data.path(), options());
     let env = store.open_env(&meta.id).unwrap();
-    let uid = store.show(&meta.id).unwrap().sandbox_uid.expect("recorded on open");
+    let uid = store
+        .show(&meta.id)
+        .unwrap()
+        .sandbox_uid
+        .expect("recorded on open");
     assert_ne!(uid, 0);
-    assert_eq!(std::fs::metadata(tree.join("workspace/old.txt")).unwrap().uid(), uid);
+    assert_eq!(
+        std::fs::metadata(tree.join("workspace/old.txt"))
+            .unwrap()
+            .uid(),
+        uid
+    );
     let out = env
         .call_tool(call(
             "code_execution",
