@@ -70,6 +70,22 @@ pub struct Handler {
     pub index: usize,
     pub kind: HandlerKind,
     pub timeout: Duration,
+    /// What a failure of this handler means (hookbox extension, `"on_failure"`).
+    pub on_failure: OnFailure,
+}
+
+/// What a handler's failure (crash, non-zero exit, timeout, output overflow, unparseable
+/// output, non-2xx answer, unreachable or blocked URL) means for the call. A hookbox extension:
+/// the reference always fails open, which stays the default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnFailure {
+    /// The call proceeds (the reference's behaviour).
+    #[default]
+    Allow,
+    /// A pre hook's failure denies the call, with a reason naming the failure; a post hook's is
+    /// recorded (there is nothing left to block).
+    Deny,
 }
 
 /// What a handler does.
@@ -114,8 +130,8 @@ pub fn parse(file: &str, bytes: &[u8]) -> (Vec<Group>, Vec<Diagnostic>) {
 
 const GROUP_KEYS: &[&str] = &["enabled", "pre_tool_execution", "post_tool_execution"];
 const RULE_KEYS: &[&str] = &["matcher", "hooks"];
-const COMMAND_KEYS: &[&str] = &["type", "command", "timeout"];
-const HTTP_KEYS: &[&str] = &["type", "url", "headers", "timeout"];
+const COMMAND_KEYS: &[&str] = &["type", "command", "timeout", "on_failure"];
+const HTTP_KEYS: &[&str] = &["type", "url", "headers", "timeout", "on_failure"];
 
 struct Parser<'a> {
     file: &'a str,
@@ -386,11 +402,37 @@ impl Parser<'_> {
             }
         };
         let timeout = self.timeout(&path.key("timeout"), map.get("timeout"))?;
+        let on_failure = self.on_failure(&path.key("on_failure"), map.get("on_failure"));
         Some(Handler {
             index,
             kind,
             timeout,
+            on_failure,
         })
+    }
+
+    /// `"allow"` or `"deny"`. Anything else is an error and counts as `"deny"`: a typo made
+    /// while asking for fail-closed must not leave the gate failing open.
+    fn on_failure(&mut self, path: &JsonPath, value: Option<&Value>) -> OnFailure {
+        match value {
+            None => OnFailure::Allow,
+            Some(Value::String(s)) if s == "allow" => OnFailure::Allow,
+            Some(Value::String(s)) if s == "deny" => OnFailure::Deny,
+            Some(other) => {
+                let hint = match other {
+                    Value::String(s) => nearest(s, &["allow", "deny"]),
+                    _ => String::new(),
+                };
+                self.error(
+                    path,
+                    format!(
+                        "expected \"allow\" or \"deny\" (hookbox extension: what a failure of this handler means), found {}{hint}; treated as \"deny\", the stricter",
+                        describe(other)
+                    ),
+                );
+                OnFailure::Deny
+            }
+        }
     }
 
     fn required_string(

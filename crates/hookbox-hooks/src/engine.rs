@@ -9,6 +9,15 @@
 //!   let the call proceed: fail open, logged with the handler's identity;
 //! - in `post_tool_execution` output is ignored; failures are logged and traced.
 //!
+//! hookbox extensions, opt-in per handler or per answer (a reference-style file never uses
+//! them, so it behaves exactly as the reference says):
+//! - `"on_failure": "deny"` on a handler: its failure in a pre hook denies the call with a
+//!   reason naming the failure (fail closed); in a post hook it is recorded as such;
+//! - a pre hook answering `{"decision": "allow", "updated_args": {...}}` rewrites the call's
+//!   arguments: they are validated against the tool's argument schema (when the engine has a
+//!   validator), later handlers and the post hooks see them, and the tool runs with them;
+//!   invalid ones deny the call with the validator's reason.
+//!
 //! The engine does not know where commands run or how HTTP leaves: see [`crate::runner`] and
 //! [`crate::http`].
 
@@ -18,7 +27,7 @@ use std::time::{Duration, Instant};
 use hookbox_protocol::{HookEvent, HookPayload, ToolCall, ToolName};
 use serde::Serialize;
 
-use crate::config::{Group, Handler, HandlerKind, HooksConfig, Rule};
+use crate::config::{Group, Handler, HandlerKind, HooksConfig, OnFailure, Rule};
 use crate::http::{DEFAULT_RESPONSE_LIMIT, HttpError, HttpPoster, HttpRequest};
 use crate::runner::{CommandRequest, CommandRunner, DEFAULT_OUTPUT_LIMIT, Termination};
 
@@ -87,8 +96,18 @@ pub enum Outcome {
     Allow,
     /// pre: the handler answered `{"decision":"deny"}`.
     Deny { reason: String },
+    /// pre: the handler answered `{"decision":"allow","updated_args":{...}}` (hookbox
+    /// extension); later handlers, the tool and the post hooks see these arguments.
+    AllowUpdated { updated_args: serde_json::Value },
+    /// pre: the handler's `updated_args` do not fit the tool's arguments; the call is denied.
+    InvalidUpdate {
+        updated_args: serde_json::Value,
+        reason: String,
+    },
     /// pre: no decision; the call proceeds.
     FailedOpen { failure: Failure },
+    /// pre: the handler failed and is `"on_failure": "deny"`; the call is denied.
+    FailedClosed { failure: Failure },
     /// post: the handler ran to a clean end (exit 0 or 2xx).
     Completed,
     /// post: the handler failed; nothing else happens.
@@ -104,8 +123,11 @@ impl Outcome {
     pub fn label(&self) -> &'static str {
         match self {
             Outcome::Allow => "allow",
+            Outcome::AllowUpdated { .. } => "allow_updated",
+            Outcome::InvalidUpdate { .. } => "invalid_update",
             Outcome::Deny { .. } => "deny",
             Outcome::FailedOpen { .. } => "failed_open",
+            Outcome::FailedClosed { .. } => "failed_closed",
             Outcome::Completed => "completed",
             Outcome::Failed { .. } => "failed",
             Outcome::Skipped => "skipped",
@@ -131,6 +153,10 @@ pub struct HandlerTrace {
     /// The start of what the handler wrote to stderr, if anything.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stderr: Option<String>,
+    /// Something about the handler's answer a person should know (an extension used where it
+    /// has no effect).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
 }
 
 /// The result of running one event's hooks for one tool call.
@@ -143,7 +169,14 @@ pub struct Dispatch {
     pub decision: Decision,
     pub trace: Vec<HandlerTrace>,
     pub duration_ms: u64,
+    /// The arguments after pre hooks rewrote them (`updated_args`); absent when none did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub updated_args: Option<serde_json::Value>,
 }
+
+/// Checks rewritten arguments against a tool's argument schema: `Err(why)` when they do not fit.
+pub type ArgsValidator =
+    Arc<dyn Fn(ToolName, &serde_json::Value) -> Result<(), String> + Send + Sync>;
 
 /// Runs hooks. Cheap to clone; one per environment is typical, since the command runner decides
 /// where commands run.
@@ -152,6 +185,17 @@ pub struct HookEngine {
     commands: Arc<dyn CommandRunner>,
     http: Arc<dyn HttpPoster>,
     output_limit: usize,
+    validator: Option<ValidatorHandle>,
+}
+
+/// [`ArgsValidator`] with a `Debug` the engine can derive.
+#[derive(Clone)]
+struct ValidatorHandle(ArgsValidator);
+
+impl std::fmt::Debug for ValidatorHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ArgsValidator")
+    }
 }
 
 impl HookEngine {
@@ -160,7 +204,15 @@ impl HookEngine {
             commands,
             http,
             output_limit: DEFAULT_OUTPUT_LIMIT,
+            validator: None,
         }
+    }
+
+    /// Checks `updated_args` with `validator` before anything uses them. Without one, any JSON
+    /// object is accepted (the tool still checks its arguments when it runs).
+    pub fn with_args_validator(mut self, validator: ArgsValidator) -> Self {
+        self.validator = Some(ValidatorHandle(validator));
+        self
     }
 
     /// Caps what is read from each handler (stdout, stderr, HTTP body). Default 1 MiB.
@@ -207,10 +259,12 @@ impl HookEngine {
         let started = Instant::now();
         let event = payload.hook_event_name;
         let tool = payload.tool_call.name;
+        let mut payload = payload.clone();
         // Serialising our own types cannot fail; an empty body would still fail open safely.
-        let body = serde_json::to_vec(payload).unwrap_or_default();
+        let mut body = serde_json::to_vec(&payload).unwrap_or_default();
         let mut decision = Decision::Allow;
         let mut trace = Vec::new();
+        let mut updated_args = None;
 
         for (group, rule) in matching_rules(config, event, tool) {
             for handler in &rule.handlers {
@@ -220,14 +274,52 @@ impl HookEngine {
                     Outcome::Skipped
                 } else {
                     let handler_started = Instant::now();
-                    let (outcome, stderr) = self.run_handler(event, handler, &body).await;
-                    let entry = trace_entry(group, rule, handler, outcome, stderr, handler_started);
+                    let (outcome, stderr, warning) =
+                        self.run_handler(event, tool, handler, &body).await;
+                    let mut entry =
+                        trace_entry(group, rule, handler, outcome, stderr, handler_started);
+                    entry.warning = warning;
                     log_handler(tool, &entry);
-                    if let Outcome::Deny { reason } = &entry.outcome {
-                        decision = Decision::Deny {
-                            reason: reason.clone(),
-                            group: group.name.clone(),
-                        };
+                    match &entry.outcome {
+                        Outcome::Deny { reason } => {
+                            decision = Decision::Deny {
+                                reason: reason.clone(),
+                                group: group.name.clone(),
+                            };
+                        }
+                        Outcome::FailedClosed { failure } => {
+                            decision = Decision::Deny {
+                                reason: format!(
+                                    "Blocked: the hook `{}` ({} handler {} of rule {}) failed ({failure}) and is set to fail closed (on_failure: deny).",
+                                    group.name,
+                                    handler.kind.type_name(),
+                                    handler.index,
+                                    rule.index
+                                ),
+                                group: group.name.clone(),
+                            };
+                        }
+                        Outcome::InvalidUpdate { reason, .. } => {
+                            decision = Decision::Deny {
+                                reason: format!(
+                                    "Blocked: the hook `{}` rewrote the arguments of {tool} into invalid ones: {reason}",
+                                    group.name
+                                ),
+                                group: group.name.clone(),
+                            };
+                        }
+                        Outcome::AllowUpdated { updated_args: args } => {
+                            // Later handlers (and the caller) see the rewritten call.
+                            payload.tool_call.args = args.clone();
+                            body = serde_json::to_vec(&payload).unwrap_or_default();
+                            updated_args = Some(args.clone());
+                        }
+                        Outcome::Allow
+                        | Outcome::FailedOpen { .. }
+                        | Outcome::Completed
+                        | Outcome::Failed { .. }
+                        | Outcome::Skipped
+                        | Outcome::Disabled => {}
                     }
                     trace.push(entry);
                     continue;
@@ -249,6 +341,7 @@ impl HookEngine {
             decision,
             trace,
             duration_ms: millis(started.elapsed()),
+            updated_args,
         };
         tracing::debug!(
             tool = %tool,
@@ -264,26 +357,63 @@ impl HookEngine {
     async fn run_handler(
         &self,
         event: HookEvent,
+        tool: ToolName,
         handler: &Handler,
         body: &[u8],
-    ) -> (Outcome, Option<String>) {
+    ) -> (Outcome, Option<String>, Option<String>) {
         let (result, stderr) = match &handler.kind {
             HandlerKind::Command { command } => self.run_command(command, handler, body).await,
             HandlerKind::Http { url, headers } => {
                 (self.run_http(url, headers, handler, body).await, None)
             }
         };
+        let fail_closed = handler.on_failure == OnFailure::Deny;
+        let failed = |failure| match fail_closed {
+            true => Outcome::FailedClosed { failure },
+            false => Outcome::FailedOpen { failure },
+        };
+        let mut warning = None;
         let outcome = match (event, result) {
             (HookEvent::PreToolExecution, Ok(stdout)) => match interpret(&stdout) {
-                Ok(Verdict::Allow) => Outcome::Allow,
+                Ok(Verdict::Allow(None)) => Outcome::Allow,
+                Ok(Verdict::Allow(Some(updated_args))) => {
+                    match self.validate(tool, &updated_args) {
+                        Ok(()) => Outcome::AllowUpdated { updated_args },
+                        Err(reason) => Outcome::InvalidUpdate {
+                            updated_args,
+                            reason,
+                        },
+                    }
+                }
                 Ok(Verdict::Deny(reason)) => Outcome::Deny { reason },
-                Err(failure) => Outcome::FailedOpen { failure },
+                Err(failure) => failed(failure),
             },
-            (HookEvent::PreToolExecution, Err(failure)) => Outcome::FailedOpen { failure },
-            (HookEvent::PostToolExecution, Ok(_)) => Outcome::Completed,
+            (HookEvent::PreToolExecution, Err(failure)) => failed(failure),
+            (HookEvent::PostToolExecution, Ok(stdout)) => {
+                if mentions_updated_args(&stdout) {
+                    warning = Some(
+                        "updated_args is honoured only in pre_tool_execution hooks; ignored here"
+                            .to_owned(),
+                    );
+                }
+                Outcome::Completed
+            }
             (HookEvent::PostToolExecution, Err(failure)) => Outcome::Failed { failure },
         };
-        (outcome, stderr)
+        (outcome, stderr, warning)
+    }
+
+    fn validate(&self, tool: ToolName, args: &serde_json::Value) -> Result<(), String> {
+        if !args.is_object() {
+            return Err(format!(
+                "updated_args must be a JSON object of {tool}'s arguments, found {}",
+                crate::diagnostic::describe(args)
+            ));
+        }
+        match &self.validator {
+            Some(ValidatorHandle(validate)) => validate(tool, args),
+            None => Ok(()),
+        }
     }
 
     /// Ok(stdout) when the command exited 0; the failure otherwise. Also returns a stderr excerpt.
@@ -376,8 +506,17 @@ fn matching_rules(
 }
 
 enum Verdict {
-    Allow,
+    /// With the rewritten arguments, if the answer carried `updated_args`.
+    Allow(Option<serde_json::Value>),
     Deny(String),
+}
+
+/// Whether a post hook's output is a JSON object carrying `updated_args` (which only pre hooks
+/// may use).
+fn mentions_updated_args(output: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(output.trim_ascii())
+        .ok()
+        .is_some_and(|v| v.get("updated_args").is_some())
 }
 
 /// Reads a handler's answer. Only `{"decision":"deny"}` blocks and only `{"decision":"allow"}`
@@ -402,7 +541,7 @@ fn interpret(output: &[u8]) -> Result<Verdict, Failure> {
                 .unwrap_or_else(|| "Blocked by a pre_tool_execution hook.".to_owned());
             Ok(Verdict::Deny(reason))
         }
-        Some("allow") => Ok(Verdict::Allow),
+        Some("allow") => Ok(Verdict::Allow(value.get("updated_args").cloned())),
         _ => Err(Failure::NotADecision {
             excerpt: excerpt(trimmed),
         }),
@@ -427,13 +566,18 @@ fn trace_entry(
         outcome,
         duration_ms: millis(started.elapsed()),
         stderr,
+        warning: None,
     }
 }
 
 fn log_handler(tool: ToolName, entry: &HandlerTrace) {
     let failure = match &entry.outcome {
-        Outcome::FailedOpen { failure } | Outcome::Failed { failure } => Some(failure),
+        Outcome::FailedOpen { failure }
+        | Outcome::FailedClosed { failure }
+        | Outcome::Failed { failure } => Some(failure),
         Outcome::Allow
+        | Outcome::AllowUpdated { .. }
+        | Outcome::InvalidUpdate { .. }
         | Outcome::Deny { .. }
         | Outcome::Completed
         | Outcome::Skipped
@@ -448,7 +592,7 @@ fn log_handler(tool: ToolName, entry: &HandlerTrace) {
             decision = entry.outcome.label(),
             duration_ms = entry.duration_ms,
             failure = %failure,
-            "hook handler failed (hooks fail open)"
+            "hook handler failed"
         ),
         None => tracing::info!(
             tool = %tool,
@@ -483,7 +627,7 @@ mod tests {
 
     fn verdict(output: &str) -> Result<Option<String>, Failure> {
         interpret(output.as_bytes()).map(|v| match v {
-            Verdict::Allow => None,
+            Verdict::Allow(_) => None,
             Verdict::Deny(reason) => Some(reason),
         })
     }

@@ -18,6 +18,7 @@ pub mod matcher;
 pub mod runner;
 
 pub use config::HooksConfig;
+pub use config::OnFailure;
 pub use diagnostic::{Diagnostic, Severity};
 pub use discover::{HooksCache, Loaded, load_from_root};
-pub use engine::{Decision, Dispatch, Failure, HandlerTrace, HookEngine, Outcome};
+pub use engine::{ArgsValidator, Decision, Dispatch, Failure, HandlerTrace, HookEngine, Outcome};

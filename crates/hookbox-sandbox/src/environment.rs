@@ -536,7 +536,8 @@ impl Store {
         // http hooks leave through the same egress as sandbox traffic: same allowlist, same
         // always-on blocks, same injected headers. A refusal fails open with the rule traced.
         let http = Arc::new(EgressPoster::new(network.egress().clone()));
-        let engine = HookEngine::new(Arc::new(runner.clone()), http);
+        let engine = HookEngine::new(Arc::new(runner.clone()), http)
+            .with_args_validator(Arc::new(tools::validate_args));
         Ok(Environment {
             dir,
             buckets: self.buckets.clone(),
@@ -624,6 +625,10 @@ pub struct ToolCallOutcome {
     pub pre: Dispatch,
     /// Absent when the call was denied.
     pub post: Option<Dispatch>,
+    /// The arguments the call came with, when a pre hook rewrote them (`call` then holds the
+    /// arguments the tool ran with).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub original_args: Option<Value>,
 }
 
 /// An opened environment, ready for tool calls.
@@ -719,8 +724,17 @@ impl Environment {
                 hooks: (*hooks).clone(),
                 pre,
                 post: None,
+                original_args: None,
             };
         }
+
+        // A pre hook's `updated_args` (validated by the engine) replace the call's arguments
+        // for the tool and the post hooks; the originals are kept for the record.
+        let mut call = call;
+        let original_args = pre
+            .updated_args
+            .clone()
+            .map(|updated| std::mem::replace(&mut call.args, updated));
 
         let ran = self.run_tool(&call).await;
         let (result, hook_error) = match ran {
@@ -749,6 +763,7 @@ impl Environment {
             hooks: (*hooks).clone(),
             pre,
             post: Some(post),
+            original_args,
         }
     }
 

@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use hookbox_hooks::runner::{CommandOutput, RunnerError, Termination};
+use hookbox_protocol::ToolName;
 use hookbox_rootfs::{RootDir, RootFsError};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -67,6 +68,25 @@ fn args<T: for<'de> Deserialize<'de>>(tool: &'static str, value: &Value) -> Resu
         tool,
         message: e.to_string(),
     })
+}
+
+/// Whether `raw` are valid arguments of `tool` (the same parsing the tool itself does, without
+/// running it): what pre hooks' `updated_args` are checked with. `Err` says why not.
+pub fn validate_args(tool: ToolName, raw: &Value) -> Result<(), String> {
+    let checked = match tool {
+        ToolName::CodeExecution => args::<CodeArgs>("code_execution", raw).and_then(|a| {
+            if a.code.len() > MAX_CODE_BYTES {
+                return Err(ToolError::CodeTooLong { len: a.code.len() });
+            }
+            Ok(())
+        }),
+        ToolName::ViewFile => args::<ViewArgs>("view_file", raw).map(drop),
+        ToolName::WriteToFile => args::<WriteArgs>("write_to_file", raw).map(drop),
+        ToolName::ReplaceFileContent => args::<ReplaceArgs>("replace_file_content", raw).map(drop),
+        ToolName::ListDir => args::<PathArgs>("list_dir", raw).map(drop),
+        ToolName::DeleteFile => args::<PathArgs>("delete_file", raw).map(drop),
+    };
+    checked.map_err(|e| e.to_string())
 }
 
 /// Turns a tool path into an absolute sandbox path, lexically normalised (`.` and `..` folded,

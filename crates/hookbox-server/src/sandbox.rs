@@ -475,12 +475,19 @@ impl ToolExecutor for SandboxBackend {
             }
         };
         let outcome = env.call_tool(call.clone()).await;
-        let trace = json!({
+        let mut trace = json!({
             "files": outcome.hooks.files,
             "diagnostics": outcome.hooks.diagnostics,
             "pre": outcome.pre,
             "post": outcome.post,
         });
+        // A pre hook rewrote the arguments (hookbox extension): the step keeps the model's
+        // call, the trace says what actually ran.
+        if outcome.original_args.is_some()
+            && let Some(map) = trace.as_object_mut()
+        {
+            map.insert("ran_with_args".into(), outcome.call.args.clone());
+        }
         tracing::info!(
             environment_id,
             tool = %call.name,

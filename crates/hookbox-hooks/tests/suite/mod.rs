@@ -1,4 +1,5 @@
 mod dispatch;
+mod extensions;
 mod http;
 mod parser_props;
 mod runner;

@@ -304,3 +304,54 @@ async fn sixty_four_concurrent_calls_in_one_environment_are_all_denied() {
             .exists()
     );
 }
+
+const REWRITING: &str = r#"{"rewrite": {
+  "pre_tool_execution": [{"matcher": "code_execution", "hooks": [{"type": "command",
+    "command": "python3 -c 'import json,sys; p=json.load(sys.stdin); a=p[\"tool_call\"][\"args\"]; print(json.dumps({\"decision\": \"allow\", \"updated_args\": {\"code\": a[\"code\"].replace(\"original\", \"rewritten\"), \"language\": \"bash\"}} if \"bad\" not in a[\"code\"] else {\"decision\": \"allow\", \"updated_args\": {\"cmd\": \"x\"}}))'"}]}],
+  "post_tool_execution": [{"matcher": "code_execution", "hooks": [{"type": "command",
+    "command": "cat > /tmp/post.json"}]}]
+}}"#;
+
+#[tokio::test]
+async fn a_pre_hook_rewrites_arguments_and_invalid_rewrites_are_denied() {
+    let data = tempfile::tempdir().unwrap();
+    let store = store_with(data.path(), options());
+    let meta = create(
+        &store,
+        json!({"sources": [{"type": "inline", "target": ".agents/hooks.json", "content": REWRITING}]}),
+    );
+    let env = store.open_env(&meta.id).unwrap();
+    let outcome = env
+        .call_tool(call(
+            "code_execution",
+            json!({"code": "echo original", "language": "bash"}),
+        ))
+        .await;
+    let ToolResult::Ok { output } = &outcome.result else {
+        panic!("{:?}", outcome.result)
+    };
+    assert_eq!(output["stdout"], "rewritten\n");
+    assert_eq!(outcome.call.args["code"], "echo rewritten");
+    assert_eq!(
+        outcome.original_args,
+        Some(json!({"code": "echo original", "language": "bash"}))
+    );
+    let post: serde_json::Value =
+        serde_json::from_slice(&env.tree().read_file("/tmp/post.json", 1 << 20).unwrap()).unwrap();
+    assert_eq!(post["tool_call"]["args"]["code"], "echo rewritten");
+
+    // Arguments the tool would refuse never reach it.
+    let denied = env
+        .call_tool(call(
+            "code_execution",
+            json!({"code": "echo bad", "language": "bash"}),
+        ))
+        .await;
+    let ToolResult::Denied { reason } = &denied.result else {
+        panic!("{:?}", denied.result)
+    };
+    assert!(
+        reason.contains("invalid") && reason.contains("cmd"),
+        "{reason}"
+    );
+}

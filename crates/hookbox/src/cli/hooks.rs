@@ -376,14 +376,27 @@ fn render_dispatch(loaded: &Loaded, dispatch: &Dispatch) -> String {
         );
         let detail = match &t.outcome {
             Outcome::Allow => "allow".to_owned(),
+            Outcome::AllowUpdated { updated_args } => {
+                format!("allow with updated_args {updated_args}")
+            }
+            Outcome::InvalidUpdate {
+                updated_args,
+                reason,
+            } => format!("deny: updated_args {updated_args} are invalid: {reason}"),
             Outcome::Deny { reason } => format!("deny: {reason}"),
             Outcome::FailedOpen { failure } => format!("failed open: {failure}"),
+            Outcome::FailedClosed { failure } => {
+                format!("failed closed (on_failure: deny): {failure}")
+            }
             Outcome::Completed => "completed".to_owned(),
             Outcome::Failed { failure } => format!("failed: {failure}"),
             Outcome::Skipped => "skipped: an earlier handler denied".to_owned(),
             Outcome::Disabled => "skipped: group disabled".to_owned(),
         };
         let _ = writeln!(out, "    → {detail} ({} ms)", t.duration_ms);
+        if let Some(warning) = &t.warning {
+            let _ = writeln!(out, "    warning: {warning}");
+        }
         if let Some(stderr) = &t.stderr {
             for line in stderr.lines() {
                 let _ = writeln!(out, "    stderr: {line}");

@@ -1,0 +1,226 @@
+//! hookbox's opt-in extensions: `"on_failure": "deny"` (fail closed) and `updated_args`
+//! (argument rewriting). Without them a file behaves exactly as the reference says; the seed
+//! cases in `dispatch.rs` stay as they are.
+
+use std::sync::Arc;
+
+use hookbox_hooks::{Decision, Outcome};
+use hookbox_protocol::{ToolCall, ToolName};
+use serde_json::json;
+
+use super::support::{call, command, config, engine_in, outcomes, single};
+
+fn fail_closed(cmd: &str, timeout: f64) -> serde_json::Value {
+    json!({"type": "command", "command": cmd, "timeout": timeout, "on_failure": "deny"})
+}
+
+#[tokio::test]
+async fn a_fail_closed_handler_denies_on_every_kind_of_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("exit 3", "exited with status 3"),
+        ("true", "printed nothing"),
+        ("echo not json", "not JSON"),
+        ("echo '{\"verdict\": 1}'", "not a decision"),
+        ("sleep 30", "timed out"),
+        ("kill -9 $$", "signal 9"),
+        ("head -c 3000000 /dev/zero", "more than"),
+    ];
+    for (cmd, why) in cases {
+        let hooks = single("pre_tool_execution", "*", json!([fail_closed(cmd, 1.0)]));
+        let d = engine_in(dir.path())
+            .pre_tool(&hooks, &call(ToolName::CodeExecution), "env_1")
+            .await;
+        let Decision::Deny { reason, group } = &d.decision else {
+            panic!("{cmd}: {:?}", d.decision)
+        };
+        assert_eq!(group, "g");
+        assert!(
+            reason.contains("fail closed") && reason.contains(why),
+            "{cmd}: {reason}"
+        );
+        assert_eq!(outcomes(&d), ["failed_closed"], "{cmd}");
+    }
+}
+
+#[tokio::test]
+async fn fail_closed_is_per_handler_and_the_default_stays_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let hooks = single(
+        "pre_tool_execution",
+        "*",
+        json!([command("exit 1", 5.0), {"type": "command", "command": "exit 1", "on_failure": "allow"}]),
+    );
+    let d = engine_in(dir.path())
+        .pre_tool(&hooks, &call(ToolName::CodeExecution), "env_1")
+        .await;
+    assert_eq!(d.decision, Decision::Allow);
+    assert_eq!(outcomes(&d), ["failed_open", "failed_open"]);
+    // A post hook has nothing to block: its failure is recorded, the call stands.
+    let hooks = single(
+        "post_tool_execution",
+        "*",
+        json!([fail_closed("exit 1", 5.0)]),
+    );
+    let d = engine_in(dir.path())
+        .post_tool(&hooks, &call(ToolName::CodeExecution), "env_1", None)
+        .await;
+    assert_eq!(d.decision, Decision::Allow);
+    assert_eq!(outcomes(&d), ["failed"]);
+    // An unreachable http handler that is fail-closed denies too.
+    let hooks = single(
+        "pre_tool_execution",
+        "*",
+        json!([{"type": "http", "url": "http://127.0.0.1:9/hook", "timeout": 2, "on_failure": "deny"}]),
+    );
+    let d = engine_in(dir.path())
+        .pre_tool(&hooks, &call(ToolName::CodeExecution), "env_1")
+        .await;
+    assert!(
+        matches!(d.decision, Decision::Deny { .. }),
+        "{:?}",
+        d.decision
+    );
+}
+
+#[test]
+fn unknown_on_failure_values_are_errors_and_count_as_deny() {
+    let (groups, diagnostics) = hookbox_hooks::config::parse(
+        "/.agents/hooks.json",
+        br#"{"g": {"pre_tool_execution": [{"matcher": "*", "hooks": [
+            {"type": "command", "command": "x", "on_failure": "denny"},
+            {"type": "command", "command": "y", "on_failure": true}]}]}}"#,
+    );
+    assert_eq!(diagnostics.len(), 2, "{diagnostics:#?}");
+    assert!(
+        diagnostics
+            .iter()
+            .all(|d| d.severity == hookbox_hooks::Severity::Error)
+    );
+    assert_eq!(
+        diagnostics[0].path,
+        "$.g.pre_tool_execution[0].hooks[0].on_failure"
+    );
+    assert!(
+        diagnostics[0].message.contains("did you mean \"deny\""),
+        "{}",
+        diagnostics[0].message
+    );
+    let handlers = &groups[0].pre_tool_execution[0].handlers;
+    assert!(
+        handlers
+            .iter()
+            .all(|h| h.on_failure == hookbox_hooks::OnFailure::Deny)
+    );
+}
+
+const REWRITE: &str = r#"cat > /dev/null; echo '{"decision": "allow", "updated_args": {"code": "echo rewritten", "language": "bash"}}'"#;
+
+#[tokio::test]
+async fn updated_args_reach_later_handlers_and_the_dispatch() {
+    let dir = tempfile::tempdir().unwrap();
+    let hooks = single(
+        "pre_tool_execution",
+        "code_execution",
+        json!([
+            command(REWRITE, 5.0),
+            command("cat > seen.json; echo '{\"decision\": \"allow\"}'", 5.0)
+        ]),
+    );
+    let d = engine_in(dir.path())
+        .pre_tool(&hooks, &call(ToolName::CodeExecution), "env_1")
+        .await;
+    assert_eq!(d.decision, Decision::Allow);
+    assert_eq!(outcomes(&d), ["allow_updated", "allow"]);
+    let expected = json!({"code": "echo rewritten", "language": "bash"});
+    assert_eq!(d.updated_args.as_ref(), Some(&expected));
+    let seen: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("seen.json")).unwrap())
+            .unwrap();
+    assert_eq!(seen["tool_call"]["args"], expected);
+    // Without updated_args nothing changes.
+    let plain = single(
+        "pre_tool_execution",
+        "*",
+        json!([command("echo '{\"decision\": \"allow\"}'", 5.0)]),
+    );
+    let d = engine_in(dir.path())
+        .pre_tool(&plain, &call(ToolName::CodeExecution), "env_1")
+        .await;
+    assert_eq!(d.updated_args, None);
+    assert!(!serde_json::to_string(&d).unwrap().contains("updated_args"));
+}
+
+#[tokio::test]
+async fn invalid_updated_args_deny_with_the_validators_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine =
+        engine_in(dir.path()).with_args_validator(Arc::new(|tool, args| match args.get("code") {
+            Some(serde_json::Value::String(_)) => Ok(()),
+            _ => Err(format!("{tool} needs a string `code`")),
+        }));
+    let hooks = single(
+        "pre_tool_execution",
+        "*",
+        json!([
+            command(
+                r#"echo '{"decision": "allow", "updated_args": {"code": 7}}'"#,
+                5.0
+            ),
+            command("echo never >> ran", 5.0),
+        ]),
+    );
+    let d = engine
+        .pre_tool(&hooks, &call(ToolName::CodeExecution), "env_1")
+        .await;
+    let Decision::Deny { reason, .. } = &d.decision else {
+        panic!("{:?}", d.decision)
+    };
+    assert!(
+        reason.contains("invalid") && reason.contains("needs a string `code`"),
+        "{reason}"
+    );
+    assert_eq!(outcomes(&d), ["invalid_update", "skipped"]);
+    assert!(!dir.path().join("ran").exists());
+    // Not an object at all: denied even without a validator.
+    let hooks = single(
+        "pre_tool_execution",
+        "*",
+        json!([command(
+            r#"echo '{"decision": "allow", "updated_args": "rm -rf /"}'"#,
+            5.0
+        )]),
+    );
+    let d = engine_in(dir.path())
+        .pre_tool(&hooks, &call(ToolName::CodeExecution), "env_1")
+        .await;
+    assert!(
+        matches!(&d.trace[0].outcome, Outcome::InvalidUpdate { .. }),
+        "{:?}",
+        d.trace[0]
+    );
+}
+
+#[tokio::test]
+async fn updated_args_in_a_post_hook_are_ignored_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let hooks = config(
+        r#"{"g": {"post_tool_execution": [{"matcher": "*", "hooks": [{"type": "command", "command": "echo '{\"decision\": \"allow\", \"updated_args\": {\"code\": \"x\"}}'"}]}]}}"#,
+    );
+    let c = ToolCall {
+        name: ToolName::CodeExecution,
+        args: json!({"code": "ls", "language": "bash"}),
+    };
+    let d = engine_in(dir.path())
+        .post_tool(&hooks, &c, "env_1", None)
+        .await;
+    assert_eq!(d.updated_args, None);
+    assert_eq!(outcomes(&d), ["completed"]);
+    assert!(
+        d.trace[0]
+            .warning
+            .as_deref()
+            .unwrap()
+            .contains("only in pre_tool_execution")
+    );
+}
