@@ -284,6 +284,50 @@ fn main() {
         );
     }
 
+    // 6. Fork time against tree size, beside a plain `cp -a` of the same tree.
+    for files in [1_000usize, 100_000] {
+        let meta = store
+            .create(
+                &EnvironmentSpec::default(),
+                hookbox_sandbox::source::SourceOrigin::Operator,
+                &mut |_| {},
+                false,
+            )
+            .unwrap();
+        let tree = data.path().join("environments").join(&meta.id).join("root");
+        for i in 0..files {
+            let dir = tree.join(format!("workspace/d{}", i / 1000));
+            if i % 1000 == 0 {
+                std::fs::create_dir_all(&dir).unwrap();
+            }
+            std::fs::write(dir.join(format!("f{i}.txt")), format!("file {i}\n")).unwrap();
+        }
+        // Once to warm the page cache for both, then measured.
+        let warm = store.fork(&meta.id, &EnvironmentSpec::default()).unwrap();
+        store.remove(&warm.id).unwrap();
+        let t = Instant::now();
+        let child = store.fork(&meta.id, &EnvironmentSpec::default()).unwrap();
+        let fork_time = t.elapsed();
+        let target = tempfile::tempdir().unwrap();
+        let t = Instant::now();
+        let status = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(tree.join("."))
+            .arg(target.path())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let cp_time = t.elapsed();
+        println!(
+            "fork, {files:>6} files: {:>9.1} ms   cp -a: {:>9.1} ms   ratio {:.2}x",
+            ms(fork_time),
+            ms(cp_time),
+            ms(fork_time) / ms(cp_time)
+        );
+        store.remove(&child.id).unwrap();
+        store.remove(&meta.id).unwrap();
+    }
+
     // 5. Memory per idle environment: an idle environment runs no process at all; what it costs
     //    is the opened handle in the server (measured) and its files on disk.
     let before = rss_kib();

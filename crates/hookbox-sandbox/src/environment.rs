@@ -425,6 +425,73 @@ impl Store {
         Ok(meta)
     }
 
+    /// A new environment made from `spec` (its network, variables, project and disk cap; its
+    /// sources must be empty) holding a copy of environment `parent`'s files, frozen hooks
+    /// included. The copy is copy-on-write where the filesystem allows (`cp --reflink=auto`:
+    /// btrfs, XFS; a plain copy elsewhere and across disk images), never follows a symlink, and
+    /// is given to the new environment's own uid. Nothing is left behind on failure; the parent
+    /// is only read.
+    pub fn fork(&self, parent: &str, spec: &EnvironmentSpec) -> Result<EnvironmentMeta> {
+        if !spec.sources.is_empty() {
+            return Err(EnvError::Source(SourceError::Target {
+                target: "sources".into(),
+                reason: "a fork copies its parent's files; give it no sources".into(),
+            }));
+        }
+        let parent_dir = self.dir(parent)?;
+        let parent_meta = read_meta(&parent_dir)?;
+        crate::disk::ensure_mounted(
+            &parent_dir.join(crate::disk::IMAGE_FILE),
+            &parent_dir.join(TREE_DIR),
+        )?;
+        let child_spec = EnvironmentSpec {
+            freeze_hooks: false,
+            ..spec.clone()
+        };
+        let child = self.create(&child_spec, SourceOrigin::Operator, &mut |_| {}, false)?;
+        let child_dir = self.root.join(&child.id);
+        let copied = (|| -> Result<EnvironmentMeta> {
+            let tree = child_dir.join(TREE_DIR);
+            if parent_meta.frozen_hooks {
+                // The parent's `/.agents` is the placeholder file; the snapshot comes along.
+                let agents = tree.join(".agents");
+                std::fs::remove_dir(&agents).map_err(io(&agents))?;
+                copy_tree(&parent_dir.join(FROZEN_DIR), &child_dir.join(FROZEN_DIR))?;
+            }
+            copy_tree(&parent_dir.join(TREE_DIR), &tree)?;
+            let mut meta = read_meta(&child_dir)?;
+            meta.frozen_hooks = parent_meta.frozen_hooks;
+            meta.sources = parent_meta.sources.clone();
+            if let Some(uid) = meta.sandbox_uid {
+                RootDir::open(&tree)?.chown_tree(uid, uid)?;
+                if meta.frozen_hooks {
+                    RootDir::open(&child_dir.join(FROZEN_DIR))?.chown_tree(uid, uid)?;
+                }
+            }
+            let usage = RootDir::open(&tree)?.usage()?;
+            meta.file_count = usage.files;
+            meta.size_bytes = usage.bytes;
+            write_meta(&child_dir, &meta)?;
+            Ok(meta)
+        })();
+        match copied {
+            Ok(meta) => {
+                tracing::info!(env_id = %meta.id, parent = %parent, files = meta.file_count, "environment forked");
+                Ok(meta.redacted())
+            }
+            Err(err) => {
+                let _ = self.remove(&child.id);
+                Err(err)
+            }
+        }
+    }
+
+    /// The metadata of `id` as stored, `transform` values included: what an operator's fork
+    /// (`hookbox env fork`) copies. Never show it; [`Self::show`] is the displayable form.
+    pub fn meta_for_fork(&self, id: &str) -> Result<EnvironmentMeta> {
+        read_meta(&self.dir(id)?)
+    }
+
     /// Every environment, oldest first.
     pub fn list(&self) -> Result<Vec<EnvironmentMeta>> {
         let mut out = Vec::new();
@@ -578,6 +645,52 @@ impl Store {
         Ok(Some(identity))
     }
 }
+
+/// Copies the contents of directory `from` into directory `to` (created if missing) with
+/// `cp -a --reflink=auto`: attributes kept, symlinks copied as symlinks (never followed), blocks
+/// shared where the filesystem can. Bounded by [`COPY_TIMEOUT`].
+fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to).map_err(io(to))?;
+    let mut child = std::process::Command::new("cp")
+        .args(["-a", "--reflink=auto", "--"])
+        .arg(from.join("."))
+        .arg(to)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(io(from))?;
+    let started = std::time::Instant::now();
+    let status = loop {
+        match child.try_wait().map_err(io(from))? {
+            Some(status) => break status,
+            None if started.elapsed() > COPY_TIMEOUT => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(EnvError::Io {
+                    path: from.to_path_buf(),
+                    source: std::io::Error::other(format!("copy timed out after {COPY_TIMEOUT:?}")),
+                });
+            }
+            None => std::thread::sleep(std::time::Duration::from_millis(5)),
+        }
+    };
+    if status.success() {
+        return Ok(());
+    }
+    let mut stderr = String::new();
+    if let Some(mut pipe) = child.stderr.take() {
+        use std::io::Read;
+        let _ = pipe.by_ref().take(4096).read_to_string(&mut stderr);
+    }
+    Err(EnvError::Io {
+        path: from.to_path_buf(),
+        source: std::io::Error::other(format!("cp -a failed ({status}): {}", stderr.trim())),
+    })
+}
+
+/// Longest a fork's copy may take.
+const COPY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// Moves `/.agents` out of the tree into `frozen/.agents` and copies the workspace hooks file
 /// beside it, leaving a placeholder file at `/.agents`.

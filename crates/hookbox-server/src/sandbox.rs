@@ -538,56 +538,16 @@ impl EnvironmentProvider for SandboxBackend {
     }
 
     async fn fork(&self, from: &str, setup: &EnvironmentSetup) -> Result<String, ProviderError> {
-        let parent = self.env(from).await?;
-        if parent.meta().frozen_hooks {
-            return Err(ProviderError::InvalidSource(
-                "forking an environment with frozen hooks is not supported yet".into(),
-            ));
-        }
         // The parent's metadata shows `transform` values redacted, so network and env come from
-        // the caller's record.
+        // the caller's record. Frozen hooks are copied as frozen (the snapshot comes along).
         let spec = EnvironmentSpec {
             sources: Vec::new(),
             ..spec(setup)?
         };
         let store = self.store.clone();
-        let child =
-            blocking(move || store.create(&spec, SourceOrigin::Client, &mut |_| {}, false)).await?;
-        let child_env = self.env(&child.id).await?;
-        // `cp -a` copies symlinks as symlinks and never follows them, so links planted in the
-        // parent cannot make the copy read or write outside the two trees.
-        let status = tokio::process::Command::new("cp")
-            .arg("-a")
-            .arg("--")
-            .arg(parent.tree().host_path().join("."))
-            .arg(child_env.tree().host_path())
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .output()
-            .await;
-        match status {
-            Ok(out) if out.status.success() => {
-                // The copy kept the parent's owner; the child's sandbox runs as its own uid.
-                let owner = child_env.clone();
-                if let Err(e) = blocking(move || owner.own_tree()).await {
-                    let _ = self.delete(&child.id).await;
-                    return Err(e);
-                }
-                Ok(child.id)
-            }
-            Ok(out) => {
-                let _ = self.delete(&child.id).await;
-                Err(ProviderError::Internal(format!(
-                    "cp -a failed: {}",
-                    String::from_utf8_lossy(&out.stderr).trim()
-                )))
-            }
-            Err(e) => {
-                let _ = self.delete(&child.id).await;
-                Err(ProviderError::Internal(format!("cannot run cp: {e}")))
-            }
-        }
+        let from = from.to_owned();
+        let child = blocking(move || store.fork(&from, &spec)).await?;
+        Ok(child.id)
     }
 
     async fn delete(&self, id: &str) -> Result<(), ProviderError> {

@@ -1,6 +1,7 @@
 mod common;
 mod disk;
 mod escape;
+mod fork;
 mod identity;
 mod isolation;
 mod lifecycle;

@@ -112,6 +112,9 @@ pub enum EnvCommand {
         #[command(flatten)]
         store: StoreArgs,
     },
+    /// Copy an environment (files, frozen hooks, network, variables) into a new one; prints
+    /// its id. Copy-on-write where the filesystem allows; the original is only read.
+    Fork(ForkArgs),
     /// Delete an environment and its files.
     Rm {
         id: String,
@@ -153,6 +156,47 @@ pub struct CreateArgs {
     pub project: Option<String>,
     #[command(flatten)]
     pub store: StoreArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ForkArgs {
+    /// The environment to copy.
+    pub id: String,
+    /// The fork's network policy (JSON or `@FILE`); default: the original's.
+    #[arg(long, value_name = "JSON|@FILE")]
+    pub network: Option<String>,
+    /// The fork's disk cap in bytes (`0`: none); default 10 GiB.
+    #[arg(long, value_name = "BYTES")]
+    pub disk_limit: Option<u64>,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+fn fork(args: ForkArgs) -> anyhow::Result<ExitCode> {
+    let store = args.store.open()?;
+    // Network and variables come from the original's stored metadata (not the redacted view),
+    // so the fork's egress injects the same headers; --network replaces the policy.
+    let parent = store.meta_for_fork(&args.id)?;
+    let spec = EnvironmentSpec {
+        network: match &args.network {
+            Some(raw) => Some(parse_network(raw)?),
+            None => parent.network,
+        },
+        env: parent
+            .env
+            .into_iter()
+            .map(|(k, v)| (k, EnvValue::Plain(v)))
+            .collect(),
+        project: parent.project,
+        disk_limit_bytes: Some(
+            args.disk_limit
+                .unwrap_or(hookbox_server::quota::Quotas::default().disk_bytes_per_environment),
+        ),
+        ..EnvironmentSpec::default()
+    };
+    let meta = store.fork(&args.id, &spec)?;
+    println!("{}", meta.id);
+    Ok(ExitCode::SUCCESS)
 }
 
 fn parse_inline(raw: &str) -> anyhow::Result<Source> {
@@ -271,6 +315,7 @@ pub fn run(cmd: EnvCommand) -> anyhow::Result<ExitCode> {
             println!("{}", serde_json::to_string_pretty(&meta)?);
             Ok(ExitCode::SUCCESS)
         }
+        EnvCommand::Fork(args) => fork(args),
         EnvCommand::Rm { id, store } => {
             store.open()?.remove(&id)?;
             Ok(ExitCode::SUCCESS)

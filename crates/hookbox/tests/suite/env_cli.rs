@@ -109,3 +109,60 @@ fn tool_reaches_a_pinned_receiver_through_the_proxy_with_the_transform_header() 
     assert!(!text(&out.stdout).contains("cli-secret-77"));
     assert!(!text(&out.stderr).contains("cli-secret-77"));
 }
+
+#[test]
+fn env_fork_copies_files_into_a_new_environment() {
+    let data = hookbox_test_support::DataDir::new();
+    let created = hookbox_in(
+        data.path(),
+        &[
+            "env",
+            "create",
+            "--disk-limit",
+            "0",
+            "--source",
+            "inline:workspace/a.txt=from parent",
+        ],
+    );
+    assert!(created.status.success(), "{}", text(&created.stderr));
+    let parent = text(&created.stdout).trim().to_owned();
+    let forked = hookbox_in(data.path(), &["env", "fork", &parent, "--disk-limit", "0"]);
+    assert!(forked.status.success(), "{}", text(&forked.stderr));
+    let child = text(&forked.stdout).trim().to_owned();
+    assert!(child.starts_with("env_") && child != parent, "{child}");
+    let out = hookbox_in(
+        data.path(),
+        &[
+            "tool",
+            &child,
+            "code_execution",
+            "--args",
+            r#"{"code": "cat /workspace/a.txt; echo changed > /workspace/a.txt", "language": "bash"}"#,
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let outcome: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(outcome["result"]["output"]["stdout"], "from parent");
+    let original = hookbox_in(
+        data.path(),
+        &[
+            "tool",
+            &parent,
+            "view_file",
+            "--args",
+            r#"{"path": "/workspace/a.txt"}"#,
+        ],
+    );
+    assert!(
+        text(&original.stdout).contains("from parent"),
+        "{}",
+        text(&original.stdout)
+    );
+    let missing = hookbox_in(data.path(), &["env", "fork", "env_doesnotexist0000"]);
+    assert!(!missing.status.success());
+    assert!(
+        text(&missing.stderr).contains("no environment"),
+        "{}",
+        text(&missing.stderr)
+    );
+}

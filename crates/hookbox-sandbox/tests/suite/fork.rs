@@ -1,0 +1,142 @@
+//! Forks: a copy that diverges without touching the original, frozen hooks kept frozen, and the
+//! copy owned by the fork's own uid.
+
+use std::os::unix::fs::MetadataExt;
+
+use hookbox_sandbox::environment::ToolResult;
+use serde_json::json;
+
+use super::common::*;
+
+fn spec(value: serde_json::Value) -> hookbox_sandbox::source::EnvironmentSpec {
+    serde_json::from_value(value).unwrap()
+}
+
+async fn bash(env: &hookbox_sandbox::environment::Environment, code: &str) -> serde_json::Value {
+    let out = env
+        .call_tool(call(
+            "code_execution",
+            json!({"code": code, "language": "bash"}),
+        ))
+        .await;
+    match out.result {
+        ToolResult::Ok { output } => output,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_fork_diverges_without_touching_the_original() {
+    let data = tempfile::tempdir().unwrap();
+    let store = store_with(data.path(), options());
+    let parent = create(
+        &store,
+        json!({"sources": [
+            {"type": "inline", "target": "workspace/shared.txt", "content": "v1"},
+            {"type": "inline", "target": "workspace/deep/a/b.txt", "content": "deep"},
+        ], "env": {"GREETING": "hi"}}),
+    );
+    let parent_env = store.open_env(&parent.id).unwrap();
+    bash(&parent_env, "ln -s /workspace/shared.txt /workspace/link").await;
+    let child = store
+        .fork(&parent.id, &spec(json!({"env": {"GREETING": "hi"}})))
+        .unwrap();
+    assert_ne!(child.id, parent.id);
+    assert_eq!(child.file_count, parent.file_count);
+    let child_env = store.open_env(&child.id).unwrap();
+    let seen = bash(&child_env, "cat /workspace/shared.txt /workspace/deep/a/b.txt; readlink /workspace/link; echo $GREETING").await;
+    assert_eq!(seen["stdout"], "v1deep/workspace/shared.txt\nhi\n");
+
+    // Each side changes; the other does not see it.
+    bash(
+        &child_env,
+        "echo v2 > /workspace/shared.txt; touch /workspace/child-only",
+    )
+    .await;
+    bash(&parent_env, "rm /workspace/deep/a/b.txt").await;
+    let parent_view = bash(&parent_env, "cat /workspace/shared.txt; ls /workspace").await;
+    assert_eq!(parent_view["stdout"], "v1deep\nlink\nshared.txt\n");
+    let child_view = bash(
+        &child_env,
+        "cat /workspace/shared.txt /workspace/deep/a/b.txt",
+    )
+    .await;
+    assert_eq!(child_view["stdout"], "v2\ndeep");
+
+    // The copy belongs to the fork's own uid, the original keeps its own.
+    let tree = |id: &str| data.path().join("environments").join(id).join("root");
+    if let (Some(p), Some(c)) = (
+        store.show(&parent.id).unwrap().sandbox_uid,
+        store.show(&child.id).unwrap().sandbox_uid,
+    ) {
+        assert_ne!(p, c);
+        assert_eq!(
+            std::fs::metadata(tree(&child.id).join("workspace/deep/a/b.txt"))
+                .unwrap()
+                .uid(),
+            c
+        );
+        assert_eq!(
+            std::fs::metadata(tree(&parent.id).join("workspace/shared.txt"))
+                .unwrap()
+                .uid(),
+            p
+        );
+    }
+}
+
+#[tokio::test]
+async fn forks_of_frozen_environments_keep_the_frozen_snapshot() {
+    let data = tempfile::tempdir().unwrap();
+    let store = store_with(data.path(), options());
+    let parent = create(
+        &store,
+        json!({"sources": [
+            {"type": "inline", "target": ".agents/hooks.json", "content": fixture("hooks.json")},
+            {"type": "inline", "target": ".agents/hooks-scripts/gate.py", "content": fixture("gate.py")},
+        ], "freeze_hooks": true}),
+    );
+    let child = store.fork(&parent.id, &spec(json!({}))).unwrap();
+    assert!(child.frozen_hooks);
+    let env = store.open_env(&child.id).unwrap();
+    // The gate still runs from the snapshot, and the snapshot is still read-only.
+    let denied = env
+        .call_tool(call(
+            "code_execution",
+            json!({"code": "rm -rf /tmp/x", "language": "bash"}),
+        ))
+        .await;
+    assert!(
+        matches!(denied.result, ToolResult::Denied { .. }),
+        "{:?}",
+        denied.result
+    );
+    let tamper = bash(&env, "echo '{}' > /.agents/hooks.json; echo rc=$?").await;
+    assert!(
+        tamper["stdout"].as_str().unwrap().contains("rc=1"),
+        "{tamper}"
+    );
+    let still = env
+        .call_tool(call(
+            "code_execution",
+            json!({"code": "rm -rf /tmp/x", "language": "bash"}),
+        ))
+        .await;
+    assert!(matches!(still.result, ToolResult::Denied { .. }));
+}
+
+#[tokio::test]
+async fn a_fork_with_sources_or_of_a_missing_environment_is_refused_and_leaves_nothing() {
+    let data = tempfile::tempdir().unwrap();
+    let store = store_with(data.path(), options());
+    let parent = create(&store, json!({"sources": []}));
+    let with_sources =
+        spec(json!({"sources": [{"type": "inline", "target": "workspace/x", "content": "x"}]}));
+    assert!(store.fork(&parent.id, &with_sources).is_err());
+    assert!(
+        store
+            .fork("env_doesnotexist0000", &spec(json!({})))
+            .is_err()
+    );
+    assert_eq!(store.list().unwrap().len(), 1);
+}
