@@ -105,12 +105,11 @@ impl HooksCache {
     /// The current configuration of the tree at `root`.
     pub fn load(&self, root: &RootDir) -> Arc<Loaded> {
         let raw = read_raw(root);
-        if let Ok(guard) = self.last.lock() {
-            if let Some((cached_raw, loaded)) = guard.as_ref() {
-                if *cached_raw == raw {
-                    return loaded.clone();
-                }
-            }
+        if let Ok(guard) = self.last.lock()
+            && let Some((cached_raw, loaded)) = guard.as_ref()
+            && *cached_raw == raw
+        {
+            return loaded.clone();
         }
         let loaded = Arc::new(parse_raw(&raw));
         if let Ok(mut guard) = self.last.lock() {

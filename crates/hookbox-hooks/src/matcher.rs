@@ -127,10 +127,10 @@ pub fn suggest_tool(name: &str) -> Option<ToolName> {
         .filter(|w| !w.is_empty())
         .collect();
     // A leading verb such as `read` in `read_file` says more than edit distance does.
-    if let Some(first) = words.first() {
-        if let Some((_, tool)) = SYNONYMS.iter().find(|(word, _)| word == first) {
-            return Some(*tool);
-        }
+    if let Some(first) = words.first()
+        && let Some((_, tool)) = SYNONYMS.iter().find(|(word, _)| word == first)
+    {
+        return Some(*tool);
     }
     ToolName::ALL
         .into_iter()

@@ -498,10 +498,10 @@ impl Store {
         for entry in std::fs::read_dir(&self.root).map_err(io(&self.root))? {
             let entry = entry.map_err(io(&self.root))?;
             let name = entry.file_name().to_string_lossy().into_owned();
-            if valid_id(&name) {
-                if let Ok(meta) = read_meta(&entry.path()) {
-                    out.push(meta.redacted());
-                }
+            if valid_id(&name)
+                && let Ok(meta) = read_meta(&entry.path())
+            {
+                out.push(meta.redacted());
             }
         }
         out.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
@@ -544,10 +544,10 @@ impl Store {
         id: &str,
         slots: Option<&crate::slots::SlotRegistry>,
     ) -> Result<Environment> {
-        if self.options.isolation == Isolation::Full {
-            if let Some(feature) = features::missing().into_iter().next() {
-                return Err(EnvError::MissingFeature(feature));
-            }
+        if self.options.isolation == Isolation::Full
+            && let Some(feature) = features::missing().into_iter().next()
+        {
+            return Err(EnvError::MissingFeature(feature));
         }
         let dir = self.dir(id)?;
         let mut meta = read_meta(&dir)?;

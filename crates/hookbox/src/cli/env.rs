@@ -199,7 +199,7 @@ fn fork(args: ForkArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn parse_inline(raw: &str) -> anyhow::Result<Source> {
+pub(super) fn parse_inline(raw: &str) -> anyhow::Result<Source> {
     let Some(rest) = raw.strip_prefix("inline:") else {
         bail!("--source {raw}: expected inline:TARGET=@FILE or inline:TARGET=TEXT");
     };
@@ -240,7 +240,7 @@ fn parse_repo(raw: &str) -> anyhow::Result<Source> {
     })
 }
 
-fn parse_network(raw: &str) -> anyhow::Result<serde_json::Value> {
+pub(super) fn parse_network(raw: &str) -> anyhow::Result<serde_json::Value> {
     let text = match raw.strip_prefix('@') {
         Some(path) => {
             std::fs::read_to_string(path).with_context(|| format!("reading --network {path}"))?

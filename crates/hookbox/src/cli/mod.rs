@@ -3,6 +3,7 @@
 mod credential;
 mod env;
 mod hooks;
+mod mcp;
 mod project;
 mod serve;
 mod tool;
@@ -36,6 +37,9 @@ pub enum Command {
     Tool(tool::ToolArgs),
     /// Serve the Interactions API for the google-genai SDK (the main command).
     Serve(serve::ServeArgs),
+    /// Serve one environment's tools over MCP (stdio, or streamable HTTP with --listen), every
+    /// call through its hooks.
+    Mcp(mcp::McpArgs),
     /// Manage projects (tenants of the API) and their quota overrides.
     Project(project::ProjectArgs),
     /// Manage API keys of projects (shown once at creation, stored hashed).
@@ -52,6 +56,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Env(cmd) => env::run(cmd),
         Command::Tool(args) => tool::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Mcp(args) => mcp::run(args),
         Command::Project(args) => project::run_project(args),
         Command::Key(args) => project::run_key(args),
         Command::SandboxExec => tool::sandbox_exec(),

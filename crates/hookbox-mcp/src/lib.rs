@@ -1,0 +1,152 @@
+//! The sandbox as an MCP server: the six built-in tools of one environment, each call going
+//! through the environment's hooks exactly as an agent's call does ([`Environment::call_tool`]:
+//! pre hooks → tool in the sandbox → post hooks). A deny is a tool error carrying the hook's
+//! reason, so the calling agent sees it and can adapt, as the reference's model does.
+//!
+//! Served over stdio ([`serve_stdio`]) or streamable HTTP ([`router`], mounted at `/mcp`), with
+//! the official Rust SDK (`rmcp`). This crate translates MCP to the lifecycle and back; it must
+//! not run hooks or tools itself, nor open stores (the binary hands it an opened environment).
+
+use std::sync::Arc;
+
+use hookbox_protocol::{ToolCall, ToolName};
+use hookbox_sandbox::environment::{Environment, ToolResult};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
+use serde_json::Value;
+
+/// Errors of serving MCP.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("MCP session: {0}")]
+    Session(String),
+}
+
+/// The tools of one opened environment, as an MCP [`ServerHandler`].
+#[derive(Debug, Clone)]
+pub struct SandboxTools {
+    env: Arc<Environment>,
+}
+
+impl SandboxTools {
+    pub fn new(env: Arc<Environment>) -> Self {
+        Self { env }
+    }
+
+    /// The MCP tool list: names, descriptions and argument schemas of the six tools.
+    pub fn tools() -> Vec<Tool> {
+        ToolName::ALL
+            .iter()
+            .map(|tool| {
+                let (description, schema) = hookbox_agent::tools::declaration(*tool);
+                let schema = match schema {
+                    Value::Object(map) => map,
+                    _ => serde_json::Map::new(),
+                };
+                Tool::new(tool.as_str(), description, Arc::new(schema))
+            })
+            .collect()
+    }
+
+    /// Runs one call through the environment's hooks and turns the outcome into MCP's result:
+    /// a deny or a failed tool is an error result (`isError`) whose text the caller sees.
+    pub async fn call(&self, tool: ToolName, args: Value) -> CallToolResult {
+        let outcome = self.env.call_tool(ToolCall { name: tool, args }).await;
+        tracing::info!(
+            env_id = %outcome.environment_id,
+            tool = %tool,
+            pre_handlers = outcome.pre.trace.len(),
+            decision = match outcome.result { ToolResult::Denied { .. } => "deny", _ => "allow" },
+            "mcp tool call"
+        );
+        match outcome.result {
+            ToolResult::Ok { output } => {
+                let failed = tool == ToolName::CodeExecution
+                    && output.get("exit_code").and_then(Value::as_i64) != Some(0);
+                let text = hookbox_agent::tools::output_as_text(&output);
+                let content = vec![ContentBlock::text(text)];
+                if failed {
+                    CallToolResult::error(content)
+                } else {
+                    CallToolResult::success(content)
+                }
+            }
+            ToolResult::Error { error } => CallToolResult::error(vec![ContentBlock::text(error)]),
+            ToolResult::Denied { reason } => CallToolResult::error(vec![ContentBlock::text(
+                format!("Denied by a pre_tool_execution hook: {reason}"),
+            )]),
+        }
+    }
+}
+
+impl ServerHandler for SandboxTools {
+    fn get_info(&self) -> ServerConfig {
+        let mut config = ServerConfig::new(ServerCapabilities::builder().enable_tools().build());
+        config.server_info = Implementation::new("hookbox", env!("CARGO_PKG_VERSION"));
+        config.instructions = Some(format!(
+            "The six tools of hookbox environment {}: every call runs in its sandbox and through its hooks; a denied call returns the hook's reason as an error.",
+            self.env.id()
+        ));
+        config
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(Self::tools()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let Ok(tool) = request.name.parse::<ToolName>() else {
+            return Err(McpError::invalid_params(
+                format!(
+                    "unknown tool `{}`; the tools are {}",
+                    request.name,
+                    ToolName::ALL.map(|t| t.as_str()).join(", ")
+                ),
+                None,
+            ));
+        };
+        let args = Value::Object(request.arguments.unwrap_or_default());
+        Ok(self.call(tool, args).await.into())
+    }
+}
+
+/// Serves MCP on stdin/stdout until the client closes the session.
+pub async fn serve_stdio(tools: SandboxTools) -> Result<(), Error> {
+    let running = tools
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| Error::Session(e.to_string()))?;
+    running
+        .waiting()
+        .await
+        .map_err(|e| Error::Session(e.to_string()))?;
+    Ok(())
+}
+
+/// The streamable HTTP endpoint at `/mcp`. `allowed_hosts` are the `Host` values accepted
+/// (DNS-rebinding defence; the SDK's default is loopback names only).
+pub fn router(tools: SandboxTools, allowed_hosts: Vec<String>) -> axum::Router {
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService,
+    };
+    let config = StreamableHttpServerConfig::default().with_allowed_hosts(allowed_hosts);
+    let service = StreamableHttpService::new(
+        move || Ok(tools.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    axum::Router::new().nest_service("/mcp", service)
+}
