@@ -564,6 +564,14 @@ impl Parser<'_> {
 
     fn unknown_keys(&mut self, path: &JsonPath, map: &Map<String, Value>, known: &[&str]) {
         for key in map.keys().filter(|k| !known.contains(&k.as_str())) {
+            if key == "updated_args" {
+                // A hookbox extension misplaced: it belongs in a pre hook's answer.
+                self.warn(
+                    &path.key(key),
+                    "\"updated_args\" is ignored here: it is part of a pre_tool_execution hook's answer (printed or returned by the handler, with \"decision\": \"allow\"), not a handler setting, and post_tool_execution hooks cannot rewrite arguments",
+                );
+                continue;
+            }
             self.warn(
                 &path.key(key),
                 format!(
@@ -777,6 +785,23 @@ mod tests {
         assert!(
             d.message.contains(r#""write_file" → "write_to_file""#),
             "{d}"
+        );
+    }
+
+    #[test]
+    fn misplaced_updated_args_are_explained() {
+        let (_, diags) = parse_str(
+            r#"{"g":{"post_tool_execution":[{"matcher":"*","hooks":[{"type":"command","command":"x","updated_args":{"code":"y"}}]}]}}"#,
+        );
+        assert_eq!(diags.len(), 1, "{diags:#?}");
+        assert_eq!(
+            diags[0].path,
+            "$.g.post_tool_execution[0].hooks[0].updated_args"
+        );
+        assert!(
+            diags[0]
+                .message
+                .contains("pre_tool_execution hook's answer")
         );
     }
 
