@@ -556,3 +556,117 @@ async fn command_hooks_share_the_environment_network() {
         Some(format!("Bearer {API_SECRET}").as_str())
     );
 }
+
+/// Credentials kept per project, each project's in its own real file store: `scoped` hands an
+/// environment its project's store, as the server's SQLite-backed store does.
+#[derive(Debug)]
+struct PerProject {
+    root: std::path::PathBuf,
+}
+
+impl PerProject {
+    fn store(&self, project: &str) -> FileCredentialStore {
+        let dir = self.root.join(project);
+        std::fs::create_dir_all(&dir).unwrap();
+        FileCredentialStore::open(&dir).unwrap()
+    }
+}
+
+impl hookbox_egress::credentials::CredentialStore for PerProject {
+    fn create(
+        &self,
+        id: &str,
+        spec: CredentialSpec,
+    ) -> hookbox_egress::credentials::Result<hookbox_egress::credentials::CredentialMeta> {
+        self.store("default").create(id, spec)
+    }
+    fn list(
+        &self,
+    ) -> hookbox_egress::credentials::Result<Vec<hookbox_egress::credentials::CredentialMeta>> {
+        self.store("default").list()
+    }
+    fn get(
+        &self,
+        id: &str,
+    ) -> hookbox_egress::credentials::Result<hookbox_egress::credentials::CredentialMeta> {
+        self.store("default").get(id)
+    }
+    fn update(
+        &self,
+        id: &str,
+        update: hookbox_egress::credentials::CredentialUpdate,
+    ) -> hookbox_egress::credentials::Result<hookbox_egress::credentials::CredentialMeta> {
+        self.store("default").update(id, update)
+    }
+    fn remove(&self, id: &str) -> hookbox_egress::credentials::Result<()> {
+        self.store("default").remove(id)
+    }
+    fn reveal(
+        &self,
+        id: &str,
+    ) -> hookbox_egress::credentials::Result<hookbox_egress::credentials::Injection> {
+        self.store("default").reveal(id)
+    }
+    fn scoped(
+        &self,
+        project: &str,
+    ) -> Option<Arc<dyn hookbox_egress::credentials::CredentialStore>> {
+        Some(Arc::new(self.store(project)))
+    }
+}
+
+#[tokio::test]
+async fn an_allowlist_credential_resolves_only_inside_the_environments_project() {
+    let receiver = Receiver::start().await;
+    let data = tempfile::tempdir().unwrap();
+    let credentials = PerProject {
+        root: data.path().join("credentials"),
+    };
+    credentials
+        .store("team-a")
+        .create(
+            "api-token",
+            CredentialSpec::BearerToken {
+                token: Secret::new(API_SECRET),
+                header_name: None,
+                prefix: None,
+            },
+        )
+        .unwrap();
+    let egress = hookbox_sandbox::network::EgressOptions::new(Arc::new(credentials))
+        .with_operator(receiver.operator());
+    let store = TestStore(
+        hookbox_sandbox::environment::Store::open(data.path(), options(), egress).unwrap(),
+    );
+    let network: Value = serde_json::from_str(API_POLICY).unwrap();
+    let own = create(&store, json!({"network": network, "project": "team-a"}));
+    let other = create(&store, json!({"network": network, "project": "team-b"}));
+    for (meta, injected) in [(&own, true), (&other, false)] {
+        let env = store.open_env(&meta.id).unwrap();
+        let before = receiver.seen().len();
+        let (_, output) = bash(
+            &env,
+            "curl -sS --max-time 20 https://api.example.com/v1/ping",
+        )
+        .await;
+        let seen = receiver.seen();
+        let new: Vec<_> = seen[before..].to_vec();
+        if injected {
+            assert_eq!(new.len(), 1, "{output}");
+            assert_eq!(
+                new[0].authorization.as_deref(),
+                Some(format!("Bearer {API_SECRET}").as_str())
+            );
+        } else {
+            // team-b names team-a's credential id: the proxy cannot resolve it in team-b and
+            // refuses the request rather than send it without (or with another's) credential.
+            assert!(new.iter().all(|s| s.authorization.is_none()), "{new:?}");
+            assert!(new.is_empty(), "{new:?}");
+            assert!(
+                output["stderr"].as_str().unwrap().contains("403"),
+                "{output}"
+            );
+            assert!(!output.to_string().contains(API_SECRET));
+        }
+    }
+}
