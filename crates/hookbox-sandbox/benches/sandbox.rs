@@ -165,6 +165,35 @@ fn main() {
     }
     let (sandbox_p50, _) = report("sandboxed `true` (no hooks)", &mut sandbox);
 
+    // 3a. Where one launch spends its time: the launcher reports the end of every stage.
+    let mut per_stage: Vec<(String, Vec<i128>)> = Vec::new();
+    for _ in 0..runs {
+        let (out, times) = rt
+            .block_on(
+                env.runner()
+                    .run_argv_timed(vec!["/bin/true".into()], Duration::from_secs(10)),
+            )
+            .unwrap();
+        assert!(out.success());
+        for (i, (name, ns)) in times.durations().into_iter().enumerate() {
+            if per_stage.len() <= i {
+                per_stage.push((name, Vec::new()));
+            }
+            per_stage[i].1.push(ns);
+        }
+    }
+    println!(
+        "stage breakdown of sandboxed `true` (p50 of {runs}, each from the end of the one before):"
+    );
+    let mut total = 0i128;
+    for (name, samples) in &mut per_stage {
+        samples.sort();
+        let p50 = samples[samples.len() / 2];
+        total += p50;
+        println!("  {name:<28} {:>8.3} ms", p50 as f64 / 1e6);
+    }
+    println!("  {:<28} {:>8.3} ms", "sum of p50s", total as f64 / 1e6);
+
     // The same without the environment's cgroups, to show what joining them costs.
     let bare_dir = tempfile::tempdir().unwrap();
     let tree = bare_dir.path().join("root");

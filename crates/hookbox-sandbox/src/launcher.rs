@@ -36,7 +36,7 @@ use nix::unistd::{ForkResult, Pid};
 use crate::seccomp;
 use crate::spec::{
     EXIT_EXEC_FAILED, EXIT_SETUP_FAILED, Identity, Isolation, LaunchSpec, NETNS_FD, Network,
-    SPEC_FD, STATUS_FD,
+    SPEC_FD, STAGE_MARK, STATUS_FD,
 };
 
 /// Where an unprivileged launch stages its host paths: a fresh tmpfs over `/tmp` in the
@@ -173,6 +173,18 @@ fn report(status: &mut Option<File>, message: &str) {
     }
 }
 
+/// Records that `name` just ended, when the spec asks for stage timings.
+fn stage(spec: &LaunchSpec, status: &mut Option<File>, name: &str) {
+    if !spec.stage_timings {
+        return;
+    }
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    let ns = now.tv_sec as i128 * 1_000_000_000 + now.tv_nsec as i128;
+    if let Some(file) = status {
+        let _ = file.write_all(format!("{STAGE_MARK}{name} {ns}\n").as_bytes());
+    }
+}
+
 fn read_spec() -> Result<LaunchSpec> {
     // SAFETY: fcntl only reads the flags of fd 3, failing with EBADF when it is not open.
     if unsafe { libc::fcntl(SPEC_FD, libc::F_GETFD) } < 0 {
@@ -188,6 +200,7 @@ fn read_spec() -> Result<LaunchSpec> {
 
 fn run(status: &mut Option<File>) -> Result<i32> {
     let mut spec = read_spec()?;
+    stage(&spec, status, "spec_read");
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(LaunchError::Pdeathsig)?;
     if nix::unistd::getppid().as_raw() != spec.parent_pid {
         return Err(LaunchError::ParentGone);
@@ -203,6 +216,7 @@ fn run(status: &mut Option<File>) -> Result<i32> {
             source,
         })?;
     }
+    stage(&spec, status, "cgroups_joined");
     let mut flags = CloneFlags::CLONE_NEWUSER
         | CloneFlags::CLONE_NEWNS
         | CloneFlags::CLONE_NEWPID
@@ -229,16 +243,21 @@ fn run(status: &mut Option<File>) -> Result<i32> {
             0,
         );
     }
+    stage(&spec, status, "network_joined");
     if let Some(identity) = spec.identity {
         stage_host_paths(&mut spec)?;
+        stage(&spec, status, "host_paths_staged");
         drop_identity(identity, spec.parent_pid)?;
+        stage(&spec, status, "identity_dropped");
     }
     let uid = nix::unistd::geteuid().as_raw();
     let gid = nix::unistd::getegid().as_raw();
     nix::sched::unshare(flags).map_err(LaunchError::Unshare)?;
+    stage(&spec, status, "namespaces_created");
     write_id_map("/proc/self/setgroups", "deny")?;
     write_id_map("/proc/self/uid_map", &format!("0 {uid} 1"))?;
     write_id_map("/proc/self/gid_map", &format!("0 {gid} 1"))?;
+    stage(&spec, status, "id_maps_written");
 
     // SAFETY: this process is single-threaded (the launcher binary never spawns threads), so the
     // child may run arbitrary code after fork.
@@ -387,25 +406,32 @@ fn init(spec: &LaunchSpec, status: &mut Option<File>) -> Result<i32> {
     // The parent-death signal is cleared by fork; our parent is the launcher.
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(LaunchError::Pdeathsig)?;
     nix::unistd::setsid().map_err(LaunchError::Setsid)?;
+    stage(spec, status, "init_forked");
     build_root(spec)?;
+    stage(spec, status, "root_built");
     nix::unistd::sethostname(&spec.hostname).map_err(LaunchError::Hostname)?;
     if spec.network == Network::Isolated {
         loopback_up().map_err(LaunchError::Loopback)?;
     }
+    stage(spec, status, "network_up");
     nix::unistd::chdir(spec.cwd.as_str()).map_err(|source| LaunchError::Chdir {
         path: spec.cwd.clone(),
         source,
     })?;
     set_limits(spec)?;
     drop_capabilities()?;
+    stage(spec, status, "limits_set");
     restrict_filesystem(spec)?;
+    stage(spec, status, "landlock_applied");
     let programs = seccomp::build()?;
     let (path, argv, envp) = exec_args(spec)?;
     seccomp::install(&programs)?;
+    stage(spec, status, "seccomp_installed");
 
     // SAFETY: init is single-threaded (forked from the single-threaded launcher).
     match unsafe { nix::unistd::fork() }.map_err(LaunchError::Fork)? {
         ForkResult::Child => {
+            stage(spec, status, "program_forked");
             let err = exec(&path, &argv, &envp);
             report(status, &format!("cannot execute {}: {err}", spec.argv[0]));
             std::process::exit(EXIT_EXEC_FAILED);

@@ -411,6 +411,7 @@ impl SandboxRunner {
             },
             cgroups: cgroups.dirs.clone(),
             hostname: "hookbox".into(),
+            stage_timings: false,
             identity: match self.options.isolation {
                 Isolation::Full => self.layout.identity,
                 Isolation::InsecureNone => None,
@@ -467,6 +468,7 @@ impl SandboxRunner {
             match self
                 .launch_once(&spec, netns.clone(), stdin.clone(), timeout, output_limit)
                 .await
+                .map(|(output, _)| output)
             {
                 Err(err) if attempt < LAUNCH_ATTEMPTS && transient(&err) => {
                     tracing::warn!(attempt, error = %err, "sandbox launch failed for lack of resources; retrying");
@@ -478,6 +480,40 @@ impl SandboxRunner {
         }
     }
 
+    /// [`Self::run_argv`] once (no slot, no retry), with the end of every construction stage
+    /// reported by the launcher: for benchmarks, to see where a launch spends its time.
+    pub async fn run_argv_timed(
+        &self,
+        argv: Vec<String>,
+        timeout: Duration,
+    ) -> Result<(CommandOutput, StageTimes), RunnerError> {
+        let joined = match &self.network {
+            Some(network) => network
+                .sandbox()
+                .await
+                .map_err(|e| RunnerError::Sandbox(e.to_string()))?,
+            None => None,
+        };
+        let mut spec = self.spec_with(argv, joined.as_deref())?;
+        spec.stage_timings = true;
+        let netns = match &joined {
+            Some(j) => Some(j.netns.clone()),
+            None => self.layout.netns.clone(),
+        };
+        let started = monotonic_ns();
+        let (output, stages) = self
+            .launch_once(&spec, netns, Vec::new(), timeout, 1 << 20)
+            .await?;
+        Ok((
+            output,
+            StageTimes {
+                started,
+                stages,
+                ended: monotonic_ns(),
+            },
+        ))
+    }
+
     async fn launch_once(
         &self,
         spec: &LaunchSpec,
@@ -485,7 +521,7 @@ impl SandboxRunner {
         stdin: Vec<u8>,
         timeout: Duration,
         output_limit: usize,
-    ) -> Result<CommandOutput, RunnerError> {
+    ) -> Result<(CommandOutput, Vec<(String, i128)>), RunnerError> {
         let spec_fd = spec_memfd(spec).map_err(RunnerError::Spawn)?;
         let (status_read, status_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
             .map_err(|e| RunnerError::Spawn(e.into()))?;
@@ -501,14 +537,14 @@ impl SandboxRunner {
         let output = supervise(cmd, stdin, timeout, output_limit).await;
         // Every writer is gone now: the launcher exited (or was killed) and our copy was dropped
         // with the command, so a non-blocking read sees the whole report if there is one.
-        let report = read_status(&status_read);
+        let (report, stages) = read_status(&status_read);
         if !report.is_empty() {
             return Err(RunnerError::Sandbox(report));
         }
         if self.options.isolation == Isolation::InsecureNone {
             tracing::warn!("ran WITHOUT isolation (--insecure-no-isolation)");
         }
-        output
+        output.map(|o| (o, stages))
     }
 
     /// The environment's tree on the host.
@@ -590,7 +626,37 @@ fn place_fds(fds: &[(OwnedFd, i32)], netns: Option<&OwnedFd>) -> std::io::Result
     Ok(())
 }
 
-fn read_status(fd: &OwnedFd) -> String {
+/// When one timed launch ([`SandboxRunner::run_argv_timed`]) reached each stage, in
+/// `CLOCK_MONOTONIC` nanoseconds: `started` just before the spawn, each launcher stage as it
+/// ended, `ended` once the process tree was gone and its output read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StageTimes {
+    pub started: i128,
+    pub stages: Vec<(String, i128)>,
+    pub ended: i128,
+}
+
+impl StageTimes {
+    /// Each stage's duration (from the end of the one before), then `program_and_teardown`.
+    pub fn durations(&self) -> Vec<(String, i128)> {
+        let mut out = Vec::with_capacity(self.stages.len() + 1);
+        let mut last = self.started;
+        for (name, at) in &self.stages {
+            out.push((name.clone(), at - last));
+            last = *at;
+        }
+        out.push(("program_and_teardown".into(), self.ended - last));
+        out
+    }
+}
+
+fn monotonic_ns() -> i128 {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    now.tv_sec as i128 * 1_000_000_000 + now.tv_nsec as i128
+}
+
+/// The launcher's failure report (empty: none) and its stage-timing lines.
+fn read_status(fd: &OwnedFd) -> (String, Vec<(String, i128)>) {
     let _ = rustix::fs::fcntl_setfl(fd, rustix::fs::OFlags::NONBLOCK);
     let mut buf = vec![0u8; 8192];
     let mut out = Vec::new();
@@ -603,5 +669,19 @@ fn read_status(fd: &OwnedFd) -> String {
             break;
         }
     }
-    String::from_utf8_lossy(&out).trim().to_owned()
+    let text = String::from_utf8_lossy(&out);
+    let mut report = String::new();
+    let mut stages = Vec::new();
+    for line in text.split_inclusive('\n') {
+        match line.strip_prefix(crate::spec::STAGE_MARK) {
+            Some(timing) => {
+                let mut parts = timing.split_whitespace();
+                if let (Some(name), Some(Ok(ns))) = (parts.next(), parts.next().map(str::parse)) {
+                    stages.push((name.to_owned(), ns));
+                }
+            }
+            None => report.push_str(line),
+        }
+    }
+    (report.trim().to_owned(), stages)
 }

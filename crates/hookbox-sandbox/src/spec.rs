@@ -17,6 +17,9 @@ pub const STATUS_FD: i32 = 4;
 /// The fd number of an inherited network namespace, when [`Network::Join`] names it.
 pub const NETNS_FD: i32 = 5;
 
+/// The first byte of a stage-timing line on [`STATUS_FD`] (never part of a failure report).
+pub const STAGE_MARK: char = '\u{1f}';
+
 /// The launcher's exit status when building the sandbox failed.
 pub const EXIT_SETUP_FAILED: i32 = 125;
 /// The launcher's exit status when the program could not be executed.
@@ -122,6 +125,11 @@ pub struct LaunchSpec {
     /// unprivileged hookbox, where that uid is already unprivileged).
     #[serde(default)]
     pub identity: Option<Identity>,
+    /// Report when each stage of construction ends (benchmarks only): the launcher writes
+    /// `STAGE_MARK`-prefixed lines `<stage> <CLOCK_MONOTONIC ns>` to [`STATUS_FD`], which the
+    /// runner separates from a failure report.
+    #[serde(default)]
+    pub stage_timings: bool,
     /// The pid of the process that spawned the launcher; if it is gone by the time the
     /// parent-death signal is armed, the launcher exits.
     pub parent_pid: i32,

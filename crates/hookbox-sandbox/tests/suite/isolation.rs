@@ -140,3 +140,40 @@ async fn any_tree_can_stand_for_the_sandbox_root() {
         .unwrap();
     assert_eq!(text(&out.stdout), "from-agents\n/workspace\n");
 }
+
+#[tokio::test]
+async fn a_timed_launch_reports_every_stage_in_order_and_a_normal_one_reports_none() {
+    let env = env();
+    let (out, times) = env
+        .runner
+        .run_argv_timed(vec!["/bin/true".into()], std::time::Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert!(out.success());
+    let names: Vec<&str> = times.stages.iter().map(|(n, _)| n.as_str()).collect();
+    for expected in [
+        "spec_read",
+        "cgroups_joined",
+        "namespaces_created",
+        "id_maps_written",
+        "init_forked",
+        "root_built",
+        "landlock_applied",
+        "seccomp_installed",
+        "program_forked",
+    ] {
+        assert!(
+            names.contains(&expected),
+            "{expected} missing from {names:?}"
+        );
+    }
+    let mut last = times.started;
+    for (name, at) in &times.stages {
+        assert!(*at >= last, "{name} went back in time");
+        last = *at;
+    }
+    assert!(times.ended >= last);
+    // Without timings the status pipe stays silent, so nothing is mistaken for a failure.
+    let plain = sh(&env, "true").await;
+    assert!(plain.success());
+}
