@@ -6,4 +6,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 cargo build --release --locked -p hookbox
-exec target/release/hookbox serve "$@"
+# The binary cargo just built, wherever CARGO_TARGET_DIR puts it.
+target_dir="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')"
+exec "$target_dir/release/hookbox" serve "$@"
