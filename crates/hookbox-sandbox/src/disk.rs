@@ -14,8 +14,8 @@
 //! module must not know about sandboxes, hooks or tools.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 /// The image file in an environment's directory.
 pub const IMAGE_FILE: &str = "disk.img";
@@ -61,42 +61,12 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> DiskError {
 }
 
 /// Runs `cmd` to completion within [`TOOL_TIMEOUT`], killing it past that.
-fn run(tool: &'static str, mut cmd: Command, path: &Path) -> Result<()> {
-    let failed = |message: String| DiskError::Tool {
+fn run(tool: &'static str, cmd: Command, path: &Path) -> Result<()> {
+    crate::bounded::run(cmd, TOOL_TIMEOUT).map_err(|message| DiskError::Tool {
         tool,
         path: path.to_path_buf(),
         message,
-    };
-    let mut child = cmd
-        .env("LC_ALL", "C")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| failed(format!("cannot run it: {e}")))?;
-    let started = Instant::now();
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => {
-                if status.success() {
-                    return Ok(());
-                }
-                let mut stderr = String::new();
-                if let Some(mut pipe) = child.stderr.take() {
-                    use std::io::Read;
-                    let _ = pipe.by_ref().take(4096).read_to_string(&mut stderr);
-                }
-                return Err(failed(format!("{status}: {}", stderr.trim())));
-            }
-            Ok(None) if started.elapsed() > TOOL_TIMEOUT => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(failed(format!("timed out after {TOOL_TIMEOUT:?}")));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
-            Err(e) => return Err(failed(e.to_string())),
-        }
-    }
+    })
 }
 
 /// Whether `path` is the root of a mount (its device differs from its parent's).

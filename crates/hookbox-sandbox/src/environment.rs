@@ -651,41 +651,13 @@ impl Store {
 /// shared where the filesystem can. Bounded by [`COPY_TIMEOUT`].
 fn copy_tree(from: &Path, to: &Path) -> Result<()> {
     std::fs::create_dir_all(to).map_err(io(to))?;
-    let mut child = std::process::Command::new("cp")
-        .args(["-a", "--reflink=auto", "--"])
+    let mut cp = std::process::Command::new("cp");
+    cp.args(["-a", "--reflink=auto", "--"])
         .arg(from.join("."))
-        .arg(to)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .map_err(io(from))?;
-    let started = std::time::Instant::now();
-    let status = loop {
-        match child.try_wait().map_err(io(from))? {
-            Some(status) => break status,
-            None if started.elapsed() > COPY_TIMEOUT => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(EnvError::Io {
-                    path: from.to_path_buf(),
-                    source: std::io::Error::other(format!("copy timed out after {COPY_TIMEOUT:?}")),
-                });
-            }
-            None => std::thread::sleep(std::time::Duration::from_millis(5)),
-        }
-    };
-    if status.success() {
-        return Ok(());
-    }
-    let mut stderr = String::new();
-    if let Some(mut pipe) = child.stderr.take() {
-        use std::io::Read;
-        let _ = pipe.by_ref().take(4096).read_to_string(&mut stderr);
-    }
-    Err(EnvError::Io {
+        .arg(to);
+    crate::bounded::run(cp, COPY_TIMEOUT).map_err(|message| EnvError::Io {
         path: from.to_path_buf(),
-        source: std::io::Error::other(format!("cp -a failed ({status}): {}", stderr.trim())),
+        source: std::io::Error::other(format!("cp -a: {message}")),
     })
 }
 

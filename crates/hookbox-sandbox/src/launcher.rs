@@ -295,14 +295,7 @@ fn stage_host_paths(spec: &mut LaunchSpec) -> Result<()> {
         move |source: std::io::Error| LaunchError::Stage { path, source }
     };
     nix::sched::unshare(CloneFlags::CLONE_NEWNS).map_err(LaunchError::Unshare)?;
-    nix::mount::mount(
-        None::<&str>,
-        "/",
-        None::<&str>,
-        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
-        None::<&str>,
-    )
-    .map_err(mount_err("private propagation", Path::new("/")))?;
+    make_private()?;
     let sources: Vec<&mut PathBuf> = spec
         .binds
         .iter_mut()
@@ -585,8 +578,8 @@ fn file_mountpoint(target: &Path) -> Result<()> {
     }
 }
 
-fn build_root(spec: &LaunchSpec) -> Result<()> {
-    let root = spec.mountpoint.as_path();
+/// Stops mount events propagating between this mount namespace and the one it was copied from.
+fn make_private() -> Result<()> {
     nix::mount::mount(
         None::<&str>,
         "/",
@@ -594,7 +587,12 @@ fn build_root(spec: &LaunchSpec) -> Result<()> {
         MsFlags::MS_REC | MsFlags::MS_PRIVATE,
         None::<&str>,
     )
-    .map_err(mount_err("private propagation", Path::new("/")))?;
+    .map_err(mount_err("private propagation", Path::new("/")))
+}
+
+fn build_root(spec: &LaunchSpec) -> Result<()> {
+    let root = spec.mountpoint.as_path();
+    make_private()?;
     nix::mount::mount(
         Some("tmpfs"),
         root,

@@ -87,6 +87,7 @@
 //! - `--insecure-no-isolation` runs the program directly with the tree's `workspace` as cwd;
 //!   sandbox paths such as `/.agents/...` do not resolve in that mode.
 
+mod bounded;
 pub mod cgroup;
 pub mod disk;
 pub mod environment;

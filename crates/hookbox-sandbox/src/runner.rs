@@ -447,18 +447,7 @@ impl SandboxRunner {
         output_limit: usize,
     ) -> Result<CommandOutput, RunnerError> {
         let _slot = slot;
-        let joined = match &self.network {
-            Some(network) => network
-                .sandbox()
-                .await
-                .map_err(|e| RunnerError::Sandbox(e.to_string()))?,
-            None => None,
-        };
-        let spec = self.spec_with(argv, joined.as_deref())?;
-        let netns = match &joined {
-            Some(j) => Some(j.netns.clone()),
-            None => self.layout.netns.clone(),
-        };
+        let (spec, netns) = self.prepared(argv).await?;
         // A sandbox that could not be built ran nothing, so building it again is safe; only
         // failures the kernel reports as momentary (EAGAIN, ENOMEM, ENOSPC for namespaces)
         // are retried, with a short pause, so a busy machine does not turn a hook into a
@@ -487,19 +476,8 @@ impl SandboxRunner {
         argv: Vec<String>,
         timeout: Duration,
     ) -> Result<(CommandOutput, StageTimes), RunnerError> {
-        let joined = match &self.network {
-            Some(network) => network
-                .sandbox()
-                .await
-                .map_err(|e| RunnerError::Sandbox(e.to_string()))?,
-            None => None,
-        };
-        let mut spec = self.spec_with(argv, joined.as_deref())?;
+        let (mut spec, netns) = self.prepared(argv).await?;
         spec.stage_timings = true;
-        let netns = match &joined {
-            Some(j) => Some(j.netns.clone()),
-            None => self.layout.netns.clone(),
-        };
         let started = monotonic_ns();
         let (output, stages) = self
             .launch_once(&spec, netns, Vec::new(), timeout, 1 << 20)
@@ -512,6 +490,27 @@ impl SandboxRunner {
                 ended: monotonic_ns(),
             },
         ))
+    }
+
+    /// The spec for `argv` and the network namespace to hand the launcher: the environment's
+    /// egress namespace (created on first use) when its policy allows egress.
+    async fn prepared(
+        &self,
+        argv: Vec<String>,
+    ) -> Result<(LaunchSpec, Option<Arc<OwnedFd>>), RunnerError> {
+        let joined = match &self.network {
+            Some(network) => network
+                .sandbox()
+                .await
+                .map_err(|e| RunnerError::Sandbox(e.to_string()))?,
+            None => None,
+        };
+        let spec = self.spec_with(argv, joined.as_deref())?;
+        let netns = match &joined {
+            Some(j) => Some(j.netns.clone()),
+            None => self.layout.netns.clone(),
+        };
+        Ok((spec, netns))
     }
 
     async fn launch_once(

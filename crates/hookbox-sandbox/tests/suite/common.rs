@@ -149,3 +149,21 @@ pub fn call(name: &str, args: serde_json::Value) -> hookbox_protocol::ToolCall {
         args,
     }
 }
+
+/// Runs `code` with bash through the environment's whole tool-call lifecycle; the tool's output
+/// (panics unless the tool ran).
+pub async fn bash_ok(
+    env: &hookbox_sandbox::environment::Environment,
+    code: &str,
+) -> serde_json::Value {
+    let out = env
+        .call_tool(call(
+            "code_execution",
+            serde_json::json!({"code": code, "language": "bash"}),
+        ))
+        .await;
+    match out.result {
+        hookbox_sandbox::environment::ToolResult::Ok { output } => output,
+        other => panic!("{other:?}"),
+    }
+}

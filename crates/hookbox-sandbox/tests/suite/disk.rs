@@ -24,19 +24,6 @@ fn free_bytes(path: &std::path::Path) -> u64 {
     st.blocks_available() as u64 * st.fragment_size() as u64
 }
 
-async fn bash(env: &hookbox_sandbox::environment::Environment, code: &str) -> serde_json::Value {
-    let out = env
-        .call_tool(call(
-            "code_execution",
-            json!({"code": code, "language": "bash"}),
-        ))
-        .await;
-    match out.result {
-        ToolResult::Ok { output } => output,
-        other => panic!("{other:?}"),
-    }
-}
-
 #[tokio::test]
 async fn dd_hits_enospc_at_the_cap_and_nothing_else_is_affected() {
     if !rustix::process::geteuid().is_root() {
@@ -58,7 +45,7 @@ async fn dd_hits_enospc_at_the_cap_and_nothing_else_is_affected() {
     let env_b = store.open_env(&b.id).unwrap();
     let host_free_before = free_bytes(data.path());
 
-    let filled = bash(
+    let filled = bash_ok(
         &env_a,
         "dd if=/dev/zero of=/workspace/fill bs=1M count=256 2>&1; echo \"dd=$?\"; df -B1 --output=size /workspace | tail -1",
     )
@@ -80,7 +67,7 @@ async fn dd_hits_enospc_at_the_cap_and_nothing_else_is_affected() {
     // The host lost at most the cap (the image is sparse) and other environments still write.
     let used = host_free_before.saturating_sub(free_bytes(data.path()));
     assert!(used <= CAP + (4 << 20), "the host lost {used} bytes");
-    let other = bash(
+    let other = bash_ok(
         &env_b,
         "head -c 4194304 /dev/zero > /workspace/x && echo ok",
     )
@@ -98,11 +85,11 @@ async fn dd_hits_enospc_at_the_cap_and_nothing_else_is_affected() {
         panic!("{:?}", write.result)
     };
     assert!(error.contains("No space left"), "{error}");
-    let kept = bash(&env_a, "cat /workspace/keep.txt").await;
+    let kept = bash_ok(&env_a, "cat /workspace/keep.txt").await;
     assert_eq!(kept["stdout"], "precious");
 
     // Freed space comes back.
-    let again = bash(
+    let again = bash_ok(
         &env_a,
         "rm /workspace/fill && head -c 1048576 /dev/zero > /workspace/y && echo ok",
     )
@@ -134,7 +121,7 @@ async fn caps_survive_an_unmount_and_tiny_caps_are_refused() {
     assert!(!tree.join("workspace").exists());
     let env = store.open_env(&a.id).unwrap();
     assert_eq!(
-        bash(&env, "cat /workspace/keep.txt").await["stdout"],
+        bash_ok(&env, "cat /workspace/keep.txt").await["stdout"],
         "precious"
     );
     drop(env);

@@ -12,19 +12,6 @@ fn spec(value: serde_json::Value) -> hookbox_sandbox::source::EnvironmentSpec {
     serde_json::from_value(value).unwrap()
 }
 
-async fn bash(env: &hookbox_sandbox::environment::Environment, code: &str) -> serde_json::Value {
-    let out = env
-        .call_tool(call(
-            "code_execution",
-            json!({"code": code, "language": "bash"}),
-        ))
-        .await;
-    match out.result {
-        ToolResult::Ok { output } => output,
-        other => panic!("{other:?}"),
-    }
-}
-
 #[tokio::test]
 async fn a_fork_diverges_without_touching_the_original() {
     let data = tempfile::tempdir().unwrap();
@@ -37,26 +24,26 @@ async fn a_fork_diverges_without_touching_the_original() {
         ], "env": {"GREETING": "hi"}}),
     );
     let parent_env = store.open_env(&parent.id).unwrap();
-    bash(&parent_env, "ln -s /workspace/shared.txt /workspace/link").await;
+    bash_ok(&parent_env, "ln -s /workspace/shared.txt /workspace/link").await;
     let child = store
         .fork(&parent.id, &spec(json!({"env": {"GREETING": "hi"}})))
         .unwrap();
     assert_ne!(child.id, parent.id);
     assert_eq!(child.file_count, parent.file_count);
     let child_env = store.open_env(&child.id).unwrap();
-    let seen = bash(&child_env, "cat /workspace/shared.txt /workspace/deep/a/b.txt; readlink /workspace/link; echo $GREETING").await;
+    let seen = bash_ok(&child_env, "cat /workspace/shared.txt /workspace/deep/a/b.txt; readlink /workspace/link; echo $GREETING").await;
     assert_eq!(seen["stdout"], "v1deep/workspace/shared.txt\nhi\n");
 
     // Each side changes; the other does not see it.
-    bash(
+    bash_ok(
         &child_env,
         "echo v2 > /workspace/shared.txt; touch /workspace/child-only",
     )
     .await;
-    bash(&parent_env, "rm /workspace/deep/a/b.txt").await;
-    let parent_view = bash(&parent_env, "cat /workspace/shared.txt; ls /workspace").await;
+    bash_ok(&parent_env, "rm /workspace/deep/a/b.txt").await;
+    let parent_view = bash_ok(&parent_env, "cat /workspace/shared.txt; ls /workspace").await;
     assert_eq!(parent_view["stdout"], "v1deep\nlink\nshared.txt\n");
-    let child_view = bash(
+    let child_view = bash_ok(
         &child_env,
         "cat /workspace/shared.txt /workspace/deep/a/b.txt",
     )
@@ -111,7 +98,7 @@ async fn forks_of_frozen_environments_keep_the_frozen_snapshot() {
         "{:?}",
         denied.result
     );
-    let tamper = bash(&env, "echo '{}' > /.agents/hooks.json; echo rc=$?").await;
+    let tamper = bash_ok(&env, "echo '{}' > /.agents/hooks.json; echo rc=$?").await;
     assert!(
         tamper["stdout"].as_str().unwrap().contains("rc=1"),
         "{tamper}"
