@@ -221,7 +221,7 @@ pub fn app(state: AppState) -> Router {
             .nest(&format!("/{v}"), api_routes())
             .nest(&format!("/upload/{v}"), upload_routes());
     }
-    router
+    let api = router
         .nest("/upload", upload_routes())
         .fallback(fallback)
         .layer(axum::middleware::from_fn_with_state(
@@ -229,7 +229,36 @@ pub fn app(state: AppState) -> Router {
             auth::require_key,
         ))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state.clone());
+    // For load balancers: no key, no rate limit, nothing about any project.
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
         .with_state(state)
+        .merge(api)
+}
+
+/// `GET /healthz`: the process answers.
+async fn healthz() -> axum::Json<serde_json::Value> {
+    axum::Json(serde_json::json!({"status": "ok"}))
+}
+
+/// `GET /readyz`: the store answers too (503 while it does not).
+async fn readyz(
+    axum::extract::State(state): axum::extract::State<AppState>,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    match state.inner.store.has_api_keys().await {
+        Ok(_) => axum::Json(serde_json::json!({"status": "ready"})).into_response(),
+        Err(e) => {
+            tracing::warn!(error = %e, "readiness check: the store does not answer");
+            (
+                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                axum::Json(serde_json::json!({"status": "unavailable", "reason": "the store does not answer"})),
+            )
+                .into_response()
+        }
+    }
 }
 
 async fn fallback(method: Method, uri: Uri) -> ApiError {

@@ -56,3 +56,19 @@ async fn local_mode_needs_no_key_but_refuses_public_addresses() {
     assert!(err.to_string().contains("HOOKBOX_API_KEYS"));
     assert!(hookbox_server::check_listen_addr("0.0.0.0:8080".parse().unwrap(), true).is_ok());
 }
+
+#[tokio::test]
+async fn health_and_readiness_need_no_key_and_say_nothing_of_projects() {
+    let h = Harness::with_keys(vec!["team:secret-key".into()]);
+    for (uri, status) in [("/healthz", "ok"), ("/readyz", "ready")] {
+        let (s, _, body) = h.raw(Method::GET, uri, &[], None).await;
+        assert_eq!(s, StatusCode::OK, "{uri}");
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v, serde_json::json!({"status": status}));
+    }
+    // Everything else still needs the key.
+    let (s, _, _) = h.raw(Method::GET, "/v1beta/environments", &[], None).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    let (s, _, _) = h.raw(Method::GET, "/healthz/x", &[], None).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+}
