@@ -112,12 +112,7 @@ pub fn run(args: CredentialArgs) -> anyhow::Result<ExitCode> {
         Some(d) => d,
         None => hookbox_sandbox::environment::default_data_dir()?,
     };
-    if !hookbox_store::valid_project_name(&args.project) {
-        bail!(
-            "`{}` is not a project name (1-63 lowercase letters, digits, `-`, `_`)",
-            args.project
-        );
-    }
+    super::project::check_name(&args.project)?;
     let store = StoreCredentials::open_in(&data_dir)
         .with_context(|| format!("cannot open the credential store in {}", data_dir.display()))?
         .for_project(&args.project);

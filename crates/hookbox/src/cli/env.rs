@@ -82,6 +82,9 @@ impl StoreArgs {
         let launcher = Launcher::from_env_or_current_exe(SANDBOX_EXEC_SUBCOMMAND)
             .context("locating the sandbox launcher")?;
         let mut options = SandboxOptions::new(launcher);
+        // Environments made here get the same disk cap `hookbox serve` gives by default.
+        options.disk_limit_bytes =
+            Some(hookbox_server::quota::Quotas::default().disk_bytes_per_environment);
         if let Some(timeout) = tool_timeout {
             options.tool_timeout = timeout;
         }
@@ -188,10 +191,7 @@ fn fork(args: ForkArgs) -> anyhow::Result<ExitCode> {
             .map(|(k, v)| (k, EnvValue::Plain(v)))
             .collect(),
         project: parent.project,
-        disk_limit_bytes: Some(
-            args.disk_limit
-                .unwrap_or(hookbox_server::quota::Quotas::default().disk_bytes_per_environment),
-        ),
+        disk_limit_bytes: args.disk_limit,
         ..EnvironmentSpec::default()
     };
     let meta = store.fork(&args.id, &spec)?;
@@ -280,14 +280,8 @@ fn create(args: CreateArgs) -> anyhow::Result<ExitCode> {
     if let Some(bytes) = args.disk_limit {
         spec.disk_limit_bytes = Some(bytes);
     }
-    spec.disk_limit_bytes
-        .get_or_insert(hookbox_server::quota::Quotas::default().disk_bytes_per_environment);
     if let Some(project) = args.project {
-        if !hookbox_store::valid_project_name(&project) {
-            bail!(
-                "--project `{project}` is not a project name (1-63 lowercase letters, digits, `-`, `_`)"
-            );
-        }
+        super::project::check_name(&project)?;
         spec.project = Some(project);
     }
     let store = args.store.open()?;

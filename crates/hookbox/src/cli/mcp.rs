@@ -66,10 +66,7 @@ pub fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
             if let Some(raw) = &args.network {
                 spec.network = Some(parse_network(raw)?);
             }
-            spec.disk_limit_bytes = Some(
-                args.disk_limit
-                    .unwrap_or(hookbox_server::quota::Quotas::default().disk_bytes_per_environment),
-            );
+            spec.disk_limit_bytes = args.disk_limit;
             let meta = store.create(
                 &spec,
                 SourceOrigin::Operator,

@@ -85,7 +85,8 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("cannot start the async runtime")
 }
 
-fn check_name(name: &str) -> anyhow::Result<()> {
+/// Refuses `name` unless it can name a project.
+pub(super) fn check_name(name: &str) -> anyhow::Result<()> {
     if !hookbox_store::valid_project_name(name) {
         bail!("`{name}` is not a project name (1-63 lowercase letters, digits, `-`, `_`)");
     }
