@@ -393,11 +393,8 @@ impl Store {
         }
         // Sources were written by hookbox (and git) as host root; the sandbox's uid owns them.
         // The frozen snapshot too: it is bound read-only, so owning it grants nothing.
-        if let Some(Identity { uid, gid }) = identity {
-            tree.chown_tree(uid, gid)?;
-            if spec.freeze_hooks {
-                RootDir::open(&dir.join(FROZEN_DIR))?.chown_tree(uid, gid)?;
-            }
+        if let Some(identity) = identity {
+            give_to(dir, spec.freeze_hooks, identity)?;
         }
         let usage = tree.usage()?;
         let t = now();
@@ -463,10 +460,7 @@ impl Store {
             meta.frozen_hooks = parent_meta.frozen_hooks;
             meta.sources = parent_meta.sources.clone();
             if let Some(uid) = meta.sandbox_uid {
-                RootDir::open(&tree)?.chown_tree(uid, uid)?;
-                if meta.frozen_hooks {
-                    RootDir::open(&child_dir.join(FROZEN_DIR))?.chown_tree(uid, uid)?;
-                }
+                give_to(&child_dir, meta.frozen_hooks, Identity { uid, gid: uid })?;
             }
             let usage = RootDir::open(&tree)?.usage()?;
             meta.file_count = usage.files;
@@ -633,17 +627,24 @@ impl Store {
         }
         let _allocating = UID_ALLOCATION.lock().ok();
         let identity = self.allocate_identity(range)?;
-        RootDir::open(&dir.join(TREE_DIR))?.chown_tree(identity.uid, identity.gid)?;
-        if meta.frozen_hooks {
-            RootDir::open(&dir.join(FROZEN_DIR))?.chown_tree(identity.uid, identity.gid)?;
-        }
-        let mut stored = read_meta(dir)?;
-        stored.sandbox_uid = Some(identity.uid);
-        write_meta(dir, &stored)?;
+        give_to(dir, meta.frozen_hooks, identity)?;
+        // `meta` is what `open_env_with` just read from disk, unredacted.
         meta.sandbox_uid = Some(identity.uid);
+        write_meta(dir, meta)?;
         tracing::info!(env_id = %meta.id, uid = identity.uid, "environment given an unprivileged sandbox uid");
         Ok(Some(identity))
     }
+}
+
+/// Gives an environment's tree, and its frozen snapshot when it has one, to `identity`: what
+/// hookbox (or git, or cp) wrote there as host root becomes the sandbox's own.
+fn give_to(dir: &Path, frozen: bool, identity: Identity) -> Result<()> {
+    let Identity { uid, gid } = identity;
+    RootDir::open(&dir.join(TREE_DIR))?.chown_tree(uid, gid)?;
+    if frozen {
+        RootDir::open(&dir.join(FROZEN_DIR))?.chown_tree(uid, gid)?;
+    }
+    Ok(())
 }
 
 /// Copies the contents of directory `from` into directory `to` (created if missing) with
@@ -775,12 +776,6 @@ impl Environment {
             materialiser.materialise(&self.tree, source)?;
         }
         // Inline and bucket files were created owned; a clone was written by git as host root.
-        self.own_tree()
-    }
-
-    /// Gives the whole tree to the environment's sandbox uid (after hookbox wrote into it other
-    /// than through [`Self::tree`], such as a fork's copy). Nothing to do without one.
-    pub fn own_tree(&self) -> Result<()> {
         if let Some((uid, gid)) = self.tree.owner() {
             self.tree.chown_tree(uid, gid)?;
         }

@@ -178,11 +178,17 @@ fn stage(spec: &LaunchSpec, status: &mut Option<File>, name: &str) {
     if !spec.stage_timings {
         return;
     }
-    let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    let ns = now.tv_sec as i128 * 1_000_000_000 + now.tv_nsec as i128;
     if let Some(file) = status {
+        let ns = monotonic_ns();
         let _ = file.write_all(format!("{STAGE_MARK}{name} {ns}\n").as_bytes());
     }
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds: the clock stage timings are read on, on both sides of the
+/// launch.
+pub(crate) fn monotonic_ns() -> i128 {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    now.tv_sec as i128 * 1_000_000_000 + now.tv_nsec as i128
 }
 
 fn read_spec() -> Result<LaunchSpec> {

@@ -16,6 +16,7 @@ use hookbox_hooks::runner::{CommandOutput, CommandRequest, CommandRunner, Runner
 use hookbox_rootfs::{EntryKind, RootDir};
 
 use crate::cgroup::EnvCgroups;
+use crate::launcher::monotonic_ns;
 use crate::network::{EnvNetwork, JoinedNetwork};
 use crate::slots::{ProcessSlots, SlotGuard, SlotsExhausted};
 use crate::spec::{
@@ -147,10 +148,6 @@ impl UidRange {
             ));
         }
         Ok(Self { first, count })
-    }
-
-    pub fn contains(&self, uid: u32) -> bool {
-        uid >= self.first && uid - self.first < self.count
     }
 
     /// The range's `n`-th id (modulo its size).
@@ -570,13 +567,17 @@ const LAUNCH_ATTEMPTS: usize = 3;
 
 /// Whether a launch failed for a momentary lack of resources (worth one more try).
 fn transient(err: &RunnerError) -> bool {
-    const MOMENTARY: [i32; 3] = [libc::EAGAIN, libc::ENOMEM, libc::ENOSPC];
+    const MOMENTARY: [(i32, &str); 3] = [
+        (libc::EAGAIN, "EAGAIN"),
+        (libc::ENOMEM, "ENOMEM"),
+        (libc::ENOSPC, "ENOSPC"),
+    ];
     match err {
-        RunnerError::Spawn(io) => io.raw_os_error().is_some_and(|e| MOMENTARY.contains(&e)),
+        RunnerError::Spawn(io) => io
+            .raw_os_error()
+            .is_some_and(|e| MOMENTARY.iter().any(|(code, _)| *code == e)),
         // The launcher's report names the errno (nix formats errors as `EAGAIN: ...`).
-        RunnerError::Sandbox(report) => ["EAGAIN", "ENOMEM", "ENOSPC"]
-            .iter()
-            .any(|name| report.contains(name)),
+        RunnerError::Sandbox(report) => MOMENTARY.iter().any(|(_, name)| report.contains(name)),
         RunnerError::Wait(_) => false,
     }
 }
@@ -647,11 +648,6 @@ impl StageTimes {
         out.push(("program_and_teardown".into(), self.ended - last));
         out
     }
-}
-
-fn monotonic_ns() -> i128 {
-    let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    now.tv_sec as i128 * 1_000_000_000 + now.tv_nsec as i128
 }
 
 /// The launcher's failure report (empty: none) and its stage-timing lines.
