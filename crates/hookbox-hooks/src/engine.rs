@@ -259,9 +259,10 @@ impl HookEngine {
         let started = Instant::now();
         let event = payload.hook_event_name;
         let tool = payload.tool_call.name;
-        let mut payload = payload.clone();
+        // Copied only when a handler rewrites the arguments (the payload may carry a whole file).
+        let mut payload = std::borrow::Cow::Borrowed(payload);
         // Serialising our own types cannot fail; an empty body would still fail open safely.
-        let mut body = serde_json::to_vec(&payload).unwrap_or_default();
+        let mut body = serde_json::to_vec(&*payload).unwrap_or_default();
         let mut decision = Decision::Allow;
         let mut trace = Vec::new();
         let mut updated_args = None;
@@ -310,8 +311,8 @@ impl HookEngine {
                         }
                         Outcome::AllowUpdated { updated_args: args } => {
                             // Later handlers (and the caller) see the rewritten call.
-                            payload.tool_call.args = args.clone();
-                            body = serde_json::to_vec(&payload).unwrap_or_default();
+                            payload.to_mut().tool_call.args = args.clone();
+                            body = serde_json::to_vec(&*payload).unwrap_or_default();
                             updated_args = Some(args.clone());
                         }
                         Outcome::Allow

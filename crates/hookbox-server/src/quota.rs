@@ -307,8 +307,8 @@ impl QuotaBook {
             .ok()
             .and_then(|m| m.get(project).cloned())
             .filter(|c| c.read.elapsed() < OVERRIDE_TTL);
-        let overrides = match cached {
-            Some(c) => c.overrides,
+        match cached {
+            Some(c) => c.overrides.apply(base),
             None => {
                 let overrides = match self.store.get_project(project).await {
                     Ok(Some(record)) => QuotaOverrides::from_json(&record.quotas)
@@ -331,14 +331,14 @@ impl QuotaBook {
                         },
                     );
                 }
-                overrides
+                let quotas = overrides.apply(base);
+                // The limit can only have changed when the overrides were read again.
+                if let Some(slots) = &self.slots {
+                    slots.set_limit(project, quotas.sandbox_processes);
+                }
+                quotas
             }
-        };
-        let quotas = overrides.apply(base);
-        if let Some(slots) = &self.slots {
-            slots.set_limit(project, quotas.sandbox_processes);
         }
-        quotas
     }
 
     /// Takes one request token of `project`'s bucket, or answers how long to wait.
