@@ -352,12 +352,16 @@ impl DocTable {
     }
 
     fn count(self, conn: &Connection, project: &str) -> Result<u64> {
-        let DocTable { table, .. } = self;
-        let n: i64 = conn
-            .prepare_cached(&format!("SELECT COUNT(*) FROM {table} WHERE project = ?1"))?
-            .query_row(params![project], |r| r.get(0))?;
-        Ok(u64::try_from(n).unwrap_or(0))
+        count_in_project(conn, self.table, project)
     }
+}
+
+/// Rows of `table` in `project`. `table` is a constant of this module, never input.
+fn count_in_project(conn: &Connection, table: &'static str, project: &str) -> Result<u64> {
+    let n: i64 = conn
+        .prepare_cached(&format!("SELECT COUNT(*) FROM {table} WHERE project = ?1"))?
+        .query_row(params![project], |r| r.get(0))?;
+    Ok(u64::try_from(n).unwrap_or(0))
 }
 
 fn finish_page<T>(mut rows: Vec<(i64, T)>, limit: i64) -> Paged<(i64, T)> {
@@ -839,13 +843,7 @@ impl Store for SqliteStore {
     async fn project_usage(&self, name: &str) -> Result<ProjectUsage> {
         let name = name.to_owned();
         self.with(move |conn, _| {
-            let count = |table: &str| -> Result<u64> {
-                // `table` is one of the constants below, never input.
-                let n: i64 = conn
-                    .prepare_cached(&format!("SELECT COUNT(*) FROM {table} WHERE project = ?1"))?
-                    .query_row(params![name], |r| r.get(0))?;
-                Ok(u64::try_from(n).unwrap_or(0))
-            };
+            let count = |table| count_in_project(conn, table, &name);
             Ok(ProjectUsage {
                 interactions: count("interactions")?,
                 environments: count("environments")?,
