@@ -10,13 +10,15 @@
 //! This module must not interpret output; deciding what output means is the engine's job.
 
 use std::fmt;
+use std::future::Future;
 use std::io;
 use std::os::fd::AsFd;
+use std::pin::Pin;
 use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::process::Command;
 use tokio::sync::watch;
 
@@ -137,12 +139,70 @@ pub async fn supervise(
         .process_group(0)
         .kill_on_drop(true);
     let mut child = cmd.spawn().map_err(RunnerError::Spawn)?;
-    let pgid = child.id().and_then(|id| i32::try_from(id).ok());
-    let group = ProcessGroup(pgid);
+    let group = ProcessGroup(child.id().and_then(|id| i32::try_from(id).ok()));
+    let spawned = Spawned {
+        stdin: child
+            .stdin
+            .take()
+            .map(|p| Box::new(p) as Box<dyn AsyncWrite + Send + Unpin>),
+        stdout: child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn OutputPipe>),
+        stderr: child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn OutputPipe>),
+        // Killing the group (whose leader is the child) ends this wait too.
+        ended: Box::pin(async move { child.wait().await.map(termination_of) }),
+        kill: Box::new(move || group.kill()),
+    };
+    supervise_spawned(spawned, started, stdin, timeout, output_limit).await
+}
 
+/// A readable end of a process's stdout or stderr.
+pub trait OutputPipe: AsyncRead + AsFd + Unpin + Send {}
+impl<T: AsyncRead + AsFd + Unpin + Send> OutputPipe for T {}
+
+/// A process tree started by someone else (a local child, or a call of a warm sandbox), handed
+/// to [`supervise_spawned`] to be bounded: its pipes, how to learn that it ended, how to kill it.
+pub struct Spawned {
+    pub stdin: Option<Box<dyn AsyncWrite + Send + Unpin>>,
+    pub stdout: Option<Box<dyn OutputPipe>>,
+    pub stderr: Option<Box<dyn OutputPipe>>,
+    /// Resolves once the tree's leader has ended, with how it ended. Must also resolve after
+    /// `kill`.
+    pub ended: Pin<Box<dyn Future<Output = io::Result<Termination>> + Send>>,
+    /// Kills the whole tree; idempotent and best effort.
+    pub kill: Box<dyn Fn() + Send + Sync>,
+}
+
+impl fmt::Debug for Spawned {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Spawned").finish_non_exhaustive()
+    }
+}
+
+/// Supervises `spawned` (started at `started`) to the end: `stdin` written without blocking
+/// on a process that never reads it, stdout/stderr capped at `output_limit`, the tree killed at
+/// `timeout`, on overflow and once the leader ended.
+pub async fn supervise_spawned(
+    spawned: Spawned,
+    started: Instant,
+    stdin: Vec<u8>,
+    timeout: Duration,
+    output_limit: usize,
+) -> Result<CommandOutput, RunnerError> {
+    let Spawned {
+        stdin: stdin_pipe,
+        stdout,
+        stderr,
+        mut ended,
+        kill,
+    } = spawned;
     // A handler may never read stdin; writing happens on its own task so it cannot block us,
     // and a broken pipe is expected rather than an error.
-    let stdin_task = child.stdin.take().map(|mut pipe| {
+    let stdin_task = stdin_pipe.map(|mut pipe| {
         tokio::spawn(async move {
             let _ = pipe.write_all(&stdin).await;
             let _ = pipe.shutdown().await;
@@ -150,15 +210,15 @@ pub async fn supervise(
     });
 
     let (overflow_tx, mut overflow_rx) = watch::channel(false);
-    let stdout_reader = spawn_reader(child.stdout.take(), output_limit, overflow_tx.clone());
-    let stderr_reader = spawn_reader(child.stderr.take(), output_limit, overflow_tx);
+    let stdout_reader = spawn_reader(stdout, output_limit, overflow_tx.clone());
+    let stderr_reader = spawn_reader(stderr, output_limit, overflow_tx);
 
     let deadline = tokio::time::Instant::from_std(started + timeout);
     let termination = tokio::select! {
-        status = child.wait() => match status {
-            Ok(status) => termination_of(status),
+        status = &mut ended => match status {
+            Ok(termination) => termination,
             Err(err) => {
-                group.kill();
+                kill();
                 return Err(RunnerError::Wait(err));
             }
         },
@@ -175,10 +235,9 @@ pub async fn supervise(
     };
 
     // Whatever ended the run, nothing of the handler's tree may outlive it.
-    group.kill();
+    kill();
     if termination == Termination::TimedOut || termination == Termination::OutputLimit {
-        let _ = child.start_kill();
-        let _ = child.wait().await;
+        let _ = ended.await;
     }
     if let Some(task) = stdin_task {
         task.abort();
@@ -205,6 +264,7 @@ async fn overflowed(rx: &mut watch::Receiver<bool>) {
 }
 
 /// A process group we created; killing it is idempotent and best effort.
+#[derive(Clone, Copy)]
 struct ProcessGroup(Option<i32>);
 
 impl ProcessGroup {
@@ -219,7 +279,8 @@ impl ProcessGroup {
     }
 }
 
-fn termination_of(status: ExitStatus) -> Termination {
+/// How a child's exit status reads as a [`Termination`].
+pub fn termination_of(status: ExitStatus) -> Termination {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
         (Some(code), _) => Termination::Exited(code),

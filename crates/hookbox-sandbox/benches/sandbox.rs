@@ -1,5 +1,7 @@
-//! Benchmark: environment creation, sandbox start-up against bare `unshare -Urnmpf true`, tool
-//! calls per second through one pre and one post hook, and memory per idle environment.
+//! Benchmark: environment creation, sandbox start-up (cold: a sandbox per call; warm: a call in
+//! the environment's kept sandbox) against bare `unshare -Urnmpf true` and bubblewrap, with the
+//! stage breakdown of each, tool calls per second through one pre and one post hook, and memory
+//! per idle environment.
 //!
 //! Run: `cargo bench -p hookbox-sandbox --bench sandbox`. Prints numbers; asserts nothing.
 
@@ -141,58 +143,75 @@ fn main() {
     }
     let (create_p50, _) = report("env create (3 inline sources)", &mut create);
 
-    // 3. Sandbox start-up: one `true` in a fresh sandbox (namespaces, mounts, Landlock,
-    //    seccomp, cgroups), no hooks.
+    // 3. Sandbox start-up: one `true` in a fresh sandbox (cold: namespaces, mounts, Landlock,
+    //    seccomp, cgroups), and one `true` started in the environment's warm sandbox (its own
+    //    PID, mount and IPC namespace, /proc, limits, Landlock and seccomp), no hooks.
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
     let env = Arc::new(store.open_env(&ids[0]).unwrap());
-    let mut sandbox = Vec::new();
-    for _ in 0..runs {
-        let t = Instant::now();
-        let out = rt
-            .block_on(env.runner().run_argv(
-                vec!["/bin/true".into()],
-                Vec::new(),
-                Duration::from_secs(10),
-                1024,
-            ))
-            .unwrap();
-        assert!(out.success());
-        sandbox.push(t.elapsed());
-    }
-    let (sandbox_p50, _) = report("sandboxed `true` (no hooks)", &mut sandbox);
+    let cold_options = SandboxOptions {
+        warm: false,
+        ..options.clone()
+    };
+    let cold_store = Store::open(
+        data.path(),
+        cold_options.clone(),
+        hookbox_sandbox::network::EgressOptions::new(Arc::new(
+            hookbox_egress::credentials::FileCredentialStore::open(data.path()).unwrap(),
+        )),
+    )
+    .unwrap();
+    let cold_env = Arc::new(cold_store.open_env(&ids[0]).unwrap());
+    let true_p50 = |runner: &hookbox_sandbox::runner::SandboxRunner, name: &str| {
+        let mut samples = Vec::new();
+        for _ in 0..runs {
+            let t = Instant::now();
+            let out = rt
+                .block_on(runner.run_argv(
+                    vec!["/bin/true".into()],
+                    Vec::new(),
+                    Duration::from_secs(10),
+                    1024,
+                ))
+                .unwrap();
+            assert!(out.success());
+            samples.push(t.elapsed());
+        }
+        report(name, &mut samples).0
+    };
+    let cold_p50 = true_p50(cold_env.runner(), "sandboxed `true`, cold (own sandbox)");
+    let sandbox_p50 = true_p50(env.runner(), "sandboxed `true`, warm (default)");
 
     // 3a. Where one launch spends its time: the launcher reports the end of every stage.
-    let mut per_stage: Vec<(String, Vec<i128>)> = Vec::new();
-    for _ in 0..runs {
-        let (out, times) = rt
-            .block_on(
-                env.runner()
-                    .run_argv_timed(vec!["/bin/true".into()], Duration::from_secs(10)),
-            )
-            .unwrap();
-        assert!(out.success());
-        for (i, (name, ns)) in times.durations().into_iter().enumerate() {
-            if per_stage.len() <= i {
-                per_stage.push((name, Vec::new()));
+    for (label, runner) in [("cold", cold_env.runner()), ("warm", env.runner())] {
+        let mut per_stage: Vec<(String, Vec<i128>)> = Vec::new();
+        for _ in 0..runs {
+            let (out, times) = rt
+                .block_on(runner.run_argv_timed(vec!["/bin/true".into()], Duration::from_secs(10)))
+                .unwrap();
+            assert!(out.success());
+            for (i, (name, ns)) in times.durations().into_iter().enumerate() {
+                if per_stage.len() <= i {
+                    per_stage.push((name, Vec::new()));
+                }
+                per_stage[i].1.push(ns);
             }
-            per_stage[i].1.push(ns);
         }
+        println!(
+            "stage breakdown of sandboxed `true`, {label} (p50 of {runs}, each from the end of the one before):"
+        );
+        let mut total = 0i128;
+        for (name, samples) in &mut per_stage {
+            samples.sort();
+            let p50 = samples[samples.len() / 2];
+            total += p50;
+            println!("  {name:<28} {:>8.3} ms", p50 as f64 / 1e6);
+        }
+        println!("  {:<28} {:>8.3} ms", "sum of p50s", total as f64 / 1e6);
     }
-    println!(
-        "stage breakdown of sandboxed `true` (p50 of {runs}, each from the end of the one before):"
-    );
-    let mut total = 0i128;
-    for (name, samples) in &mut per_stage {
-        samples.sort();
-        let p50 = samples[samples.len() / 2];
-        total += p50;
-        println!("  {name:<28} {:>8.3} ms", p50 as f64 / 1e6);
-    }
-    println!("  {:<28} {:>8.3} ms", "sum of p50s", total as f64 / 1e6);
 
     // The same without the environment's cgroups, to show what joining them costs.
     let bare_dir = tempfile::tempdir().unwrap();
@@ -202,7 +221,7 @@ fn main() {
     }
     std::fs::create_dir_all(bare_dir.path().join("mnt")).unwrap();
     let bare = hookbox_sandbox::runner::SandboxRunner::new(
-        Arc::new(options.clone()),
+        Arc::new(cold_options.clone()),
         hookbox_sandbox::runner::SandboxLayout {
             tree,
             mountpoint: bare_dir.path().join("mnt"),
@@ -228,15 +247,20 @@ fn main() {
         assert!(out.success());
         no_cgroups.push(t.elapsed());
     }
-    report("sandboxed `true` (no hooks, no cgroups)", &mut no_cgroups);
+    report("sandboxed `true`, cold, no cgroups", &mut no_cgroups);
 
     // 4. code_execution `true` through one pre and one post hook (three sandboxes per call).
     let call = ToolCall {
         name: ToolName::CodeExecution,
         args: serde_json::json!({"code": "true", "language": "bash"}),
     };
-    for concurrency in [1usize, 8] {
-        let total = 48;
+    for (label, env, concurrency) in [
+        ("cold", &cold_env, 1usize),
+        ("warm", &env, 1),
+        ("cold", &cold_env, 8),
+        ("warm", &env, 8),
+    ] {
+        let total = 96;
         let t = Instant::now();
         rt.block_on(async {
             let mut handles = Vec::new();
@@ -263,7 +287,7 @@ fn main() {
         });
         let elapsed = t.elapsed();
         println!(
-            "code_execution `true`, 1 pre + 1 post hook, concurrency {concurrency}: {:>7.1} calls/s ({total} calls in {:.2} s)",
+            "code_execution `true`, 1 pre + 1 post hook, {label}, concurrency {concurrency}: {:>7.1} calls/s ({total} calls in {:.2} s)",
             total as f64 / elapsed.as_secs_f64(),
             elapsed.as_secs_f64()
         );
@@ -357,14 +381,15 @@ fn main() {
         store.remove(&meta.id).unwrap();
     }
 
-    // 5. Memory per idle environment: an idle environment runs no process at all; what it costs
-    //    is the opened handle in the server (measured) and its files on disk.
+    // 5. Memory per idle environment: one never used runs no process; what it costs is the
+    //    opened handle in the server (measured) and its files on disk. One that has run a call
+    //    keeps its warm sandbox (two processes) until it is closed.
     let before = rss_kib();
     let opened: Vec<_> = ids.iter().map(|id| store.open_env(id).unwrap()).collect();
     let after = rss_kib();
     let disk = store.show(&ids[0]).unwrap();
     println!(
-        "idle environment: 0 processes; {:.1} KiB RSS per opened environment handle ({} opened); {} files, {} bytes in its tree",
+        "idle environment (never used): 0 processes; {:.1} KiB RSS per opened environment handle ({} opened); {} files, {} bytes in its tree",
         (after.saturating_sub(before)) as f64 / opened.len() as f64,
         opened.len(),
         disk.file_count,
@@ -379,8 +404,9 @@ fn main() {
     );
     if let Some(bwrap_p50) = bwrap_p50 {
         println!(
-            "ratio: sandboxed true / bwrap = {:.2}x (p50; the goal is <= 1.5x)",
-            ms(sandbox_p50) / ms(bwrap_p50)
+            "ratio: sandboxed true / bwrap = {:.2}x warm, {:.2}x cold (p50; the goal is <= 1.5x)",
+            ms(sandbox_p50) / ms(bwrap_p50),
+            ms(cold_p50) / ms(bwrap_p50)
         );
     }
     for id in &ids {

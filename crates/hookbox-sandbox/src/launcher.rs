@@ -18,6 +18,11 @@
 //!    `pivot_root`, remounts `/` read-only, brings `lo` up, sets rlimits, Landlock and seccomp;
 //! 7. init forks the program (so init can reap orphans), execs it, and exits with its status.
 //!
+//! A warm sandbox ([`LaunchSpec::warm`]) runs steps 1-6 once; its init then serves calls from
+//! the socket at [`WARM_FD`] ([`serve`]): each call is cloned into its own PID, mount and IPC
+//! namespace, mounts a fresh `/proc` and `/dev/shm`, sets its limits, Landlock and seccomp, and
+//! runs as step 7, reporting its exit status on its status channel.
+//!
 //! This module must stay free of threads and async: `unshare(CLONE_NEWUSER)` refuses
 //! multithreaded callers and `fork` in a threaded process is unsafe. It knows nothing of hooks.
 
@@ -35,8 +40,8 @@ use nix::unistd::{ForkResult, Pid};
 
 use crate::seccomp;
 use crate::spec::{
-    EXIT_EXEC_FAILED, EXIT_SETUP_FAILED, Identity, Isolation, LaunchSpec, NETNS_FD, Network,
-    SPEC_FD, STAGE_MARK, STATUS_FD,
+    CallSpec, EXIT_EXEC_FAILED, EXIT_MARK, EXIT_SETUP_FAILED, Identity, Isolation, LaunchSpec,
+    NETNS_FD, Network, SPEC_FD, STAGE_MARK, STATUS_FD, WARM_FD,
 };
 
 /// Where an unprivileged launch stages its host paths: a fresh tmpfs over `/tmp` in the
@@ -133,6 +138,8 @@ pub enum LaunchError {
     Nul,
     #[error("waiting for the sandbox: {0}")]
     Wait(nix::Error),
+    #[error("the warm sandbox's request socket (fd {WARM_FD}): {0}")]
+    WarmSocket(std::io::Error),
 }
 
 type Result<T> = std::result::Result<T, LaunchError>;
@@ -237,17 +244,37 @@ fn run(status: &mut Option<File>) -> Result<i32> {
                 .map_err(LaunchError::JoinNetwork)?;
         }
     }
+    let warm = if spec.warm {
+        // SAFETY: fcntl only reads the flags of WARM_FD, failing with EBADF when it is not open.
+        if unsafe { libc::fcntl(WARM_FD, libc::F_GETFD) } < 0 {
+            return Err(LaunchError::WarmSocket(std::io::Error::last_os_error()));
+        }
+        // SAFETY: WARM_FD is open (checked above) and was placed there by our parent for us.
+        let socket = unsafe { OwnedFd::from_raw_fd(WARM_FD) };
+        let _ = rustix::io::fcntl_setfd(&socket, rustix::io::FdFlags::CLOEXEC);
+        Some(socket)
+    } else {
+        None
+    };
     // Nothing of the hookbox process beyond our agreed fds may reach the sandbox, even an fd some
     // library forgot to mark close-on-exec.
     // SAFETY: close_range only closes descriptors; everything at or above NETNS_FD is either
-    // already consumed (the joined netns) or not ours to keep.
+    // already consumed (the joined netns), the warm socket (skipped), or not ours to keep.
     unsafe {
-        libc::syscall(
-            libc::SYS_close_range,
-            NETNS_FD as libc::c_uint,
-            libc::c_uint::MAX,
-            0,
-        );
+        let keep = warm.as_ref().map(|s| s.as_raw_fd());
+        let (first, last) = match keep {
+            Some(fd) => (fd as libc::c_uint + 1, libc::c_uint::MAX),
+            None => (NETNS_FD as libc::c_uint, libc::c_uint::MAX),
+        };
+        if keep.is_some() {
+            libc::syscall(
+                libc::SYS_close_range,
+                NETNS_FD as libc::c_uint,
+                (WARM_FD - 1) as libc::c_uint,
+                0,
+            );
+        }
+        libc::syscall(libc::SYS_close_range, first, last, 0);
     }
     stage(&spec, status, "network_joined");
     if let Some(identity) = spec.identity {
@@ -269,7 +296,7 @@ fn run(status: &mut Option<File>) -> Result<i32> {
     // child may run arbitrary code after fork.
     match unsafe { nix::unistd::fork() }.map_err(LaunchError::Fork)? {
         ForkResult::Child => {
-            let code = match init(&spec, status) {
+            let code = match init(&spec, status, warm) {
                 Ok(code) => code,
                 Err(err) => {
                     report(status, &err.to_string());
@@ -282,6 +309,7 @@ fn run(status: &mut Option<File>) -> Result<i32> {
             // The program must not inherit our copy of the status pipe through init; init has
             // its own. Dropping ours means EOF arrives when init and the program are done.
             drop(status.take());
+            drop(warm);
             wait_for(child)
         }
     }
@@ -401,7 +429,7 @@ fn wait_for(child: Pid) -> Result<i32> {
 }
 
 /// PID 1 of the sandbox: builds the filesystem and policies, runs the program, reaps orphans.
-fn init(spec: &LaunchSpec, status: &mut Option<File>) -> Result<i32> {
+fn init(spec: &LaunchSpec, status: &mut Option<File>, warm: Option<OwnedFd>) -> Result<i32> {
     // The parent-death signal is cleared by fork; our parent is the launcher.
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(LaunchError::Pdeathsig)?;
     nix::unistd::setsid().map_err(LaunchError::Setsid)?;
@@ -413,6 +441,22 @@ fn init(spec: &LaunchSpec, status: &mut Option<File>) -> Result<i32> {
         loopback_up().map_err(LaunchError::Loopback)?;
     }
     stage(spec, status, "network_up");
+    let programs = seccomp::build()?;
+    if let Some(socket) = warm {
+        return serve(spec, status, socket, &programs);
+    }
+    confine_and_run(spec, status, &programs, false)
+}
+
+/// The last steps of every launch, cold or warm: working directory, limits, capabilities,
+/// Landlock, seccomp; then the program is forked and exec'd, and its status returned once it
+/// ended (orphans reaped meanwhile).
+fn confine_and_run(
+    spec: &LaunchSpec,
+    status: &mut Option<File>,
+    programs: &seccomp::Programs,
+    reports_exit: bool,
+) -> Result<i32> {
     nix::unistd::chdir(spec.cwd.as_str()).map_err(|source| LaunchError::Chdir {
         path: spec.cwd.clone(),
         source,
@@ -422,9 +466,8 @@ fn init(spec: &LaunchSpec, status: &mut Option<File>) -> Result<i32> {
     stage(spec, status, "limits_set");
     restrict_filesystem(spec)?;
     stage(spec, status, "landlock_applied");
-    let programs = seccomp::build()?;
     let (path, argv, envp) = exec_args(spec)?;
-    seccomp::install(&programs)?;
+    seccomp::install(programs)?;
     stage(spec, status, "seccomp_installed");
 
     // SAFETY: init is single-threaded (forked from the single-threaded launcher).
@@ -436,10 +479,180 @@ fn init(spec: &LaunchSpec, status: &mut Option<File>) -> Result<i32> {
             std::process::exit(EXIT_EXEC_FAILED);
         }
         ForkResult::Parent { child } => {
-            drop(status.take());
+            // A warm call keeps its status channel to report the exit status on; the program
+            // never had it (close-on-exec).
+            if !reports_exit {
+                drop(status.take());
+            }
             reap_until(child)
         }
     }
+}
+
+/// PID 1 of a warm sandbox: says it is ready, then starts one call per request until hookbox
+/// closes the socket, and exits once the last call ended. Calls are its only children; it
+/// ignores SIGCHLD so the kernel reaps them (their ends reach hookbox through their pidfds).
+fn serve(
+    spec: &LaunchSpec,
+    status: &mut Option<File>,
+    socket: OwnedFd,
+    programs: &seccomp::Programs,
+) -> Result<i32> {
+    use std::os::fd::AsFd;
+    // SAFETY: setting SIGCHLD's disposition to SIG_IGN installs no handler code.
+    unsafe { libc::signal(libc::SIGCHLD, libc::SIG_IGN) };
+    stage(spec, status, "warm_ready");
+    crate::fdpass::send(socket.as_fd(), b"R", &[]).map_err(LaunchError::WarmSocket)?;
+    // Setup is over: the status pipe reaches EOF for hookbox; each call has its own.
+    drop(status.take());
+    loop {
+        let message = match crate::fdpass::recv(&socket) {
+            Ok(message) => message,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        if message.payload.is_empty() && message.fds.is_empty() {
+            break;
+        }
+        if let Ok(fds) = <[OwnedFd; 6]>::try_from(message.fds) {
+            start_call(spec, programs, &socket, fds);
+        }
+    }
+    drop(socket);
+    // With SIGCHLD ignored, wait blocks until every child is gone and then fails with ECHILD.
+    loop {
+        match waitpid(None, None) {
+            Err(nix::Error::EINTR) | Ok(_) => continue,
+            Err(_) => return Ok(0),
+        }
+    }
+}
+
+/// Clones one call (`fds`: its spec memfd, stdin, stdout, stderr, status channel, reply
+/// socket) into fresh PID, mount and IPC namespaces and sends its pidfd on the reply socket, or
+/// the reason it could not start.
+fn start_call(
+    spec: &LaunchSpec,
+    programs: &seccomp::Programs,
+    socket: &OwnedFd,
+    fds: [OwnedFd; 6],
+) {
+    use std::os::fd::AsFd;
+    let mut pidfd: libc::c_int = -1;
+    let flags = libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC | libc::CLONE_PIDFD;
+    // SAFETY: a fork-like clone (no new stack, no shared memory) of this single-threaded
+    // process; CLONE_PIDFD writes the pidfd into `pidfd`, passed as the parent-tid pointer.
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            (flags | libc::SIGCHLD) as libc::c_ulong,
+            0usize,
+            &mut pidfd as *mut libc::c_int,
+            0usize,
+            0usize,
+        )
+    };
+    if pid == 0 {
+        let [call, stdin, stdout, stderr, status, reply] = fds;
+        drop(reply);
+        // SAFETY: closing our copy of the request socket; the call never uses it.
+        unsafe { libc::close(socket.as_raw_fd()) };
+        std::process::exit(call_init(
+            spec,
+            programs,
+            call,
+            [stdin, stdout, stderr],
+            status,
+        ));
+    }
+    let reply = &fds[5];
+    if pid < 0 {
+        let err = std::io::Error::last_os_error();
+        let _ = crate::fdpass::send(
+            reply.as_fd(),
+            format!("cannot start the call (clone PID/mount/IPC namespaces): {err}").as_bytes(),
+            &[],
+        );
+        return;
+    }
+    // SAFETY: the kernel just returned this pidfd to us; nothing else owns it.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
+    let _ = crate::fdpass::send(reply.as_fd(), b"P", &[pidfd.as_fd()]);
+}
+
+/// PID 1 of one warm call: own stdio, fresh `/proc` (this PID namespace's) and `/dev/shm`,
+/// then [`confine_and_run`]; reports the program's exit status before it ends.
+fn call_init(
+    spec: &LaunchSpec,
+    programs: &seccomp::Programs,
+    call: OwnedFd,
+    stdio: [OwnedFd; 3],
+    status: OwnedFd,
+) -> i32 {
+    let mut status = Some(File::from(status));
+    // SAFETY: restores the default disposition (the warm init ignores SIGCHLD); an ignored
+    // signal would stay ignored across exec, and this init must reap its program itself.
+    unsafe { libc::signal(libc::SIGCHLD, libc::SIG_DFL) };
+    let result = (|| {
+        nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(LaunchError::Pdeathsig)?;
+        nix::unistd::setsid().map_err(LaunchError::Setsid)?;
+        let call: CallSpec = {
+            let mut bytes = Vec::new();
+            File::from(call)
+                .read_to_end(&mut bytes)
+                .map_err(|e| LaunchError::ReadSpec(e.to_string()))?;
+            serde_json::from_slice(&bytes).map_err(|e| LaunchError::ReadSpec(e.to_string()))?
+        };
+        let spec = spec.with_call(call);
+        stage(&spec, &mut status, "call_cloned");
+        for (fd, target) in stdio.iter().zip(0..) {
+            // SAFETY: dup2 onto 0, 1, 2 of this process; the sources are ours (received
+            // close-on-exec at higher numbers, since 0-2 are open in the warm sandbox's init).
+            if unsafe { libc::dup2(fd.as_raw_fd(), target) } < 0 {
+                return Err(LaunchError::Prepare {
+                    path: format!("fd {target}"),
+                    source: std::io::Error::last_os_error(),
+                });
+            }
+        }
+        drop(stdio);
+        remount_per_call()?;
+        stage(&spec, &mut status, "proc_mounted");
+        confine_and_run(&spec, &mut status, programs, true)
+    })();
+    match result {
+        Ok(code) => {
+            if let Some(file) = status.as_mut() {
+                let _ = file.write_all(format!("{EXIT_MARK}{code}\n").as_bytes());
+            }
+            code
+        }
+        Err(err) => {
+            report(&mut status, &err.to_string());
+            EXIT_SETUP_FAILED
+        }
+    }
+}
+
+/// A call's own `/proc` (showing only its PID namespace) and `/dev/shm`, over the warm
+/// sandbox's (in the call's private copy of its mounts).
+fn remount_per_call() -> Result<()> {
+    nix::mount::mount(
+        Some("proc"),
+        "/proc",
+        Some("proc"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        None::<&str>,
+    )
+    .map_err(mount_err("proc (PID namespace)", Path::new("/proc")))?;
+    nix::mount::mount(
+        Some("tmpfs"),
+        "/dev/shm",
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("mode=1777,size=64m"),
+    )
+    .map_err(mount_err("tmpfs /dev/shm", Path::new("/dev/shm")))
 }
 
 /// Reaps every child (orphans are re-parented to init) until `program` ends.

@@ -91,6 +91,7 @@ mod bounded;
 pub mod cgroup;
 pub mod disk;
 pub mod environment;
+pub mod fdpass;
 pub mod features;
 pub mod launcher;
 pub mod network;
@@ -101,6 +102,7 @@ pub mod source;
 pub mod spec;
 pub mod tools;
 pub mod vars;
+pub mod warm;
 
 pub use environment::Store;
 pub use network::{EgressOperator, EgressOptions};

@@ -12,7 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use hookbox_hooks::runner::{CommandOutput, CommandRequest, CommandRunner, RunnerError, supervise};
+use hookbox_hooks::runner::{
+    CommandOutput, CommandRequest, CommandRunner, RunnerError, supervise, supervise_spawned,
+};
 use hookbox_rootfs::{EntryKind, RootDir};
 
 use crate::cgroup::EnvCgroups;
@@ -23,6 +25,7 @@ use crate::spec::{
     Bind, Identity, Isolation, LaunchSpec, Limits, NETNS_FD, Network, SPEC_FD, STATUS_FD,
 };
 use crate::vars;
+use crate::warm::WarmSandbox;
 
 /// Top-level names of the sandbox that come from the host or the launcher, never from the
 /// environment's tree.
@@ -176,6 +179,9 @@ pub struct SandboxOptions {
     /// Disk cap of an environment whose spec names none (`None` or `Some(0)`: no cap). The
     /// binary sets the product default (10 GiB); the library's default is none.
     pub disk_limit_bytes: Option<u64>,
+    /// Keep each open environment's sandbox built and start calls inside it (a warm sandbox,
+    /// see [`crate::warm`]) instead of building one per call. On by default with full isolation.
+    pub warm: bool,
 }
 
 impl SandboxOptions {
@@ -191,6 +197,7 @@ impl SandboxOptions {
                 .is_root()
                 .then_some(UidRange::DEFAULT),
             disk_limit_bytes: None,
+            warm: true,
         }
     }
 
@@ -281,6 +288,8 @@ pub struct SandboxRunner {
     network: Option<Arc<EnvNetwork>>,
     /// The concurrency limit this environment's launches count against (its project's).
     slots: Option<Arc<ProcessSlots>>,
+    /// The environment's warm sandbox, once a launch built it (shared by clones).
+    warm: Arc<tokio::sync::Mutex<Option<Arc<WarmSandbox>>>>,
 }
 
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -294,6 +303,7 @@ impl SandboxRunner {
             tree: Arc::new(tree),
             network: None,
             slots: None,
+            warm: Arc::default(),
         })
     }
 
@@ -414,6 +424,7 @@ impl SandboxRunner {
                 Isolation::InsecureNone => None,
             },
             parent_pid: i32::try_from(std::process::id()).unwrap_or(0),
+            warm: false,
         })
     }
 
@@ -452,7 +463,7 @@ impl SandboxRunner {
         let mut attempt = 1;
         loop {
             match self
-                .launch_once(&spec, netns.clone(), stdin.clone(), timeout, output_limit)
+                .launch(&spec, netns.clone(), stdin.clone(), timeout, output_limit)
                 .await
                 .map(|(output, _)| output)
             {
@@ -467,7 +478,8 @@ impl SandboxRunner {
     }
 
     /// [`Self::run_argv`] once (no slot, no retry), with the end of every construction stage
-    /// reported by the launcher: for benchmarks, to see where a launch spends its time.
+    /// reported by the launcher (of the call, in a warm sandbox): for benchmarks, to see where a
+    /// launch spends its time.
     pub async fn run_argv_timed(
         &self,
         argv: Vec<String>,
@@ -477,7 +489,7 @@ impl SandboxRunner {
         spec.stage_timings = true;
         let started = monotonic_ns();
         let (output, stages) = self
-            .launch_once(&spec, netns, Vec::new(), timeout, 1 << 20)
+            .launch(&spec, netns, Vec::new(), timeout, 1 << 20)
             .await?;
         Ok((
             output,
@@ -510,6 +522,70 @@ impl SandboxRunner {
         Ok((spec, netns))
     }
 
+    /// One launch of `spec`: a call in the environment's warm sandbox when warm sandboxes are
+    /// on (building it first if there is none, or none for this spec), else a sandbox of its own.
+    async fn launch(
+        &self,
+        spec: &LaunchSpec,
+        netns: Option<Arc<OwnedFd>>,
+        stdin: Vec<u8>,
+        timeout: Duration,
+        output_limit: usize,
+    ) -> Result<(CommandOutput, Vec<(String, i128)>), RunnerError> {
+        if !(self.options.warm && spec.isolation == Isolation::Full) {
+            return self
+                .launch_once(spec, netns, stdin, timeout, output_limit)
+                .await;
+        }
+        let started = std::time::Instant::now();
+        let (key, call) = spec.split_call();
+        let mut sandbox = self.warm_sandbox(&key, &netns).await?;
+        let (spawned, status) = match sandbox.call(&call).await {
+            Ok(started) => started,
+            Err(err) => {
+                // Nothing ran: the sandbox died (killed, or its init failed). Build another
+                // once; a second failure is the answer.
+                tracing::warn!(error = %err, "warm sandbox unusable; building a new one");
+                self.discard(&sandbox).await;
+                sandbox = self.warm_sandbox(&key, &netns).await?;
+                sandbox.call(&call).await?
+            }
+        };
+        let output = supervise_spawned(spawned, started, stdin, timeout, output_limit).await;
+        let status = status.await.unwrap_or_default();
+        if !status.report.is_empty() {
+            return Err(RunnerError::Sandbox(status.report));
+        }
+        output.map(|o| (o, status.stages))
+    }
+
+    /// The warm sandbox for `key` in `netns`: the current one if it was built from the same,
+    /// else a new one (the old one finishes its calls and goes when they are done; the top
+    /// level of the tree changed, or the network).
+    async fn warm_sandbox(
+        &self,
+        key: &LaunchSpec,
+        netns: &Option<Arc<OwnedFd>>,
+    ) -> Result<Arc<WarmSandbox>, RunnerError> {
+        let mut current = self.warm.lock().await;
+        if let Some(sandbox) = current.as_ref().filter(|s| s.serves(key, netns)) {
+            return Ok(sandbox.clone());
+        }
+        retire(current.take());
+        let sandbox =
+            Arc::new(WarmSandbox::start(&self.options.launcher, key.clone(), netns.clone()).await?);
+        *current = Some(sandbox.clone());
+        Ok(sandbox)
+    }
+
+    /// Forgets `sandbox` if it is still the current one.
+    async fn discard(&self, sandbox: &Arc<WarmSandbox>) {
+        let mut current = self.warm.lock().await;
+        if current.as_ref().is_some_and(|c| Arc::ptr_eq(c, sandbox)) {
+            retire(current.take());
+        }
+    }
+
     async fn launch_once(
         &self,
         spec: &LaunchSpec,
@@ -523,17 +599,21 @@ impl SandboxRunner {
             .map_err(|e| RunnerError::Spawn(e.into()))?;
         let mut cmd = tokio::process::Command::new(&self.options.launcher.program);
         cmd.args(&self.options.launcher.args).env_clear();
-        let inherited: Vec<(OwnedFd, i32)> = vec![(spec_fd, SPEC_FD), (status_write, STATUS_FD)];
+        let mut inherited: Vec<(OwnedFd, i32)> =
+            vec![(spec_fd, SPEC_FD), (status_write, STATUS_FD)];
+        if let Some(ns) = &netns {
+            inherited.push((ns.try_clone().map_err(RunnerError::Spawn)?, NETNS_FD));
+        }
         // SAFETY: the closure runs between fork and exec and only calls fcntl and dup2, which
         // are async-signal-safe; it allocates nothing.
         unsafe {
-            cmd.pre_exec(move || place_fds(&inherited, netns.as_deref()));
+            cmd.pre_exec(move || place_fds(&inherited));
         }
         tracing::debug!(launcher = %self.options.launcher.program.display(), tree = %self.layout.tree.display(), "launching sandbox");
         let output = supervise(cmd, stdin, timeout, output_limit).await;
         // Every writer is gone now: the launcher exited (or was killed) and our copy was dropped
         // with the command, so a non-blocking read sees the whole report if there is one.
-        let (report, stages) = read_status(&status_read);
+        let (report, stages, _) = read_status(&status_read);
         if !report.is_empty() {
             return Err(RunnerError::Sandbox(report));
         }
@@ -562,6 +642,13 @@ impl CommandRunner for SandboxRunner {
     }
 }
 
+/// Drops a replaced warm sandbox off the executor: the last drop waits for its init to exit.
+fn retire(sandbox: Option<Arc<WarmSandbox>>) {
+    if let Some(sandbox) = sandbox {
+        tokio::task::spawn_blocking(move || drop(sandbox));
+    }
+}
+
 /// How often one launch is tried when the kernel is momentarily out of resources.
 const LAUNCH_ATTEMPTS: usize = 3;
 
@@ -582,7 +669,7 @@ fn transient(err: &RunnerError) -> bool {
     }
 }
 
-fn spec_memfd(spec: &LaunchSpec) -> std::io::Result<OwnedFd> {
+pub(crate) fn spec_memfd(spec: &impl serde::Serialize) -> std::io::Result<OwnedFd> {
     use std::io::{Seek, Write};
     let fd = rustix::fs::memfd_create("hookbox-launch-spec", rustix::fs::MemfdFlags::CLOEXEC)?;
     let mut file = std::fs::File::from(fd);
@@ -591,32 +678,23 @@ fn spec_memfd(spec: &LaunchSpec) -> std::io::Result<OwnedFd> {
     Ok(OwnedFd::from(file))
 }
 
+/// The most fds [`place_fds`] places.
+const MAX_PLACED: usize = 4;
+
 /// Between fork and exec: puts each fd at its agreed number, without CLOEXEC. Goes through
 /// temporary high fds first so that a source already sitting on another target is not clobbered.
-fn place_fds(fds: &[(OwnedFd, i32)], netns: Option<&OwnedFd>) -> std::io::Result<()> {
-    let mut moves: [(i32, i32); 3] = [(-1, -1); 3];
-    for (slot, (fd, target)) in moves.iter_mut().zip(fds) {
-        *slot = (fd.as_raw_fd(), *target);
-    }
-    if let Some(ns) = netns {
-        moves[2] = (ns.as_raw_fd(), NETNS_FD);
-    }
-    let mut temps: [i32; 3] = [-1; 3];
-    for (temp, (source, _)) in temps.iter_mut().zip(moves.iter()) {
-        if *source < 0 {
-            continue;
-        }
+/// Allocates nothing (a fixed array), as code between fork and exec must not.
+pub(crate) fn place_fds(fds: &[(OwnedFd, i32)]) -> std::io::Result<()> {
+    let mut temps: [(i32, i32); MAX_PLACED] = [(-1, -1); MAX_PLACED];
+    for (temp, (source, target)) in temps.iter_mut().zip(fds) {
         // SAFETY: F_DUPFD_CLOEXEC on an fd we own duplicates it; no memory is touched.
-        let dup = unsafe { libc::fcntl(*source, libc::F_DUPFD_CLOEXEC, 10) };
+        let dup = unsafe { libc::fcntl(source.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10) };
         if dup < 0 {
             return Err(std::io::Error::last_os_error());
         }
-        *temp = dup;
+        *temp = (dup, *target);
     }
-    for (temp, (_, target)) in temps.iter().zip(moves.iter()) {
-        if *temp < 0 {
-            continue;
-        }
+    for (temp, target) in temps.iter().take(fds.len()) {
         // SAFETY: dup2 onto a small fixed number in the child about to exec; the target is not
         // one of our temporaries (those are >= 10).
         if unsafe { libc::dup2(*temp, *target) } < 0 {
@@ -650,8 +728,9 @@ impl StageTimes {
     }
 }
 
-/// The launcher's failure report (empty: none) and its stage-timing lines.
-fn read_status(fd: &OwnedFd) -> (String, Vec<(String, i128)>) {
+/// The launcher's failure report (empty: none), its stage-timing lines, and the exit status a
+/// warm call reported.
+pub(crate) fn read_status(fd: &OwnedFd) -> (String, Vec<(String, i128)>, Option<i32>) {
     let _ = rustix::fs::fcntl_setfl(fd, rustix::fs::OFlags::NONBLOCK);
     let mut buf = vec![0u8; 8192];
     let mut out = Vec::new();
@@ -667,16 +746,18 @@ fn read_status(fd: &OwnedFd) -> (String, Vec<(String, i128)>) {
     let text = String::from_utf8_lossy(&out);
     let mut report = String::new();
     let mut stages = Vec::new();
+    let mut exit = None;
     for line in text.split_inclusive('\n') {
-        match line.strip_prefix(crate::spec::STAGE_MARK) {
-            Some(timing) => {
-                let mut parts = timing.split_whitespace();
-                if let (Some(name), Some(Ok(ns))) = (parts.next(), parts.next().map(str::parse)) {
-                    stages.push((name.to_owned(), ns));
-                }
+        if let Some(timing) = line.strip_prefix(crate::spec::STAGE_MARK) {
+            let mut parts = timing.split_whitespace();
+            if let (Some(name), Some(Ok(ns))) = (parts.next(), parts.next().map(str::parse)) {
+                stages.push((name.to_owned(), ns));
             }
-            None => report.push_str(line),
+        } else if let Some(code) = line.strip_prefix(crate::spec::EXIT_MARK) {
+            exit = code.trim().parse().ok();
+        } else {
+            report.push_str(line);
         }
     }
-    (report.trim().to_owned(), stages)
+    (report.trim().to_owned(), stages, exit)
 }

@@ -219,7 +219,10 @@ fn equals(arg: u8, len: SeccompCmpArgLen, value: u64) -> Result<SeccompRule, Sec
 }
 
 /// The two BPF programs: the `EPERM` deny list and the `clone3` → `ENOSYS` filter.
-pub fn build() -> Result<[BpfProgram; 2], SeccompError> {
+/// The compiled filters, built once per sandbox and installed by each program's init.
+pub type Programs = [BpfProgram; 2];
+
+pub fn build() -> Result<Programs, SeccompError> {
     let arch = arch()?;
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
         DENIED.iter().map(|(nr, _, _)| (*nr, Vec::new())).collect();
@@ -257,7 +260,7 @@ pub fn build() -> Result<[BpfProgram; 2], SeccompError> {
 }
 
 /// Installs both filters on the calling thread (sets `no_new_privs` first).
-pub fn install(programs: &[BpfProgram; 2]) -> Result<(), SeccompError> {
+pub fn install(programs: &Programs) -> Result<(), SeccompError> {
     for program in programs {
         seccompiler::apply_filter(program).map_err(|e| SeccompError::Install(e.to_string()))?;
     }

@@ -17,8 +17,14 @@ pub const STATUS_FD: i32 = 4;
 /// The fd number of an inherited network namespace, when [`Network::Join`] names it.
 pub const NETNS_FD: i32 = 5;
 
+/// The fd number of a warm sandbox's request socket, when [`LaunchSpec::warm`] is set.
+pub const WARM_FD: i32 = 6;
+
 /// The first byte of a stage-timing line on [`STATUS_FD`] (never part of a failure report).
 pub const STAGE_MARK: char = '\u{1f}';
+/// The first byte of the line with which a warm sandbox's call reports its program's exit
+/// status (`<mark><code>\n`) on its status channel, just before it ends.
+pub const EXIT_MARK: char = '\u{1e}';
 
 /// The launcher's exit status when building the sandbox failed.
 pub const EXIT_SETUP_FAILED: i32 = 125;
@@ -133,4 +139,54 @@ pub struct LaunchSpec {
     /// The pid of the process that spawned the launcher; if it is gone by the time the
     /// parent-death signal is armed, the launcher exits.
     pub parent_pid: i32,
+    /// Build the sandbox once and keep it (a warm sandbox): instead of running `argv`, PID 1
+    /// serves [`CallSpec`]s from the socket at [`WARM_FD`], each in its own PID, mount and IPC
+    /// namespace with a fresh `/proc` and `/dev/shm`, its own limits, Landlock and seccomp.
+    #[serde(default)]
+    pub warm: bool,
+}
+
+/// One program run in a warm sandbox: what differs between calls of one environment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallSpec {
+    pub argv: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub cwd: String,
+    #[serde(default)]
+    pub stage_timings: bool,
+}
+
+impl LaunchSpec {
+    /// The part of the spec a warm sandbox is built from (`warm` set, the per-call fields
+    /// emptied), and the call that the rest describes. Two launches whose environment parts are
+    /// equal can share one warm sandbox.
+    pub fn split_call(&self) -> (LaunchSpec, CallSpec) {
+        let call = CallSpec {
+            argv: self.argv.clone(),
+            env: self.env.clone(),
+            cwd: self.cwd.clone(),
+            stage_timings: self.stage_timings,
+        };
+        let base = LaunchSpec {
+            argv: Vec::new(),
+            env: Vec::new(),
+            cwd: String::new(),
+            stage_timings: false,
+            warm: true,
+            ..self.clone()
+        };
+        (base, call)
+    }
+
+    /// This environment part with `call`'s fields put back.
+    pub fn with_call(&self, call: CallSpec) -> LaunchSpec {
+        LaunchSpec {
+            argv: call.argv,
+            env: call.env,
+            cwd: call.cwd,
+            stage_timings: call.stage_timings,
+            warm: false,
+            ..self.clone()
+        }
+    }
 }

@@ -141,16 +141,33 @@ async fn any_tree_can_stand_for_the_sandbox_root() {
     assert_eq!(text(&out.stdout), "from-agents\n/workspace\n");
 }
 
-#[tokio::test]
-async fn a_timed_launch_reports_every_stage_in_order_and_a_normal_one_reports_none() {
-    let env = env();
+/// The stage names of one timed `/bin/true` launch in `env`, checked to be in time order.
+async fn timed_stages(env: &Env) -> Vec<String> {
     let (out, times) = env
         .runner
         .run_argv_timed(vec!["/bin/true".into()], std::time::Duration::from_secs(20))
         .await
         .unwrap();
     assert!(out.success());
-    let names: Vec<&str> = times.stages.iter().map(|(n, _)| n.as_str()).collect();
+    let mut last = times.started;
+    for (name, at) in &times.stages {
+        assert!(*at >= last, "{name} went back in time");
+        last = *at;
+    }
+    assert!(times.ended >= last);
+    times.stages.into_iter().map(|(n, _)| n).collect()
+}
+
+#[tokio::test]
+async fn a_timed_launch_reports_every_stage_in_order_and_a_normal_one_reports_none() {
+    let cold = env_with(
+        hookbox_sandbox::runner::SandboxOptions {
+            warm: false,
+            ..options()
+        },
+        |_| {},
+    );
+    let names = timed_stages(&cold).await;
     for expected in [
         "spec_read",
         "cgroups_joined",
@@ -163,17 +180,119 @@ async fn a_timed_launch_reports_every_stage_in_order_and_a_normal_one_reports_no
         "program_forked",
     ] {
         assert!(
-            names.contains(&expected),
+            names.iter().any(|n| n == expected),
             "{expected} missing from {names:?}"
         );
     }
-    let mut last = times.started;
-    for (name, at) in &times.stages {
-        assert!(*at >= last, "{name} went back in time");
-        last = *at;
-    }
-    assert!(times.ended >= last);
     // Without timings the status pipe stays silent, so nothing is mistaken for a failure.
-    let plain = sh(&env, "true").await;
-    assert!(plain.success());
+    assert!(sh(&cold, "true").await.success());
+
+    // A warm sandbox is built once; every call after that only builds its own namespaces.
+    let warm = env();
+    assert!(sh(&warm, "true").await.success());
+    let names = timed_stages(&warm).await;
+    assert_eq!(
+        names,
+        [
+            "call_cloned",
+            "proc_mounted",
+            "limits_set",
+            "landlock_applied",
+            "seccomp_installed",
+            "program_forked"
+        ],
+        "a warm call rebuilt its sandbox"
+    );
+    assert!(sh(&warm, "true").await.success());
+}
+
+#[tokio::test]
+async fn calls_of_one_warm_sandbox_cannot_see_each_other() {
+    let env = env();
+    // A stays alive (until its timeout kills it) once it has said so in the shared tree.
+    let holder = {
+        let runner = env.runner.clone();
+        tokio::spawn(async move {
+            runner
+                .run_argv(
+                    vec![
+                        "/bin/sh".into(),
+                        "-c".into(),
+                        "touch /dev/shm/a-was-here; echo $$ > /workspace/a-started; exec sleep 1000.4242".into(),
+                    ],
+                    Vec::new(),
+                    std::time::Duration::from_secs(120),
+                    1024,
+                )
+                .await
+        })
+    };
+    // B waits for A's mark (bounded), then looks for A's processes every way it can.
+    let out = sh(
+        &env,
+        "i=0; while [ ! -s /workspace/a-started ] && [ $i -lt 1000000 ]; do i=$((i+1)); done; \
+         test -s /workspace/a-started && echo a-alive; \
+         ls /proc | grep -c '^[0-9]'; \
+         cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' | grep -c 'slee[p] 1000.4242'; \
+         ls /dev/shm | wc -l",
+    )
+    .await;
+    let stdout = text(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.first(), Some(&"a-alive"), "{stdout}");
+    // Only this call's init, shell and the `ls` itself are numbered in its /proc.
+    let visible: u32 = lines[1].trim().parse().unwrap();
+    assert!(visible <= 4, "saw {visible} processes: {stdout}");
+    assert_eq!(lines[2].trim(), "0", "A's process is visible: {stdout}");
+    assert_eq!(lines[3].trim(), "0", "A's /dev/shm is visible: {stdout}");
+    // The host sees A's program; abandoning the call (as a cancelled interaction does) kills it.
+    let sleeper = host_pid_running(&["sleep", "1000.4242"]).expect("A's program on the host");
+    let pidfd = rustix::process::pidfd_open(sleeper, rustix::process::PidfdFlags::empty()).unwrap();
+    holder.abort();
+    assert!(holder.await.unwrap_err().is_cancelled());
+    let mut fds = [nix::poll::PollFd::new(
+        std::os::fd::AsFd::as_fd(&pidfd),
+        nix::poll::PollFlags::POLLIN,
+    )];
+    let ready = nix::poll::poll(&mut fds, 20_000u16).unwrap();
+    assert_eq!(ready, 1, "the abandoned call's program outlived it");
+}
+
+/// The host pid of a process whose argv is `argv`.
+fn host_pid_running(argv: &[&str]) -> Option<rustix::process::Pid> {
+    let wanted: Vec<u8> = argv
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .find_map(|entry| {
+            let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
+            (std::fs::read(entry.path().join("cmdline")).ok()? == wanted)
+                .then(|| rustix::process::Pid::from_raw(pid))
+                .flatten()
+        })
+}
+
+#[tokio::test]
+async fn a_new_top_level_directory_reaches_the_next_call() {
+    let env = env();
+    assert!(sh(&env, "test ! -e /later").await.success());
+    let later = env.dir.path().join("root/later");
+    std::fs::create_dir(&later).unwrap();
+    std::fs::write(later.join("note"), "bound").unwrap();
+    if let Some(id) = test_identity() {
+        hookbox_rootfs::RootDir::open(&env.dir.path().join("root"))
+            .unwrap()
+            .chown_tree(id.uid, id.gid)
+            .unwrap();
+    }
+    let out = sh(&env, "cat /later/note && echo more > /later/written").await;
+    assert_eq!(text(&out.stdout), "bound", "{}", text(&out.stderr));
+    assert!(out.success());
+    assert_eq!(
+        std::fs::read_to_string(later.join("written")).unwrap(),
+        "more\n"
+    );
 }

@@ -1,0 +1,321 @@
+//! Warm sandboxes: one environment's sandbox built once and kept while the environment is open,
+//! each call started inside it (see the launcher's `serve`).
+//!
+//! [`WarmSandbox::start`] spawns the launcher with [`LaunchSpec::warm`] and waits until its init
+//! says it is ready; [`WarmSandbox::call`] hands it one call (spec memfd, stdio, status channel,
+//! reply socket) and returns a [`Spawned`] for `supervise_spawned`, whose end is the call's pidfd
+//! becoming readable and whose kill is `pidfd_send_signal`. Dropping the sandbox closes its
+//! socket; its init exits once its last call ended, and the drop waits (bounded) for that, so an
+//! environment's mounts are gone when it is.
+//!
+//! This module must not decide when a sandbox may be shared (the runner compares specs) nor
+//! re-implement supervision.
+
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hookbox_hooks::runner::{OutputPipe, RunnerError, Spawned, Termination};
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncWrite, Interest};
+use tokio::net::unix::pipe;
+
+use crate::fdpass;
+use crate::spec::{CallSpec, LaunchSpec, SPEC_FD, STATUS_FD, WARM_FD};
+
+/// How long a warm sandbox may take to be built.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long dropping a warm sandbox waits for its init to exit before killing it.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// What a call's status channel held once it ended: the failure report (empty: none), stage
+/// timings, and the exit status its init reported (none: it was killed).
+#[derive(Debug, Default, Clone)]
+pub struct CallStatus {
+    pub report: String,
+    pub stages: Vec<(String, i128)>,
+    pub exit: Option<i32>,
+}
+
+/// One environment's kept sandbox.
+#[derive(Debug)]
+pub struct WarmSandbox {
+    /// Our end of the request socket (non-blocking).
+    socket: AsyncFd<OwnedFd>,
+    /// The environment part of the spec it was built from (see [`LaunchSpec::split_call`]).
+    key: LaunchSpec,
+    /// The netns it joined, compared by identity.
+    netns: Option<Arc<OwnedFd>>,
+    launcher: Mutex<Option<std::process::Child>>,
+}
+
+impl WarmSandbox {
+    /// Whether a launch of `key` in `netns` can run in this sandbox.
+    pub fn serves(&self, key: &LaunchSpec, netns: &Option<Arc<OwnedFd>>) -> bool {
+        self.key == *key
+            && match (&self.netns, netns) {
+                (None, None) => true,
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                _ => false,
+            }
+    }
+
+    /// Builds the sandbox for `key` (which must have `warm` set) with `launcher`.
+    pub async fn start(
+        launcher: &crate::runner::Launcher,
+        key: LaunchSpec,
+        netns: Option<Arc<OwnedFd>>,
+    ) -> Result<Self, RunnerError> {
+        let spawn = |e: std::io::Error| RunnerError::Spawn(e);
+        let spec_fd = crate::runner::spec_memfd(&key).map_err(spawn)?;
+        let (status_read, status_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+            .map_err(|e| spawn(e.into()))?;
+        let (ours, theirs) = fdpass::pair().map_err(spawn)?;
+        let mut cmd = std::process::Command::new(&launcher.program);
+        cmd.args(&launcher.args)
+            .env_clear()
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        let mut inherited: Vec<(OwnedFd, i32)> = vec![
+            (spec_fd, SPEC_FD),
+            (status_write, STATUS_FD),
+            (theirs, WARM_FD),
+        ];
+        if let Some(ns) = &netns {
+            inherited.push((ns.try_clone().map_err(spawn)?, crate::spec::NETNS_FD));
+        }
+        // SAFETY: the closure runs between fork and exec and only calls fcntl and dup2, which
+        // are async-signal-safe; it allocates nothing.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+                crate::runner::place_fds(&inherited)
+            });
+        }
+        let child = cmd.spawn().map_err(spawn)?;
+        // The command (holding the child's copies of the fds) is gone once spawned.
+        drop(cmd);
+        rustix::io::ioctl_fionbio(&ours, true).map_err(|e| spawn(e.into()))?;
+        let sandbox = Self {
+            socket: register(ours, Interest::READABLE | Interest::WRITABLE).map_err(spawn)?,
+            key,
+            netns,
+            launcher: Mutex::new(Some(child)),
+        };
+        let ready = tokio::time::timeout(START_TIMEOUT, sandbox.recv()).await;
+        match ready {
+            Ok(Ok(message)) if message.payload == b"R" => Ok(sandbox),
+            other => {
+                // Whatever it said, the launcher wrote why it stopped (if it did) before exiting.
+                sandbox.stop();
+                let (report, _, _) = crate::runner::read_status(&status_read);
+                Err(RunnerError::Sandbox(if !report.is_empty() {
+                    report
+                } else {
+                    match other {
+                        Err(_) => format!(
+                            "the warm sandbox was not ready within {}s",
+                            START_TIMEOUT.as_secs()
+                        ),
+                        Ok(Err(e)) => format!("the warm sandbox's socket: {e}"),
+                        Ok(Ok(_)) => "the warm sandbox ended before it was ready".into(),
+                    }
+                }))
+            }
+        }
+    }
+
+    async fn recv(&self) -> std::io::Result<fdpass::Message> {
+        loop {
+            let mut guard = self.socket.readable().await?;
+            match guard.try_io(|s| fdpass::recv(s.get_ref())) {
+                Ok(result) => return result,
+                Err(_would_block) => continue,
+            }
+        }
+    }
+
+    async fn send(
+        &self,
+        payload: &[u8],
+        fds: &[std::os::fd::BorrowedFd<'_>],
+    ) -> std::io::Result<()> {
+        loop {
+            let mut guard = self.socket.writable().await?;
+            match guard.try_io(|s| fdpass::send(s.get_ref().as_fd(), payload, fds)) {
+                Ok(result) => return result,
+                Err(_would_block) => continue,
+            }
+        }
+    }
+
+    /// Starts `call` in this sandbox. The returned [`Spawned`] ends when the call's init has
+    /// (and with it, its whole PID namespace); its `status` receiver then holds what the call
+    /// reported. An error means nothing ran (the sandbox is gone: start another).
+    pub async fn call(
+        &self,
+        call: &CallSpec,
+    ) -> Result<(Spawned, tokio::sync::oneshot::Receiver<CallStatus>), RunnerError> {
+        let spawn = |e: std::io::Error| RunnerError::Spawn(e);
+        let spec_fd = crate::runner::spec_memfd(call).map_err(spawn)?;
+        let cloexec = rustix::pipe::PipeFlags::CLOEXEC;
+        let (stdin_read, stdin_write) =
+            rustix::pipe::pipe_with(cloexec).map_err(|e| spawn(e.into()))?;
+        let (stdout_read, stdout_write) =
+            rustix::pipe::pipe_with(cloexec).map_err(|e| spawn(e.into()))?;
+        let (stderr_read, stderr_write) =
+            rustix::pipe::pipe_with(cloexec).map_err(|e| spawn(e.into()))?;
+        let (status_read, status_write) =
+            rustix::pipe::pipe_with(cloexec).map_err(|e| spawn(e.into()))?;
+        let (reply_ours, reply_theirs) = fdpass::pair().map_err(spawn)?;
+        self.send(
+            b"C",
+            &[
+                spec_fd.as_fd(),
+                stdin_read.as_fd(),
+                stdout_write.as_fd(),
+                stderr_write.as_fd(),
+                status_write.as_fd(),
+                reply_theirs.as_fd(),
+            ],
+        )
+        .await
+        .map_err(|e| RunnerError::Sandbox(format!("the warm sandbox is gone: {e}")))?;
+        // Only the call may hold the write ends now, so EOF means it is done with them.
+        drop((
+            spec_fd,
+            stdin_read,
+            stdout_write,
+            stderr_write,
+            status_write,
+            reply_theirs,
+        ));
+
+        rustix::io::ioctl_fionbio(&reply_ours, true).map_err(|e| spawn(e.into()))?;
+        let reply = register(reply_ours, Interest::READABLE).map_err(spawn)?;
+        let message = loop {
+            let mut guard = reply.readable().await.map_err(spawn)?;
+            match guard.try_io(|s| fdpass::recv(s.get_ref())) {
+                Ok(result) => break result.map_err(spawn)?,
+                Err(_would_block) => continue,
+            }
+        };
+        let pidfd = match (message.payload.as_slice(), message.fds.into_iter().next()) {
+            (b"P", Some(pidfd)) => Arc::new(pidfd),
+            ([], None) => {
+                return Err(RunnerError::Sandbox("the warm sandbox is gone".into()));
+            }
+            (text, _) => return Err(RunnerError::Sandbox(String::from_utf8_lossy(text).into())),
+        };
+
+        let (status_tx, status_rx) = tokio::sync::oneshot::channel();
+        let ended = {
+            let pidfd = pidfd.clone();
+            async move {
+                // Whoever stops waiting (a cancelled interaction) ends the call with the wait.
+                let _kill_on_drop = KillOnDrop(pidfd.clone());
+                let exited = register(pidfd, Interest::READABLE)?;
+                let _ = exited.readable().await?;
+                drop(exited);
+                // The call's init wrote everything before it exited; nobody else holds the pipe.
+                let (report, stages, exit) = crate::runner::read_status(&status_read);
+                let termination = match exit {
+                    Some(code) => Termination::Exited(code),
+                    None => Termination::Signaled(libc::SIGKILL),
+                };
+                let _ = status_tx.send(CallStatus {
+                    report,
+                    stages,
+                    exit,
+                });
+                Ok(termination)
+            }
+        };
+        let kill = move || {
+            let _ = rustix::process::pidfd_send_signal(&*pidfd, rustix::process::Signal::KILL);
+        };
+        let spawned = Spawned {
+            stdin: Some(
+                Box::new(pipe::Sender::from_owned_fd(stdin_write).map_err(spawn)?)
+                    as Box<dyn AsyncWrite + Send + Unpin>,
+            ),
+            stdout: Some(
+                Box::new(pipe::Receiver::from_owned_fd(stdout_read).map_err(spawn)?)
+                    as Box<dyn OutputPipe>,
+            ),
+            stderr: Some(
+                Box::new(pipe::Receiver::from_owned_fd(stderr_read).map_err(spawn)?)
+                    as Box<dyn OutputPipe>,
+            ),
+            ended: Box::pin(ended),
+            kill: Box::new(kill),
+        };
+        Ok((spawned, status_rx))
+    }
+
+    /// Waits (bounded by [`STOP_GRACE`]) for the launcher to exit after our socket closed, then
+    /// kills its group if it has not. Blocking: the sandbox's init exits as soon as its last
+    /// call has, which is before anyone drops the sandbox.
+    fn stop(&self) {
+        let Some(mut child) = self
+            .launcher
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        else {
+            return;
+        };
+        // Closing our end is what tells init to finish; `shutdown` does it while the AsyncFd
+        // still owns the descriptor.
+        let _ = rustix::net::shutdown(self.socket.get_ref(), rustix::net::Shutdown::Both);
+        let pid = rustix::process::Pid::from_raw(child.id() as i32);
+        let exited = pid
+            .and_then(|pid| {
+                rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
+            })
+            .map(|pidfd| {
+                let mut fds = [nix::poll::PollFd::new(
+                    pidfd.as_fd(),
+                    nix::poll::PollFlags::POLLIN,
+                )];
+                let millis = u16::try_from(STOP_GRACE.as_millis()).unwrap_or(u16::MAX);
+                matches!(nix::poll::poll(&mut fds, millis), Ok(n) if n > 0)
+            })
+            .unwrap_or(false);
+        if !exited {
+            tracing::warn!(
+                pid = child.id(),
+                "warm sandbox did not stop in time; killing it"
+            );
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(child.id() as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        let _ = child.wait();
+    }
+}
+
+/// Kills a call's PID namespace when dropped (harmless once it has ended).
+struct KillOnDrop(Arc<OwnedFd>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = rustix::process::pidfd_send_signal(&*self.0, rustix::process::Signal::KILL);
+    }
+}
+
+/// Registers an owned descriptor with the reactor.
+fn register<T: AsRawFd>(fd: T, interest: Interest) -> std::io::Result<AsyncFd<T>> {
+    // SAFETY: `fd` owns its descriptor (an OwnedFd, or an Arc of one), so it stays open and the
+    // same for as long as the AsyncFd holds it.
+    unsafe { AsyncFd::register_with_interest(fd, interest) }.map_err(|e| e.into_parts().1)
+}
+
+impl Drop for WarmSandbox {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
