@@ -51,13 +51,25 @@ pub struct LoopOutcome {
     pub errors: Vec<InteractionError>,
 }
 
+/// What the loop reports while it runs, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LoopEvent {
+    /// A new step of the interaction.
+    Step(Step),
+    /// A piece of the running `code_execution`'s stdout, for the result step that comes next:
+    /// `offset` is where it starts in that stdout (bytes), so a gap (a piece dropped because
+    /// the receiver was slow) is visible. Not stored: the result step holds the whole output.
+    Output { offset: usize, text: String },
+}
+
 /// Runs the loop over `conversation` (earlier turns plus this turn's `user_input`), sending each
-/// new step on `steps`. `cancel` turning `true` stops the run with `cancelled`.
+/// new step (and the output of running code) on `steps`. `cancel` turning `true` stops the run
+/// with `cancelled`.
 pub async fn run(
     ctx: LoopContext<'_>,
     config: LoopConfig,
     mut conversation: Vec<Step>,
-    steps: &mpsc::Sender<Step>,
+    steps: &mpsc::Sender<LoopEvent>,
     mut cancel: watch::Receiver<bool>,
 ) -> LoopOutcome {
     let mut usage = Usage::default();
@@ -129,7 +141,7 @@ pub async fn run(
             )
             .await;
             let (output, is_error, hooks) = tokio::select! {
-                r = execute(&ctx, &call.name, &call.args) => r,
+                r = execute(&ctx, &call.name, &call.args, steps) => r,
                 _ = wait_cancelled(&mut cancel) => return cancelled(usage),
             };
             emit(
@@ -154,7 +166,12 @@ pub async fn run(
 }
 
 /// Runs one call; returns what the model sees, whether it is an error and the hook trace.
-async fn execute(ctx: &LoopContext<'_>, name: &str, args: &Value) -> (Value, bool, Option<Value>) {
+async fn execute(
+    ctx: &LoopContext<'_>,
+    name: &str,
+    args: &Value,
+    events: &mpsc::Sender<LoopEvent>,
+) -> (Value, bool, Option<Value>) {
     let tool = match ToolName::from_str(name) {
         Ok(tool) if ctx.tools.contains(&tool) => tool,
         Ok(_) | Err(_) => {
@@ -183,7 +200,13 @@ async fn execute(ctx: &LoopContext<'_>, name: &str, args: &Value) -> (Value, boo
         name: tool,
         args: args.clone(),
     };
-    let execution = ctx.executor.execute(env, &call).await;
+    let execution = if tool == ToolName::CodeExecution {
+        ctx.executor
+            .execute_streaming(env, &call, output_sink(events.clone()))
+            .await
+    } else {
+        ctx.executor.execute(env, &call).await
+    };
     if let Some(reason) = &execution.denied_reason {
         tracing::info!(environment_id = env, tool = name, reason = %reason, "tool call denied by hook");
     }
@@ -191,10 +214,23 @@ async fn execute(ctx: &LoopContext<'_>, name: &str, args: &Value) -> (Value, boo
     (execution.output, execution.is_error, hooks)
 }
 
-async fn emit(conversation: &mut Vec<Step>, steps: &mpsc::Sender<Step>, step: Step) {
+async fn emit(conversation: &mut Vec<Step>, steps: &mpsc::Sender<LoopEvent>, step: Step) {
     conversation.push(step.clone());
     // A closed receiver means nobody listens any more; the run still finishes.
-    let _ = steps.send(step).await;
+    let _ = steps.send(LoopEvent::Step(step)).await;
+}
+
+/// Output pieces as [`LoopEvent::Output`]s. Never waits: a piece that finds the channel full is
+/// dropped (its offset shows the gap to whoever streams it; the result step has it all).
+fn output_sink(events: mpsc::Sender<LoopEvent>) -> crate::seams::OutputSink {
+    let offset = std::sync::atomic::AtomicUsize::new(0);
+    std::sync::Arc::new(move |text: &str| {
+        let at = offset.fetch_add(text.len(), std::sync::atomic::Ordering::SeqCst);
+        let _ = events.try_send(LoopEvent::Output {
+            offset: at,
+            text: text.to_owned(),
+        });
+    })
 }
 
 async fn wait_cancelled(cancel: &mut watch::Receiver<bool>) {

@@ -15,9 +15,9 @@ pub mod openai;
 pub mod seams;
 pub mod tools;
 
-pub use agent_loop::{LoopConfig, LoopOutcome, run};
+pub use agent_loop::{LoopConfig, LoopEvent, LoopOutcome, run};
 pub use model::{Model, ModelCall, ModelRequest, ModelTurn};
-pub use seams::{EnvironmentProvider, ToolExecution, ToolExecutor};
+pub use seams::{EnvironmentProvider, OutputSink, ToolExecution, ToolExecutor};
 
 /// Environment variable names this crate reads.
 pub mod env_vars {

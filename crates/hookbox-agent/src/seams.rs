@@ -60,7 +60,23 @@ impl ToolExecution {
 #[async_trait]
 pub trait ToolExecutor: Send + Sync + std::fmt::Debug {
     async fn execute(&self, environment_id: &str, call: &ToolCall) -> ToolExecution;
+
+    /// [`Self::execute`], with `output` seeing `code_execution`'s stdout as text while it is
+    /// produced; each piece continues the one before, and together they begin the result the
+    /// model sees. Executors that cannot stream run the call as `execute` does.
+    async fn execute_streaming(
+        &self,
+        environment_id: &str,
+        call: &ToolCall,
+        output: OutputSink,
+    ) -> ToolExecution {
+        let _ = output;
+        self.execute(environment_id, call).await
+    }
 }
+
+/// Receives a running tool call's output, piece by piece.
+pub type OutputSink = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
 
 /// Errors of an [`EnvironmentProvider`]; the server maps them to HTTP statuses.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

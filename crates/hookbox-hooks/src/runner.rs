@@ -127,10 +127,24 @@ impl CommandRunner for LocalRunner {
 /// The caller configures program, arguments, environment and working directory; this function
 /// owns stdio, the process group and every bound.
 pub async fn supervise(
+    cmd: Command,
+    stdin: Vec<u8>,
+    timeout: Duration,
+    output_limit: usize,
+) -> Result<CommandOutput, RunnerError> {
+    supervise_with_tap(cmd, stdin, timeout, output_limit, None).await
+}
+
+/// Sees each chunk of a process's stdout as it is captured (never more than the output limit).
+pub type OutputTap = std::sync::Arc<dyn Fn(&[u8]) + Send + Sync>;
+
+/// [`supervise`], with `tap` seeing stdout as it is produced.
+pub async fn supervise_with_tap(
     mut cmd: Command,
     stdin: Vec<u8>,
     timeout: Duration,
     output_limit: usize,
+    tap: Option<OutputTap>,
 ) -> Result<CommandOutput, RunnerError> {
     let started = Instant::now();
     cmd.stdin(Stdio::piped())
@@ -156,6 +170,7 @@ pub async fn supervise(
         // Killing the group (whose leader is the child) ends this wait too.
         ended: Box::pin(async move { child.wait().await.map(termination_of) }),
         kill: Box::new(move || group.kill()),
+        stdout_tap: tap,
     };
     supervise_spawned(spawned, started, stdin, timeout, output_limit).await
 }
@@ -175,6 +190,8 @@ pub struct Spawned {
     pub ended: Pin<Box<dyn Future<Output = io::Result<Termination>> + Send>>,
     /// Kills the whole tree; idempotent and best effort.
     pub kill: Box<dyn Fn() + Send + Sync>,
+    /// Sees stdout as it is captured.
+    pub stdout_tap: Option<OutputTap>,
 }
 
 impl fmt::Debug for Spawned {
@@ -199,6 +216,7 @@ pub async fn supervise_spawned(
         stderr,
         mut ended,
         kill,
+        stdout_tap,
     } = spawned;
     // A handler may never read stdin; writing happens on its own task so it cannot block us,
     // and a broken pipe is expected rather than an error.
@@ -210,7 +228,7 @@ pub async fn supervise_spawned(
     });
 
     let (overflow_tx, mut overflow_rx) = watch::channel(false);
-    let stdout_reader = spawn_reader(stdout, output_limit, overflow_tx.clone());
+    let stdout_reader = spawn_tapped_reader(stdout, output_limit, overflow_tx.clone(), stdout_tap);
     let stderr_reader = spawn_reader(stderr, output_limit, overflow_tx);
 
     let deadline = tokio::time::Instant::from_std(started + timeout);
@@ -295,6 +313,7 @@ pub fn termination_of(status: ExitStatus) -> Termination {
 struct Captured {
     bytes: Vec<u8>,
     truncated: bool,
+    tap: Option<OutputTap>,
 }
 
 type SharedCapture = std::sync::Arc<std::sync::Mutex<Captured>>;
@@ -308,14 +327,19 @@ fn capture(
 ) -> bool {
     let mut captured = sink.lock().unwrap_or_else(|p| p.into_inner());
     let room = limit.saturating_sub(captured.bytes.len());
+    let kept = &bytes[..bytes.len().min(room)];
+    captured.bytes.extend_from_slice(kept);
+    if let Some(tap) = &captured.tap
+        && !kept.is_empty()
+    {
+        tap(kept);
+    }
     if bytes.len() > room {
-        captured.bytes.extend_from_slice(&bytes[..room]);
         captured.truncated = true;
         drop(captured);
         let _ = overflow.send(true);
         return false;
     }
-    captured.bytes.extend_from_slice(bytes);
     true
 }
 
@@ -375,7 +399,19 @@ fn spawn_reader<R: AsyncRead + AsFd + Unpin + Send + 'static>(
     limit: usize,
     overflow: watch::Sender<bool>,
 ) -> Reader {
-    let sink = SharedCapture::default();
+    spawn_tapped_reader(pipe, limit, overflow, None)
+}
+
+fn spawn_tapped_reader<R: AsyncRead + AsFd + Unpin + Send + 'static>(
+    pipe: Option<R>,
+    limit: usize,
+    overflow: watch::Sender<bool>,
+    tap: Option<OutputTap>,
+) -> Reader {
+    let sink = SharedCapture::new(std::sync::Mutex::new(Captured {
+        tap,
+        ..Captured::default()
+    }));
     let (stop, stop_rx) = watch::channel(false);
     let task =
         pipe.map(|pipe| tokio::spawn(read_capped(pipe, limit, sink.clone(), overflow, stop_rx)));

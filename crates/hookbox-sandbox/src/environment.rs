@@ -785,6 +785,16 @@ impl Environment {
     /// Runs one tool call through the hooks: pre hooks (a deny stops here), the tool, post hooks
     /// with `error` when the tool failed or wrote to stderr.
     pub async fn call_tool(&self, call: ToolCall) -> ToolCallOutcome {
+        self.call_tool_streaming(call, None).await
+    }
+
+    /// [`Self::call_tool`], with `tap` seeing `code_execution`'s stdout as it is written (only
+    /// once the pre hooks allowed the call).
+    pub async fn call_tool_streaming(
+        &self,
+        call: ToolCall,
+        tap: Option<hookbox_hooks::runner::OutputTap>,
+    ) -> ToolCallOutcome {
         let id = self.meta.id.clone();
         // Hooks are re-read on every call so that edits take effect; frozen environments read
         // their snapshot, which nothing in the sandbox can write.
@@ -816,7 +826,7 @@ impl Environment {
             .clone()
             .map(|updated| std::mem::replace(&mut call.args, updated));
 
-        let ran = self.run_tool(&call).await;
+        let ran = self.run_tool(&call, tap).await;
         let (result, hook_error) = match ran {
             Ok(ToolOutput { output, hook_error }) => (ToolResult::Ok { output }, hook_error),
             Err(err) => {
@@ -847,7 +857,11 @@ impl Environment {
         }
     }
 
-    async fn run_tool(&self, call: &ToolCall) -> std::result::Result<ToolOutput, ToolError> {
+    async fn run_tool(
+        &self,
+        call: &ToolCall,
+        tap: Option<hookbox_hooks::runner::OutputTap>,
+    ) -> std::result::Result<ToolOutput, ToolError> {
         let trees = Trees {
             tree: &self.tree,
             frozen: self.frozen.as_ref(),
@@ -860,6 +874,7 @@ impl Environment {
                     &call.args,
                     options.tool_timeout,
                     options.output_limit,
+                    tap,
                 )
                 .await
             }

@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use hookbox_hooks::runner::{
-    CommandOutput, CommandRequest, CommandRunner, RunnerError, supervise, supervise_spawned,
+    CommandOutput, CommandRequest, CommandRunner, OutputTap, RunnerError, supervise_spawned,
+    supervise_with_tap,
 };
 use hookbox_rootfs::{EntryKind, RootDir};
 
@@ -26,6 +27,9 @@ use crate::spec::{
 };
 use crate::vars;
 use crate::warm::WarmSandbox;
+
+/// What sees a program's stdout as it is written (re-exported for the sandbox's users).
+pub use hookbox_hooks::runner::OutputTap as StdoutTap;
 
 /// Top-level names of the sandbox that come from the host or the launcher, never from the
 /// environment's tree.
@@ -454,6 +458,20 @@ impl SandboxRunner {
         timeout: Duration,
         output_limit: usize,
     ) -> Result<CommandOutput, RunnerError> {
+        self.run_argv_tapped(slot, argv, stdin, timeout, output_limit, None)
+            .await
+    }
+
+    /// [`Self::run_argv_reserved`], with `tap` seeing stdout as the program writes it.
+    pub async fn run_argv_tapped(
+        &self,
+        slot: Option<SlotGuard>,
+        argv: Vec<String>,
+        stdin: Vec<u8>,
+        timeout: Duration,
+        output_limit: usize,
+        tap: Option<OutputTap>,
+    ) -> Result<CommandOutput, RunnerError> {
         let _slot = slot;
         let (spec, netns) = self.prepared(argv).await?;
         // A sandbox that could not be built ran nothing, so building it again is safe; only
@@ -463,7 +481,14 @@ impl SandboxRunner {
         let mut attempt = 1;
         loop {
             match self
-                .launch(&spec, netns.clone(), stdin.clone(), timeout, output_limit)
+                .launch(
+                    &spec,
+                    netns.clone(),
+                    stdin.clone(),
+                    timeout,
+                    output_limit,
+                    tap.clone(),
+                )
                 .await
                 .map(|(output, _)| output)
             {
@@ -489,7 +514,7 @@ impl SandboxRunner {
         spec.stage_timings = true;
         let started = monotonic_ns();
         let (output, stages) = self
-            .launch(&spec, netns, Vec::new(), timeout, 1 << 20)
+            .launch(&spec, netns, Vec::new(), timeout, 1 << 20, None)
             .await?;
         Ok((
             output,
@@ -531,16 +556,17 @@ impl SandboxRunner {
         stdin: Vec<u8>,
         timeout: Duration,
         output_limit: usize,
+        tap: Option<OutputTap>,
     ) -> Result<(CommandOutput, Vec<(String, i128)>), RunnerError> {
         if !(self.options.warm && spec.isolation == Isolation::Full) {
             return self
-                .launch_once(spec, netns, stdin, timeout, output_limit)
+                .launch_once(spec, netns, stdin, timeout, output_limit, tap)
                 .await;
         }
         let started = std::time::Instant::now();
         let (key, call) = spec.split_call();
         let mut sandbox = self.warm_sandbox(&key, &netns).await?;
-        let (spawned, status) = match sandbox.call(&call).await {
+        let (spawned, status) = match sandbox.call(&call, tap.clone()).await {
             Ok(started) => started,
             Err(err) => {
                 // Nothing ran: the sandbox died (killed, or its init failed). Build another
@@ -548,7 +574,7 @@ impl SandboxRunner {
                 tracing::warn!(error = %err, "warm sandbox unusable; building a new one");
                 self.discard(&sandbox).await;
                 sandbox = self.warm_sandbox(&key, &netns).await?;
-                sandbox.call(&call).await?
+                sandbox.call(&call, tap).await?
             }
         };
         let output = supervise_spawned(spawned, started, stdin, timeout, output_limit).await;
@@ -593,6 +619,7 @@ impl SandboxRunner {
         stdin: Vec<u8>,
         timeout: Duration,
         output_limit: usize,
+        tap: Option<OutputTap>,
     ) -> Result<(CommandOutput, Vec<(String, i128)>), RunnerError> {
         let spec_fd = spec_memfd(spec).map_err(RunnerError::Spawn)?;
         let (status_read, status_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
@@ -610,7 +637,7 @@ impl SandboxRunner {
             cmd.pre_exec(move || place_fds(&inherited));
         }
         tracing::debug!(launcher = %self.options.launcher.program.display(), tree = %self.layout.tree.display(), "launching sandbox");
-        let output = supervise(cmd, stdin, timeout, output_limit).await;
+        let output = supervise_with_tap(cmd, stdin, timeout, output_limit, tap).await;
         // Every writer is gone now: the launcher exited (or was killed) and our copy was dropped
         // with the command, so a non-blocking read sees the whole report if there is one.
         let (report, stages, _) = read_status(&status_read);

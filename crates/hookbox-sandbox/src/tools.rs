@@ -308,11 +308,13 @@ fn default_language() -> Language {
     Language::Bash
 }
 
+/// Runs the code; `tap`, when given, sees its stdout as it is written.
 pub async fn code_execution(
     runner: &SandboxRunner,
     raw: &Value,
     timeout: Duration,
     output_limit: usize,
+    tap: Option<hookbox_hooks::runner::OutputTap>,
 ) -> Result<ToolOutput, ToolError> {
     let a: CodeArgs = args("code_execution", raw)?;
     if a.code.len() > MAX_CODE_BYTES {
@@ -329,7 +331,7 @@ pub async fn code_execution(
     };
     let slot = runner.reserve()?;
     let out = runner
-        .run_argv_reserved(slot, argv, Vec::new(), timeout, output_limit)
+        .run_argv_tapped(slot, argv, Vec::new(), timeout, output_limit, tap)
         .await?;
     Ok(code_output(&out, timeout))
 }

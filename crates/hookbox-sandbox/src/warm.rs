@@ -16,7 +16,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hookbox_hooks::runner::{OutputPipe, RunnerError, Spawned, Termination};
+use hookbox_hooks::runner::{OutputPipe, OutputTap, RunnerError, Spawned, Termination};
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncWrite, Interest};
 use tokio::net::unix::pipe;
@@ -157,6 +157,7 @@ impl WarmSandbox {
     pub async fn call(
         &self,
         call: &CallSpec,
+        stdout_tap: Option<OutputTap>,
     ) -> Result<(Spawned, tokio::sync::oneshot::Receiver<CallStatus>), RunnerError> {
         let spawn = |e: std::io::Error| RunnerError::Spawn(e);
         let spec_fd = crate::runner::spec_memfd(call).map_err(spawn)?;
@@ -251,6 +252,7 @@ impl WarmSandbox {
             ),
             ended: Box::pin(ended),
             kill: Box::new(kill),
+            stdout_tap,
         };
         Ok((spawned, status_rx))
     }

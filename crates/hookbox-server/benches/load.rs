@@ -1,8 +1,10 @@
 //! Load benchmark of `hookbox-server` on the real pipeline: interactions per second and p50/p99
-//! latency at concurrency 1, 16 and 64, with the offline agent running one `code_execution` per
-//! interaction in a real sandbox behind a one-command pre-hook gate (hooks engine → command hook
-//! in the sandbox → tool in the sandbox), over real HTTP on 127.0.0.1 with SQLite; then RSS after
-//! 1000 interactions. Run: `cargo bench -p hookbox-server --bench load [-- --per-level N]`.
+//! latency, with the offline agent running one `code_execution` per interaction in a real
+//! sandbox behind a one-command pre-hook gate (hooks engine → command hook in the sandbox → tool
+//! in the sandbox), over real HTTP on 127.0.0.1 with SQLite: cold sandboxes (one per call) at
+//! concurrency 1 and 16, then warm sandboxes (the default) at 1, 16 and 64, with the ratio; then
+//! the server's RSS after warm-up, 1000 and 10 000 interactions.
+//! Run: `cargo bench -p hookbox-server --bench load [-- --per-level N] [--total N]`.
 //!
 //! The bench binary is also its own sandbox launcher (`__sandbox-exec`), as `hookbox` is.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -54,12 +56,15 @@ fn main() {
         .block_on(bench());
 }
 
-async fn bench() {
-    let per_level: usize = std::env::args()
-        .skip_while(|a| a != "--per-level")
-        .nth(1)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(256);
+/// A server on 127.0.0.1 over its own data dir, with one environment holding the gate; `warm`
+/// chooses warm sandboxes (the default) or a sandbox per call.
+async fn start_server(
+    warm: bool,
+) -> (
+    std::net::SocketAddr,
+    serde_json::Value,
+    hookbox_test_support::DataDir,
+) {
     // Its environment's disk is a loop-mounted image, detached when this goes.
     let dir = hookbox_test_support::DataDir::new();
     let store = SqliteStore::open(
@@ -74,12 +79,11 @@ async fn bench() {
     };
     let credentials =
         Arc::new(hookbox_egress::credentials::FileCredentialStore::open(dir.path()).unwrap());
-    let envs = EnvStore::open(
-        dir.path(),
-        SandboxOptions::new(launcher),
-        EgressOptions::new(credentials),
-    )
-    .unwrap();
+    let options = SandboxOptions {
+        warm,
+        ..SandboxOptions::new(launcher)
+    };
+    let envs = EnvStore::open(dir.path(), options, EgressOptions::new(credentials)).unwrap();
     let backend = Arc::new(SandboxBackend::new(envs));
     let state = AppState::new(Services {
         store: Arc::new(store),
@@ -99,8 +103,7 @@ async fn bench() {
         state,
         std::future::pending(),
     ));
-    let client = reqwest::Client::new();
-    let env: serde_json::Value = client
+    let env: serde_json::Value = reqwest::Client::new()
         .post(format!("http://{addr}/v1beta/environments"))
         .json(&serde_json::json!({"sources": [
             {"type": "inline", "target": ".agents/hooks.json", "content": HOOKS},
@@ -112,71 +115,140 @@ async fn bench() {
         .json()
         .await
         .unwrap();
-    let env_id = env["id"].as_str().unwrap().to_owned();
-    let body = serde_json::json!({"agent": "antigravity-preview-09-2026", "input": "run `true`", "environment": env_id});
+    let body = serde_json::json!({"agent": "antigravity-preview-09-2026", "input": "run `true`", "environment": env["id"]});
+    (addr, body, dir)
+}
 
-    let one = move |client: reqwest::Client, body: serde_json::Value| async move {
-        let t = Instant::now();
-        let resp = client
-            .post(format!("http://{addr}/v1beta/interactions"))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 200);
-        let v: serde_json::Value = resp.json().await.unwrap();
-        assert_eq!(v["status"], "completed");
-        // The gate ran (and allowed) before the tool ran.
-        let result = &v["steps"][2];
-        assert_eq!(
-            result["hooks"]["pre"]["trace"][0]["outcome"], "allow",
-            "{v}"
-        );
-        assert_eq!(result["is_error"], false, "{v}");
-        t.elapsed()
-    };
-    // Warm up.
+/// One interaction, checked: completed, and the gate ran (and allowed) before the tool.
+async fn one(
+    client: reqwest::Client,
+    addr: std::net::SocketAddr,
+    body: serde_json::Value,
+) -> Duration {
+    let t = Instant::now();
+    let resp = client
+        .post(format!("http://{addr}/v1beta/interactions"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let v: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(v["status"], "completed");
+    let result = &v["steps"][2];
+    assert_eq!(
+        result["hooks"]["pre"]["trace"][0]["outcome"], "allow",
+        "{v}"
+    );
+    assert_eq!(result["is_error"], false, "{v}");
+    t.elapsed()
+}
+
+/// `n` interactions, `concurrency` at a time: (interactions/s, p50, p99).
+async fn level(
+    client: &reqwest::Client,
+    addr: std::net::SocketAddr,
+    body: &serde_json::Value,
+    concurrency: usize,
+    n: usize,
+) -> (f64, Duration, Duration, usize) {
+    let start = Instant::now();
+    let per_task = n.div_ceil(concurrency);
+    let mut tasks = Vec::new();
+    for _ in 0..concurrency {
+        let (client, body) = (client.clone(), body.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::with_capacity(per_task);
+            for _ in 0..per_task {
+                lat.push(one(client.clone(), addr, body.clone()).await);
+            }
+            lat
+        }));
+    }
+    let mut lat = Vec::new();
+    for t in tasks {
+        lat.extend(t.await.unwrap());
+    }
+    let elapsed = start.elapsed();
+    lat.sort();
+    (
+        lat.len() as f64 / elapsed.as_secs_f64(),
+        percentile(&lat, 0.50),
+        percentile(&lat, 0.99),
+        lat.len(),
+    )
+}
+
+async fn bench() {
+    let per_level: usize = std::env::args()
+        .skip_while(|a| a != "--per-level")
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(256);
+    let total_target: usize = std::env::args()
+        .skip_while(|a| a != "--total")
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
+    let client = reqwest::Client::new();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    println!("sandboxes  concurrency  interactions  per_second  p50_ms  p99_ms  p99/p50");
+    let mut rates = std::collections::HashMap::new();
+    // Cold first (a sandbox per call, as before warm sandboxes), on its own server and data dir.
+    {
+        let (addr, body, _dir) = start_server(false).await;
+        for _ in 0..16 {
+            one(client.clone(), addr, body.clone()).await;
+        }
+        for concurrency in [1usize, 16] {
+            let (rate, p50, p99, n) = level(&client, addr, &body, concurrency, per_level).await;
+            rates.insert(("cold", concurrency), rate);
+            println!(
+                "{:>9}  {concurrency:>11}  {n:>12}  {rate:>10.1}  {:>6.1}  {:>6.1}  {:>7.2}",
+                "cold",
+                ms(p50),
+                ms(p99),
+                ms(p99) / ms(p50)
+            );
+        }
+    }
+    let (addr, body, _dir) = start_server(true).await;
     for _ in 0..16 {
-        one(client.clone(), body.clone()).await;
+        one(client.clone(), addr, body.clone()).await;
     }
     let rss_start = rss_kib();
     let mut total = 16;
-    println!("concurrency  interactions  per_second  p50_ms  p99_ms");
     for concurrency in [1usize, 16, 64] {
-        let start = Instant::now();
-        let per_task = per_level.div_ceil(concurrency);
-        let mut tasks = Vec::new();
-        for _ in 0..concurrency {
-            let (client, body) = (client.clone(), body.clone());
-            tasks.push(tokio::spawn(async move {
-                let mut lat = Vec::with_capacity(per_task);
-                for _ in 0..per_task {
-                    lat.push(one(client.clone(), body.clone()).await);
-                }
-                lat
-            }));
-        }
-        let mut lat = Vec::new();
-        for t in tasks {
-            lat.extend(t.await.unwrap());
-        }
-        let elapsed = start.elapsed();
-        total += lat.len();
-        lat.sort();
+        let (rate, p50, p99, n) = level(&client, addr, &body, concurrency, per_level).await;
+        total += n;
+        rates.insert(("warm", concurrency), rate);
         println!(
-            "{concurrency:>11}  {:>12}  {:>10.1}  {:>6.1}  {:>6.1}",
-            lat.len(),
-            lat.len() as f64 / elapsed.as_secs_f64(),
-            percentile(&lat, 0.50).as_secs_f64() * 1000.0,
-            percentile(&lat, 0.99).as_secs_f64() * 1000.0
+            "{:>9}  {concurrency:>11}  {n:>12}  {rate:>10.1}  {:>6.1}  {:>6.1}  {:>7.2}",
+            "warm",
+            ms(p50),
+            ms(p99),
+            ms(p99) / ms(p50)
         );
     }
-    while total < 1000 {
-        one(client.clone(), body.clone()).await;
-        total += 1;
+    for concurrency in [1usize, 16] {
+        println!(
+            "ratio: warm / cold at concurrency {concurrency} = {:.2}x interactions/s",
+            rates[&("warm", concurrency)] / rates[&("cold", concurrency)]
+        );
     }
-    println!(
-        "rss_kib after warm-up: {rss_start}; after {total} interactions: {}",
-        rss_kib()
-    );
+    // Memory: the server's RSS after warm-up, after 1000 and after `total_target` interactions
+    // (run 16 at a time); growth between the last two would be a leak, not a cache.
+    let mut rss_at = Vec::new();
+    for target in [1000usize, total_target] {
+        if total < target {
+            let (_, _, _, n) = level(&client, addr, &body, 16, target - total).await;
+            total += n;
+        }
+        rss_at.push((total, rss_kib()));
+    }
+    let shown: Vec<String> = rss_at
+        .iter()
+        .map(|(n, kib)| format!("after {n} interactions: {kib}"))
+        .collect();
+    println!("rss_kib after warm-up: {rss_start}; {}", shown.join("; "));
 }

@@ -10,7 +10,7 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Extension, Path, Query, State};
 use axum::response::{IntoResponse, Response};
-use hookbox_agent::agent_loop::{LoopContext, LoopOutcome};
+use hookbox_agent::agent_loop::{LoopContext, LoopEvent, LoopOutcome};
 use hookbox_agent::seams::EnvironmentSetup;
 use hookbox_protocol::ToolName;
 use hookbox_protocol::api::{
@@ -31,6 +31,13 @@ use crate::{AppState, BUILTIN_AGENTS, Project, new_id, parse_json, strip_resourc
 pub enum Live {
     /// A step, already stored, at this index.
     Step(usize, Step),
+    /// A piece of running code's stdout for the `code_execution_result` step that will be
+    /// stored at `index`, starting at byte `offset` of that stdout. Never stored.
+    Output {
+        index: usize,
+        offset: usize,
+        text: String,
+    },
     /// The run ended; the final stored interaction.
     Finished(Box<Interaction>),
 }
@@ -472,7 +479,7 @@ async fn drive(
     cancel: watch::Receiver<bool>,
 ) -> Interaction {
     let inner = Arc::clone(&state.inner);
-    let (tx, mut rx) = mpsc::channel::<Step>(64);
+    let (tx, mut rx) = mpsc::channel::<LoopEvent>(256);
     let ctx = LoopContext {
         model: inner.model.as_ref(),
         executor: inner.executor.as_ref(),
@@ -484,7 +491,19 @@ async fn drive(
     let persist = async {
         let mut index = run.first_index;
         let mut store_error = None;
-        while let Some(step) = rx.recv().await {
+        while let Some(event) = rx.recv().await {
+            let step = match event {
+                LoopEvent::Step(step) => step,
+                // Running code's output, for the step about to come at `index`: live only.
+                LoopEvent::Output { offset, text } => {
+                    let _ = events.send(Live::Output {
+                        index,
+                        offset,
+                        text,
+                    });
+                    continue;
+                }
+            };
             if let Err(e) = inner.store.append_step(&run.id, index, &step).await {
                 tracing::error!(interaction_id = %run.id, error = %e, "could not store a step");
                 store_error.get_or_insert(e.to_string());
@@ -562,7 +581,7 @@ pub async fn get(
     if truthy(q.stream.as_deref()) {
         let after = match q.last_event_id.as_deref().filter(|s| !s.is_empty()) {
             None => None,
-            Some(e) => Some(e.parse::<u64>().map_err(|_| {
+            Some(e) => Some(e.parse::<crate::stream::ResumePoint>().map_err(|_| {
                 ApiError::bad_request(format!(
                     "Invalid last_event_id `{e}`: expected an event_id from this interaction's stream."
                 ))

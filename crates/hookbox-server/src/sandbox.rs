@@ -462,6 +462,51 @@ fn upload_path(path: &str) -> Result<String, ProviderError> {
 #[async_trait]
 impl ToolExecutor for SandboxBackend {
     async fn execute(&self, environment_id: &str, call: &ToolCall) -> ToolExecution {
+        self.run_call(environment_id, call, None).await
+    }
+
+    async fn execute_streaming(
+        &self,
+        environment_id: &str,
+        call: &ToolCall,
+        output: hookbox_agent::OutputSink,
+    ) -> ToolExecution {
+        self.run_call(environment_id, call, Some(utf8_tap(output)))
+            .await
+    }
+}
+
+/// Turns stdout bytes into text pieces for `sink`, holding back an incomplete UTF-8 sequence at
+/// the end of a chunk so every piece is whole characters and the pieces concatenate to
+/// `String::from_utf8_lossy` of the whole (which is how the result step's text begins).
+fn utf8_tap(sink: hookbox_agent::OutputSink) -> hookbox_sandbox::runner::StdoutTap {
+    let pending = std::sync::Mutex::new(Vec::<u8>::new());
+    Arc::new(move |bytes: &[u8]| {
+        let mut buf = pending.lock().unwrap_or_else(|p| p.into_inner());
+        buf.extend_from_slice(bytes);
+        let whole = match std::str::from_utf8(&buf) {
+            Ok(_) => buf.len(),
+            // An error with no length is a sequence cut off at the end: keep it for later.
+            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            Err(_) => buf.len(),
+        };
+        if whole == 0 {
+            return;
+        }
+        let text = String::from_utf8_lossy(&buf[..whole]).into_owned();
+        buf.drain(..whole);
+        drop(buf);
+        sink(&text);
+    })
+}
+
+impl SandboxBackend {
+    async fn run_call(
+        &self,
+        environment_id: &str,
+        call: &ToolCall,
+        tap: Option<hookbox_sandbox::runner::StdoutTap>,
+    ) -> ToolExecution {
         let env = match self.env(environment_id).await {
             Ok(env) => env,
             Err(ProviderError::EnvironmentNotFound(id)) => {
@@ -474,7 +519,7 @@ impl ToolExecutor for SandboxBackend {
                 );
             }
         };
-        let outcome = env.call_tool(call.clone()).await;
+        let outcome = env.call_tool_streaming(call.clone(), tap).await;
         let mut trace = json!({
             "files": outcome.hooks.files,
             "diagnostics": outcome.hooks.diagnostics,

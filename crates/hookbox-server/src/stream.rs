@@ -119,20 +119,217 @@ pub fn final_events(i: &Interaction) -> Vec<StreamEvent> {
     events
 }
 
-/// Numbers events and drops those at or before `after`.
+/// Where a client resumes: after event `event`, and, when it last saw a piece of running code's
+/// output (`"<event>.<offset>"`), after byte `offset` of that output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResumePoint {
+    pub event: u64,
+    pub offset: Option<usize>,
+}
+
+impl std::str::FromStr for ResumePoint {
+    type Err = ();
+    fn from_str(s: &str) -> Result<Self, ()> {
+        let (event, offset) = match s.split_once('.') {
+            Some((event, offset)) => (event, Some(offset.parse().map_err(|_| ())?)),
+            None => (s, None),
+        };
+        Ok(Self {
+            event: event.parse().map_err(|_| ())?,
+            offset,
+        })
+    }
+}
+
+/// Numbers events and drops those at or before the resume point. Also streams running code's
+/// output: the first piece opens the coming `code_execution_result` step early (its
+/// `step.start` takes that step's number N) and each piece is a `step.delta` numbered `N.<end
+/// offset>`, outside the main sequence; when the step arrives its delta carries only the rest.
+/// So a replay from the store, which knows no pieces, numbers every event the same.
 struct Numberer {
     next: u64,
-    after: Option<u64>,
+    after: Option<ResumePoint>,
+    /// The call step the next result step answers (the placeholder `step.start` needs its id).
+    last_call_id: Option<String>,
+    partial: Option<Partial>,
+}
+
+/// A result step opened early by its output.
+struct Partial {
+    index: usize,
+    /// The number of its `step.start`.
+    start: u64,
+    /// The output sent so far; `None` once a piece was missed (the rest comes with the step).
+    streamed: Option<String>,
 }
 
 impl Numberer {
+    fn new(after: Option<ResumePoint>) -> Self {
+        Self {
+            next: 0,
+            after,
+            last_call_id: None,
+            partial: None,
+        }
+    }
+
     fn push(&mut self, out: &mut Vec<Event>, ev: StreamEvent) {
         let n = self.next;
         self.next += 1;
-        if self.after.is_some_and(|a| n <= a) {
-            return;
-        }
+        let ev = match self.after {
+            Some(after) if n <= after.event => return,
+            // The first delta of the step whose output the client saw up to `offset`.
+            Some(ResumePoint {
+                event,
+                offset: Some(offset),
+            }) if n == event + 1 => trim_result(ev, offset),
+            _ => ev,
+        };
         out.push(to_sse(ev.with_event_id(n.to_string())));
+    }
+
+    /// The events of the stored `step` at `index`.
+    fn step(&mut self, out: &mut Vec<Event>, index: usize, step: &Step) {
+        if let Step::CodeExecutionCall { id, .. } = step {
+            self.last_call_id = Some(id.clone());
+        }
+        let events = step_events(index, step);
+        let Some(partial) = self.partial.take_if(|p| p.index == index) else {
+            for ev in events {
+                self.push(out, ev);
+            }
+            return;
+        };
+        // Opened early: its start went out (and took its number); the delta has the rest.
+        for ev in events.into_iter().skip(1) {
+            let ev = match (&partial.streamed, ev) {
+                (
+                    Some(streamed),
+                    StreamEvent::StepDelta {
+                        index,
+                        delta: Delta::CodeExecutionResult { result, is_error },
+                        event_id,
+                    },
+                ) => StreamEvent::StepDelta {
+                    index,
+                    delta: Delta::CodeExecutionResult {
+                        result: result
+                            .strip_prefix(streamed.as_str())
+                            .map(str::to_owned)
+                            .unwrap_or(result),
+                        is_error,
+                    },
+                    event_id,
+                },
+                (_, ev) => ev,
+            };
+            self.push(out, ev);
+        }
+    }
+
+    /// A piece of output for the result step that will be stored at `index`.
+    fn output(&mut self, out: &mut Vec<Event>, index: usize, offset: usize, text: &str) {
+        match &mut self.partial {
+            Some(partial) if partial.index == index => {
+                let Some(streamed) = &mut partial.streamed else {
+                    return;
+                };
+                if streamed.len() != offset {
+                    // A piece went missing: stop here, the step brings the rest.
+                    partial.streamed = None;
+                    return;
+                }
+                streamed.push_str(text);
+                let (start, end) = (partial.start, streamed.len());
+                self.push_piece(out, index, start, offset, text, end);
+            }
+            _ => {
+                // Joined after the output began: the step will bring it whole.
+                if offset != 0 {
+                    return;
+                }
+                let Some(call_id) = self.last_call_id.clone() else {
+                    return;
+                };
+                let start = self.next;
+                self.push(
+                    out,
+                    StreamEvent::StepStart {
+                        index,
+                        step: Step::CodeExecutionResult {
+                            call_id,
+                            result: Value::String(String::new()),
+                            is_error: None,
+                            signature: None,
+                            hooks: None,
+                        },
+                        event_id: None,
+                    },
+                );
+                self.partial = Some(Partial {
+                    index,
+                    start,
+                    streamed: Some(text.to_owned()),
+                });
+                self.push_piece(out, index, start, 0, text, text.len());
+            }
+        }
+    }
+
+    /// One piece, `text` at `offset..end` of the output of the step started by event `start`.
+    fn push_piece(
+        &self,
+        out: &mut Vec<Event>,
+        index: usize,
+        start: u64,
+        offset: usize,
+        text: &str,
+        end: usize,
+    ) {
+        let text = match self.after {
+            Some(after) if after.event > start => return,
+            Some(ResumePoint {
+                event,
+                offset: Some(seen),
+            }) if event == start => {
+                if end <= seen {
+                    return;
+                }
+                match text.get(seen.saturating_sub(offset)..) {
+                    Some(rest) => rest,
+                    None => text,
+                }
+            }
+            _ => text,
+        };
+        let ev = StreamEvent::StepDelta {
+            index,
+            delta: Delta::CodeExecutionResult {
+                result: text.to_owned(),
+                is_error: None,
+            },
+            event_id: None,
+        };
+        out.push(to_sse(ev.with_event_id(format!("{start}.{end}"))));
+    }
+}
+
+/// A `code_execution_result` delta without its first `offset` bytes (already seen).
+fn trim_result(ev: StreamEvent, offset: usize) -> StreamEvent {
+    match ev {
+        StreamEvent::StepDelta {
+            index,
+            delta: Delta::CodeExecutionResult { result, is_error },
+            event_id,
+        } => StreamEvent::StepDelta {
+            index,
+            delta: Delta::CodeExecutionResult {
+                result: result.get(offset..).map(str::to_owned).unwrap_or(result),
+                is_error,
+            },
+            event_id,
+        },
+        other => other,
     }
 }
 
@@ -160,7 +357,7 @@ pub async fn sse(
     state: AppState,
     project: crate::Project,
     id: String,
-    after: Option<u64>,
+    after: Option<ResumePoint>,
 ) -> crate::ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
     let live = crate::interactions::subscribe(&state, &id);
     let stored = state
@@ -187,14 +384,14 @@ fn async_stream(
     state: Scoped,
     stored: Interaction,
     live: Option<tokio::sync::broadcast::Receiver<Live>>,
-    after: Option<u64>,
+    after: Option<ResumePoint>,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
     futures::stream::unfold(
         StreamState::Start {
             state,
             stored: Box::new(stored),
             live,
-            numberer: Numberer { next: 0, after },
+            numberer: Numberer::new(after),
         },
         |st| async move {
             match st {
@@ -213,9 +410,7 @@ fn async_stream(
                         },
                     );
                     for (i, step) in stored.steps.iter().enumerate() {
-                        for ev in step_events(i, step) {
-                            numberer.push(&mut out, ev);
-                        }
+                        numberer.step(&mut out, i, step);
                     }
                     let sent = stored.steps.len();
                     let next = match live {
@@ -247,10 +442,27 @@ fn async_stream(
                     match rx.recv().await {
                         Ok(Live::Step(index, step)) => {
                             if index >= sent {
-                                for ev in step_events(index, &step) {
-                                    numberer.push(&mut out, ev);
-                                }
+                                numberer.step(&mut out, index, &step);
                                 sent = index + 1;
+                            }
+                            Some((
+                                out,
+                                StreamState::Live {
+                                    state,
+                                    id,
+                                    rx,
+                                    sent,
+                                    numberer,
+                                },
+                            ))
+                        }
+                        Ok(Live::Output {
+                            index,
+                            offset,
+                            text,
+                        }) => {
+                            if index >= sent {
+                                numberer.output(&mut out, index, offset, &text);
                             }
                             Some((
                                 out,
@@ -265,9 +477,7 @@ fn async_stream(
                         }
                         Ok(Live::Finished(final_interaction)) => {
                             for (i, step) in final_interaction.steps.iter().enumerate().skip(sent) {
-                                for ev in step_events(i, step) {
-                                    numberer.push(&mut out, ev);
-                                }
+                                numberer.step(&mut out, i, step);
                             }
                             for ev in final_events(&final_interaction) {
                                 numberer.push(&mut out, ev);
@@ -289,9 +499,7 @@ fn async_stream(
                                 return Some((vec![done()], StreamState::Done));
                             };
                             for (i, step) in stored.steps.iter().enumerate().skip(sent) {
-                                for ev in step_events(i, step) {
-                                    numberer.push(&mut out, ev);
-                                }
+                                numberer.step(&mut out, i, step);
                             }
                             sent = sent.max(stored.steps.len());
                             if stored.status.is_running() {
@@ -346,9 +554,7 @@ fn async_stream(
                         .await
                     {
                         for (i, step) in stored.steps.iter().enumerate().skip(sent) {
-                            for ev in step_events(i, step) {
-                                numberer.push(&mut out, ev);
-                            }
+                            numberer.step(&mut out, i, step);
                         }
                         for ev in final_events(&stored) {
                             numberer.push(&mut out, ev);

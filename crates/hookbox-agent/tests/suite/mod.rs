@@ -51,8 +51,10 @@ pub async fn run_loop(
     };
     let collect = tokio::spawn(async move {
         let mut steps = Vec::new();
-        while let Some(s) = rx.recv().await {
-            steps.push(s);
+        while let Some(event) = rx.recv().await {
+            if let hookbox_agent::LoopEvent::Step(s) = event {
+                steps.push(s);
+            }
         }
         steps
     });

@@ -28,6 +28,11 @@ pub struct StoreArgs {
     /// lack a sandbox feature; a warning is printed on every run.
     #[arg(long, global = true)]
     pub insecure_no_isolation: bool,
+    /// Build a sandbox for every tool call and command hook instead of starting them inside
+    /// the environment's kept (warm) sandbox. Slower; each call then also has its own network
+    /// namespace when the environment has no network.
+    #[arg(long, global = true)]
+    pub cold_sandboxes: bool,
 }
 
 /// The operator's egress options (`hookbox tool`; `hookbox serve` has the same flags).
@@ -88,6 +93,7 @@ impl StoreArgs {
         if let Some(timeout) = tool_timeout {
             options.tool_timeout = timeout;
         }
+        options.warm = !self.cold_sandboxes;
         if self.insecure_no_isolation {
             eprintln!(
                 "WARNING: --insecure-no-isolation: tools and hooks run directly on this machine, with NO sandbox"

@@ -320,3 +320,123 @@ fn managed_keys_and_a_config_disk_cap_through_the_real_server() {
     assert!(!rm.status.success());
     assert!(String::from_utf8_lossy(&rm.stderr).contains("still holds"));
 }
+
+/// The SSE events (their `data:` JSON) in `raw`, a chunked HTTP response read so far.
+fn sse_datas(raw: &str) -> Vec<serde_json::Value> {
+    raw.lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str(d).ok())
+        .collect()
+}
+
+#[test]
+fn code_execution_output_reaches_the_stream_while_the_code_runs() {
+    let dir = hookbox_test_support::DataDir::new();
+    let data = dir.path().join("data");
+    let server = start(&data);
+    // The code prints, then waits (bounded) for a file that this test creates only once the
+    // stream has shown what was printed; then prints again.
+    let code = "echo first; i=0; while [ ! -e /workspace/go ] && [ $i -lt 3000000 ]; do i=$((i+1)); done; echo second";
+    let body = serde_json::json!({
+        "agent": "antigravity-preview-09-2026",
+        "input": format!("run `{code}`"),
+        "stream": true,
+    })
+    .to_string();
+    let mut s = TcpStream::connect(&server.addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(120)))
+        .unwrap();
+    write!(s, "POST /v1beta/interactions HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len()).unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    let piece = loop {
+        let n = s.read(&mut buf).unwrap();
+        assert!(
+            n > 0,
+            "stream ended early: {}",
+            String::from_utf8_lossy(&seen)
+        );
+        seen.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&seen).into_owned();
+        if let Some(piece) = sse_datas(&text)
+            .into_iter()
+            .find(|e| e["event_type"] == "step.delta" && e["delta"]["result"] == "first\n")
+        {
+            break piece;
+        }
+    };
+    // A piece of running output: outside the main numbering, `<start>.<end offset>`.
+    let piece_id = piece["event_id"].as_str().unwrap().to_owned();
+    let (start_id, end) = piece_id.split_once('.').expect("a piece id");
+    assert_eq!(end, "6");
+    let text = String::from_utf8_lossy(&seen).into_owned();
+    assert!(
+        !sse_datas(&text)
+            .iter()
+            .any(|e| e["event_type"] == "step.delta"
+                && e["delta"]["result"]
+                    .as_str()
+                    .is_some_and(|r| r.contains("second"))),
+        "the code already finished: {text}"
+    );
+    let created = sse_datas(&text)
+        .into_iter()
+        .find(|e| e["event_type"] == "interaction.created")
+        .unwrap();
+    let id = created["interaction"]["id"].as_str().unwrap().to_owned();
+    let env_id = created["interaction"]["environment_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    std::fs::write(
+        data.join("environments")
+            .join(&env_id)
+            .join("root/workspace/go"),
+        "",
+    )
+    .unwrap();
+    while !String::from_utf8_lossy(&seen).contains("data: [DONE]") {
+        let n = s.read(&mut buf).unwrap();
+        assert!(
+            n > 0,
+            "stream ended early: {}",
+            String::from_utf8_lossy(&seen)
+        );
+        seen.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&seen).into_owned();
+    let events = sse_datas(&text);
+    // The step's own delta brings only the rest; pieces and delta add up to the stored result.
+    let step_start = events.iter().find(|e| e["event_id"] == start_id).unwrap();
+    assert_eq!(step_start["event_type"], "step.start");
+    assert_eq!(step_start["step"]["type"], "code_execution_result");
+    let index = step_start["index"].clone();
+    let deltas: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["event_type"] == "step.delta" && e["index"] == index)
+        .collect();
+    let streamed: String = deltas
+        .iter()
+        .map(|e| e["delta"]["result"].as_str().unwrap())
+        .collect();
+    let resp = http(
+        &server.addr,
+        "GET",
+        &format!("/v1beta/interactions/{id}"),
+        "",
+    );
+    let stored = json_body(&resp);
+    let index = index.as_u64().unwrap() as usize;
+    assert_eq!(stored["steps"][index]["result"], "first\nsecond\n");
+    assert_eq!(streamed, "first\nsecond\n");
+    // Resuming after the piece gives the rest of that output, not all of it again.
+    let resp = http(
+        &server.addr,
+        "GET",
+        &format!("/v1beta/interactions/{id}?stream=true&last_event_id={piece_id}"),
+        "",
+    );
+    let resumed = sse_datas(&resp);
+    assert_eq!(resumed[0]["event_type"], "step.delta", "{resp}");
+    assert_eq!(resumed[0]["delta"]["result"], "second\n");
+}
