@@ -30,14 +30,18 @@
 //! redacted.
 //!
 //! # Decisions
-//! - One sandbox per process tree (per tool call and per command hook), built by a re-executed
-//!   single-threaded launcher (`hookbox-sandbox-exec`, or `hookbox __sandbox-exec`); the spec
-//!   travels as JSON in a memfd on fd 3, failures come back as text on fd 4.
+//! - One sandbox per open environment, built by a re-executed single-threaded launcher
+//!   (`hookbox-sandbox-exec`, or `hookbox __sandbox-exec`) and kept ([`warm`]); each tool call
+//!   and command hook is cloned inside it into its own PID, mount and IPC namespaces with its own
+//!   `/proc`, limits, Landlock and seccomp, and handed over with its stdio through a socket
+//!   ([`fdpass`]). With `SandboxOptions::warm` off, one sandbox per call. The spec travels as
+//!   JSON in a memfd on fd 3, failures come back as text on fd 4.
 //! - Namespaces: user (uid/gid 0 inside mapped to hookbox's own uid/gid), mount, PID, IPC, UTS,
 //!   and a network namespace (see Network below).
 //! - Network ([`network`]): the environment's `network` is validated at creation and kept in its
-//!   metadata; absent means disabled. Disabled (or an empty allowlist): each process tree gets a
-//!   fresh namespace with only `lo` ([`spec::Network::Isolated`]) and no proxy variables.
+//!   metadata; absent means disabled. Disabled (or an empty allowlist): each sandbox gets a
+//!   fresh namespace with only `lo` ([`spec::Network::Isolated`]; the calls of a
+//!   warm sandbox share it) and no proxy variables.
 //!   Otherwise, on the first launch, the opened [`environment::Environment`] creates one
 //!   loopback-only namespace (`hookbox_egress::netns`) with the egress proxy listening on
 //!   `127.0.0.1:<port>` inside it (served by a task on the caller's tokio runtime, dialing from

@@ -46,7 +46,7 @@ pub enum Isolation {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Network {
-    /// A fresh namespace per process tree, with only `lo`, brought up.
+    /// A fresh namespace per sandbox (shared by a warm sandbox's calls), with only `lo` up.
     Isolated,
     /// Join the namespace whose fd the launcher inherits at [`NETNS_FD`]. The egress issue
     /// creates one namespace per environment (with its proxy listening inside) and passes it

@@ -159,8 +159,10 @@ struct Partial {
     index: usize,
     /// The number of its `step.start`.
     start: u64,
-    /// The output sent so far; `None` once a piece was missed (the rest comes with the step).
-    streamed: Option<String>,
+    /// The output sent so far.
+    streamed: String,
+    /// A piece was missed: no more pieces; the rest comes with the step.
+    gap: bool,
 }
 
 impl Numberer {
@@ -204,7 +206,7 @@ impl Numberer {
         for ev in events.into_iter().skip(1) {
             let ev = match (&partial.streamed, ev) {
                 (
-                    Some(streamed),
+                    streamed,
                     StreamEvent::StepDelta {
                         index,
                         delta: Delta::CodeExecutionResult { result, is_error },
@@ -231,16 +233,13 @@ impl Numberer {
     fn output(&mut self, out: &mut Vec<Event>, index: usize, offset: usize, text: &str) {
         match &mut self.partial {
             Some(partial) if partial.index == index => {
-                let Some(streamed) = &mut partial.streamed else {
-                    return;
-                };
-                if streamed.len() != offset {
+                if partial.gap || partial.streamed.len() != offset {
                     // A piece went missing: stop here, the step brings the rest.
-                    partial.streamed = None;
+                    partial.gap = true;
                     return;
                 }
-                streamed.push_str(text);
-                let (start, end) = (partial.start, streamed.len());
+                partial.streamed.push_str(text);
+                let (start, end) = (partial.start, partial.streamed.len());
                 self.push_piece(out, index, start, offset, text, end);
             }
             _ => {
@@ -269,7 +268,8 @@ impl Numberer {
                 self.partial = Some(Partial {
                     index,
                     start,
-                    streamed: Some(text.to_owned()),
+                    streamed: text.to_owned(),
+                    gap: false,
                 });
                 self.push_piece(out, index, start, 0, text, text.len());
             }
@@ -440,29 +440,20 @@ fn async_stream(
                 } => {
                     let mut out = Vec::new();
                     match rx.recv().await {
-                        Ok(Live::Step(index, step)) => {
-                            if index >= sent {
-                                numberer.step(&mut out, index, &step);
-                                sent = index + 1;
-                            }
-                            Some((
-                                out,
-                                StreamState::Live {
-                                    state,
-                                    id,
-                                    rx,
-                                    sent,
-                                    numberer,
-                                },
-                            ))
-                        }
-                        Ok(Live::Output {
-                            index,
-                            offset,
-                            text,
-                        }) => {
-                            if index >= sent {
-                                numberer.output(&mut out, index, offset, &text);
+                        Ok(event @ (Live::Step(..) | Live::Output { .. })) => {
+                            match event {
+                                Live::Step(index, step) if index >= sent => {
+                                    numberer.step(&mut out, index, &step);
+                                    sent = index + 1;
+                                }
+                                Live::Output {
+                                    index,
+                                    offset,
+                                    text,
+                                } if index >= sent => {
+                                    numberer.output(&mut out, index, offset, &text);
+                                }
+                                _ => {}
                             }
                             Some((
                                 out,
