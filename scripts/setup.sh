@@ -14,6 +14,9 @@ have unshare || need_debs+=(util-linux)
 have mkfs.ext4 || need_debs+=(e2fsprogs)
 have mount || need_debs+=(mount)
 have curl || need_debs+=(curl)
+# The PostgreSQL store's tests (scripts/postgres.sh runs a throwaway cluster).
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need_debs+=(postgresql)
+have runuser || need_debs+=(util-linux)
 [ -e /usr/bin/python3 ] || need_debs+=(python3)
 
 if [ ${#need_debs[@]} -gt 0 ]; then

@@ -2,10 +2,17 @@
 # The whole test suite: set-up, then every crate's unit and integration tests and the
 # end-to-end suite that drives the hookbox binary, then the SDK conformance suite (the unmodified
 # google-genai SDK from PyPI, in a venv, against `hookbox serve`, with the reference's examples),
-# and `hookbox mcp` against the official MCP Python SDK (stdio and streamable HTTP).
+# and `hookbox mcp` against the official MCP Python SDK (stdio and streamable HTTP). The store's
+# suite runs twice: on SQLite, and on a throwaway PostgreSQL cluster (scripts/postgres.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 cargo test --workspace --locked "$@"
+pg_url=$(scripts/postgres.sh start)
+trap 'scripts/postgres.sh stop "$pg_url"' EXIT
+echo "test.sh: the store suite on PostgreSQL ($pg_url)"
+HOOKBOX_TEST_STORE=postgres HOOKBOX_TEST_POSTGRES_URL="$pg_url" \
+    cargo test -p hookbox-store --locked "$@" -- --include-ignored --skip crash_child_writer
+export HOOKBOX_TEST_POSTGRES_URL="$pg_url"
 tests/conformance/run.sh --reference
 tests/mcp/run.sh

@@ -66,16 +66,25 @@ impl SecretKey {
             path: path.display().to_string(),
             source,
         };
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)
-        {
-            Ok(mut file) => {
-                let key: [u8; KEY_LEN] = rand::random();
-                file.write_all(&key).map_err(io)?;
-                file.sync_all().map_err(io)?;
+        // Written whole under a temporary name, then linked into place: a second process
+        // (a replica starting at the same time) finds either no key or the whole key, never a
+        // half-written one, and both end up with the same key.
+        let temp = data_dir.join(format!("{KEY_FILE}.{:016x}.tmp", rand::random::<u64>()));
+        let created = (|| -> std::io::Result<[u8; KEY_LEN]> {
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&temp)?;
+            let key: [u8; KEY_LEN] = rand::random();
+            file.write_all(&key)?;
+            file.sync_all()?;
+            std::fs::hard_link(&temp, &path)?;
+            Ok(key)
+        })();
+        let _ = std::fs::remove_file(&temp);
+        match created {
+            Ok(key) => {
                 tracing::info!(path = %path.display(), "created credential encryption key");
                 Ok(SecretKey(key))
             }

@@ -1,13 +1,15 @@
 //! Durable storage for hookbox: interactions with their steps, environment metadata, credentials
 //! (secrets encrypted at rest) and agents.
 //!
-//! The [`Store`] trait is the only thing the rest of hookbox sees, so that a PostgreSQL backend can
-//! be added for multi-node deployments; [`sqlite::SqliteStore`] is the default backend (one file in
-//! the data dir, WAL). This crate owns persistence only: it does not run agents, touch sandboxes or
+//! The [`Store`] trait is the only thing the rest of hookbox sees. [`sqlite::SqliteStore`] is the
+//! default backend (one file in the data dir, WAL); [`postgres::PostgresStore`] lets several
+//! hookbox servers share one database. Both migrate their own schema, seal credentials the same
+//! way and pass the same test suite. This crate owns persistence only: it does not run agents, touch sandboxes or
 //! speak HTTP, and it never logs a secret value.
 
 pub mod crypto;
 pub mod keys;
+pub mod postgres;
 pub mod sqlite;
 pub mod time;
 
@@ -20,13 +22,52 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 pub use crypto::SecretKey;
+pub use postgres::{PostgresOptions, PostgresStore};
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
+
+/// The associated data that binds a credential's ciphertext to its project and id. The default
+/// project keeps the form used before projects existed, so rows sealed then stay readable.
+pub(crate) fn credential_aad(project: &str, id: &str) -> String {
+    if project == DEFAULT_PROJECT {
+        id.to_owned()
+    } else {
+        format!("{project}/{id}")
+    }
+}
+
+/// Opens the store hookbox serves from: `database` a `postgres://` or `postgresql://` URL for
+/// PostgreSQL (the credential key from [`SecretKey::load_or_create`] in `data_dir`, which
+/// replicas share), else SQLite's file in `data_dir`.
+pub async fn open_store(
+    data_dir: &std::path::Path,
+    database: Option<&str>,
+    sqlite: &SqliteOptions,
+) -> Result<std::sync::Arc<dyn Store>> {
+    match database.filter(|d| !d.is_empty()) {
+        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+            std::fs::create_dir_all(data_dir).map_err(|source| Error::Io {
+                path: data_dir.display().to_string(),
+                source,
+            })?;
+            let key = SecretKey::load_or_create(data_dir)?;
+            Ok(std::sync::Arc::new(
+                PostgresStore::connect(url, key, &PostgresOptions::default()).await?,
+            ))
+        }
+        Some(_) => Err(Error::Pool(
+            "the database must be a postgres:// or postgresql:// URL (or none, for SQLite)".into(),
+        )),
+        None => Ok(std::sync::Arc::new(SqliteStore::open_in(data_dir, sqlite)?)),
+    }
+}
 
 /// Environment variable names this crate reads.
 pub mod env_vars {
     /// 32-byte key for credential encryption, base64 or 64 hex digits. Without it the key lives
     /// in `<data dir>/secret.key` (created 0600 on first use).
     pub const HOOKBOX_SECRET_KEY: &str = "HOOKBOX_SECRET_KEY";
+    /// A `postgres://` URL: the store is that PostgreSQL database instead of SQLite's file.
+    pub const HOOKBOX_DATABASE_URL: &str = "HOOKBOX_DATABASE_URL";
 }
 
 /// Errors of the storage layer.
@@ -34,6 +75,10 @@ pub mod env_vars {
 pub enum Error {
     #[error("sqlite: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    #[error("postgres: {}", postgres_message(.0))]
+    Postgres(#[from] tokio_postgres::Error),
+    #[error("postgres connection pool: {0}")]
+    Pool(String),
     #[error("stored JSON is invalid: {0}")]
     Json(#[from] serde_json::Error),
     #[error("{what} `{id}` already exists")]
@@ -66,6 +111,15 @@ pub enum Error {
     Poisoned,
     #[error("background task failed: {0}")]
     Join(String),
+}
+
+/// A PostgreSQL error with the server's message when there is one (tokio-postgres's own Display
+/// says only "db error").
+fn postgres_message(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{}: {}", db.code().code(), db.message()),
+        None => e.to_string(),
+    }
 }
 
 /// Result alias of this crate.

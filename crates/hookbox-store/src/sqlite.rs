@@ -21,7 +21,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use crate::crypto::SecretKey;
 use crate::{
     ApiKeyRecord, EnvironmentRecord, Error, Page, Paged, ProjectRecord, ProjectUsage, Result,
-    StatusUpdate, Store, apply_credential_update,
+    StatusUpdate, Store, apply_credential_update, credential_aad,
 };
 use serde_json::{Map, Value};
 
@@ -150,16 +150,6 @@ CREATE TABLE api_keys (
 
 /// The latest schema version this build knows.
 pub const SCHEMA_VERSION: i64 = 2;
-
-/// The associated data that binds a credential's ciphertext to its project and id. The default
-/// project keeps the form used before projects existed, so rows sealed then stay readable.
-fn credential_aad(project: &str, id: &str) -> String {
-    if project == crate::DEFAULT_PROJECT {
-        id.to_owned()
-    } else {
-        format!("{project}/{id}")
-    }
-}
 
 /// SQLite-backed [`Store`].
 #[derive(Debug, Clone)]

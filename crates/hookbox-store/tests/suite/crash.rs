@@ -15,7 +15,7 @@ const DIR_VAR: &str = "HOOKBOX_TEST_CRASH_DIR";
 #[ignore = "helper process for the crash test"]
 async fn crash_child_writer() {
     let dir = std::env::var(DIR_VAR).expect("run only by the crash test");
-    let store = super::open(std::path::Path::new(&dir));
+    let store = super::sqlite_open(std::path::Path::new(&dir));
     for n in 0.. {
         let id = format!("int_{n}");
         let mut i = Interaction::new(&id, InteractionStatus::InProgress);
@@ -35,7 +35,7 @@ async fn crash_child_writer() {
 #[tokio::test]
 async fn sigkill_mid_write_loses_nothing_acknowledged() {
     let dir = tempfile::tempdir().unwrap();
-    drop(super::open(dir.path())); // create the schema before the child races us
+    drop(super::sqlite_open(dir.path())); // create the schema before the child races us
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "suite::crash::crash_child_writer",
@@ -70,7 +70,7 @@ async fn sigkill_mid_write_loses_nothing_acknowledged() {
     child.wait().unwrap();
     assert!(acked_steps.len() >= 150, "child stopped early");
 
-    let store = super::open(dir.path());
+    let store = super::sqlite_open(dir.path());
     for id in &acked_creates {
         let i = store
             .get_interaction(P, id)

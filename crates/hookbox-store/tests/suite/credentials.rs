@@ -2,7 +2,7 @@ use super::P;
 use hookbox_protocol::api::{
     CredentialConfig, CredentialStatus, CredentialType, CredentialUpdate, Secret,
 };
-use hookbox_store::{Page, SecretKey, SqliteOptions, SqliteStore, Store};
+use hookbox_store::{Page, SecretKey};
 
 use super::temp_store;
 
@@ -17,7 +17,7 @@ fn bearer(id: &str, token: &str) -> CredentialConfig {
 
 #[tokio::test]
 async fn secrets_are_encrypted_at_rest_and_decrypt_back() {
-    let (dir, store) = temp_store();
+    let (dir, store) = temp_store().await;
     let meta = store
         .create_credential(
             P,
@@ -29,30 +29,43 @@ async fn secrets_are_encrypted_at_rest_and_decrypt_back() {
     assert_eq!(meta.kind, CredentialType::BearerToken);
     assert_eq!(meta.status, CredentialStatus::Active);
     drop(store);
-    // The plaintext appears nowhere in the database files (main file and WAL).
-    for entry in std::fs::read_dir(dir.path()).unwrap() {
-        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
-        assert!(!bytes.windows(16).any(|w| w == b"tok-SUPERSECRET-"));
+    // The plaintext appears nowhere in the database (SQLite's files, PostgreSQL's rows).
+    if let Some(url) = &dir.database_url() {
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        let dump: String = client
+            .query_one("SELECT string_agg(c::text, ' ') FROM credentials c", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert!(
+            dump.contains("cred_1") && !dump.contains("SUPERSECRET"),
+            "{dump}"
+        );
+    } else {
+        for entry in std::fs::read_dir(dir.path()).unwrap() {
+            let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+            assert!(!bytes.windows(16).any(|w| w == b"tok-SUPERSECRET-"));
+        }
     }
-    let store = super::open(dir.path());
+    let store = super::open(&dir).await;
     let secret = store.credential_secret(P, "cred_1").await.unwrap().unwrap();
     assert_eq!(secret, bearer("cred_1", "tok-SUPERSECRET-1"));
 
     // A different key cannot read it, and says so without leaking anything.
     drop(store);
-    let wrong = SqliteStore::open(
-        &dir.path().join("hookbox.db"),
-        SecretKey::from_bytes([1; 32]),
-        &SqliteOptions::default(),
-    )
-    .unwrap();
+    let wrong = super::open_with_key(&dir, SecretKey::from_bytes([1; 32]))
+        .await
+        .unwrap();
     let err = wrong.credential_secret(P, "cred_1").await.unwrap_err();
     assert!(matches!(err, hookbox_store::Error::Decrypt(_)), "{err}");
 }
 
 #[tokio::test]
 async fn update_applies_partially_and_checks_the_type() {
-    let (_dir, store) = temp_store();
+    let (_dir, store) = temp_store().await;
     store
         .create_credential(P, &bearer("cred_1", "old"), "t0")
         .await
@@ -119,7 +132,7 @@ async fn update_applies_partially_and_checks_the_type() {
 
 #[tokio::test]
 async fn duplicate_ids_are_refused_and_list_pages() {
-    let (_dir, store) = temp_store();
+    let (_dir, store) = temp_store().await;
     for i in 0..5 {
         store
             .create_credential(P, &bearer(&format!("cred_{i}"), "x"), "t")

@@ -1,6 +1,6 @@
 use super::P;
 use hookbox_protocol::api::{Interaction, InteractionError, InteractionStatus, Step, Usage};
-use hookbox_store::{StatusUpdate, Store};
+use hookbox_store::StatusUpdate;
 
 use super::{open, temp_store};
 
@@ -20,7 +20,7 @@ fn interaction(id: &str) -> Interaction {
 
 #[tokio::test]
 async fn steps_are_appended_in_order_and_survive_reopen() {
-    let (dir, store) = temp_store();
+    let (dir, store) = temp_store().await;
     store
         .create_interaction(P, &interaction("int_1"))
         .await
@@ -50,7 +50,7 @@ async fn steps_are_appended_in_order_and_survive_reopen() {
         .unwrap();
     drop(store);
 
-    let store = open(dir.path());
+    let store = open(&dir).await;
     let got = store.get_interaction(P, "int_1").await.unwrap().unwrap();
     assert_eq!(got.status, InteractionStatus::Completed);
     assert_eq!(got.steps.len(), 3);
@@ -62,7 +62,7 @@ async fn steps_are_appended_in_order_and_survive_reopen() {
 
 #[tokio::test]
 async fn duplicate_ids_and_unknown_interactions_are_errors() {
-    let (_dir, store) = temp_store();
+    let (_dir, store) = temp_store().await;
     store
         .create_interaction(P, &interaction("int_1"))
         .await
@@ -80,7 +80,7 @@ async fn duplicate_ids_and_unknown_interactions_are_errors() {
 
 #[tokio::test]
 async fn delete_removes_interaction_and_steps() {
-    let (_dir, store) = temp_store();
+    let (_dir, store) = temp_store().await;
     store
         .create_interaction(P, &interaction("int_1"))
         .await
@@ -104,7 +104,7 @@ async fn delete_removes_interaction_and_steps() {
 
 #[tokio::test]
 async fn recovery_fails_only_running_interactions_with_the_reason() {
-    let (_dir, store) = temp_store();
+    let (_dir, store) = temp_store().await;
     store
         .create_interaction(P, &interaction("int_run"))
         .await
@@ -143,7 +143,8 @@ async fn recovery_fails_only_running_interactions_with_the_reason() {
 
 #[tokio::test]
 async fn schema_is_versioned_and_newer_schemas_are_refused() {
-    let (dir, store) = temp_store();
+    let dir = tempfile::tempdir().unwrap();
+    let store = super::sqlite_open(dir.path());
     assert_eq!(
         store.schema_version().unwrap(),
         hookbox_store::sqlite::SCHEMA_VERSION

@@ -39,7 +39,7 @@ fn env_record(id: &str) -> EnvironmentRecord {
 
 #[tokio::test]
 async fn resources_of_one_project_are_absent_from_another() {
-    let (_dir, store) = temp_store();
+    let (_dir, store) = temp_store().await;
     let (a, b) = ("team-a", "team-b");
     let mut interaction = Interaction::new("int_a", InteractionStatus::InProgress);
     interaction.steps.push(Step::user_text("hello"));
@@ -165,7 +165,7 @@ async fn resources_of_one_project_are_absent_from_another() {
 
 #[tokio::test]
 async fn managed_keys_are_found_by_hash_and_die_when_revoked() {
-    let (_dir, store) = temp_store();
+    let (_dir, store) = temp_store().await;
     let key = ApiKeyRecord {
         id: "key_1".into(),
         project: "team-a".into(),
@@ -258,7 +258,7 @@ async fn a_version_1_database_migrates_into_the_default_project() {
         )
         .unwrap();
 
-    let store = super::open(dir.path());
+    let store = super::sqlite_open(dir.path());
     assert_eq!(
         store.schema_version().unwrap(),
         hookbox_store::sqlite::SCHEMA_VERSION

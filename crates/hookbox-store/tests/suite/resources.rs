@@ -1,6 +1,6 @@
 use super::P;
 use hookbox_protocol::api::{Agent, Environment, EnvironmentStatus};
-use hookbox_store::{EnvironmentRecord, Page, Store};
+use hookbox_store::{EnvironmentRecord, Page};
 
 use super::temp_store;
 
@@ -23,7 +23,7 @@ fn env(id: &str) -> EnvironmentRecord {
 
 #[tokio::test]
 async fn environments_upsert_list_and_delete() {
-    let (_dir, store) = temp_store();
+    let (_dir, store) = temp_store().await;
     store.put_environment(P, &env("env_a")).await.unwrap();
     store.put_environment(P, &env("env_b")).await.unwrap();
     let mut changed = env("env_a");
@@ -43,7 +43,7 @@ async fn environments_upsert_list_and_delete() {
 
 #[tokio::test]
 async fn agents_round_trip() {
-    let (_dir, store) = temp_store();
+    let (_dir, store) = temp_store().await;
     let agent: Agent = serde_json::from_value(serde_json::json!({
         "id": "agent_1", "base_agent": "antigravity-preview-09-2026", "description": "d",
         "tools": [{"type": "code_execution"}], "custom": 1

@@ -9,13 +9,16 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use hookbox_server::quota::QuotaOverrides;
-use hookbox_store::{ApiKeyRecord, ProjectRecord, SqliteOptions, SqliteStore, Store};
+use hookbox_store::{ApiKeyRecord, ProjectRecord, SqliteOptions, Store};
 
 #[derive(Debug, Args)]
 pub struct ProjectArgs {
     /// Data directory (its database holds projects and keys). Default as for every command.
     #[arg(long, global = true)]
     pub data_dir: Option<PathBuf>,
+    /// The PostgreSQL database `hookbox serve --database` uses (default: SQLite in the data dir).
+    #[arg(long, global = true, env = hookbox_store::env_vars::HOOKBOX_DATABASE_URL, hide_env_values = true)]
+    pub database: Option<String>,
     #[command(subcommand)]
     pub command: ProjectCommand,
 }
@@ -51,6 +54,9 @@ pub struct KeyArgs {
     /// Data directory (its database holds projects and keys). Default as for every command.
     #[arg(long, global = true)]
     pub data_dir: Option<PathBuf>,
+    /// The PostgreSQL database `hookbox serve --database` uses (default: SQLite in the data dir).
+    #[arg(long, global = true, env = hookbox_store::env_vars::HOOKBOX_DATABASE_URL, hide_env_values = true)]
+    pub database: Option<String>,
     #[command(subcommand)]
     pub command: KeyCommand,
 }
@@ -68,14 +74,20 @@ pub enum KeyCommand {
     Revoke { id: String },
 }
 
-fn open(data_dir: Option<PathBuf>) -> anyhow::Result<Arc<dyn Store>> {
+async fn open(
+    data_dir: Option<PathBuf>,
+    database: Option<String>,
+) -> anyhow::Result<Arc<dyn Store>> {
     let data_dir = match data_dir {
         Some(d) => d,
         None => hookbox_sandbox::environment::default_data_dir()?,
     };
-    let store = SqliteStore::open_in(&data_dir, &SqliteOptions::default())
-        .with_context(|| format!("cannot open the store in {}", data_dir.display()))?;
-    Ok(Arc::new(store))
+    hookbox_store::open_store(&data_dir, database.as_deref(), &SqliteOptions::default())
+        .await
+        .with_context(|| match database {
+            Some(_) => "cannot open the PostgreSQL store".to_owned(),
+            None => format!("cannot open the store in {}", data_dir.display()),
+        })
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -113,8 +125,8 @@ fn show_quotas(quotas: &serde_json::Map<String, serde_json::Value>) -> String {
 }
 
 pub fn run_project(args: ProjectArgs) -> anyhow::Result<ExitCode> {
-    let store = open(args.data_dir)?;
     runtime()?.block_on(async move {
+        let store = open(args.data_dir, args.database).await?;
         match args.command {
             ProjectCommand::Create { name, quotas } => {
                 check_name(&name)?;
@@ -179,8 +191,8 @@ pub fn run_project(args: ProjectArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub fn run_key(args: KeyArgs) -> anyhow::Result<ExitCode> {
-    let store = open(args.data_dir)?;
     runtime()?.block_on(async move {
+        let store = open(args.data_dir, args.database).await?;
         match args.command {
             KeyCommand::Create { project } => {
                 check_name(&project)?;

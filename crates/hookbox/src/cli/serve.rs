@@ -27,7 +27,7 @@ use hookbox_sandbox::spec::Isolation;
 use hookbox_server::quota::QuotaConfig;
 use hookbox_server::sandbox::{CacheLimits, Clock, SandboxBackend};
 use hookbox_server::{AppState, Services};
-use hookbox_store::{SqliteOptions, SqliteStore, Store, Synchronous};
+use hookbox_store::{SqliteOptions, Store, Synchronous};
 
 use crate::credentials::StoreCredentials;
 
@@ -47,6 +47,12 @@ pub struct ServeArgs {
     /// `$XDG_DATA_HOME/hookbox`, else `~/.local/share/hookbox` (the same as every command).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
+    /// Keep interactions, projects, keys, credentials and agents in this PostgreSQL database
+    /// (`postgres://user[:password]@host[:port]/db`) instead of SQLite's file in the data dir,
+    /// so that several `hookbox serve` replicas share them. The credential key stays in the data
+    /// dir (or `HOOKBOX_SECRET_KEY`); replicas must share it.
+    #[arg(long, value_name = "URL", env = hookbox_store::env_vars::HOOKBOX_DATABASE_URL, hide_env_values = true)]
+    pub database: Option<String>,
     /// API keys clients may send (comma-separated in the environment variable), each `KEY` (a
     /// project of its own) or `PROJECT:KEY` (keys naming one project share it). Managed keys
     /// (`hookbox key create`) work too. None of either = local mode: no key needed, one project
@@ -189,10 +195,14 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             Synchronous::Normal
         },
     };
-    let store: Arc<dyn Store> = Arc::new(
-        SqliteStore::open_in(&data_dir, &options)
-            .with_context(|| format!("cannot open the store in {}", data_dir.display()))?,
-    );
+    let store: Arc<dyn Store> =
+        hookbox_store::open_store(&data_dir, args.database.as_deref(), &options)
+            .await
+            .with_context(|| match args.database {
+                // Never the URL: it may hold a password.
+                Some(_) => "cannot open the PostgreSQL store (--database)".to_owned(),
+                None => format!("cannot open the store in {}", data_dir.display()),
+            })?;
     let has_keys = !api_keys.is_empty() || store.has_api_keys().await?;
     hookbox_server::check_listen_addr(args.listen, has_keys)?;
     let (model, model_label) = model(args.model)?;

@@ -1,0 +1,891 @@
+//! The PostgreSQL backend of [`Store`], for several hookbox servers sharing one database.
+//!
+//! Same schema and semantics as the SQLite backend: every trait method is one statement or one
+//! transaction that has committed when it returns; credentials are sealed with the same key and
+//! associated data; pages are ordered by an identity column. Migrations are versioned in
+//! `hookbox_schema` and applied under a transaction-scoped advisory lock, so replicas starting
+//! together apply each exactly once. Connections come from a `deadpool-postgres` pool over
+//! `tokio-postgres` (no TLS: reach the database over loopback or a private network).
+//!
+//! Must not: log or return the connection URL (it may hold a password).
+
+use std::str::FromStr;
+
+use async_trait::async_trait;
+use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
+use hookbox_protocol::api::{
+    Agent, Credential, CredentialConfig, CredentialStatus, CredentialType, CredentialUpdate,
+    Interaction, InteractionError, InteractionStatus, Step, Usage,
+};
+use serde_json::{Map, Value};
+use tokio_postgres::{NoTls, Row};
+
+use crate::crypto::SecretKey;
+use crate::{
+    ApiKeyRecord, EnvironmentRecord, Error, Page, Paged, ProjectRecord, ProjectUsage, Result,
+    StatusUpdate, Store, apply_credential_update, credential_aad,
+};
+
+/// Schema migrations, applied in order and recorded in `hookbox_schema`. Numbered like the
+/// SQLite backend's: this backend starts at the schema SQLite reached with version 2.
+const MIGRATIONS: &[(i64, &str)] = &[(
+    2,
+    r#"
+CREATE TABLE interactions (
+    seq BIGINT GENERATED ALWAYS AS IDENTITY,
+    id TEXT PRIMARY KEY,
+    project TEXT NOT NULL,
+    status TEXT NOT NULL,
+    agent TEXT,
+    environment_id TEXT,
+    previous_interaction_id TEXT,
+    created TEXT NOT NULL,
+    updated TEXT NOT NULL,
+    usage_json TEXT,
+    errors_json TEXT NOT NULL DEFAULT '[]',
+    body_json TEXT NOT NULL
+);
+CREATE INDEX interactions_status ON interactions(status);
+CREATE INDEX interactions_project ON interactions(project, status);
+CREATE TABLE steps (
+    interaction_id TEXT NOT NULL REFERENCES interactions(id) ON DELETE CASCADE,
+    idx BIGINT NOT NULL,
+    step_json TEXT NOT NULL,
+    PRIMARY KEY (interaction_id, idx)
+);
+CREATE TABLE environments (
+    seq BIGINT GENERATED ALWAYS AS IDENTITY,
+    project TEXT NOT NULL,
+    id TEXT NOT NULL,
+    record_json TEXT NOT NULL,
+    PRIMARY KEY (project, id)
+);
+CREATE TABLE credentials (
+    seq BIGINT GENERATED ALWAYS AS IDENTITY,
+    project TEXT NOT NULL,
+    id TEXT NOT NULL,
+    type TEXT NOT NULL,
+    status TEXT NOT NULL,
+    create_time TEXT NOT NULL,
+    update_time TEXT NOT NULL,
+    nonce BYTEA NOT NULL,
+    ciphertext BYTEA NOT NULL,
+    PRIMARY KEY (project, id)
+);
+CREATE TABLE agents (
+    seq BIGINT GENERATED ALWAYS AS IDENTITY,
+    project TEXT NOT NULL,
+    id TEXT NOT NULL,
+    agent_json TEXT NOT NULL,
+    PRIMARY KEY (project, id)
+);
+CREATE TABLE projects (
+    seq BIGINT GENERATED ALWAYS AS IDENTITY,
+    name TEXT PRIMARY KEY,
+    created TEXT NOT NULL,
+    quotas_json TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE api_keys (
+    seq BIGINT GENERATED ALWAYS AS IDENTITY,
+    id TEXT PRIMARY KEY,
+    project TEXT NOT NULL REFERENCES projects(name) ON DELETE CASCADE,
+    sha256 BYTEA NOT NULL UNIQUE,
+    prefix TEXT NOT NULL,
+    created TEXT NOT NULL,
+    revoked TEXT
+);
+"#,
+)];
+
+/// The advisory lock migrations run under (an arbitrary constant: "hookbox" in ASCII).
+const MIGRATION_LOCK: i64 = 0x0068_6f6f_6b62_6f78;
+
+/// Options of [`PostgresStore::connect`].
+#[derive(Debug, Clone)]
+pub struct PostgresOptions {
+    /// Connections kept at most.
+    pub max_connections: usize,
+}
+
+impl Default for PostgresOptions {
+    fn default() -> Self {
+        Self {
+            max_connections: 16,
+        }
+    }
+}
+
+/// PostgreSQL-backed [`Store`].
+#[derive(Clone)]
+pub struct PostgresStore {
+    pool: Pool,
+    key: std::sync::Arc<SecretKey>,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the URL: it may hold a password.
+        f.debug_struct("PostgresStore").finish_non_exhaustive()
+    }
+}
+
+fn pool_err(e: impl std::fmt::Display) -> Error {
+    Error::Pool(e.to_string())
+}
+
+impl PostgresStore {
+    /// Connects to `url` (`postgres://user[:password]@host[:port]/db`), checks the connection and
+    /// runs pending migrations.
+    pub async fn connect(url: &str, key: SecretKey, options: &PostgresOptions) -> Result<Self> {
+        let config = tokio_postgres::Config::from_str(url)
+            .map_err(|e| Error::Pool(format!("invalid PostgreSQL URL: {e}")))?;
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(options.max_connections.max(1))
+            .build()
+            .map_err(pool_err)?;
+        let store = Self {
+            pool,
+            key: std::sync::Arc::new(key),
+        };
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    async fn client(&self) -> Result<deadpool_postgres::Object> {
+        self.pool.get().await.map_err(pool_err)
+    }
+
+    async fn migrate(&self) -> Result<()> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+            .await?;
+        tx.batch_execute(
+            "CREATE TABLE IF NOT EXISTS hookbox_schema (version BIGINT PRIMARY KEY, applied TEXT NOT NULL)",
+        )
+        .await?;
+        let current: i64 = tx
+            .query_one("SELECT COALESCE(MAX(version), 0) FROM hookbox_schema", &[])
+            .await?
+            .get(0);
+        let supported = MIGRATIONS.last().map_or(0, |(v, _)| *v);
+        if current > supported {
+            return Err(Error::SchemaTooNew {
+                found: current,
+                supported,
+            });
+        }
+        for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
+            tx.batch_execute(sql).await?;
+            tx.execute(
+                "INSERT INTO hookbox_schema (version, applied) VALUES ($1, $2)",
+                &[version, &crate::time::now_rfc3339()],
+            )
+            .await?;
+            tracing::info!(version, backend = "postgres", "applied store migration");
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The schema version recorded in the database.
+    pub async fn schema_version(&self) -> Result<i64> {
+        Ok(self
+            .client()
+            .await?
+            .query_one("SELECT COALESCE(MAX(version), 0) FROM hookbox_schema", &[])
+            .await?
+            .get(0))
+    }
+}
+
+fn page_bounds(page: &Page) -> (i64, i64) {
+    let after = page
+        .token
+        .as_deref()
+        .and_then(|t| t.parse::<i64>().ok())
+        .unwrap_or(0);
+    (after, i64::from(page.limit()))
+}
+
+fn finish_page<T>(mut rows: Vec<(i64, T)>, limit: i64) -> Paged<T> {
+    let more = rows.len() as i64 > limit;
+    rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    let next_page_token = if more {
+        rows.last().map(|(seq, _)| seq.to_string())
+    } else {
+        None
+    };
+    Paged {
+        items: rows.into_iter().map(|(_, item)| item).collect(),
+        next_page_token,
+    }
+}
+
+/// A table holding one JSON document per (project, id). Names are constants of this module,
+/// never input, so formatting them into SQL is safe.
+#[derive(Debug, Clone, Copy)]
+struct DocTable {
+    table: &'static str,
+    column: &'static str,
+}
+
+const ENVIRONMENTS: DocTable = DocTable {
+    table: "environments",
+    column: "record_json",
+};
+const AGENTS: DocTable = DocTable {
+    table: "agents",
+    column: "agent_json",
+};
+
+impl DocTable {
+    async fn put(self, c: &impl GenericClient, project: &str, id: &str, json: &str) -> Result<()> {
+        let DocTable { table, column } = self;
+        c.execute(
+            &format!(
+                "INSERT INTO {table} (project, id, {column}) VALUES ($1, $2, $3)
+                 ON CONFLICT (project, id) DO UPDATE SET {column} = excluded.{column}"
+            ),
+            &[&project, &id, &json],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn get<T: serde::de::DeserializeOwned>(
+        self,
+        c: &impl GenericClient,
+        project: &str,
+        id: &str,
+    ) -> Result<Option<T>> {
+        let DocTable { table, column } = self;
+        let row = c
+            .query_opt(
+                &format!("SELECT {column} FROM {table} WHERE project = $1 AND id = $2"),
+                &[&project, &id],
+            )
+            .await?;
+        Ok(row
+            .map(|r| serde_json::from_str(r.get::<_, &str>(0)))
+            .transpose()?)
+    }
+
+    async fn list<T: serde::de::DeserializeOwned>(
+        self,
+        c: &impl GenericClient,
+        project: &str,
+        page: &Page,
+    ) -> Result<Paged<T>> {
+        let DocTable { table, column } = self;
+        let (after, limit) = page_bounds(page);
+        let rows = c
+            .query(
+                &format!(
+                    "SELECT seq, {column} FROM {table} WHERE seq > $1 AND project = $3 ORDER BY seq LIMIT $2"
+                ),
+                &[&after, &(limit + 1), &project],
+            )
+            .await?;
+        let rows = rows
+            .iter()
+            .map(|r| {
+                Ok((
+                    r.get::<_, i64>(0),
+                    serde_json::from_str(r.get::<_, &str>(1))?,
+                ))
+            })
+            .collect::<Result<Vec<(i64, T)>>>()?;
+        Ok(finish_page(rows, limit))
+    }
+
+    async fn delete(self, c: &impl GenericClient, project: &str, id: &str) -> Result<bool> {
+        let DocTable { table, .. } = self;
+        Ok(c.execute(
+            &format!("DELETE FROM {table} WHERE project = $1 AND id = $2"),
+            &[&project, &id],
+        )
+        .await?
+            > 0)
+    }
+}
+
+/// Rows of `table` in `project`. `table` is a constant of this module, never input.
+async fn count_in_project(
+    c: &impl GenericClient,
+    table: &'static str,
+    project: &str,
+) -> Result<u64> {
+    let n: i64 = c
+        .query_one(
+            &format!("SELECT COUNT(*) FROM {table} WHERE project = $1"),
+            &[&project],
+        )
+        .await?
+        .get(0);
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
+fn credential_meta(r: &Row) -> Result<Credential> {
+    let kind: CredentialType = serde_json::from_value(Value::String(r.get(1)))?;
+    let status: CredentialStatus = serde_json::from_value(Value::String(r.get(2)))?;
+    Ok(Credential {
+        id: r.get(0),
+        kind,
+        status,
+        create_time: r.get(3),
+        update_time: r.get(4),
+    })
+}
+
+async fn read_secret(
+    c: &impl GenericClient,
+    key: &SecretKey,
+    project: &str,
+    id: &str,
+) -> Result<Option<CredentialConfig>> {
+    let Some(row) = c
+        .query_opt(
+            "SELECT nonce, ciphertext FROM credentials WHERE project = $1 AND id = $2",
+            &[&project, &id],
+        )
+        .await?
+    else {
+        return Ok(None);
+    };
+    let (nonce, ct): (Vec<u8>, Vec<u8>) = (row.get(0), row.get(1));
+    let plain = key.open(&credential_aad(project, id), &nonce, &ct)?;
+    Ok(Some(serde_json::from_slice(&plain)?))
+}
+
+fn project_record(r: &Row) -> Result<ProjectRecord> {
+    Ok(ProjectRecord {
+        name: r.get(0),
+        created: r.get(1),
+        quotas: serde_json::from_str(r.get::<_, &str>(2))?,
+    })
+}
+
+fn api_key_record(r: &Row) -> ApiKeyRecord {
+    ApiKeyRecord {
+        id: r.get(0),
+        project: r.get(1),
+        prefix: r.get(2),
+        created: r.get(3),
+        revoked: r.get(4),
+    }
+}
+
+const ACTIVE: &str = "status IN ('queued', 'in_progress')";
+
+#[async_trait]
+impl Store for PostgresStore {
+    async fn create_interaction(&self, project: &str, interaction: &Interaction) -> Result<()> {
+        let mut body = interaction.clone();
+        let steps = std::mem::take(&mut body.steps);
+        let body_json = serde_json::to_string(&body)?;
+        let usage = body.usage.as_ref().map(serde_json::to_string).transpose()?;
+        let errors = serde_json::to_string(&body.errors)?;
+        let now = crate::time::now_rfc3339();
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let inserted = tx
+            .execute(
+                "INSERT INTO interactions (id, status, agent, environment_id, previous_interaction_id, created, updated, usage_json, errors_json, body_json, project)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (id) DO NOTHING",
+                &[
+                    &body.id,
+                    &body.status.as_str(),
+                    &body.agent,
+                    &body.environment_id,
+                    &body.previous_interaction_id,
+                    &body.created.clone().unwrap_or_else(|| now.clone()),
+                    &body.updated.clone().unwrap_or(now),
+                    &usage,
+                    &errors,
+                    &body_json,
+                    &project,
+                ],
+            )
+            .await?;
+        if inserted == 0 {
+            return Err(Error::AlreadyExists {
+                what: "interaction",
+                id: body.id,
+            });
+        }
+        for (idx, step) in steps.iter().enumerate() {
+            tx.execute(
+                "INSERT INTO steps (interaction_id, idx, step_json) VALUES ($1, $2, $3)",
+                &[&body.id, &(idx as i64), &serde_json::to_string(step)?],
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn append_step(&self, interaction_id: &str, index: usize, step: &Step) -> Result<()> {
+        let json = serde_json::to_string(step)?;
+        let idx = i64::try_from(index).unwrap_or(i64::MAX);
+        // One statement: the step goes in only if its interaction exists.
+        let n = self
+            .client()
+            .await?
+            .execute(
+                "INSERT INTO steps (interaction_id, idx, step_json)
+                 SELECT id, $2, $3 FROM interactions WHERE id = $1
+                 ON CONFLICT (interaction_id, idx) DO UPDATE SET step_json = excluded.step_json",
+                &[&interaction_id, &idx, &json],
+            )
+            .await?;
+        if n == 0 {
+            return Err(Error::NotFound {
+                what: "interaction",
+                id: interaction_id.to_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    async fn update_status(&self, interaction_id: &str, update: &StatusUpdate) -> Result<()> {
+        let usage = update
+            .usage
+            .as_ref()
+            .map(serde_json::to_string)
+            .transpose()?;
+        let errors = serde_json::to_string(&update.errors)?;
+        let n = self
+            .client()
+            .await?
+            .execute(
+                "UPDATE interactions SET status = $2, usage_json = COALESCE($3, usage_json), errors_json = $4, updated = $5 WHERE id = $1",
+                &[&interaction_id, &update.status.as_str(), &usage, &errors, &update.updated],
+            )
+            .await?;
+        if n == 0 {
+            return Err(Error::NotFound {
+                what: "interaction",
+                id: interaction_id.to_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    async fn get_interaction(&self, project: &str, id: &str) -> Result<Option<Interaction>> {
+        let client = self.client().await?;
+        let Some(row) = client
+            .query_opt(
+                "SELECT status, updated, usage_json, errors_json, body_json FROM interactions WHERE id = $1 AND project = $2",
+                &[&id, &project],
+            )
+            .await?
+        else {
+            return Ok(None);
+        };
+        let mut interaction: Interaction = serde_json::from_str(row.get::<_, &str>(4))?;
+        interaction.status =
+            InteractionStatus::parse(row.get::<_, &str>(0)).unwrap_or(InteractionStatus::Failed);
+        interaction.updated = Some(row.get(1));
+        interaction.usage = row
+            .get::<_, Option<&str>>(2)
+            .map(serde_json::from_str::<Usage>)
+            .transpose()?;
+        interaction.errors = serde_json::from_str::<Vec<InteractionError>>(row.get::<_, &str>(3))?;
+        interaction.steps = client
+            .query(
+                "SELECT step_json FROM steps WHERE interaction_id = $1 ORDER BY idx",
+                &[&id],
+            )
+            .await?
+            .iter()
+            .map(|r| Ok(serde_json::from_str::<Step>(r.get::<_, &str>(0))?))
+            .collect::<Result<Vec<Step>>>()?;
+        Ok(Some(interaction))
+    }
+
+    async fn delete_interaction(&self, project: &str, id: &str) -> Result<bool> {
+        // Steps go with it (ON DELETE CASCADE).
+        Ok(self
+            .client()
+            .await?
+            .execute(
+                "DELETE FROM interactions WHERE id = $1 AND project = $2",
+                &[&id, &project],
+            )
+            .await?
+            > 0)
+    }
+
+    async fn count_running_interactions(&self, project: &str) -> Result<u64> {
+        let n: i64 = self
+            .client()
+            .await?
+            .query_one(
+                &format!("SELECT COUNT(*) FROM interactions WHERE project = $1 AND {ACTIVE}"),
+                &[&project],
+            )
+            .await?
+            .get(0);
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    async fn recover_interrupted(&self, reason: &str, now: &str) -> Result<Vec<String>> {
+        let errors = serde_json::to_string(&[InteractionError {
+            code: "interrupted".into(),
+            message: reason.to_owned(),
+        }])?;
+        let mut rows = self
+            .client()
+            .await?
+            .query(
+                &format!(
+                    "UPDATE interactions SET status = 'failed', errors_json = $1, updated = $2 WHERE {ACTIVE} RETURNING seq, id"
+                ),
+                &[&errors, &now],
+            )
+            .await?
+            .iter()
+            .map(|r| (r.get::<_, i64>(0), r.get::<_, String>(1)))
+            .collect::<Vec<_>>();
+        rows.sort();
+        Ok(rows.into_iter().map(|(_, id)| id).collect())
+    }
+
+    async fn put_environment(&self, project: &str, env: &EnvironmentRecord) -> Result<()> {
+        let json = serde_json::to_string(env)?;
+        ENVIRONMENTS
+            .put(&self.client().await?, project, &env.environment.id, &json)
+            .await
+    }
+
+    async fn get_environment(&self, project: &str, id: &str) -> Result<Option<EnvironmentRecord>> {
+        ENVIRONMENTS.get(&self.client().await?, project, id).await
+    }
+
+    async fn list_environments(
+        &self,
+        project: &str,
+        page: &Page,
+    ) -> Result<Paged<EnvironmentRecord>> {
+        ENVIRONMENTS
+            .list(&self.client().await?, project, page)
+            .await
+    }
+
+    async fn delete_environment(&self, project: &str, id: &str) -> Result<bool> {
+        ENVIRONMENTS
+            .delete(&self.client().await?, project, id)
+            .await
+    }
+
+    async fn count_environments(&self, project: &str) -> Result<u64> {
+        count_in_project(&self.client().await?, ENVIRONMENTS.table, project).await
+    }
+
+    async fn create_credential(
+        &self,
+        project: &str,
+        config: &CredentialConfig,
+        now: &str,
+    ) -> Result<Credential> {
+        let id = config.id().to_owned();
+        let plaintext = serde_json::to_vec(config)?;
+        let (nonce, ct) = self.key.seal(&credential_aad(project, &id), &plaintext)?;
+        let n = self
+            .client()
+            .await?
+            .execute(
+                "INSERT INTO credentials (project, id, type, status, create_time, update_time, nonce, ciphertext)
+                 VALUES ($1, $2, $3, 'active', $4, $4, $5, $6) ON CONFLICT (project, id) DO NOTHING",
+                &[&project, &id, &config.kind().as_str(), &now, &nonce, &ct],
+            )
+            .await?;
+        if n == 0 {
+            return Err(Error::AlreadyExists {
+                what: "credential",
+                id,
+            });
+        }
+        Ok(Credential {
+            id,
+            kind: config.kind(),
+            status: CredentialStatus::Active,
+            create_time: now.to_owned(),
+            update_time: now.to_owned(),
+        })
+    }
+
+    async fn get_credential(&self, project: &str, id: &str) -> Result<Option<Credential>> {
+        self.client()
+            .await?
+            .query_opt(
+                "SELECT id, type, status, create_time, update_time FROM credentials WHERE project = $1 AND id = $2",
+                &[&project, &id],
+            )
+            .await?
+            .as_ref()
+            .map(credential_meta)
+            .transpose()
+    }
+
+    async fn credential_secret(&self, project: &str, id: &str) -> Result<Option<CredentialConfig>> {
+        read_secret(&self.client().await?, &self.key, project, id).await
+    }
+
+    async fn update_credential(
+        &self,
+        project: &str,
+        id: &str,
+        update: &CredentialUpdate,
+        now: &str,
+    ) -> Result<Credential> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        // Lock the row for the read-modify-write, as SQLite's single writer does.
+        tx.execute(
+            "SELECT 1 FROM credentials WHERE project = $1 AND id = $2 FOR UPDATE",
+            &[&project, &id],
+        )
+        .await?;
+        let stored = read_secret(&tx, &self.key, project, id)
+            .await?
+            .ok_or_else(|| Error::NotFound {
+                what: "credential",
+                id: id.to_owned(),
+            })?;
+        let updated = apply_credential_update(id, stored, update)?;
+        let (nonce, ct) = self
+            .key
+            .seal(&credential_aad(project, id), &serde_json::to_vec(&updated)?)?;
+        let row = tx
+            .query_one(
+                "UPDATE credentials SET nonce = $3, ciphertext = $4, update_time = $5 WHERE project = $1 AND id = $2
+                 RETURNING id, type, status, create_time, update_time",
+                &[&project, &id, &nonce, &ct, &now],
+            )
+            .await?;
+        let meta = credential_meta(&row)?;
+        tx.commit().await?;
+        Ok(meta)
+    }
+
+    async fn list_credentials(&self, project: &str, page: &Page) -> Result<Paged<Credential>> {
+        let (after, limit) = page_bounds(page);
+        let rows = self
+            .client()
+            .await?
+            .query(
+                "SELECT id, type, status, create_time, update_time, seq FROM credentials WHERE seq > $1 AND project = $3 ORDER BY seq LIMIT $2",
+                &[&after, &(limit + 1), &project],
+            )
+            .await?;
+        let rows = rows
+            .iter()
+            .map(|r| Ok((r.get::<_, i64>(5), credential_meta(r)?)))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(finish_page(rows, limit))
+    }
+
+    async fn delete_credential(&self, project: &str, id: &str) -> Result<bool> {
+        Ok(self
+            .client()
+            .await?
+            .execute(
+                "DELETE FROM credentials WHERE project = $1 AND id = $2",
+                &[&project, &id],
+            )
+            .await?
+            > 0)
+    }
+
+    async fn put_agent(&self, project: &str, agent: &Agent) -> Result<()> {
+        let id = agent.id.clone().ok_or_else(|| Error::NotFound {
+            what: "agent",
+            id: String::new(),
+        })?;
+        let json = serde_json::to_string(agent)?;
+        AGENTS.put(&self.client().await?, project, &id, &json).await
+    }
+
+    async fn get_agent(&self, project: &str, id: &str) -> Result<Option<Agent>> {
+        AGENTS.get(&self.client().await?, project, id).await
+    }
+
+    async fn list_agents(&self, project: &str, page: &Page) -> Result<Paged<Agent>> {
+        AGENTS.list(&self.client().await?, project, page).await
+    }
+
+    async fn delete_agent(&self, project: &str, id: &str) -> Result<bool> {
+        AGENTS.delete(&self.client().await?, project, id).await
+    }
+
+    async fn create_project(&self, project: &ProjectRecord) -> Result<()> {
+        let quotas = serde_json::to_string(&project.quotas)?;
+        let n = self
+            .client()
+            .await?
+            .execute(
+                "INSERT INTO projects (name, created, quotas_json) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING",
+                &[&project.name, &project.created, &quotas],
+            )
+            .await?;
+        if n == 0 {
+            return Err(Error::AlreadyExists {
+                what: "project",
+                id: project.name.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    async fn get_project(&self, name: &str) -> Result<Option<ProjectRecord>> {
+        self.client()
+            .await?
+            .query_opt(
+                "SELECT name, created, quotas_json FROM projects WHERE name = $1",
+                &[&name],
+            )
+            .await?
+            .as_ref()
+            .map(project_record)
+            .transpose()
+    }
+
+    async fn list_projects(&self) -> Result<Vec<ProjectRecord>> {
+        self.client()
+            .await?
+            .query(
+                "SELECT name, created, quotas_json FROM projects ORDER BY seq",
+                &[],
+            )
+            .await?
+            .iter()
+            .map(project_record)
+            .collect()
+    }
+
+    async fn set_project_quotas(&self, name: &str, quotas: &Map<String, Value>) -> Result<()> {
+        let quotas = serde_json::to_string(quotas)?;
+        let n = self
+            .client()
+            .await?
+            .execute(
+                "UPDATE projects SET quotas_json = $2 WHERE name = $1",
+                &[&name, &quotas],
+            )
+            .await?;
+        if n == 0 {
+            return Err(Error::NotFound {
+                what: "project",
+                id: name.to_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    async fn project_usage(&self, name: &str) -> Result<ProjectUsage> {
+        let client = self.client().await?;
+        Ok(ProjectUsage {
+            interactions: count_in_project(&client, "interactions", name).await?,
+            environments: count_in_project(&client, "environments", name).await?,
+            credentials: count_in_project(&client, "credentials", name).await?,
+            agents: count_in_project(&client, "agents", name).await?,
+        })
+    }
+
+    async fn delete_project(&self, name: &str) -> Result<bool> {
+        // Its keys go with it (ON DELETE CASCADE).
+        Ok(self
+            .client()
+            .await?
+            .execute("DELETE FROM projects WHERE name = $1", &[&name])
+            .await?
+            > 0)
+    }
+
+    async fn create_api_key(&self, key: &ApiKeyRecord, sha256: &[u8; 32]) -> Result<()> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let exists = tx
+            .query_opt("SELECT 1 FROM projects WHERE name = $1", &[&key.project])
+            .await?
+            .is_some();
+        if !exists {
+            return Err(Error::NotFound {
+                what: "project",
+                id: key.project.clone(),
+            });
+        }
+        let n = tx
+            .execute(
+                "INSERT INTO api_keys (id, project, sha256, prefix, created, revoked) VALUES ($1, $2, $3, $4, $5, $6)
+                 ON CONFLICT DO NOTHING",
+                &[&key.id, &key.project, &sha256.as_slice(), &key.prefix, &key.created, &key.revoked],
+            )
+            .await?;
+        if n == 0 {
+            return Err(Error::AlreadyExists {
+                what: "API key",
+                id: key.id.clone(),
+            });
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn list_api_keys(&self) -> Result<Vec<ApiKeyRecord>> {
+        Ok(self
+            .client()
+            .await?
+            .query(
+                "SELECT id, project, prefix, created, revoked FROM api_keys ORDER BY seq",
+                &[],
+            )
+            .await?
+            .iter()
+            .map(api_key_record)
+            .collect())
+    }
+
+    async fn revoke_api_key(&self, id: &str, now: &str) -> Result<bool> {
+        Ok(self
+            .client()
+            .await?
+            .execute(
+                "UPDATE api_keys SET revoked = $2 WHERE id = $1 AND revoked IS NULL",
+                &[&id, &now],
+            )
+            .await?
+            > 0)
+    }
+
+    async fn find_api_key(&self, sha256: &[u8; 32]) -> Result<Option<ApiKeyRecord>> {
+        Ok(self
+            .client()
+            .await?
+            .query_opt(
+                "SELECT id, project, prefix, created, revoked FROM api_keys WHERE sha256 = $1 AND revoked IS NULL",
+                &[&sha256.as_slice()],
+            )
+            .await?
+            .as_ref()
+            .map(api_key_record))
+    }
+
+    async fn has_api_keys(&self) -> Result<bool> {
+        Ok(self
+            .client()
+            .await?
+            .query_opt("SELECT 1 FROM api_keys LIMIT 1", &[])
+            .await?
+            .is_some())
+    }
+}
