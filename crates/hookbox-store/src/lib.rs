@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 pub use crypto::SecretKey;
-pub use postgres::{PostgresOptions, PostgresStore};
+pub use postgres::{PostgresCluster, PostgresOptions, PostgresStore};
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
 
 /// The associated data that binds a credential's ciphertext to its project and id. The default
@@ -79,6 +79,14 @@ pub enum Error {
     Postgres(#[from] tokio_postgres::Error),
     #[error("postgres connection pool: {0}")]
     Pool(String),
+    #[error(
+        "interaction `{interaction}`: environment `{environment}` is now run by another replica (fence {fence} is stale)"
+    )]
+    Fenced {
+        interaction: String,
+        environment: String,
+        fence: i64,
+    },
     #[error("stored JSON is invalid: {0}")]
     Json(#[from] serde_json::Error),
     #[error("{what} `{id}` already exists")]
@@ -171,6 +179,44 @@ pub struct StatusUpdate {
     pub errors: Vec<InteractionError>,
     /// RFC 3339.
     pub updated: String,
+}
+
+/// One `hookbox serve` process among replicas sharing a PostgreSQL database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replica {
+    /// Unique per process lifetime (a restart is a new replica).
+    pub id: String,
+    /// Where the other replicas reach it (`http://host:port`).
+    pub url: String,
+    /// How long its heartbeat and leases last without renewal.
+    pub lease_ttl: std::time::Duration,
+}
+
+/// Who runs a resource (an environment) now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// This replica holds the lease, with this fencing number (it grows with every new owner;
+    /// writes made under an older one are refused).
+    Held { fence: i64 },
+    /// Another replica holds an unexpired lease.
+    Elsewhere { replica: String, url: String },
+}
+
+/// Coordination of replicas through the database: heartbeats, leases with fencing numbers,
+/// interactions of dead replicas, and change notifications for streams.
+#[async_trait]
+pub trait Cluster: Send + Sync + std::fmt::Debug {
+    fn replica(&self) -> &Replica;
+    /// Renews this replica's heartbeat and every lease it holds.
+    async fn heartbeat(&self) -> Result<()>;
+    /// Takes `resource` if it is free or its lease expired, keeps it if held here, else says
+    /// who holds it.
+    async fn claim(&self, resource: &str) -> Result<Claim>;
+    /// Marks `failed` (with `reason`) every running interaction whose replica stopped
+    /// heartbeating; returns their ids.
+    async fn reap(&self, reason: &str, now: &str) -> Result<Vec<String>>;
+    /// Ids of interactions whose steps or status changed on any replica, as they change.
+    fn changes(&self) -> tokio::sync::broadcast::Receiver<String>;
 }
 
 /// The project of local mode, and of everything stored before projects existed.

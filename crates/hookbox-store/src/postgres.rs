@@ -9,7 +9,9 @@
 //!
 //! Must not: log or return the connection URL (it may hold a password).
 
+use std::collections::HashMap;
 use std::str::FromStr;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
@@ -18,19 +20,21 @@ use hookbox_protocol::api::{
     Interaction, InteractionError, InteractionStatus, Step, Usage,
 };
 use serde_json::{Map, Value};
+use tokio::sync::broadcast;
 use tokio_postgres::{NoTls, Row};
 
 use crate::crypto::SecretKey;
 use crate::{
-    ApiKeyRecord, EnvironmentRecord, Error, Page, Paged, ProjectRecord, ProjectUsage, Result,
-    StatusUpdate, Store, apply_credential_update, credential_aad,
+    ApiKeyRecord, Claim, Cluster, EnvironmentRecord, Error, Page, Paged, ProjectRecord,
+    ProjectUsage, Replica, Result, StatusUpdate, Store, apply_credential_update, credential_aad,
 };
 
 /// Schema migrations, applied in order and recorded in `hookbox_schema`. Numbered like the
 /// SQLite backend's: this backend starts at the schema SQLite reached with version 2.
-const MIGRATIONS: &[(i64, &str)] = &[(
-    2,
-    r#"
+const MIGRATIONS: &[(i64, &str)] = &[
+    (
+        2,
+        r#"
 CREATE TABLE interactions (
     seq BIGINT GENERATED ALWAYS AS IDENTITY,
     id TEXT PRIMARY KEY,
@@ -95,7 +99,28 @@ CREATE TABLE api_keys (
     revoked TEXT
 );
 "#,
-)];
+    ),
+    // Replicas: who runs each interaction, heartbeats, and leases with fencing numbers.
+    (
+        3,
+        r#"
+ALTER TABLE interactions ADD COLUMN replica TEXT;
+CREATE TABLE replicas (
+    id TEXT PRIMARY KEY,
+    url TEXT NOT NULL,
+    started TIMESTAMPTZ NOT NULL DEFAULT now(),
+    expires_at TIMESTAMPTZ NOT NULL
+);
+CREATE TABLE leases (
+    resource TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    owner_url TEXT NOT NULL,
+    fence BIGINT NOT NULL,
+    expires_at TIMESTAMPTZ NOT NULL
+);
+"#,
+    ),
+];
 
 /// The advisory lock migrations run under (an arbitrary constant: "hookbox" in ASCII).
 const MIGRATION_LOCK: i64 = 0x0068_6f6f_6b62_6f78;
@@ -120,6 +145,42 @@ impl Default for PostgresOptions {
 pub struct PostgresStore {
     pool: Pool,
     key: std::sync::Arc<SecretKey>,
+    /// Set when this store is one replica of several ([`PostgresStore::connect_replica`]).
+    cluster: Option<Arc<ClusterState>>,
+}
+
+/// The notification channel interaction changes go out on.
+const CHANGES_CHANNEL: &str = "hookbox_interactions";
+
+/// What a replica's store keeps about the cluster.
+struct ClusterState {
+    replica: Replica,
+    /// Where to LISTEN from (a connection of its own, outside the pool).
+    config: tokio_postgres::Config,
+    /// Leases held here: resource → fencing number.
+    held: Mutex<HashMap<String, i64>>,
+    /// The environment of each interaction created here (the lease its writes are fenced by).
+    environments: Mutex<HashMap<String, String>>,
+    changes: broadcast::Sender<String>,
+}
+
+impl ClusterState {
+    /// The lease resource and fencing number `interaction`'s writes must match, if any.
+    fn fence_of(&self, interaction: &str) -> Option<(String, i64)> {
+        let env = lock(&self.environments).get(interaction)?.clone();
+        let resource = environment_resource(&env);
+        let fence = *lock(&self.held).get(&resource)?;
+        Some((resource, fence))
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The lease name of an environment.
+pub fn environment_resource(environment_id: &str) -> String {
+    format!("env:{environment_id}")
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -137,8 +198,38 @@ impl PostgresStore {
     /// Connects to `url` (`postgres://user[:password]@host[:port]/db`), checks the connection and
     /// runs pending migrations.
     pub async fn connect(url: &str, key: SecretKey, options: &PostgresOptions) -> Result<Self> {
+        Self::connect_as(url, key, options, None).await
+    }
+
+    /// [`Self::connect`] as `replica`, one of several servers sharing the database: it records
+    /// which interactions it runs, fences their writes by the leases it holds, and notifies the
+    /// other replicas of every change. [`Self::cluster`] is its coordination.
+    pub async fn connect_replica(
+        url: &str,
+        key: SecretKey,
+        options: &PostgresOptions,
+        replica: Replica,
+    ) -> Result<Self> {
+        Self::connect_as(url, key, options, Some(replica)).await
+    }
+
+    async fn connect_as(
+        url: &str,
+        key: SecretKey,
+        options: &PostgresOptions,
+        replica: Option<Replica>,
+    ) -> Result<Self> {
         let config = tokio_postgres::Config::from_str(url)
             .map_err(|e| Error::Pool(format!("invalid PostgreSQL URL: {e}")))?;
+        let cluster = replica.map(|replica| {
+            Arc::new(ClusterState {
+                replica,
+                config: config.clone(),
+                held: Mutex::default(),
+                environments: Mutex::default(),
+                changes: broadcast::channel(1024).0,
+            })
+        });
         let manager = Manager::from_config(
             config,
             NoTls,
@@ -152,10 +243,77 @@ impl PostgresStore {
             .map_err(pool_err)?;
         let store = Self {
             pool,
-            key: std::sync::Arc::new(key),
+            key: Arc::new(key),
+            cluster,
         };
         store.migrate().await?;
+        if store.cluster.is_some() {
+            store.start_listening();
+        }
         Ok(store)
+    }
+
+    /// The coordination of this replica (`None` unless connected with
+    /// [`Self::connect_replica`]).
+    pub fn cluster(&self) -> Option<Arc<dyn Cluster>> {
+        self.cluster.as_ref().map(|state| {
+            Arc::new(PostgresCluster {
+                pool: self.pool.clone(),
+                state: state.clone(),
+            }) as Arc<dyn Cluster>
+        })
+    }
+
+    /// LISTENs for interaction changes on a connection of its own, feeding the cluster's change
+    /// channel; reconnects (after a second) when the connection drops.
+    fn start_listening(&self) {
+        let Some(state) = self.cluster.clone() else {
+            return;
+        };
+        tokio::spawn(async move {
+            loop {
+                if let Err(e) = listen(&state).await {
+                    tracing::warn!(error = %e, "lost the PostgreSQL notification connection; reconnecting");
+                }
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+        });
+    }
+
+    /// Tells every replica that `interaction` changed (no-op outside a cluster).
+    async fn notify(&self, client: &impl GenericClient, interaction: &str) -> Result<()> {
+        if self.cluster.is_some() {
+            client
+                .execute(
+                    "SELECT pg_notify($1, $2)",
+                    &[&CHANGES_CHANNEL, &interaction],
+                )
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Refuses a write of `interaction` if its environment's lease has moved to a newer owner.
+    async fn check_fence(&self, client: &impl GenericClient, interaction: &str) -> Result<()> {
+        let Some((resource, fence)) = self.cluster.as_ref().and_then(|c| c.fence_of(interaction))
+        else {
+            return Ok(());
+        };
+        let current = client
+            .query_opt(
+                "SELECT fence FROM leases WHERE resource = $1 FOR SHARE",
+                &[&resource],
+            )
+            .await?
+            .map(|r| r.get::<_, i64>(0));
+        if current == Some(fence) {
+            return Ok(());
+        }
+        Err(Error::Fenced {
+            interaction: interaction.to_owned(),
+            environment: resource.trim_start_matches("env:").to_owned(),
+            fence,
+        })
     }
 
     async fn client(&self) -> Result<deadpool_postgres::Object> {
@@ -385,6 +543,167 @@ fn api_key_record(r: &Row) -> ApiKeyRecord {
 
 const ACTIVE: &str = "status IN ('queued', 'in_progress')";
 
+/// An interaction's replica has stopped heartbeating (or it never had one).
+const DEAD_REPLICA: &str =
+    "replica IS NULL OR replica NOT IN (SELECT id FROM replicas WHERE expires_at > now())";
+
+/// Feeds `state`'s change channel from LISTEN until the connection fails.
+async fn listen(state: &ClusterState) -> Result<()> {
+    use futures::StreamExt as _;
+    let (client, mut connection) = state.config.connect(NoTls).await?;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let pump = tokio::spawn(async move {
+        let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+        while let Some(message) = messages.next().await {
+            match message {
+                Ok(tokio_postgres::AsyncMessage::Notification(n)) => {
+                    let _ = tx.send(Ok(n.payload().to_owned()));
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+            }
+        }
+    });
+    client
+        .batch_execute(&format!("LISTEN {CHANGES_CHANNEL}"))
+        .await?;
+    let result = loop {
+        match rx.recv().await {
+            Some(Ok(id)) => {
+                let _ = state.changes.send(id);
+            }
+            Some(Err(e)) => break Err(e.into()),
+            None => break Err(Error::Pool("notification connection closed".into())),
+        }
+    };
+    pump.abort();
+    result
+}
+
+/// The coordination of one replica ([`PostgresStore::cluster`]).
+pub struct PostgresCluster {
+    pool: Pool,
+    state: Arc<ClusterState>,
+}
+
+impl std::fmt::Debug for PostgresCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresCluster")
+            .field("replica", &self.state.replica)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresCluster {
+    fn ttl_ms(&self) -> f64 {
+        self.state.replica.lease_ttl.as_secs_f64() * 1000.0
+    }
+}
+
+#[async_trait]
+impl Cluster for PostgresCluster {
+    fn replica(&self) -> &Replica {
+        &self.state.replica
+    }
+
+    async fn heartbeat(&self) -> Result<()> {
+        let client = self.pool.get().await.map_err(pool_err)?;
+        let replica = &self.state.replica;
+        let ttl = self.ttl_ms();
+        client
+            .execute(
+                "INSERT INTO replicas (id, url, expires_at) VALUES ($1, $2, now() + $3 * interval '1 millisecond')
+                 ON CONFLICT (id) DO UPDATE SET url = excluded.url, expires_at = excluded.expires_at",
+                &[&replica.id, &replica.url, &ttl],
+            )
+            .await?;
+        // Renew what is still ours; a lease someone else took meanwhile is forgotten.
+        let renewed: Vec<String> = client
+            .query(
+                "UPDATE leases SET expires_at = now() + $2 * interval '1 millisecond' WHERE owner = $1 RETURNING resource",
+                &[&replica.id, &ttl],
+            )
+            .await?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        lock(&self.state.held).retain(|resource, _| renewed.contains(resource));
+        Ok(())
+    }
+
+    async fn claim(&self, resource: &str) -> Result<Claim> {
+        let client = self.pool.get().await.map_err(pool_err)?;
+        let replica = &self.state.replica;
+        let taken = client
+            .query_opt(
+                "INSERT INTO leases (resource, owner, owner_url, fence, expires_at)
+                 VALUES ($1, $2, $3, 1, now() + $4 * interval '1 millisecond')
+                 ON CONFLICT (resource) DO UPDATE SET owner = excluded.owner, owner_url = excluded.owner_url,
+                     fence = CASE WHEN leases.owner = excluded.owner THEN leases.fence ELSE leases.fence + 1 END,
+                     expires_at = excluded.expires_at
+                 WHERE leases.owner = excluded.owner OR leases.expires_at < now()
+                 RETURNING fence",
+                &[&resource, &replica.id, &replica.url, &self.ttl_ms()],
+            )
+            .await?;
+        if let Some(row) = taken {
+            let fence: i64 = row.get(0);
+            lock(&self.state.held).insert(resource.to_owned(), fence);
+            return Ok(Claim::Held { fence });
+        }
+        lock(&self.state.held).remove(resource);
+        match client
+            .query_opt(
+                "SELECT owner, owner_url FROM leases WHERE resource = $1",
+                &[&resource],
+            )
+            .await?
+        {
+            Some(row) => Ok(Claim::Elsewhere {
+                replica: row.get(0),
+                url: row.get(1),
+            }),
+            // Released between the two statements: try once more.
+            None => Box::pin(self.claim(resource)).await,
+        }
+    }
+
+    async fn reap(&self, reason: &str, now: &str) -> Result<Vec<String>> {
+        let errors = serde_json::to_string(&[InteractionError {
+            code: "replica_stopped".into(),
+            message: reason.to_owned(),
+        }])?;
+        let client = self.pool.get().await.map_err(pool_err)?;
+        let ids: Vec<String> = client
+            .query(
+                &format!(
+                    "UPDATE interactions SET status = 'failed', errors_json = $1, updated = $2
+                     WHERE {ACTIVE} AND replica IS NOT NULL AND replica <> $3
+                       AND replica NOT IN (SELECT id FROM replicas WHERE expires_at > now())
+                     RETURNING id"
+                ),
+                &[&errors, &now, &self.state.replica.id],
+            )
+            .await?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        for id in &ids {
+            client
+                .execute("SELECT pg_notify($1, $2)", &[&CHANGES_CHANNEL, id])
+                .await?;
+        }
+        Ok(ids)
+    }
+
+    fn changes(&self) -> broadcast::Receiver<String> {
+        self.state.changes.subscribe()
+    }
+}
+
 #[async_trait]
 impl Store for PostgresStore {
     async fn create_interaction(&self, project: &str, interaction: &Interaction) -> Result<()> {
@@ -398,8 +717,8 @@ impl Store for PostgresStore {
         let tx = client.transaction().await?;
         let inserted = tx
             .execute(
-                "INSERT INTO interactions (id, status, agent, environment_id, previous_interaction_id, created, updated, usage_json, errors_json, body_json, project)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (id) DO NOTHING",
+                "INSERT INTO interactions (id, status, agent, environment_id, previous_interaction_id, created, updated, usage_json, errors_json, body_json, project, replica)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (id) DO NOTHING",
                 &[
                     &body.id,
                     &body.status.as_str(),
@@ -412,6 +731,7 @@ impl Store for PostgresStore {
                     &errors,
                     &body_json,
                     &project,
+                    &self.cluster.as_ref().map(|c| c.replica.id.clone()),
                 ],
             )
             .await?;
@@ -428,17 +748,22 @@ impl Store for PostgresStore {
             )
             .await?;
         }
+        self.notify(&tx, &body.id).await?;
         tx.commit().await?;
+        if let (Some(cluster), Some(env)) = (&self.cluster, &body.environment_id) {
+            lock(&cluster.environments).insert(body.id.clone(), env.clone());
+        }
         Ok(())
     }
 
     async fn append_step(&self, interaction_id: &str, index: usize, step: &Step) -> Result<()> {
         let json = serde_json::to_string(step)?;
         let idx = i64::try_from(index).unwrap_or(i64::MAX);
-        // One statement: the step goes in only if its interaction exists.
-        let n = self
-            .client()
-            .await?
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        self.check_fence(&tx, interaction_id).await?;
+        // The step goes in only if its interaction exists.
+        let n = tx
             .execute(
                 "INSERT INTO steps (interaction_id, idx, step_json)
                  SELECT id, $2, $3 FROM interactions WHERE id = $1
@@ -452,6 +777,8 @@ impl Store for PostgresStore {
                 id: interaction_id.to_owned(),
             });
         }
+        self.notify(&tx, interaction_id).await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -462,9 +789,10 @@ impl Store for PostgresStore {
             .map(serde_json::to_string)
             .transpose()?;
         let errors = serde_json::to_string(&update.errors)?;
-        let n = self
-            .client()
-            .await?
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        self.check_fence(&tx, interaction_id).await?;
+        let n = tx
             .execute(
                 "UPDATE interactions SET status = $2, usage_json = COALESCE($3, usage_json), errors_json = $4, updated = $5 WHERE id = $1",
                 &[&interaction_id, &update.status.as_str(), &usage, &errors, &update.updated],
@@ -475,6 +803,13 @@ impl Store for PostgresStore {
                 what: "interaction",
                 id: interaction_id.to_owned(),
             });
+        }
+        self.notify(&tx, interaction_id).await?;
+        tx.commit().await?;
+        if let Some(cluster) = &self.cluster
+            && !update.status.is_running()
+        {
+            lock(&cluster.environments).remove(interaction_id);
         }
         Ok(())
     }
@@ -542,12 +877,18 @@ impl Store for PostgresStore {
             code: "interrupted".into(),
             message: reason.to_owned(),
         }])?;
+        // A replica recovers only what no live replica runs (its own earlier runs included:
+        // a restart is a new replica); a lone server recovers everything.
+        let only_dead = match &self.cluster {
+            Some(_) => format!(" AND ({DEAD_REPLICA})"),
+            None => String::new(),
+        };
         let mut rows = self
             .client()
             .await?
             .query(
                 &format!(
-                    "UPDATE interactions SET status = 'failed', errors_json = $1, updated = $2 WHERE {ACTIVE} RETURNING seq, id"
+                    "UPDATE interactions SET status = 'failed', errors_json = $1, updated = $2 WHERE {ACTIVE}{only_dead} RETURNING seq, id"
                 ),
                 &[&errors, &now],
             )

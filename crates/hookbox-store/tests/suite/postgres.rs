@@ -1,6 +1,7 @@
 //! What only the PostgreSQL backend has: its migrations table, replicas migrating at once.
 //! Ignored by default (they need a cluster); `scripts/test.sh` runs them with one.
 
+use hookbox_protocol::api::Step;
 use hookbox_store::{PostgresOptions, PostgresStore, SecretKey, Store};
 
 async fn connect(url: &str) -> hookbox_store::Result<PostgresStore> {
@@ -18,7 +19,7 @@ async fn replicas_starting_together_apply_each_migration_once() {
     let url = super::fresh_database().await;
     let stores = futures_join(&url).await;
     for store in &stores {
-        assert_eq!(store.schema_version().await.unwrap(), 2);
+        assert_eq!(store.schema_version().await.unwrap(), 3);
         assert!(!store.has_api_keys().await.unwrap());
     }
     let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
@@ -30,7 +31,7 @@ async fn replicas_starting_together_apply_each_migration_once() {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(applied, 1);
+    assert_eq!(applied, 2, "each of the two migrations, once");
 }
 
 /// Four stores connecting to `url` at the same time.
@@ -74,4 +75,123 @@ async fn a_newer_schema_is_refused_and_a_bad_url_says_so_without_echoing_it() {
         .unwrap_err()
         .to_string();
     assert!(!err.contains("hunter2"), "{err}");
+}
+
+async fn replica(url: &str, id: &str, ttl_ms: u64) -> PostgresStore {
+    PostgresStore::connect_replica(
+        url,
+        SecretKey::from_bytes(super::KEY),
+        &PostgresOptions::default(),
+        hookbox_store::Replica {
+            id: id.into(),
+            url: format!("http://{id}.invalid"),
+            lease_ttl: std::time::Duration::from_millis(ttl_ms),
+        },
+    )
+    .await
+    .unwrap()
+}
+
+/// Claims `resource` for `cluster` until it is held (the other owner's lease runs out), bounded.
+async fn claim_when_free(cluster: &dyn hookbox_store::Cluster, resource: &str) -> i64 {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        match cluster.claim(resource).await.unwrap() {
+            hookbox_store::Claim::Held { fence } => return fence,
+            hookbox_store::Claim::Elsewhere { .. } => {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the lease never expired"
+                );
+                tokio::task::yield_now().await;
+            }
+        }
+    }
+}
+
+fn running(id: &str, env: &str) -> hookbox_protocol::api::Interaction {
+    let mut i = hookbox_protocol::api::Interaction::new(
+        id,
+        hookbox_protocol::api::InteractionStatus::InProgress,
+    );
+    i.environment_id = Some(env.into());
+    i
+}
+
+#[tokio::test]
+#[ignore = "needs HOOKBOX_TEST_POSTGRES_URL (scripts/test.sh starts a cluster)"]
+async fn a_lease_moves_only_when_it_expires_and_stale_writes_are_fenced_off() {
+    let url = super::fresh_database().await;
+    // A: a short lease that it will stop renewing; B: the survivor.
+    let a = replica(&url, "replica-a", 300).await;
+    let b = replica(&url, "replica-b", 60_000).await;
+    let (ca, cb) = (a.cluster().unwrap(), b.cluster().unwrap());
+    let mut changes = cb.changes();
+    ca.heartbeat().await.unwrap();
+    cb.heartbeat().await.unwrap();
+    let resource = "env:env_1";
+    assert_eq!(
+        ca.claim(resource).await.unwrap(),
+        hookbox_store::Claim::Held { fence: 1 }
+    );
+    // Held by A: B is told where it runs; A keeps its fence.
+    assert_eq!(
+        cb.claim(resource).await.unwrap(),
+        hookbox_store::Claim::Elsewhere {
+            replica: "replica-a".into(),
+            url: "http://replica-a.invalid".into()
+        }
+    );
+    assert_eq!(
+        ca.claim(resource).await.unwrap(),
+        hookbox_store::Claim::Held { fence: 1 }
+    );
+    a.create_interaction(super::P, &running("int_a", "env_1"))
+        .await
+        .unwrap();
+    a.append_step("int_a", 0, &Step::user_text("hi"))
+        .await
+        .unwrap();
+    // B hears of A's writes through LISTEN/NOTIFY.
+    let heard = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        loop {
+            if changes.recv().await.unwrap() == "int_a" {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(heard.is_ok(), "no notification reached the other replica");
+
+    // A stops renewing; once its lease expires B takes the environment with a newer fence, and
+    // A's late writes are refused rather than mixed into B's run.
+    let fence = claim_when_free(&*cb, resource).await;
+    assert_eq!(fence, 2);
+    let err = a
+        .append_step("int_a", 1, &Step::model_text("late"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, hookbox_store::Error::Fenced { fence: 1, .. }),
+        "{err}"
+    );
+    // A's interaction (its replica stopped heartbeating) is failed by B, with a reason.
+    let reaped = cb.reap("replica-a stopped", "t1").await.unwrap();
+    assert_eq!(reaped, ["int_a"]);
+    let stored = b.get_interaction(super::P, "int_a").await.unwrap().unwrap();
+    assert_eq!(
+        stored.status,
+        hookbox_protocol::api::InteractionStatus::Failed
+    );
+    assert_eq!(stored.errors[0].message, "replica-a stopped");
+    assert_eq!(
+        stored.steps.len(),
+        1,
+        "the acknowledged step is kept, the fenced one is not"
+    );
+    // B's own running interactions are never reaped by B.
+    b.create_interaction(super::P, &running("int_b", "env_1"))
+        .await
+        .unwrap();
+    assert!(cb.reap("x", "t2").await.unwrap().is_empty());
 }
