@@ -13,6 +13,7 @@ trap 'scripts/postgres.sh stop "$pg_url"' EXIT
 echo "test.sh: the store suite on PostgreSQL ($pg_url)"
 HOOKBOX_TEST_STORE=postgres HOOKBOX_TEST_POSTGRES_URL="$pg_url" \
     cargo test -p hookbox-store --locked "$@" -- --include-ignored --skip crash_child_writer
-export HOOKBOX_TEST_POSTGRES_URL="$pg_url"
+echo "test.sh: two hookbox replicas on one PostgreSQL database"
+HOOKBOX_TEST_POSTGRES_URL="$pg_url" cargo test -p hookbox --test all --locked "$@" -- --ignored two_replicas
 tests/conformance/run.sh --reference
 tests/mcp/run.sh

@@ -164,6 +164,22 @@ async fn resolve_agent(
 }
 
 /// Creates or resolves the environment the run uses; returns its id.
+/// The id of the existing environment a request runs in, if it names one (directly, in a spec,
+/// or through the interaction it continues).
+fn existing_environment(
+    requested: Option<&EnvironmentRef>,
+    previous_env: Option<&str>,
+) -> Option<String> {
+    match requested {
+        Some(EnvironmentRef::Id(id)) => Some(strip_resource_prefix(id, "environments").to_owned()),
+        Some(EnvironmentRef::Spec(spec)) => spec
+            .environment_id
+            .as_deref()
+            .map(|id| strip_resource_prefix(id, "environments").to_owned()),
+        None => previous_env.map(str::to_owned),
+    }
+}
+
 async fn resolve_environment(
     state: &AppState,
     project: &Project,
@@ -295,9 +311,13 @@ async fn history(
 pub async fn create(
     State(state): State<AppState>,
     Extension(project): Extension<Project>,
+    uri: axum::http::Uri,
+    headers: axum::http::HeaderMap,
     body: Bytes,
 ) -> ApiResult<Response> {
     let req: CreateInteractionRequest = parse_json(&body, "interaction request")?;
+    let cluster = state.inner.cluster.as_ref();
+    let forwarded = crate::cluster::forwarded(cluster, &headers)?;
     let agent = resolve_agent(&state, &project, &req).await?;
     let Some(input) = req.input.as_ref() else {
         return Err(ApiError::bad_request("`input` is required."));
@@ -310,12 +330,29 @@ pub async fn create(
         Some(prev) => history(&state, &project, prev).await?,
         None => (Vec::new(), None),
     };
-    // Checked before anything is created or stored, so a refusal changes nothing.
-    let running = state.inner.quotas.start_interaction(&project).await?;
+    // An existing environment runs on the replica that holds it: send the request there.
     let env_request = req
         .environment
         .clone()
         .or_else(|| agent.as_ref().and_then(|a| a.base_environment.clone()));
+    if let Some(existing) = existing_environment(env_request.as_ref(), previous_env.as_deref())
+        && let crate::cluster::Placement::There { replica, url } =
+            crate::cluster::place(cluster, &existing, forwarded).await?
+        && let Some(config) = cluster
+    {
+        let path = uri.path_and_query().map_or("/", |p| p.as_str());
+        return crate::cluster::forward(
+            config,
+            (&replica, &url),
+            axum::http::Method::POST,
+            path,
+            &headers,
+            body,
+        )
+        .await;
+    }
+    // Checked before anything is created or stored, so a refusal changes nothing.
+    let running = state.inner.quotas.start_interaction(&project).await?;
     let environment_id = resolve_environment(
         &state,
         &project,
@@ -339,6 +376,15 @@ pub async fn create(
                 .and_then(|a| a.agent_config.as_ref()?.model.clone())
         });
 
+    // A new environment is this replica's from the start (an existing one was placed above).
+    if let crate::cluster::Placement::There { replica, .. } =
+        crate::cluster::place(cluster, &environment_id, true).await?
+    {
+        return Err(crate::ApiError::new(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            format!("Environment `{environment_id}` was taken by replica `{replica}`; retry."),
+        ));
+    }
     let now = hookbox_store::time::now_rfc3339();
     let mut interaction = Interaction::new(new_id("int"), InteractionStatus::InProgress);
     interaction.agent.clone_from(&req.agent);

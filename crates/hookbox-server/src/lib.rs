@@ -9,6 +9,7 @@
 //! small adapter that puts `hookbox-sandbox` behind the two seams (the lifecycle stays there).
 
 pub mod auth;
+pub mod cluster;
 mod environments;
 pub mod error;
 mod interactions;
@@ -116,10 +117,18 @@ struct Inner {
     quotas: Arc<quota::QuotaBook>,
     running: Mutex<HashMap<String, interactions::Running>>,
     uploads: Mutex<HashMap<String, environments::Upload>>,
+    /// Set when this server is one replica of several.
+    cluster: Option<cluster::ClusterConfig>,
 }
 
 impl AppState {
     pub fn new(services: Services) -> Self {
+        Self::replica(services, None)
+    }
+
+    /// A server that is one replica of several sharing `cluster`'s database (see [`cluster`]);
+    /// `None`: the only one.
+    pub fn replica(services: Services, cluster: Option<cluster::ClusterConfig>) -> Self {
         AppState {
             inner: Arc::new(Inner {
                 quotas: quota::QuotaBook::new(
@@ -136,6 +145,7 @@ impl AppState {
                 loop_config: services.loop_config,
                 running: Mutex::new(HashMap::new()),
                 uploads: Mutex::new(HashMap::new()),
+                cluster,
             }),
         }
     }
@@ -229,6 +239,10 @@ pub fn app(state: AppState) -> Router {
             auth::require_key,
         ))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            cluster::name_replica,
+        ))
         .with_state(state.clone());
     // For load balancers: no key, no rate limit, nothing about any project.
     Router::new()

@@ -360,6 +360,11 @@ pub async fn sse(
     after: Option<ResumePoint>,
 ) -> crate::ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
     let live = crate::interactions::subscribe(&state, &id);
+    // Running on another replica: its changes arrive through the database's notifications.
+    let remote = match (&live, &state.inner.cluster) {
+        (None, Some(config)) => Some(config.cluster.changes()),
+        _ => None,
+    };
     let stored = state
         .inner
         .store
@@ -370,7 +375,7 @@ pub async fn sse(
         app: state,
         project,
     };
-    let stream = async_stream(state, stored, live, after);
+    let stream = async_stream(state, stored, live, remote, after);
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
 }
 
@@ -384,6 +389,7 @@ fn async_stream(
     state: Scoped,
     stored: Interaction,
     live: Option<tokio::sync::broadcast::Receiver<Live>>,
+    remote: Option<tokio::sync::broadcast::Receiver<String>>,
     after: Option<ResumePoint>,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
     futures::stream::unfold(
@@ -391,6 +397,7 @@ fn async_stream(
             state,
             stored: Box::new(stored),
             live,
+            remote,
             numberer: Numberer::new(after),
         },
         |st| async move {
@@ -399,6 +406,7 @@ fn async_stream(
                     state,
                     stored,
                     live,
+                    remote,
                     mut numberer,
                 } => {
                     let mut out = Vec::new();
@@ -413,14 +421,23 @@ fn async_stream(
                         numberer.step(&mut out, i, step);
                     }
                     let sent = stored.steps.len();
-                    let next = match live {
-                        Some(rx) if stored.status.is_running() => StreamState::Live {
+                    let next = match (live, remote) {
+                        (Some(rx), _) if stored.status.is_running() => StreamState::Live {
                             state,
                             id: stored.id.clone(),
                             rx,
                             sent,
                             numberer,
                         },
+                        (None, Some(changes)) if stored.status.is_running() => {
+                            StreamState::Remote {
+                                state,
+                                id: stored.id.clone(),
+                                changes,
+                                sent,
+                                numberer,
+                            }
+                        }
                         _ => {
                             for ev in final_events(&stored) {
                                 numberer.push(&mut out, ev);
@@ -554,6 +571,63 @@ fn async_stream(
                     out.push(done());
                     Some((out, StreamState::Done))
                 }
+                StreamState::Remote {
+                    state,
+                    id,
+                    mut changes,
+                    sent,
+                    mut numberer,
+                } => {
+                    // Until this interaction changes (a missed notification is made good by a
+                    // periodic re-read), then whatever the store has beyond what was sent.
+                    let _ = tokio::time::timeout(REMOTE_REREAD, async {
+                        loop {
+                            match changes.recv().await {
+                                Ok(changed) if changed == id => return,
+                                Ok(_) => continue,
+                                Err(RecvError::Lagged(_)) => return,
+                                Err(RecvError::Closed) => {
+                                    std::future::pending::<()>().await;
+                                }
+                            }
+                        }
+                    })
+                    .await;
+                    let mut out = Vec::new();
+                    let stored = state
+                        .app
+                        .inner
+                        .store
+                        .get_interaction(&state.project, &id)
+                        .await
+                        .ok()
+                        .flatten();
+                    let Some(stored) = stored else {
+                        return Some((vec![done()], StreamState::Done));
+                    };
+                    for (i, step) in stored.steps.iter().enumerate().skip(sent) {
+                        numberer.step(&mut out, i, step);
+                    }
+                    let sent = sent.max(stored.steps.len());
+                    if stored.status.is_running() {
+                        Some((
+                            out,
+                            StreamState::Remote {
+                                state,
+                                id,
+                                changes,
+                                sent,
+                                numberer,
+                            },
+                        ))
+                    } else {
+                        for ev in final_events(&stored) {
+                            numberer.push(&mut out, ev);
+                        }
+                        out.push(done());
+                        Some((out, StreamState::Done))
+                    }
+                }
                 StreamState::Done => None,
             }
         },
@@ -561,11 +635,24 @@ fn async_stream(
     .flat_map(|events| futures::stream::iter(events.into_iter().map(Ok)))
 }
 
+/// How long a stream of an interaction running on another replica waits for a notification
+/// before it reads the store anyway.
+const REMOTE_REREAD: std::time::Duration = std::time::Duration::from_secs(2);
+
 enum StreamState {
     Start {
         state: Scoped,
         stored: Box<Interaction>,
         live: Option<tokio::sync::broadcast::Receiver<Live>>,
+        remote: Option<tokio::sync::broadcast::Receiver<String>>,
+        numberer: Numberer,
+    },
+    /// Following an interaction another replica runs, through the store.
+    Remote {
+        state: Scoped,
+        id: String,
+        changes: tokio::sync::broadcast::Receiver<String>,
+        sent: usize,
         numberer: Numberer,
     },
     Live {

@@ -613,14 +613,7 @@ impl Cluster for PostgresCluster {
         let client = self.pool.get().await.map_err(pool_err)?;
         let replica = &self.state.replica;
         let ttl = self.ttl_ms();
-        client
-            .execute(
-                "INSERT INTO replicas (id, url, expires_at) VALUES ($1, $2, now() + $3 * interval '1 millisecond')
-                 ON CONFLICT (id) DO UPDATE SET url = excluded.url, expires_at = excluded.expires_at",
-                &[&replica.id, &replica.url, &ttl],
-            )
-            .await?;
-        // Renew what is still ours; a lease someone else took meanwhile is forgotten.
+        // A lease is free once it expires or its owner's heartbeat does (see `claim`).
         let renewed: Vec<String> = client
             .query(
                 "UPDATE leases SET expires_at = now() + $2 * interval '1 millisecond' WHERE owner = $1 RETURNING resource",
@@ -630,7 +623,15 @@ impl Cluster for PostgresCluster {
             .iter()
             .map(|r| r.get(0))
             .collect();
+        // A lease someone else took meanwhile is forgotten.
         lock(&self.state.held).retain(|resource, _| renewed.contains(resource));
+        client
+            .execute(
+                "INSERT INTO replicas (id, url, expires_at) VALUES ($1, $2, now() + $3 * interval '1 millisecond')
+                 ON CONFLICT (id) DO UPDATE SET url = excluded.url, expires_at = excluded.expires_at",
+                &[&replica.id, &replica.url, &ttl],
+            )
+            .await?;
         Ok(())
     }
 
@@ -645,6 +646,7 @@ impl Cluster for PostgresCluster {
                      fence = CASE WHEN leases.owner = excluded.owner THEN leases.fence ELSE leases.fence + 1 END,
                      expires_at = excluded.expires_at
                  WHERE leases.owner = excluded.owner OR leases.expires_at < now()
+                    OR leases.owner NOT IN (SELECT id FROM replicas WHERE expires_at > now())
                  RETURNING fence",
                 &[&resource, &replica.id, &replica.url, &self.ttl_ms()],
             )

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use hookbox_agent::env_vars as agent_vars;
 use hookbox_agent::gemini::GeminiModel;
 use hookbox_agent::offline::OfflineModel;
@@ -24,6 +24,7 @@ use hookbox_sandbox::network::{EgressOperator, EgressOptions};
 use hookbox_sandbox::runner::{Launcher, SandboxOptions};
 use hookbox_sandbox::slots::SlotRegistry;
 use hookbox_sandbox::spec::Isolation;
+use hookbox_server::cluster::ClusterConfig;
 use hookbox_server::quota::QuotaConfig;
 use hookbox_server::sandbox::{CacheLimits, Clock, SandboxBackend};
 use hookbox_server::{AppState, Services};
@@ -53,6 +54,23 @@ pub struct ServeArgs {
     /// dir (or `HOOKBOX_SECRET_KEY`); replicas must share it.
     #[arg(long, value_name = "URL", env = hookbox_store::env_vars::HOOKBOX_DATABASE_URL, hide_env_values = true)]
     pub database: Option<String>,
+    /// Run as one replica of several sharing `--database` and the data dir: environments are
+    /// leased to one replica at a time and requests for them are forwarded there, proven by
+    /// this secret (the same on every replica).
+    #[arg(
+        long,
+        value_name = "SECRET",
+        env = "HOOKBOX_CLUSTER_SECRET",
+        hide_env_values = true
+    )]
+    pub cluster_secret: Option<String>,
+    /// Where the other replicas reach this one (default: http:// and the address it listens on).
+    #[arg(long, value_name = "URL")]
+    pub replica_url: Option<String>,
+    /// How long a replica's heartbeat and environment leases last unrenewed: after it stops,
+    /// another replica takes its environments and fails its interactions within this time.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    pub lease_ttl: u64,
     /// API keys clients may send (comma-separated in the environment variable), each `KEY` (a
     /// project of its own) or `PROJECT:KEY` (keys naming one project share it). Managed keys
     /// (`hookbox key create`) work too. None of either = local mode: no key needed, one project
@@ -195,14 +213,67 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             Synchronous::Normal
         },
     };
-    let store: Arc<dyn Store> =
-        hookbox_store::open_store(&data_dir, args.database.as_deref(), &options)
+    // Bound first: a replica's address is part of its identity in the cluster.
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let addr = listener.local_addr().context("listener address")?;
+    let (store, cluster): (Arc<dyn Store>, Option<ClusterConfig>) = match &args.cluster_secret {
+        None => (
+            hookbox_store::open_store(&data_dir, args.database.as_deref(), &options)
+                .await
+                .with_context(|| match args.database {
+                    // Never the URL: it may hold a password.
+                    Some(_) => "cannot open the PostgreSQL store (--database)".to_owned(),
+                    None => format!("cannot open the store in {}", data_dir.display()),
+                })?,
+            None,
+        ),
+        Some(secret) => {
+            let Some(url) = args.database.as_deref() else {
+                bail!(
+                    "--cluster-secret needs --database postgres://... (replicas share one database)"
+                );
+            };
+            if secret.len() < 16 {
+                bail!("--cluster-secret must be at least 16 characters");
+            }
+            std::fs::create_dir_all(&data_dir)
+                .with_context(|| format!("cannot create {}", data_dir.display()))?;
+            let replica = hookbox_store::Replica {
+                id: format!("r_{:012x}", rand::random::<u64>() >> 16),
+                url: args
+                    .replica_url
+                    .clone()
+                    .unwrap_or_else(|| format!("http://{addr}")),
+                lease_ttl: Duration::from_secs(args.lease_ttl.max(1)),
+            };
+            let key = hookbox_store::SecretKey::load_or_create(&data_dir)?;
+            let store = hookbox_store::PostgresStore::connect_replica(
+                url,
+                key,
+                &Default::default(),
+                replica.clone(),
+            )
             .await
-            .with_context(|| match args.database {
-                // Never the URL: it may hold a password.
-                Some(_) => "cannot open the PostgreSQL store (--database)".to_owned(),
-                None => format!("cannot open the store in {}", data_dir.display()),
-            })?;
+            .context("cannot open the PostgreSQL store (--database)")?;
+            let cluster = store
+                .cluster()
+                .context("the PostgreSQL store has no cluster")?;
+            cluster
+                .heartbeat()
+                .await
+                .context("first replica heartbeat")?;
+            tracing::info!(replica = %replica.id, url = %replica.url, "joined the cluster");
+            (
+                Arc::new(store) as Arc<dyn Store>,
+                Some(ClusterConfig {
+                    cluster,
+                    secret: secret.clone(),
+                }),
+            )
+        }
+    };
     let has_keys = !api_keys.is_empty() || store.has_api_keys().await?;
     hookbox_server::check_listen_addr(args.listen, has_keys)?;
     let (model, model_label) = model(args.model)?;
@@ -250,31 +321,36 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .with_slots(slots.clone()),
     );
     let sweeper = backend.spawn_sweeper(backend.sweep_period());
-    let state = AppState::new(Services {
-        store,
-        model,
-        executor: backend.clone(),
-        environments: backend,
-        api_keys,
-        allow_keyless: args.listen.ip().is_loopback(),
-        loop_config: LoopConfig {
-            max_model_turns: args.max_turns,
+    let heartbeat = cluster
+        .as_ref()
+        .map(|c| tokio::spawn(hookbox_server::cluster::run(c.cluster.clone())));
+    let state = AppState::replica(
+        Services {
+            store,
+            model,
+            executor: backend.clone(),
+            environments: backend,
+            api_keys,
+            allow_keyless: args.listen.ip().is_loopback(),
+            loop_config: LoopConfig {
+                max_model_turns: args.max_turns,
+            },
+            quotas,
+            sandbox_slots: Some(slots),
         },
-        quotas,
-        sandbox_slots: Some(slots),
-    });
+        cluster,
+    );
     state.recover().await.context("start-up recovery failed")?;
 
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", args.listen))?;
-    let addr = listener.local_addr().context("listener address")?;
     println!("{}", banner(addr, &data_dir, &model_label, has_keys));
     if args.insecure_no_isolation {
         println!("\n{NO_ISOLATION_WARNING}");
     }
     let served = hookbox_server::serve(listener, state, shutdown_signal()).await;
     sweeper.abort();
+    if let Some(heartbeat) = heartbeat {
+        heartbeat.abort();
+    }
     served?;
     Ok(ExitCode::SUCCESS)
 }

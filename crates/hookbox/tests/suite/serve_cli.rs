@@ -440,3 +440,185 @@ fn code_execution_output_reaches_the_stream_while_the_code_runs() {
     assert_eq!(resumed[0]["event_type"], "step.delta", "{resp}");
     assert_eq!(resumed[0]["delta"]["result"], "second\n");
 }
+
+/// A fresh database on the test cluster (`HOOKBOX_TEST_POSTGRES_URL`, which scripts/test.sh
+/// starts); its URL.
+fn fresh_database() -> String {
+    let base = std::env::var("HOOKBOX_TEST_POSTGRES_URL")
+        .expect("HOOKBOX_TEST_POSTGRES_URL (scripts/postgres.sh start prints one)");
+    let name = format!("hb_e2e_{}", std::process::id());
+    let out = Command::new("psql")
+        .arg(&base)
+        .args(["-qc", &format!("CREATE DATABASE {name}")])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    format!("{}/{name}", base.rsplit_once('/').unwrap().0)
+}
+
+fn post_json(addr: &str, path: &str, body: &serde_json::Value) -> serde_json::Value {
+    let resp = http(addr, "POST", path, &body.to_string());
+    let json = json_body(&resp);
+    assert!(!json.is_null(), "{resp}");
+    json
+}
+
+/// Reads an SSE response on `s` until `data: [DONE]`; returns everything read.
+fn read_stream(s: &mut TcpStream, mut seen: Vec<u8>, until: &str) -> String {
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&seen).contains(until) {
+        let n = s.read(&mut buf).unwrap();
+        assert!(
+            n > 0,
+            "stream ended early: {}",
+            String::from_utf8_lossy(&seen)
+        );
+        seen.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8_lossy(&seen).into_owned()
+}
+
+#[test]
+#[ignore = "needs HOOKBOX_TEST_POSTGRES_URL (scripts/test.sh starts a PostgreSQL cluster)"]
+fn two_replicas_share_one_database_and_one_survives_the_other() {
+    let database = fresh_database();
+    let dir = hookbox_test_support::DataDir::new();
+    let data = dir.path().join("data");
+    let replica_args = [
+        "--database",
+        database.as_str(),
+        "--cluster-secret",
+        "a-cluster-secret-for-tests",
+        "--lease-ttl",
+        "2",
+    ];
+    let mut a = start_with(&data, &replica_args);
+    let b = start_with(&data, &replica_args);
+    let agent = "antigravity-preview-09-2026";
+
+    // Created on A (its environment is A's); read and continued on B, which forwards the
+    // continuation to A, the environment's holder.
+    let first = post_json(
+        &a.addr,
+        "/v1beta/interactions",
+        &serde_json::json!({"agent": agent, "input": "run `echo from-a > /workspace/a.txt; echo done`"}),
+    );
+    assert_eq!(first["status"], "completed", "{first}");
+    let id = first["id"].as_str().unwrap();
+    let env = first["environment_id"].as_str().unwrap().to_owned();
+    let on_b = json_body(&http(
+        &b.addr,
+        "GET",
+        &format!("/v1beta/interactions/{id}"),
+        "",
+    ));
+    assert_eq!(on_b["steps"], first["steps"]);
+    let served_by = |resp: &str| {
+        resp.lines()
+            .find_map(|l| l.strip_prefix("x-hookbox-replica: "))
+            .map(str::trim)
+            .map(str::to_owned)
+    };
+    let resp_a = http(&a.addr, "GET", "/v1beta/environments", "");
+    let resp_b = http(&b.addr, "GET", "/v1beta/environments", "");
+    let (replica_a, replica_b) = (served_by(&resp_a).unwrap(), served_by(&resp_b).unwrap());
+    assert_ne!(replica_a, replica_b);
+    let continued = http(
+        &b.addr,
+        "POST",
+        "/v1beta/interactions",
+        &serde_json::json!({"agent": agent, "input": "run `cat /workspace/a.txt`", "previous_interaction_id": id}).to_string(),
+    );
+    // B handed it to A, which holds the environment, and relayed A's answer.
+    assert_eq!(
+        served_by(&continued).as_deref(),
+        Some(replica_a.as_str()),
+        "{continued}"
+    );
+    let second = json_body(&continued);
+    assert_eq!(second["status"], "completed", "{second}");
+    assert_eq!(second["environment_id"], env.as_str());
+    assert!(second.to_string().contains("from-a"), "{second}");
+    // A credential made on B is there for A.
+    let made = post_json(
+        &b.addr,
+        "/v1beta/credentials",
+        &serde_json::json!({"id": "shared-token", "type": "bearer_token", "token": "s3cr3t-value"}),
+    );
+    assert_eq!(made["id"], "shared-token", "{made}");
+    let seen = json_body(&http(
+        &a.addr,
+        "GET",
+        "/v1beta/credentials/shared-token",
+        "",
+    ));
+    assert_eq!(seen["id"], "shared-token", "{seen}");
+    assert!(!seen.to_string().contains("s3cr3t-value"));
+
+    // A runs a long command; B follows it live (through the database's notifications).
+    let running = post_json(
+        &a.addr,
+        "/v1beta/interactions",
+        &serde_json::json!({"agent": agent, "input": "run `sleep 600`", "environment": env, "background": true}),
+    );
+    let running_id = running["id"].as_str().unwrap().to_owned();
+    let mut follow = TcpStream::connect(&b.addr).unwrap();
+    follow
+        .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    write!(
+        follow,
+        "GET /v1beta/interactions/{running_id}?stream=true HTTP/1.1\r\nHost: x\r\n\r\n"
+    )
+    .unwrap();
+    let before = read_stream(&mut follow, Vec::new(), "code_execution_call");
+
+    // A dies mid-interaction. B fails the interaction (its stream says so and ends) once A's
+    // heartbeat lapses, and takes the environment over.
+    a.child.kill().unwrap(); // SIGKILL
+    a.child.wait().unwrap();
+    let after = read_stream(&mut follow, before.into_bytes(), "data: [DONE]");
+    assert!(after.contains(r#""event_type":"error""#), "{after}");
+    let failed = json_body(&http(
+        &b.addr,
+        "GET",
+        &format!("/v1beta/interactions/{running_id}"),
+        "",
+    ));
+    assert_eq!(failed["status"], "failed", "{failed}");
+    assert!(
+        failed["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("replica"),
+        "{failed}"
+    );
+    // Nothing acknowledged was lost: the first interaction, whole.
+    let kept = json_body(&http(
+        &b.addr,
+        "GET",
+        &format!("/v1beta/interactions/{id}"),
+        "",
+    ));
+    assert_eq!(kept["steps"], first["steps"]);
+    let third = post_json(
+        &b.addr,
+        "/v1beta/interactions",
+        &serde_json::json!({"agent": agent, "input": "run `cat /workspace/a.txt`", "environment": env}),
+    );
+    assert_eq!(third["status"], "completed", "{third}");
+    // And a forged forwarding header does not make a replica skip the lease.
+    let body =
+        serde_json::json!({"agent": agent, "input": "run `true`", "environment": env}).to_string();
+    let mut s = TcpStream::connect(&b.addr).unwrap();
+    write!(s, "POST /v1beta/interactions HTTP/1.1\r\nHost: x\r\nx-hookbox-forwarded-by: r_someone\r\nx-hookbox-cluster-secret: wrong-secret-0000\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).unwrap();
+    let mut forged = String::new();
+    s.read_to_string(&mut forged).unwrap();
+    assert!(forged.starts_with("HTTP/1.1 403"), "{forged}");
+    assert!(third.to_string().contains("from-a"), "{third}");
+    drop(b);
+}

@@ -1,0 +1,210 @@
+//! Replicas: several `hookbox serve` processes on one PostgreSQL database and one shared data
+//! dir. Any replica answers any read; an environment runs on one replica at a time (the holder of
+//! its lease, see `hookbox_store::Cluster`), and a request that needs it elsewhere is forwarded
+//! there with the cluster secret. [`run`] keeps this replica's heartbeat and leases alive and
+//! fails the interactions of replicas that stopped.
+//!
+//! This module decides where a request runs; it must not run anything itself.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use hookbox_store::{Claim, Cluster};
+
+use crate::error::{ApiError, ApiResult};
+
+/// The header a forwarding replica names itself in.
+pub const FORWARDED_BY: &str = "x-hookbox-forwarded-by";
+/// The header carrying the cluster secret on forwarded requests.
+pub const CLUSTER_SECRET: &str = "x-hookbox-cluster-secret";
+/// The response header naming the replica that served a request (relayed from the replica a
+/// request was forwarded to).
+pub const SERVED_BY: &str = "x-hookbox-replica";
+
+/// Middleware: names this replica on every API response that does not already name one.
+pub async fn name_replica(
+    axum::extract::State(state): axum::extract::State<crate::AppState>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let mut response = next.run(req).await;
+    if let Some(config) = &state.inner.cluster
+        && !response.headers().contains_key(SERVED_BY)
+        && let Ok(value) = HeaderValue::from_str(&config.cluster.replica().id)
+    {
+        response.headers_mut().insert(SERVED_BY, value);
+    }
+    response
+}
+
+/// Request headers a forwarded request keeps (the client's key and content negotiation).
+const KEPT_HEADERS: &[&str] = &["x-goog-api-key", "authorization", "content-type", "accept"];
+
+/// This replica's place in a cluster.
+#[derive(Clone)]
+pub struct ClusterConfig {
+    pub cluster: Arc<dyn Cluster>,
+    /// Shared by all replicas; proves a forwarded request came from one.
+    pub secret: String,
+}
+
+impl std::fmt::Debug for ClusterConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the secret.
+        f.debug_struct("ClusterConfig")
+            .field("cluster", &self.cluster)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where a request that needs an environment runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Placement {
+    Here,
+    There { replica: String, url: String },
+}
+
+/// Whether `headers` are those of a request forwarded by another replica: `Ok(true)` only with
+/// the right secret; a forwarding header without it is refused (it would let a client make a
+/// replica run an environment it does not hold).
+pub fn forwarded(config: Option<&ClusterConfig>, headers: &HeaderMap) -> ApiResult<bool> {
+    if !headers.contains_key(FORWARDED_BY) {
+        return Ok(false);
+    }
+    let given = headers
+        .get(CLUSTER_SECRET)
+        .map(HeaderValue::as_bytes)
+        .unwrap_or_default();
+    match config {
+        Some(config) if constant_time_eq(given, config.secret.as_bytes()) => Ok(true),
+        _ => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "A forwarded request needs the cluster secret.",
+        )),
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Where environment `id` runs: here (taking its lease if it is free), or on the replica that
+/// holds it. A forwarded request that finds the environment elsewhere is refused, so requests
+/// never bounce between replicas.
+pub async fn place(
+    config: Option<&ClusterConfig>,
+    environment_id: &str,
+    forwarded: bool,
+) -> ApiResult<Placement> {
+    let Some(config) = config else {
+        return Ok(Placement::Here);
+    };
+    let resource = hookbox_store::postgres::environment_resource(environment_id);
+    match config.cluster.claim(&resource).await? {
+        Claim::Held { .. } => Ok(Placement::Here),
+        Claim::Elsewhere { replica, .. } if forwarded => Err(unavailable(format!(
+            "Environment `{environment_id}` moved to replica `{replica}` meanwhile; retry."
+        ))),
+        Claim::Elsewhere { replica, url } => Ok(Placement::There { replica, url }),
+    }
+}
+
+fn unavailable(message: String) -> ApiError {
+    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, message)
+}
+
+/// Sends the request (`method`, `path_and_query`, the kept `headers`, `body`) to the replica at
+/// `url` and relays its answer as it comes (streams included).
+pub async fn forward(
+    config: &ClusterConfig,
+    (replica, url): (&str, &str),
+    method: Method,
+    path_and_query: &str,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let client = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(5))
+        .build()
+        .map_err(|e| ApiError::internal(&e))?;
+    let mut request = client
+        .request(
+            method,
+            format!("{}{path_and_query}", url.trim_end_matches('/')),
+        )
+        .header(FORWARDED_BY, config.cluster.replica().id.as_str())
+        .header(CLUSTER_SECRET, config.secret.as_str())
+        .body(body);
+    for name in KEPT_HEADERS {
+        if let Some(value) = headers.get(*name) {
+            request = request.header(*name, value.as_bytes());
+        }
+    }
+    tracing::debug!(%replica, path = path_and_query, "forwarding to the replica that runs the environment");
+    let response = request.send().await.map_err(|e| {
+        tracing::warn!(%replica, error = %e, "the replica running the environment does not answer");
+        unavailable(format!(
+            "The environment is run by replica `{replica}`, which does not answer; retry once its lease expires (within {} s).",
+            config.cluster.replica().lease_ttl.as_secs().max(1)
+        ))
+    })?;
+    let status = StatusCode::from_u16(response.status().as_u16())
+        .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let content_type = response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .cloned();
+    let streaming = content_type
+        .as_ref()
+        .is_some_and(|ct| ct.as_bytes().starts_with(b"text/event-stream"));
+    let mut out = Response::builder().status(status);
+    if let Some(ct) = content_type {
+        out = out.header(axum::http::header::CONTENT_TYPE, ct.as_bytes());
+    }
+    if let Some(by) = response.headers().get(SERVED_BY) {
+        out = out.header(SERVED_BY, by.as_bytes());
+    }
+    // A stream is relayed as it comes; anything else whole, as the replica sent it.
+    let body =
+        if streaming {
+            Body::from_stream(response.bytes_stream())
+        } else {
+            Body::from(response.bytes().await.map_err(|e| {
+                unavailable(format!("Replica `{replica}` broke off its answer: {e}"))
+            })?)
+        };
+    out.body(body)
+        .map_err(|e| ApiError::internal(&e))
+        .map(IntoResponse::into_response)
+}
+
+/// Renews this replica's heartbeat and leases every third of the lease TTL and fails the
+/// interactions of replicas that stopped; runs until the process ends.
+pub async fn run(cluster: Arc<dyn Cluster>) {
+    let period = (cluster.replica().lease_ttl / 3).max(Duration::from_millis(100));
+    loop {
+        if let Err(e) = cluster.heartbeat().await {
+            tracing::warn!(error = %e, "replica heartbeat failed");
+        }
+        let reason = "the replica running this interaction stopped before it finished";
+        match cluster
+            .reap(reason, &hookbox_store::time::now_rfc3339())
+            .await
+        {
+            Ok(ids) if !ids.is_empty() => {
+                tracing::warn!(
+                    count = ids.len(),
+                    ?ids,
+                    "failed the interactions of stopped replicas"
+                );
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "reaping stopped replicas' interactions failed"),
+        }
+        tokio::time::sleep(period).await;
+    }
+}
