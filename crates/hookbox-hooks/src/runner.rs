@@ -232,9 +232,14 @@ pub async fn supervise_spawned(
     let stderr_reader = spawn_reader(stderr, output_limit, overflow_tx);
 
     let deadline = tokio::time::Instant::from_std(started + timeout);
+    // A finished future must not be polled again: remember whether the leader's end was seen.
+    let mut leader_ended = false;
     let termination = tokio::select! {
         status = &mut ended => match status {
-            Ok(termination) => termination,
+            Ok(termination) => {
+                leader_ended = true;
+                termination
+            }
             Err(err) => {
                 kill();
                 return Err(RunnerError::Wait(err));
@@ -254,7 +259,7 @@ pub async fn supervise_spawned(
 
     // Whatever ended the run, nothing of the handler's tree may outlive it.
     kill();
-    if termination == Termination::TimedOut || termination == Termination::OutputLimit {
+    if !leader_ended {
         let _ = ended.await;
     }
     if let Some(task) = stdin_task {
