@@ -677,8 +677,29 @@ pub async fn cancel(
     State(state): State<AppState>,
     Extension(project): Extension<Project>,
     Path(id): Path<String>,
-) -> ApiResult<Json<Interaction>> {
+    uri: axum::http::Uri,
+    headers: axum::http::HeaderMap,
+) -> ApiResult<Response> {
     let before = load(&state, &project, &id).await?;
+    let forwarded = crate::cluster::forwarded(state.inner.cluster.as_ref(), &headers)?;
+    // Running on another replica: only that one can stop its loop.
+    if let Some(config) = state.inner.cluster.as_ref()
+        && !forwarded
+        && before.status.is_running()
+        && crate::interactions::subscribe(&state, &id).is_none()
+        && let Some((replica, url)) = config.cluster.runner_of(&id).await?
+    {
+        let path = uri.path_and_query().map_or("/", |p| p.as_str());
+        return crate::cluster::forward(
+            config,
+            (&replica, &url),
+            axum::http::Method::POST,
+            path,
+            &headers,
+            Bytes::new(),
+        )
+        .await;
+    }
     if !cancel_and_wait(&state, &id).await && before.status.is_running() {
         // Running in the store but not here (should not happen after start-up recovery).
         let update = StatusUpdate {
@@ -692,7 +713,7 @@ pub async fn cancel(
         };
         state.inner.store.update_status(&id, &update).await?;
     }
-    Ok(Json(without_input(load(&state, &project, &id).await?)))
+    Ok(Json(without_input(load(&state, &project, &id).await?)).into_response())
 }
 
 /// `DELETE /interactions/{id}`.

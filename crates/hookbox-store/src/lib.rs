@@ -217,6 +217,8 @@ pub trait Cluster: Send + Sync + std::fmt::Debug {
     async fn reap(&self, reason: &str, now: &str) -> Result<Vec<String>>;
     /// Ids of interactions whose steps or status changed on any replica, as they change.
     fn changes(&self) -> tokio::sync::broadcast::Receiver<String>;
+    /// The live replica (id, url) running interaction `id`, if another one is.
+    async fn runner_of(&self, id: &str) -> Result<Option<(String, String)>>;
 }
 
 /// The project of local mode, and of everything stored before projects existed.

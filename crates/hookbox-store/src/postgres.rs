@@ -704,6 +704,20 @@ impl Cluster for PostgresCluster {
     fn changes(&self) -> broadcast::Receiver<String> {
         self.state.changes.subscribe()
     }
+
+    async fn runner_of(&self, id: &str) -> Result<Option<(String, String)>> {
+        let client = self.pool.get().await.map_err(pool_err)?;
+        Ok(client
+            .query_opt(
+                &format!(
+                    "SELECT r.id, r.url FROM interactions i JOIN replicas r ON r.id = i.replica
+                     WHERE i.id = $1 AND i.{ACTIVE} AND r.expires_at > now() AND r.id <> $2"
+                ),
+                &[&id, &self.state.replica.id],
+            )
+            .await?
+            .map(|row| (row.get(0), row.get(1))))
+    }
 }
 
 #[async_trait]

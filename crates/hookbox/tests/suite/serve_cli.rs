@@ -576,6 +576,25 @@ fn two_replicas_share_one_database_and_one_survives_the_other() {
     )
     .unwrap();
     let before = read_stream(&mut follow, Vec::new(), "code_execution_call");
+    // Cancelling on B an interaction A runs: A stops it, and B relays A's answer.
+    let other = post_json(
+        &a.addr,
+        "/v1beta/interactions",
+        &serde_json::json!({"agent": agent, "input": "run `sleep 601`", "environment": env, "background": true}),
+    );
+    let other_id = other["id"].as_str().unwrap();
+    let cancel = http(
+        &b.addr,
+        "POST",
+        &format!("/v1beta/interactions/{other_id}/cancel"),
+        "",
+    );
+    assert_eq!(
+        served_by(&cancel).as_deref(),
+        Some(replica_a.as_str()),
+        "{cancel}"
+    );
+    assert_eq!(json_body(&cancel)["status"], "cancelled", "{cancel}");
 
     // A dies mid-interaction. B fails the interaction (its stream says so and ends) once A's
     // heartbeat lapses, and takes the environment over.
