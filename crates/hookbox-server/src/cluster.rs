@@ -41,8 +41,21 @@ pub async fn name_replica(
     response
 }
 
-/// Request headers a forwarded request keeps (the client's key and content negotiation).
-const KEPT_HEADERS: &[&str] = &["x-goog-api-key", "authorization", "content-type", "accept"];
+/// Headers that belong to one hop, never forwarded or relayed as they are.
+const HOP_HEADERS: &[&str] = &[
+    "host",
+    "content-length",
+    "connection",
+    "transfer-encoding",
+    "keep-alive",
+    "upgrade",
+    FORWARDED_BY,
+    CLUSTER_SECRET,
+];
+
+fn end_to_end(name: &str) -> bool {
+    !HOP_HEADERS.iter().any(|h| name.eq_ignore_ascii_case(h))
+}
 
 /// This replica's place in a cluster.
 #[derive(Clone)]
@@ -139,9 +152,9 @@ pub async fn forward(
         .header(FORWARDED_BY, config.cluster.replica().id.as_str())
         .header(CLUSTER_SECRET, config.secret.as_str())
         .body(body);
-    for name in KEPT_HEADERS {
-        if let Some(value) = headers.get(*name) {
-            request = request.header(*name, value.as_bytes());
+    for (name, value) in headers {
+        if end_to_end(name.as_str()) {
+            request = request.header(name.as_str(), value.as_bytes());
         }
     }
     tracing::debug!(%replica, path = path_and_query, "forwarding to the replica that runs the environment");
@@ -154,19 +167,15 @@ pub async fn forward(
     })?;
     let status = StatusCode::from_u16(response.status().as_u16())
         .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let content_type = response
+    let streaming = response
         .headers()
         .get(reqwest::header::CONTENT_TYPE)
-        .cloned();
-    let streaming = content_type
-        .as_ref()
         .is_some_and(|ct| ct.as_bytes().starts_with(b"text/event-stream"));
     let mut out = Response::builder().status(status);
-    if let Some(ct) = content_type {
-        out = out.header(axum::http::header::CONTENT_TYPE, ct.as_bytes());
-    }
-    if let Some(by) = response.headers().get(SERVED_BY) {
-        out = out.header(SERVED_BY, by.as_bytes());
+    for (name, value) in response.headers() {
+        if end_to_end(name.as_str()) {
+            out = out.header(name.as_str(), value.as_bytes());
+        }
     }
     // A stream is relayed as it comes; anything else whole, as the replica sent it.
     let body =
@@ -180,6 +189,99 @@ pub async fn forward(
     out.body(body)
         .map_err(|e| ApiError::internal(&e))
         .map(IntoResponse::into_response)
+}
+
+/// What an API path needs to run where it is held: an environment, or an upload session
+/// (whose id names the replica that opened it).
+fn held_part(path: &str) -> Option<Held> {
+    let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+    let at = |name: &str| parts.iter().position(|p| *p == name);
+    if let Some(i) = at("sessions") {
+        let session = parts.get(i + 1)?;
+        return session
+            .split_once('.')
+            .map(|(replica, _)| Held::Session(replica.to_owned()));
+    }
+    let i = at("environments")?;
+    parts
+        .get(i + 1)
+        .map(|id| Held::Environment((*id).to_owned()))
+}
+
+enum Held {
+    Environment(String),
+    Session(String),
+}
+
+async fn exists(state: &crate::AppState, project: Option<&crate::Project>, id: &str) -> bool {
+    let Some(project) = project else {
+        return false;
+    };
+    let id = crate::strip_resource_prefix(id, "environments");
+    matches!(
+        state.inner.store.get_environment(project, id).await,
+        Ok(Some(_))
+    )
+}
+
+/// Middleware: a request about one environment (its metadata, files, uploads, deletion) runs
+/// where the environment is held, and an upload chunk where its session was opened; this
+/// forwards it there, so an environment's tree is never touched by two replicas.
+pub async fn follow_environments(
+    axum::extract::State(state): axum::extract::State<crate::AppState>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let Some(config) = state.inner.cluster.clone() else {
+        return next.run(req).await;
+    };
+    match forwarded(Some(&config), req.headers()) {
+        Ok(true) => return next.run(req).await,
+        Ok(false) => {}
+        Err(e) => return e.into_response(),
+    }
+    let project = req.extensions().get::<crate::Project>().cloned();
+    let target = match held_part(req.uri().path()) {
+        // Only environments that exist (in the caller's project) are placed: an unknown id
+        // takes no lease and gets its 404 here.
+        Some(Held::Environment(id)) if !exists(&state, project.as_ref(), &id).await => None,
+        Some(Held::Environment(id)) => match place(Some(&config), &id, false).await {
+            Ok(Placement::There { replica, url }) => Some((replica, url)),
+            Ok(Placement::Here) => None,
+            Err(e) => return e.into_response(),
+        },
+        Some(Held::Session(replica)) if replica != config.cluster.replica().id => {
+            match config.cluster.replica_url(&replica).await {
+                Ok(Some(url)) => Some((replica, url)),
+                Ok(None) => {
+                    return unavailable(format!(
+                        "The upload session was opened on replica `{replica}`, which stopped; start the upload again."
+                    ))
+                    .into_response();
+                }
+                Err(e) => return ApiError::from(e).into_response(),
+            }
+        }
+        _ => None,
+    };
+    let Some((replica, url)) = target else {
+        return next.run(req).await;
+    };
+    let (parts, body) = req.into_parts();
+    let Ok(body) = axum::body::to_bytes(body, crate::MAX_BODY_BYTES).await else {
+        return ApiError::bad_request("The request body is too large or broken.").into_response();
+    };
+    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    forward(
+        &config,
+        (&replica, &url),
+        parts.method.clone(),
+        path,
+        &parts.headers,
+        body,
+    )
+    .await
+    .unwrap_or_else(IntoResponse::into_response)
 }
 
 /// Renews this replica's heartbeat and leases every third of the lease TTL and fails the

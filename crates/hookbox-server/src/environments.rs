@@ -326,7 +326,11 @@ pub async fn upload_start(
             "Upload needs a file path after /files/.",
         ));
     }
-    let session = new_id("upl");
+    // A replica names itself in its sessions, so their chunks find it from any replica.
+    let session = match &state.inner.cluster {
+        Some(config) => format!("{}.{}", config.cluster.replica().id, new_id("upl")),
+        None => new_id("upl"),
+    };
     let mut uploads = state
         .inner
         .uploads

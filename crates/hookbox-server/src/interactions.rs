@@ -336,6 +336,12 @@ pub async fn create(
         .clone()
         .or_else(|| agent.as_ref().and_then(|a| a.base_environment.clone()));
     if let Some(existing) = existing_environment(env_request.as_ref(), previous_env.as_deref())
+        && state
+            .inner
+            .store
+            .get_environment(&project, &existing)
+            .await?
+            .is_some()
         && let crate::cluster::Placement::There { replica, url } =
             crate::cluster::place(cluster, &existing, forwarded).await?
         && let Some(config) = cluster

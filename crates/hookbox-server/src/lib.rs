@@ -234,6 +234,11 @@ pub fn app(state: AppState) -> Router {
     let api = router
         .nest("/upload", upload_routes())
         .fallback(fallback)
+        // Inside auth: only authenticated requests are forwarded to another replica.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            cluster::follow_environments,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::require_key,

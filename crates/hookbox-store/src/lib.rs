@@ -219,6 +219,8 @@ pub trait Cluster: Send + Sync + std::fmt::Debug {
     fn changes(&self) -> tokio::sync::broadcast::Receiver<String>;
     /// The live replica (id, url) running interaction `id`, if another one is.
     async fn runner_of(&self, id: &str) -> Result<Option<(String, String)>>;
+    /// Where replica `id` is reached, while it heartbeats.
+    async fn replica_url(&self, id: &str) -> Result<Option<String>>;
 }
 
 /// The project of local mode, and of everything stored before projects existed.

@@ -705,6 +705,17 @@ impl Cluster for PostgresCluster {
         self.state.changes.subscribe()
     }
 
+    async fn replica_url(&self, id: &str) -> Result<Option<String>> {
+        let client = self.pool.get().await.map_err(pool_err)?;
+        Ok(client
+            .query_opt(
+                "SELECT url FROM replicas WHERE id = $1 AND expires_at > now()",
+                &[&id],
+            )
+            .await?
+            .map(|row| row.get(0)))
+    }
+
     async fn runner_of(&self, id: &str) -> Result<Option<(String, String)>> {
         let client = self.pool.get().await.map_err(pool_err)?;
         Ok(client

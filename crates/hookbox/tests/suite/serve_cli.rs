@@ -543,6 +543,58 @@ fn two_replicas_share_one_database_and_one_survives_the_other() {
     assert_eq!(second["status"], "completed", "{second}");
     assert_eq!(second["environment_id"], env.as_str());
     assert!(second.to_string().contains("from-a"), "{second}");
+    // The environment's files, listed and uploaded through B, are served by A, which holds it.
+    let listed = http(
+        &b.addr,
+        "GET",
+        &format!("/v1beta/environments/{env}/files/workspace"),
+        "",
+    );
+    assert_eq!(
+        served_by(&listed).as_deref(),
+        Some(replica_a.as_str()),
+        "{listed}"
+    );
+    assert!(listed.contains("a.txt"), "{listed}");
+    let raw = |addr: &str, head: &str, body: &str| {
+        let mut s = TcpStream::connect(addr).unwrap();
+        write!(
+            s,
+            "{head}Host: x\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    };
+    let started = raw(
+        &b.addr,
+        &format!(
+            "PUT /upload/v1beta/environments/{env}/files/workspace/up.txt HTTP/1.1\r\nx-goog-upload-protocol: resumable\r\nx-goog-upload-command: start\r\n"
+        ),
+        "",
+    );
+    let session_url = started
+        .lines()
+        .find_map(|l| l.strip_prefix("x-goog-upload-url: "))
+        .unwrap_or_else(|| panic!("{started}"))
+        .trim()
+        .to_owned();
+    let session_path = format!("/upload{}", session_url.split("/upload").nth(1).unwrap());
+    let finished = raw(
+        &b.addr,
+        &format!(
+            "POST {session_path} HTTP/1.1\r\nx-goog-upload-command: upload, finalize\r\nx-goog-upload-offset: 0\r\n"
+        ),
+        "uploaded-through-b",
+    );
+    assert!(finished.starts_with("HTTP/1.1 200"), "{finished}");
+    assert_eq!(
+        served_by(&finished).as_deref(),
+        Some(replica_a.as_str()),
+        "{finished}"
+    );
     // A credential made on B is there for A.
     let made = post_json(
         &b.addr,
@@ -639,5 +691,18 @@ fn two_replicas_share_one_database_and_one_survives_the_other() {
     s.read_to_string(&mut forged).unwrap();
     assert!(forged.starts_with("HTTP/1.1 403"), "{forged}");
     assert!(third.to_string().contains("from-a"), "{third}");
+    // B holds the environment now and serves its files itself, the upload through A included.
+    let file = http(
+        &b.addr,
+        "GET",
+        &format!("/v1beta/environments/{env}/files/workspace/up.txt?alt=media"),
+        "",
+    );
+    assert_eq!(
+        served_by(&file).as_deref(),
+        Some(replica_b.as_str()),
+        "{file}"
+    );
+    assert!(file.ends_with("uploaded-through-b"), "{file}");
     drop(b);
 }
