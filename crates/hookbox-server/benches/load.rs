@@ -3,7 +3,9 @@
 //! sandbox behind a one-command pre-hook gate (hooks engine → command hook in the sandbox → tool
 //! in the sandbox), over real HTTP on 127.0.0.1 with SQLite: cold sandboxes (one per call) at
 //! concurrency 1 and 16, then warm sandboxes (the default) at 1, 16 and 64, with the ratio; then
-//! the server's RSS after warm-up, 1000 and 10 000 interactions.
+//! PostgreSQL (`scripts/postgres.sh`): one replica, two replicas sharing the database and a data
+//! dir, and two replicas forwarding every interaction to the other, with the ratios to SQLite;
+//! then the server's RSS after warm-up, 1000 and 10 000 interactions.
 //! Run: `cargo bench -p hookbox-server --bench load [-- --per-level N] [--total N]`.
 //!
 //! The bench binary is also its own sandbox launcher (`__sandbox-exec`), as `hookbox` is.
@@ -56,8 +58,8 @@ fn main() {
         .block_on(bench());
 }
 
-/// A server on 127.0.0.1 over its own data dir, with one environment holding the gate; `warm`
-/// chooses warm sandboxes (the default) or a sandbox per call.
+/// A server on 127.0.0.1 over its own data dir and SQLite, with one environment holding the
+/// gate; `warm` chooses warm sandboxes (the default) or a sandbox per call.
 async fn start_server(
     warm: bool,
 ) -> (
@@ -73,36 +75,57 @@ async fn start_server(
         &SqliteOptions::default(),
     )
     .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = serve_on(listener, dir.path(), Arc::new(store), None, warm);
+    let body = gated_environment(addr).await;
+    (addr, body, dir)
+}
+
+/// Serves the API over `store` and the environments in `data` on `listener`.
+fn serve_on(
+    listener: tokio::net::TcpListener,
+    data: &std::path::Path,
+    store: Arc<dyn hookbox_store::Store>,
+    cluster: Option<hookbox_server::cluster::ClusterConfig>,
+    warm: bool,
+) -> std::net::SocketAddr {
     let launcher = Launcher {
         program: std::env::current_exe().unwrap(),
         args: vec![LAUNCHER_SUBCOMMAND.to_owned()],
     };
     let credentials =
-        Arc::new(hookbox_egress::credentials::FileCredentialStore::open(dir.path()).unwrap());
+        Arc::new(hookbox_egress::credentials::FileCredentialStore::open(data).unwrap());
     let options = SandboxOptions {
         warm,
         ..SandboxOptions::new(launcher)
     };
-    let envs = EnvStore::open(dir.path(), options, EgressOptions::new(credentials)).unwrap();
+    let envs = EnvStore::open(data, options, EgressOptions::new(credentials)).unwrap();
     let backend = Arc::new(SandboxBackend::new(envs));
-    let state = AppState::new(Services {
-        store: Arc::new(store),
-        model: Arc::new(OfflineModel::new().unwrap()),
-        executor: backend.clone(),
-        environments: backend,
-        api_keys: vec![],
-        allow_keyless: true,
-        loop_config: LoopConfig::default(),
-        quotas: Default::default(),
-        sandbox_slots: None,
-    });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let state = AppState::replica(
+        Services {
+            store,
+            model: Arc::new(OfflineModel::new().unwrap()),
+            executor: backend.clone(),
+            environments: backend,
+            api_keys: vec![],
+            allow_keyless: true,
+            loop_config: LoopConfig::default(),
+            quotas: Default::default(),
+            sandbox_slots: None,
+        },
+        cluster,
+    );
     let addr = listener.local_addr().unwrap();
     tokio::spawn(hookbox_server::serve(
         listener,
         state,
         std::future::pending(),
     ));
+    addr
+}
+
+/// A new environment holding the gate, made through `addr`; the interaction body that uses it.
+async fn gated_environment(addr: std::net::SocketAddr) -> serde_json::Value {
     let env: serde_json::Value = reqwest::Client::new()
         .post(format!("http://{addr}/v1beta/environments"))
         .json(&serde_json::json!({"sources": [
@@ -115,8 +138,93 @@ async fn start_server(
         .json()
         .await
         .unwrap();
-    let body = serde_json::json!({"agent": "antigravity-preview-09-2026", "input": "run `true`", "environment": env["id"]});
-    (addr, body, dir)
+    serde_json::json!({"agent": "antigravity-preview-09-2026", "input": "run `true`", "environment": env["id"]})
+}
+
+/// A throwaway PostgreSQL cluster (`scripts/postgres.sh`), stopped when dropped.
+struct Postgres(String);
+
+impl Postgres {
+    fn start() -> Option<Self> {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/postgres.sh");
+        let out = std::process::Command::new(script)
+            .arg("start")
+            .output()
+            .ok()?;
+        if !out.status.success() {
+            eprintln!("postgres: {}", String::from_utf8_lossy(&out.stderr));
+            return None;
+        }
+        Some(Self(String::from_utf8_lossy(&out.stdout).trim().to_owned()))
+    }
+
+    /// A fresh database's URL.
+    fn database(&self, name: &str) -> String {
+        let out = std::process::Command::new("psql")
+            .arg(&self.0)
+            .args(["-qc", &format!("CREATE DATABASE {name}")])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        format!("{}/{name}", self.0.rsplit_once('/').unwrap().0)
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/postgres.sh");
+        let _ = std::process::Command::new(script)
+            .args(["stop", &self.0])
+            .status();
+    }
+}
+
+/// `n` replicas on `database` sharing `data`, each heartbeating; their addresses.
+async fn replicas(database: &str, data: &std::path::Path, n: usize) -> Vec<std::net::SocketAddr> {
+    let mut addrs = Vec::new();
+    for i in 0..n {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let store = hookbox_store::PostgresStore::connect_replica(
+            database,
+            SecretKey::from_bytes([3; 32]),
+            &Default::default(),
+            hookbox_store::Replica {
+                id: format!("r_bench{i}"),
+                url: format!("http://{addr}"),
+                lease_ttl: Duration::from_secs(10),
+            },
+        )
+        .await
+        .unwrap();
+        let cluster = store.cluster().unwrap();
+        cluster.heartbeat().await.unwrap();
+        tokio::spawn(hookbox_server::cluster::run(cluster.clone()));
+        let config = hookbox_server::cluster::ClusterConfig {
+            cluster,
+            secret: "a-bench-cluster-secret".into(),
+        };
+        addrs.push(serve_on(
+            listener,
+            data,
+            Arc::new(store),
+            Some(config),
+            true,
+        ));
+    }
+    addrs
+}
+
+/// [`one`] against a (server, body) target.
+async fn one_at(
+    client: &reqwest::Client,
+    (addr, body): &(std::net::SocketAddr, serde_json::Value),
+) -> Duration {
+    one(client.clone(), *addr, body.clone()).await
 }
 
 /// One interaction, checked: completed, and the gate ran (and allowed) before the tool.
@@ -152,11 +260,22 @@ async fn level(
     concurrency: usize,
     n: usize,
 ) -> (f64, Duration, Duration, usize) {
+    level_over(client, &[(addr, body.clone())], concurrency, n).await
+}
+
+/// [`level`] with the workers spread over `targets` (a server and the body it gets).
+async fn level_over(
+    client: &reqwest::Client,
+    targets: &[(std::net::SocketAddr, serde_json::Value)],
+    concurrency: usize,
+    n: usize,
+) -> (f64, Duration, Duration, usize) {
     let start = Instant::now();
     let per_task = n.div_ceil(concurrency);
     let mut tasks = Vec::new();
-    for _ in 0..concurrency {
-        let (client, body) = (client.clone(), body.clone());
+    for worker in 0..concurrency {
+        let (addr, body) = targets[worker % targets.len()].clone();
+        let client = client.clone();
         tasks.push(tokio::spawn(async move {
             let mut lat = Vec::with_capacity(per_task);
             for _ in 0..per_task {
@@ -251,4 +370,75 @@ async fn bench() {
         .map(|(n, kib)| format!("after {n} interactions: {kib}"))
         .collect();
     println!("rss_kib after warm-up: {rss_start}; {}", shown.join("; "));
+
+    // PostgreSQL: one replica, then two sharing the database and a data dir (each client
+    //    talks to one replica, in the environment that replica holds), then every request sent
+    //    to the replica that does not hold the environment (forwarded).
+    match Postgres::start() {
+        None => {
+            println!("postgres: not available (scripts/setup.sh installs it); no PostgreSQL rows")
+        }
+        Some(pg) => {
+            let dir = hookbox_test_support::DataDir::new();
+            let one = replicas(&pg.database("bench_one"), dir.path(), 1).await;
+            let target = [(one[0], gated_environment(one[0]).await)];
+            for _ in 0..16 {
+                one_at(&client, &target[0]).await;
+            }
+            for concurrency in [1usize, 16] {
+                let (rate, p50, p99, n) =
+                    level_over(&client, &target, concurrency, per_level).await;
+                rates.insert(("pg1", concurrency), rate);
+                println!(
+                    "{:>9}  {concurrency:>11}  {n:>12}  {rate:>10.1}  {:>6.1}  {:>6.1}  {:>7.2}",
+                    "pg x1",
+                    ms(p50),
+                    ms(p99),
+                    ms(p99) / ms(p50)
+                );
+            }
+            let dir2 = hookbox_test_support::DataDir::new();
+            let two = replicas(&pg.database("bench_two"), dir2.path(), 2).await;
+            let mut targets = Vec::new();
+            for addr in &two {
+                let target = (*addr, gated_environment(*addr).await);
+                // The first interaction takes the environment's lease for this replica.
+                one_at(&client, &target).await;
+                targets.push(target);
+            }
+            for concurrency in [1usize, 16] {
+                let (rate, p50, p99, n) =
+                    level_over(&client, &targets, concurrency, per_level).await;
+                rates.insert(("pg2", concurrency), rate);
+                println!(
+                    "{:>9}  {concurrency:>11}  {n:>12}  {rate:>10.1}  {:>6.1}  {:>6.1}  {:>7.2}",
+                    "pg x2",
+                    ms(p50),
+                    ms(p99),
+                    ms(p99) / ms(p50)
+                );
+            }
+            // Each replica asked for the other's environment: every interaction forwarded.
+            let crossed = [
+                (two[0], targets[1].1.clone()),
+                (two[1], targets[0].1.clone()),
+            ];
+            let (rate, p50, p99, n) = level_over(&client, &crossed, 16, per_level).await;
+            println!(
+                "{:>9}  {:>11}  {n:>12}  {rate:>10.1}  {:>6.1}  {:>6.1}  {:>7.2}",
+                "pg x2 fwd",
+                16,
+                ms(p50),
+                ms(p99),
+                ms(p99) / ms(p50)
+            );
+            for concurrency in [1usize, 16] {
+                println!(
+                    "ratio at concurrency {concurrency}: postgres x1 / sqlite = {:.2}x, postgres x2 / sqlite = {:.2}x interactions/s",
+                    rates[&("pg1", concurrency)] / rates[&("warm", concurrency)],
+                    rates[&("pg2", concurrency)] / rates[&("warm", concurrency)]
+                );
+            }
+        }
+    }
 }
