@@ -91,10 +91,17 @@ pub async fn run(
             steps: &conversation,
             tools: ctx.tools,
         };
+        let model_started = std::time::Instant::now();
         let turn = tokio::select! {
             turn = ctx.model.turn(&request) => turn,
             _ = wait_cancelled(&mut cancel) => return cancelled(usage),
         };
+        tracing::debug!(
+            model = ctx.model.name(),
+            ok = turn.is_ok(),
+            duration_ms = model_started.elapsed().as_millis() as u64,
+            "model turn"
+        );
         let turn = match turn {
             Ok(turn) => turn,
             Err(err) => {

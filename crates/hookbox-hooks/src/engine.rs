@@ -280,7 +280,7 @@ impl HookEngine {
                     let mut entry =
                         trace_entry(group, rule, handler, outcome, stderr, handler_started);
                     entry.warning = warning;
-                    log_handler(tool, &entry);
+                    log_handler(event.as_str(), tool, &entry);
                     match &entry.outcome {
                         Outcome::Deny { reason } => {
                             decision = Decision::Deny {
@@ -571,7 +571,7 @@ fn trace_entry(
     }
 }
 
-fn log_handler(tool: ToolName, entry: &HandlerTrace) {
+fn log_handler(event: &str, tool: ToolName, entry: &HandlerTrace) {
     let failure = match &entry.outcome {
         Outcome::FailedOpen { failure }
         | Outcome::FailedClosed { failure }
@@ -586,8 +586,10 @@ fn log_handler(tool: ToolName, entry: &HandlerTrace) {
     };
     match failure {
         Some(failure) => tracing::warn!(
+            event,
             tool = %tool,
             group = %entry.group,
+            handler_type = entry.handler_type,
             handler = %entry.target,
             handler_index = entry.handler_index,
             decision = entry.outcome.label(),
@@ -596,8 +598,10 @@ fn log_handler(tool: ToolName, entry: &HandlerTrace) {
             "hook handler failed"
         ),
         None => tracing::info!(
+            event,
             tool = %tool,
             group = %entry.group,
+            handler_type = entry.handler_type,
             handler = %entry.target,
             handler_index = entry.handler_index,
             decision = entry.outcome.label(),

@@ -355,6 +355,29 @@ async fn bench() {
             rates[&("warm", concurrency)] / rates[&("cold", concurrency)]
         );
     }
+    // What metrics cost: the same level without any subscriber (events disabled), then with the
+    // metrics layer counting (as `hookbox serve` runs).
+    let (off, ..) = level(&client, addr, &body, 16, per_level).await;
+    {
+        use tracing_subscriber::Layer as _;
+        use tracing_subscriber::layer::SubscriberExt as _;
+        use tracing_subscriber::util::SubscriberInitExt as _;
+        let _ = tracing_subscriber::registry()
+            .with(
+                hookbox_server::metrics::MetricsLayer
+                    .with_filter(hookbox_server::metrics::layer_targets()),
+            )
+            .try_init();
+    }
+    let (on, ..) = level(&client, addr, &body, 16, per_level).await;
+    let counted = hookbox_server::metrics::Metrics::global().render();
+    assert!(counted.contains("hookbox_tool_calls_total"), "{counted}");
+    println!(
+        "metrics at concurrency 16: {off:.1} interactions/s off, {on:.1} on = {:.3}x (the goal is >= 0.95x)",
+        on / off
+    );
+    total += 2 * per_level;
+
     // Memory: the server's RSS after warm-up, after 1000 and after `total_target` interactions
     // (run 16 at a time); growth between the last two would be a leak, not a cache.
     let mut rss_at = Vec::new();

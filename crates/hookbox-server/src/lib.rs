@@ -13,6 +13,7 @@ pub mod cluster;
 mod environments;
 pub mod error;
 mod interactions;
+pub mod metrics;
 pub mod quota;
 mod resources;
 pub mod sandbox;
@@ -253,8 +254,43 @@ pub fn app(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .route("/metrics", get(local_metrics))
         .with_state(state)
         .merge(api)
+}
+
+/// `GET /metrics` on the API: metrics describe every project, so only a server in local mode
+/// (no key at all, loopback only) answers; a keyed server exposes them on `--metrics-listen`
+/// ([`metrics_app`]).
+async fn local_metrics(
+    axum::extract::State(state): axum::extract::State<AppState>,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let local = state.inner.allow_keyless
+        && state.inner.api_keys.is_empty()
+        && matches!(state.inner.store.has_api_keys().await, Ok(false));
+    if !local {
+        return ApiError::not_found(
+            "Metrics are served on --metrics-listen when API keys are in use.",
+        )
+        .into_response();
+    }
+    metrics_text().await.into_response()
+}
+
+/// The operator's metrics endpoint on an address of its own: `GET /metrics` only.
+pub fn metrics_app() -> Router {
+    Router::new().route("/metrics", get(metrics_text))
+}
+
+async fn metrics_text() -> impl axum::response::IntoResponse {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        metrics::Metrics::global().render(),
+    )
 }
 
 /// `GET /healthz`: the process answers.

@@ -519,7 +519,9 @@ impl SandboxBackend {
                 );
             }
         };
+        let started = std::time::Instant::now();
         let outcome = env.call_tool_streaming(call.clone(), tap).await;
+        let duration_ms = started.elapsed().as_millis() as u64;
         let mut trace = json!({
             "files": outcome.hooks.files,
             "diagnostics": outcome.hooks.diagnostics,
@@ -533,9 +535,16 @@ impl SandboxBackend {
         {
             map.insert("ran_with_args".into(), outcome.call.args.clone());
         }
+        let result = match &outcome.result {
+            ToolResult::Ok { .. } => "ok",
+            ToolResult::Error { .. } => "error",
+            ToolResult::Denied { .. } => "denied",
+        };
         tracing::info!(
             environment_id,
             tool = %call.name,
+            outcome = result,
+            duration_ms,
             pre_handlers = outcome.pre.trace.len(),
             post_handlers = outcome.post.as_ref().map_or(0, |p| p.trace.len()),
             hooks = %trace,

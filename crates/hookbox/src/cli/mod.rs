@@ -73,10 +73,21 @@ pub fn init_logging(verbose: u8, quiet: bool) {
         2 => "debug",
         _ => "trace",
     };
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    use tracing_subscriber::{Layer as _, fmt};
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+    // Metrics see their events whatever the log level (the layer has its own filter).
+    let _ = tracing_subscriber::registry()
+        .with(
+            fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_filter(filter),
+        )
+        .with(
+            hookbox_server::metrics::MetricsLayer
+                .with_filter(hookbox_server::metrics::layer_targets()),
+        )
         .try_init();
 }

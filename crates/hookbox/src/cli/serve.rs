@@ -67,6 +67,10 @@ pub struct ServeArgs {
     /// Where the other replicas reach this one (default: http:// and the address it listens on).
     #[arg(long, value_name = "URL")]
     pub replica_url: Option<String>,
+    /// Also serve Prometheus metrics (`GET /metrics`, every project's) on this address, for the
+    /// operator's scraper; keep it off public networks. In local mode the API serves them too.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
     /// How long a replica's heartbeat and environment leases last unrenewed: after it stops,
     /// another replica takes its environments and fails its interactions within this time.
     #[arg(long, value_name = "SECONDS", default_value_t = 10)]
@@ -342,6 +346,25 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     );
     state.recover().await.context("start-up recovery failed")?;
 
+    let metrics = match args.metrics_listen {
+        Some(at) => {
+            let listener = tokio::net::TcpListener::bind(at)
+                .await
+                .with_context(|| format!("cannot listen on {at} (--metrics-listen)"))?;
+            let bound = listener.local_addr().context("metrics listener address")?;
+            Some((
+                bound,
+                tokio::spawn(
+                    async move { axum::serve(listener, hookbox_server::metrics_app()).await },
+                ),
+            ))
+        }
+        None => None,
+    };
+    // Before the banner, whose last line tells readers (and the tests) that start-up is done.
+    if let Some((bound, _)) = &metrics {
+        println!("metrics: http://{bound}/metrics");
+    }
     println!("{}", banner(addr, &data_dir, &model_label, has_keys));
     if args.insecure_no_isolation {
         println!("\n{NO_ISOLATION_WARNING}");
@@ -350,6 +373,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     sweeper.abort();
     if let Some(heartbeat) = heartbeat {
         heartbeat.abort();
+    }
+    if let Some((_, task)) = metrics {
+        task.abort();
     }
     served?;
     Ok(ExitCode::SUCCESS)

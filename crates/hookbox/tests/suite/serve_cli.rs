@@ -48,8 +48,8 @@ fn start_with(data_dir: &std::path::Path, extra: &[&str]) -> Server {
         }
     }
     let addr = banner
-        .split("http://")
-        .nth(1)
+        .lines()
+        .find_map(|l| l.strip_prefix("hookbox is listening on http://"))
         .and_then(|rest| rest.split_whitespace().next())
         .unwrap()
         .to_owned();
@@ -705,4 +705,92 @@ fn two_replicas_share_one_database_and_one_survives_the_other() {
     );
     assert!(file.ends_with("uploaded-through-b"), "{file}");
     drop(b);
+}
+
+/// The value of the sample `name{labels}` (labels as printed, in order) in Prometheus text.
+fn sample(metrics: &str, series: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+}
+
+#[test]
+fn metrics_count_hook_decisions_tool_calls_and_interactions() {
+    let dir = hookbox_test_support::DataDir::new();
+    let data = dir.path().join("data");
+    let server = start_with(&data, &["--metrics-listen", "127.0.0.1:0"]);
+    let metrics_addr = server
+        .banner
+        .lines()
+        .find_map(|l| l.strip_prefix("metrics: http://"))
+        .and_then(|rest| rest.strip_suffix("/metrics"))
+        .unwrap()
+        .to_owned();
+    // The reference's security gate: one allowed call, one denied.
+    let gate = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/security-gate/.agents/hooks.json"
+    ))
+    .unwrap();
+    let script = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/security-gate/.agents/hooks-scripts/gate.py"
+    ))
+    .unwrap();
+    let env = post_json(
+        &server.addr,
+        "/v1beta/environments",
+        &serde_json::json!({"sources": [
+            {"type": "inline", "target": ".agents/hooks.json", "content": gate},
+            {"type": "inline", "target": ".agents/hooks-scripts/gate.py", "content": script},
+        ]}),
+    );
+    let env = env["id"].as_str().unwrap();
+    for input in ["run `echo fine`", "run `rm -rf /tmp/forbidden`"] {
+        let done = post_json(
+            &server.addr,
+            "/v1beta/interactions",
+            &serde_json::json!({"agent": "antigravity-preview-09-2026", "input": input, "environment": env}),
+        );
+        assert_eq!(done["status"], "completed", "{done}");
+    }
+    let text = http(&metrics_addr, "GET", "/metrics", "");
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    let count =
+        |series: &str| sample(&text, series).unwrap_or_else(|| panic!("{series} missing:\n{text}"));
+    assert_eq!(
+        count(r#"hookbox_interactions_total{status="completed"}"#),
+        2.0
+    );
+    assert_eq!(
+        count(r#"hookbox_tool_calls_total{tool="code_execution",outcome="denied"}"#),
+        1.0
+    );
+    assert_eq!(
+        count(r#"hookbox_tool_calls_total{tool="code_execution",outcome="ok"}"#),
+        1.0
+    );
+    let gate_runs = |outcome: &str| {
+        text.lines()
+            .filter(|l| l.starts_with("hookbox_hook_handler_runs_total{"))
+            .filter(|l| {
+                l.contains(r#"event="pre_tool_execution""#)
+                    && l.contains(&format!(r#"outcome="{outcome}""#))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    assert_eq!(gate_runs("deny"), 1.0, "{text}");
+    assert_eq!(gate_runs("allow"), 1.0, "{text}");
+    assert!(
+        text.contains("hookbox_hook_handler_seconds_bucket"),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"hookbox_model_turn_seconds_count{model="offline"}"#),
+        "{text}"
+    );
+    // Local mode: the API serves them too; the metrics port serves nothing else.
+    assert!(http(&server.addr, "GET", "/metrics", "").contains("hookbox_tool_calls_total"));
+    assert!(http(&metrics_addr, "GET", "/v1beta/environments", "").starts_with("HTTP/1.1 404"));
 }

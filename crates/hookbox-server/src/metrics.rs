@@ -1,0 +1,336 @@
+//! Prometheus metrics, in the text format (`prometheus-client`), fed by a `tracing` layer.
+//!
+//! The crates already emit one structured event per interaction, tool call, hook handler, model
+//! turn and egress decision; [`MetricsLayer`] turns those into counters and histograms, so no
+//! crate needs a metrics dependency. The event names and fields it reads are listed in
+//! [`MetricsLayer::on_event`]; the end-to-end test in `crates/hookbox/tests` keeps them honest.
+//! This module must not change what is logged.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use tracing::field::{Field, Visit};
+use tracing_subscriber::layer::Context;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabel {
+    status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ToolLabels {
+    tool: String,
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ToolLabel {
+    tool: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HookLabels {
+    event: String,
+    tool: String,
+    group: String,
+    handler_type: String,
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HookTypeLabel {
+    event: String,
+    handler_type: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ModelLabel {
+    model: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EgressLabels {
+    outcome: String,
+    reason: String,
+}
+
+type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn latency() -> Histogram {
+    // 0.5 ms .. ~16 s.
+    Histogram::new(exponential_buckets(0.0005, 2.0, 16))
+}
+
+/// The registry and the metrics in it.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    interactions: Family<StatusLabel, Counter>,
+    tool_calls: Family<ToolLabels, Counter>,
+    tool_seconds: Histograms<ToolLabel>,
+    hook_runs: Family<HookLabels, Counter>,
+    hook_seconds: Histograms<HookTypeLabel>,
+    model_seconds: Histograms<ModelLabel>,
+    egress: Family<EgressLabels, Counter>,
+    enabled: AtomicBool,
+}
+
+impl Metrics {
+    fn new() -> Self {
+        let mut registry = Registry::with_prefix("hookbox");
+        let interactions = Family::<StatusLabel, Counter>::default();
+        registry.register(
+            "interactions",
+            "Interactions that ended, by status",
+            interactions.clone(),
+        );
+        let tool_calls = Family::<ToolLabels, Counter>::default();
+        registry.register(
+            "tool_calls",
+            "Tool calls, by tool and outcome (ok, error, denied)",
+            tool_calls.clone(),
+        );
+        let tool_seconds: Histograms<ToolLabel> = Family::new_with_constructor(latency);
+        registry.register(
+            "tool_call_seconds",
+            "Tool call latency, hooks included",
+            tool_seconds.clone(),
+        );
+        let hook_runs = Family::<HookLabels, Counter>::default();
+        registry.register(
+            "hook_handler_runs",
+            "Hook handler runs, by event, tool, group, handler type and outcome (allow, deny, completed, failed_open, failed_closed, ...)",
+            hook_runs.clone(),
+        );
+        let hook_seconds: Histograms<HookTypeLabel> = Family::new_with_constructor(latency);
+        registry.register(
+            "hook_handler_seconds",
+            "Hook handler latency",
+            hook_seconds.clone(),
+        );
+        let model_seconds: Histograms<ModelLabel> = Family::new_with_constructor(latency);
+        registry.register(
+            "model_turn_seconds",
+            "Model call latency",
+            model_seconds.clone(),
+        );
+        let egress = Family::<EgressLabels, Counter>::default();
+        registry.register(
+            "egress_requests",
+            "Egress requests, allowed or blocked, with the rule that blocked them",
+            egress.clone(),
+        );
+        Self {
+            registry,
+            interactions,
+            tool_calls,
+            tool_seconds,
+            hook_runs,
+            hook_seconds,
+            model_seconds,
+            egress,
+            enabled: AtomicBool::new(true),
+        }
+    }
+
+    /// The process's metrics.
+    pub fn global() -> &'static Metrics {
+        static METRICS: OnceLock<Metrics> = OnceLock::new();
+        METRICS.get_or_init(Metrics::new)
+    }
+
+    /// Counting on or off (for measuring what counting costs).
+    pub fn set_enabled(&self, on: bool) {
+        self.enabled.store(on, Ordering::Relaxed);
+    }
+
+    /// Everything, in the Prometheus text format.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+/// The layer that counts; add it to the subscriber (with its own filter, see [`layer_targets`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MetricsLayer;
+
+/// What [`MetricsLayer`] needs to see, whatever the log level: install it with
+/// `MetricsLayer.with_filter(layer_targets())`.
+pub fn layer_targets() -> tracing_subscriber::filter::Targets {
+    use tracing::Level;
+    tracing_subscriber::filter::Targets::new()
+        .with_target("hookbox_hooks::engine", Level::INFO)
+        .with_target("hookbox_server", Level::INFO)
+        .with_target("hookbox_egress::audit", Level::INFO)
+        .with_target("hookbox_agent::agent_loop", Level::DEBUG)
+}
+
+/// The fields of one event that metrics use.
+#[derive(Default)]
+struct Fields {
+    message: String,
+    status: String,
+    tool: String,
+    outcome: String,
+    event: String,
+    group: String,
+    handler_type: String,
+    decision: String,
+    model: String,
+    rule: String,
+    duration_ms: Option<u64>,
+}
+
+impl Visit for Fields {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.set(field.name(), value.to_owned());
+    }
+
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        if field.name() == "duration_ms" {
+            self.duration_ms = Some(value);
+        }
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        if field.name() == "duration_ms" {
+            self.duration_ms = u64::try_from(value).ok();
+        }
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        if matches!(
+            field.name(),
+            "message"
+                | "status"
+                | "tool"
+                | "outcome"
+                | "event"
+                | "group"
+                | "handler_type"
+                | "decision"
+                | "model"
+                | "rule"
+        ) {
+            self.set(
+                field.name(),
+                format!("{value:?}").trim_matches('"').to_owned(),
+            );
+        }
+    }
+}
+
+impl Fields {
+    fn set(&mut self, name: &str, value: String) {
+        let slot = match name {
+            "message" => &mut self.message,
+            "status" => &mut self.status,
+            "tool" => &mut self.tool,
+            "outcome" => &mut self.outcome,
+            "event" => &mut self.event,
+            "group" => &mut self.group,
+            "handler_type" => &mut self.handler_type,
+            "decision" => &mut self.decision,
+            "model" => &mut self.model,
+            "rule" => &mut self.rule,
+            _ => return,
+        };
+        *slot = value;
+    }
+
+    fn seconds(&self) -> Option<f64> {
+        self.duration_ms.map(|ms| ms as f64 / 1000.0)
+    }
+}
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for MetricsLayer {
+    /// Reads: "interaction finished" (status), "tool call finished" (tool, outcome,
+    /// duration_ms), "hook handler ran" / "hook handler failed" (event, tool, group,
+    /// handler_type, decision, duration_ms), "model turn" (model, duration_ms), "egress
+    /// allowed" / "egress denied" (rule).
+    fn on_event(&self, event: &tracing::Event<'_>, _ctx: Context<'_, S>) {
+        let metrics = Metrics::global();
+        if !metrics.enabled.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut f = Fields::default();
+        event.record(&mut f);
+        match f.message.as_str() {
+            "interaction finished" => {
+                metrics
+                    .interactions
+                    .get_or_create(&StatusLabel { status: f.status })
+                    .inc();
+            }
+            "tool call finished" => {
+                if let Some(secs) = f.seconds() {
+                    metrics
+                        .tool_seconds
+                        .get_or_create(&ToolLabel {
+                            tool: f.tool.clone(),
+                        })
+                        .observe(secs);
+                }
+                metrics
+                    .tool_calls
+                    .get_or_create(&ToolLabels {
+                        tool: f.tool,
+                        outcome: f.outcome,
+                    })
+                    .inc();
+            }
+            "hook handler ran" | "hook handler failed" => {
+                if let Some(secs) = f.seconds() {
+                    metrics
+                        .hook_seconds
+                        .get_or_create(&HookTypeLabel {
+                            event: f.event.clone(),
+                            handler_type: f.handler_type.clone(),
+                        })
+                        .observe(secs);
+                }
+                metrics
+                    .hook_runs
+                    .get_or_create(&HookLabels {
+                        event: f.event,
+                        tool: f.tool,
+                        group: f.group,
+                        handler_type: f.handler_type,
+                        outcome: f.decision,
+                    })
+                    .inc();
+            }
+            "model turn" => {
+                if let Some(secs) = f.seconds() {
+                    metrics
+                        .model_seconds
+                        .get_or_create(&ModelLabel { model: f.model })
+                        .observe(secs);
+                }
+            }
+            "egress allowed" | "egress denied" => {
+                let outcome = if f.message == "egress allowed" {
+                    "allowed"
+                } else {
+                    "blocked"
+                };
+                metrics
+                    .egress
+                    .get_or_create(&EgressLabels {
+                        outcome: outcome.to_owned(),
+                        reason: f.rule,
+                    })
+                    .inc();
+            }
+            _ => {}
+        }
+    }
+}
