@@ -602,6 +602,10 @@ fn log_handler(event: &str, tool: ToolName, entry: &HandlerTrace) {
             tool = %tool,
             group = %entry.group,
             handler_type = entry.handler_type,
+            reason = match &entry.outcome {
+                Outcome::Deny { reason } => reason.as_str(),
+                _ => "",
+            },
             handler = %entry.target,
             handler_index = entry.handler_index,
             decision = entry.outcome.label(),

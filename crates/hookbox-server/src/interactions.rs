@@ -505,21 +505,32 @@ fn start(
             },
         );
     let state = state.clone();
-    let handle = tokio::spawn(async move {
-        let id = run.id.clone();
-        let project = run.project.clone();
-        let keep = run.keep;
-        let final_interaction = drive(&state, run, events.clone(), cancel_rx).await;
-        if let Ok(mut running) = state.inner.running.lock() {
-            running.remove(&id);
-        }
-        let _ = events.send(Live::Finished(Box::new(final_interaction.clone())));
-        let _ = finished_tx.send(true);
-        if !keep && let Err(e) = state.inner.store.delete_interaction(&project, &id).await {
-            tracing::warn!(interaction_id = %id, error = %e, "could not delete an interaction with store=false");
-        }
-        final_interaction
-    });
+    // Everything the run logs (hook decisions included) carries its interaction, project and
+    // environment, for the audit log.
+    let span = tracing::info_span!(
+        "interaction",
+        interaction_id = %run.id,
+        project = %run.project.0,
+        environment_id = %run.environment_id
+    );
+    let handle = tokio::spawn(tracing::Instrument::instrument(
+        async move {
+            let id = run.id.clone();
+            let project = run.project.clone();
+            let keep = run.keep;
+            let final_interaction = drive(&state, run, events.clone(), cancel_rx).await;
+            if let Ok(mut running) = state.inner.running.lock() {
+                running.remove(&id);
+            }
+            let _ = events.send(Live::Finished(Box::new(final_interaction.clone())));
+            let _ = finished_tx.send(true);
+            if !keep && let Err(e) = state.inner.store.delete_interaction(&project, &id).await {
+                tracing::warn!(interaction_id = %id, error = %e, "could not delete an interaction with store=false");
+            }
+            final_interaction
+        },
+        span,
+    ));
     Ok((events_rx, handle))
 }
 

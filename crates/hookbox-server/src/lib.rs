@@ -8,6 +8,7 @@
 //! tools itself, open databases or pick models; the binary wires those in. [`sandbox`] is the
 //! small adapter that puts `hookbox-sandbox` behind the two seams (the lifecycle stays there).
 
+pub mod audit;
 pub mod auth;
 pub mod cluster;
 mod environments;

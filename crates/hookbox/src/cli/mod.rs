@@ -89,5 +89,8 @@ pub fn init_logging(verbose: u8, quiet: bool) {
             hookbox_server::metrics::MetricsLayer
                 .with_filter(hookbox_server::metrics::layer_targets()),
         )
+        .with(
+            hookbox_server::audit::GlobalAudit.with_filter(hookbox_server::audit::layer_targets()),
+        )
         .try_init();
 }

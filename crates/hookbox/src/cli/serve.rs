@@ -67,6 +67,14 @@ pub struct ServeArgs {
     /// Where the other replicas reach this one (default: http:// and the address it listens on).
     #[arg(long, value_name = "URL")]
     pub replica_url: Option<String>,
+    /// Append one JSON line per hook decision and per egress decision to FILE (created 0600;
+    /// each line written before the decision takes effect, fsynced within a second; rotated to
+    /// FILE.1 … FILE.5 past --audit-log-max-bytes).
+    #[arg(long, value_name = "FILE")]
+    pub audit_log: Option<PathBuf>,
+    /// Size at which the audit log is rotated.
+    #[arg(long, value_name = "BYTES", default_value_t = 100 << 20)]
+    pub audit_log_max_bytes: u64,
     /// Also serve Prometheus metrics (`GET /metrics`, every project's) on this address, for the
     /// operator's scraper; keep it off public networks. In local mode the API serves them too.
     #[arg(long, value_name = "ADDR")]
@@ -217,6 +225,14 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             Synchronous::Normal
         },
     };
+    if let Some(path) = &args.audit_log {
+        let layer = hookbox_server::audit::AuditLayer::open(hookbox_server::audit::AuditOptions {
+            max_bytes: args.audit_log_max_bytes.max(4096),
+            ..hookbox_server::audit::AuditOptions::new(path.clone())
+        })
+        .with_context(|| format!("cannot open the audit log {}", path.display()))?;
+        hookbox_server::audit::install(layer);
+    }
     // Bound first: a replica's address is part of its identity in the cluster.
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await

@@ -794,3 +794,84 @@ fn metrics_count_hook_decisions_tool_calls_and_interactions() {
     assert!(http(&server.addr, "GET", "/metrics", "").contains("hookbox_tool_calls_total"));
     assert!(http(&metrics_addr, "GET", "/v1beta/environments", "").starts_with("HTTP/1.1 404"));
 }
+
+#[test]
+fn the_audit_log_has_a_whole_line_per_decision_even_after_kill_9() {
+    let dir = hookbox_test_support::DataDir::new();
+    let data = dir.path().join("data");
+    let log = dir.path().join("audit.jsonl");
+    let mut server = start_with(&data, &["--audit-log", log.to_str().unwrap()]);
+    let read = |path: &std::path::Path| std::fs::read_to_string(path).unwrap_or_default();
+    let gate = read(std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/security-gate/.agents/hooks.json"
+    )));
+    let script = read(std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/security-gate/.agents/hooks-scripts/gate.py"
+    )));
+    let env = post_json(
+        &server.addr,
+        "/v1beta/environments",
+        &serde_json::json!({"sources": [
+            {"type": "inline", "target": ".agents/hooks.json", "content": gate},
+            {"type": "inline", "target": ".agents/hooks-scripts/gate.py", "content": script},
+        ]}),
+    );
+    let env = env["id"].as_str().unwrap().to_owned();
+    let denied = post_json(
+        &server.addr,
+        "/v1beta/interactions",
+        &serde_json::json!({"agent": "antigravity-preview-09-2026", "input": "run `rm -rf /tmp/forbidden`", "environment": env}),
+    );
+    let denied_id = denied["id"].as_str().unwrap().to_owned();
+    // The line is there as soon as the answer is.
+    let lines: Vec<serde_json::Value> = read(&log)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let deny = lines
+        .iter()
+        .find(|l| l["decision"] == "deny")
+        .unwrap_or_else(|| panic!("no deny line: {lines:?}"));
+    assert_eq!(deny["kind"], "hook");
+    assert_eq!(deny["project"], "default");
+    assert_eq!(deny["interaction"], denied_id.as_str());
+    assert_eq!(deny["environment"], env.as_str());
+    assert_eq!(deny["tool"], "code_execution");
+    assert_eq!(deny["event"], "pre_tool_execution");
+    assert_eq!(deny["handler_type"], "command");
+    assert!(
+        deny["group"].is_string() && deny["handler"].is_string(),
+        "{deny}"
+    );
+    assert!(
+        deny["reason"].as_str().unwrap().contains("blocked"),
+        "{deny}"
+    );
+    assert!(deny["time"].as_str().unwrap().ends_with('Z'));
+
+    // Decisions being written while hookbox is killed: every line in the file is still whole.
+    for _ in 0..8 {
+        post_json(
+            &server.addr,
+            "/v1beta/interactions",
+            &serde_json::json!({"agent": "antigravity-preview-09-2026", "input": "run `rm -rf /tmp/forbidden`", "environment": env, "background": true}),
+        );
+    }
+    server.child.kill().unwrap(); // SIGKILL
+    server.child.wait().unwrap();
+    let text = read(&log);
+    assert!(text.ends_with('\n'), "a torn last line: {text:?}");
+    for line in text.lines() {
+        let parsed: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("torn line {line:?}: {e}"));
+        assert!(
+            parsed["kind"] == "hook" || parsed["kind"] == "egress",
+            "{parsed}"
+        );
+    }
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&log).unwrap().permissions());
+    assert_eq!(mode & 0o077, 0, "the audit log is readable by others");
+}
