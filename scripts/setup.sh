@@ -10,6 +10,8 @@ have python3 || need_debs+=(python3)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_debs+=(python3-venv)
 have ip || need_debs+=(iproute2)
 have unshare || need_debs+=(util-linux)
+# `script` gives the progress test a terminal.
+have script || need_debs+=(bsdutils)
 # Per-environment disk caps: an ext4 image per environment, loop-mounted.
 have mkfs.ext4 || need_debs+=(e2fsprogs)
 have mount || need_debs+=(mount)

@@ -291,14 +291,51 @@ fn create(args: CreateArgs) -> anyhow::Result<ExitCode> {
         spec.project = Some(project);
     }
     let store = args.store.open()?;
+    // Progress on a terminal (a spinner naming the source being materialised, git's own
+    // progress after a clone); nothing when stderr is piped, where only errors belong.
+    let progress = Progress::on_tty();
     let meta = store.create(
         &spec,
         SourceOrigin::Operator,
-        &mut |line| eprintln!("{line}"),
-        true,
-    )?;
-    println!("{}", meta.id);
+        &mut |line| progress.step(line),
+        progress.shown(),
+    );
+    progress.finish();
+    println!("{}", meta?.id);
     Ok(ExitCode::SUCCESS)
+}
+
+/// A spinner on stderr when it is a terminal; silent otherwise.
+pub struct Progress(Option<indicatif::ProgressBar>);
+
+impl Progress {
+    pub fn on_tty() -> Self {
+        use std::io::IsTerminal as _;
+        if !std::io::stderr().is_terminal() {
+            return Self(None);
+        }
+        let bar = indicatif::ProgressBar::new_spinner();
+        bar.enable_steady_tick(std::time::Duration::from_millis(120));
+        Self(Some(bar))
+    }
+
+    pub fn shown(&self) -> bool {
+        self.0.is_some()
+    }
+
+    pub fn step(&self, line: &str) {
+        if let Some(bar) = &self.0 {
+            // Each step stays on screen above the spinner (println is never rate-limited).
+            bar.println(line);
+            bar.set_message(line.to_owned());
+        }
+    }
+
+    pub fn finish(&self) {
+        if let Some(bar) = &self.0 {
+            bar.finish_and_clear();
+        }
+    }
 }
 
 pub fn run(cmd: EnvCommand) -> anyhow::Result<ExitCode> {

@@ -166,3 +166,40 @@ fn env_fork_copies_files_into_a_new_environment() {
         text(&missing.stderr)
     );
 }
+
+#[test]
+fn env_create_shows_progress_on_a_terminal_and_nothing_when_piped() {
+    let data = hookbox_test_support::DataDir::new();
+    let args = [
+        "env",
+        "create",
+        "--disk-limit",
+        "0",
+        "--source",
+        "inline:workspace/a.txt=alpha",
+        "--source",
+        "inline:workspace/b.txt=beta",
+    ];
+    // Piped: the id on stdout, nothing on stderr.
+    let piped = hookbox_in(data.path(), &args);
+    assert!(piped.status.success(), "{}", text(&piped.stderr));
+    assert!(text(&piped.stdout).trim().starts_with("env_"));
+    assert_eq!(text(&piped.stderr), "");
+    // On a terminal (util-linux `script` gives the command a pty): the sources are named as
+    // they are materialised.
+    let command = std::iter::once(env!("CARGO_BIN_EXE_hookbox"))
+        .chain(args)
+        .map(|a| format!("'{a}'"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let tty = Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .env("HOOKBOX_DATA_DIR", data.path())
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    assert!(tty.status.success(), "{}", text(&tty.stdout));
+    let shown = text(&tty.stdout);
+    assert!(shown.contains("[2/2]"), "{shown:?}");
+    assert!(shown.contains("env_"), "{shown:?}");
+}
