@@ -92,10 +92,16 @@ pub async fn run(
             tools: ctx.tools,
         };
         let model_started = std::time::Instant::now();
+        let span = tracing::info_span!(
+            "model_turn",
+            model = ctx.model.name(),
+            ok = tracing::field::Empty
+        );
         let turn = tokio::select! {
-            turn = ctx.model.turn(&request) => turn,
+            turn = tracing::Instrument::instrument(ctx.model.turn(&request), span.clone()) => turn,
             _ = wait_cancelled(&mut cancel) => return cancelled(usage),
         };
+        span.record("ok", turn.is_ok());
         tracing::debug!(
             model = ctx.model.name(),
             ok = turn.is_ok(),

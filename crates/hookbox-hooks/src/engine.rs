@@ -24,6 +24,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tracing::field::Empty;
+
 use hookbox_protocol::{HookEvent, HookPayload, ToolCall, ToolName};
 use serde::Serialize;
 
@@ -275,12 +277,26 @@ impl HookEngine {
                     Outcome::Skipped
                 } else {
                     let handler_started = Instant::now();
-                    let (outcome, stderr, warning) =
-                        self.run_handler(event, tool, handler, &body).await;
+                    let span = tracing::info_span!(
+                        "hook_handler",
+                        event = event.as_str(),
+                        tool = %tool,
+                        group = %group.name,
+                        handler_type = Empty,
+                        decision = Empty,
+                        reason = Empty,
+                        failure = Empty
+                    );
+                    let (outcome, stderr, warning) = tracing::Instrument::instrument(
+                        self.run_handler(event, tool, handler, &body),
+                        span.clone(),
+                    )
+                    .await;
                     let mut entry =
                         trace_entry(group, rule, handler, outcome, stderr, handler_started);
                     entry.warning = warning;
-                    log_handler(event.as_str(), tool, &entry);
+                    record_handler(&span, &entry);
+                    span.in_scope(|| log_handler(event.as_str(), tool, &entry));
                     match &entry.outcome {
                         Outcome::Deny { reason } => {
                             decision = Decision::Deny {
@@ -568,6 +584,24 @@ fn trace_entry(
         duration_ms: millis(started.elapsed()),
         stderr,
         warning: None,
+    }
+}
+
+/// What a handler's span says once it ran: its type, decision, deny reason or failure (never
+/// its input or output).
+fn record_handler(span: &tracing::Span, entry: &HandlerTrace) {
+    span.record("handler_type", entry.handler_type);
+    span.record("decision", entry.outcome.label());
+    match &entry.outcome {
+        Outcome::Deny { reason } => {
+            span.record("reason", reason.as_str());
+        }
+        Outcome::FailedOpen { failure }
+        | Outcome::FailedClosed { failure }
+        | Outcome::Failed { failure } => {
+            span.record("failure", failure.to_string().as_str());
+        }
+        _ => {}
     }
 }
 

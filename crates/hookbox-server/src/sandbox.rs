@@ -520,7 +520,19 @@ impl SandboxBackend {
             }
         };
         let started = std::time::Instant::now();
-        let outcome = env.call_tool_streaming(call.clone(), tap).await;
+        // The call's span (its hook handlers' spans beneath it); never arguments or output.
+        let span = tracing::info_span!(
+            "tool_call",
+            tool = %call.name,
+            environment_id,
+            outcome = tracing::field::Empty,
+            duration_ms = tracing::field::Empty
+        );
+        let outcome = tracing::Instrument::instrument(
+            env.call_tool_streaming(call.clone(), tap),
+            span.clone(),
+        )
+        .await;
         let duration_ms = started.elapsed().as_millis() as u64;
         let mut trace = json!({
             "files": outcome.hooks.files,
@@ -540,6 +552,8 @@ impl SandboxBackend {
             ToolResult::Error { .. } => "error",
             ToolResult::Denied { .. } => "denied",
         };
+        span.record("outcome", result);
+        span.record("duration_ms", duration_ms);
         tracing::info!(
             environment_id,
             tool = %call.name,

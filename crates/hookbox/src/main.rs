@@ -12,12 +12,17 @@ use clap::Parser;
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
     let quiet = matches!(args.command, cli::Command::Hooks(_));
-    cli::init_logging(args.verbose, quiet);
-    match cli::run(args) {
+    let traces = cli::init_logging(args.verbose, quiet);
+    let code = match cli::run(args) {
         Ok(code) => code,
         Err(err) => {
             eprintln!("error: {err:#}");
             ExitCode::FAILURE
         }
+    };
+    // Spans still in the batch go out before the process does.
+    if let Some(provider) = traces {
+        let _ = provider.shutdown();
     }
+    code
 }

@@ -64,8 +64,17 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 /// Logs go to stderr only; stdout is for the command's result. Commands whose output already
-/// reports every failure (`hooks`) log only errors by default.
-pub fn init_logging(verbose: u8, quiet: bool) {
+/// reports every failure (`hooks`) log only errors by default. Metrics and the audit log get
+/// their events whatever the level. With `OTEL_EXPORTER_OTLP_ENDPOINT` (or `..._TRACES_ENDPOINT`)
+/// set, spans go to that OTLP/HTTP receiver too (the standard `OTEL_*` variables apply); the
+/// returned provider must be shut down at exit to flush them.
+pub fn init_logging(
+    verbose: u8,
+    quiet: bool,
+) -> Option<opentelemetry_sdk::trace::SdkTracerProvider> {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    use tracing_subscriber::{Layer as _, fmt};
     let default = match verbose {
         0 if quiet => "error",
         0 => "warn",
@@ -73,12 +82,19 @@ pub fn init_logging(verbose: u8, quiet: bool) {
         2 => "debug",
         _ => "trace",
     };
-    use tracing_subscriber::layer::SubscriberExt as _;
-    use tracing_subscriber::util::SubscriberInitExt as _;
-    use tracing_subscriber::{Layer as _, fmt};
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    // Metrics see their events whatever the log level (the layer has its own filter).
+    let (provider, otel) = match otel_tracer() {
+        Some((provider, tracer)) => (
+            Some(provider),
+            Some(
+                tracing_opentelemetry::layer()
+                    .with_tracer(tracer)
+                    .with_filter(hookbox_server::metrics::layer_targets()),
+            ),
+        ),
+        None => (None, None),
+    };
     let _ = tracing_subscriber::registry()
         .with(
             fmt::layer()
@@ -92,5 +108,49 @@ pub fn init_logging(verbose: u8, quiet: bool) {
         .with(
             hookbox_server::audit::GlobalAudit.with_filter(hookbox_server::audit::layer_targets()),
         )
+        .with(otel)
         .try_init();
+    provider
+}
+
+/// An OTLP/HTTP (protobuf) span exporter when the standard variables ask for one.
+fn otel_tracer() -> Option<(
+    opentelemetry_sdk::trace::SdkTracerProvider,
+    opentelemetry_sdk::trace::SdkTracer,
+)> {
+    use opentelemetry::trace::TracerProvider as _;
+    use opentelemetry_otlp::WithExportConfig as _;
+    let wanted = [
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    ]
+    .iter()
+    .any(|v| std::env::var_os(v).is_some_and(|s| !s.is_empty()));
+    if !wanted {
+        return None;
+    }
+    let exporter = match opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+        .build()
+    {
+        Ok(exporter) => exporter,
+        Err(e) => {
+            eprintln!("hookbox: OpenTelemetry export disabled: {e}");
+            return None;
+        }
+    };
+    let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder()
+        .with_batch_exporter(exporter)
+        .with_resource({
+            // OTEL_SERVICE_NAME (read by the builder) wins over the default name.
+            let resource = opentelemetry_sdk::Resource::builder();
+            match std::env::var_os("OTEL_SERVICE_NAME") {
+                Some(_) => resource.build(),
+                None => resource.with_service_name("hookbox").build(),
+            }
+        })
+        .build();
+    let tracer = provider.tracer("hookbox");
+    Some((provider, tracer))
 }

@@ -875,3 +875,187 @@ fn the_audit_log_has_a_whole_line_per_decision_even_after_kill_9() {
         std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&log).unwrap().permissions());
     assert_eq!(mode & 0o077, 0, "the audit log is readable by others");
 }
+
+/// A span as an OTLP receiver got it: name, ids and string attributes.
+#[derive(Debug, Clone)]
+struct GotSpan {
+    name: String,
+    trace_id: Vec<u8>,
+    span_id: Vec<u8>,
+    parent: Vec<u8>,
+    attributes: std::collections::HashMap<String, String>,
+}
+
+/// An OTLP/HTTP receiver on 127.0.0.1: decodes each export with the official protobuf schema
+/// and sends its spans on the returned channel.
+fn otlp_receiver() -> (u16, std::sync::mpsc::Receiver<Vec<GotSpan>>) {
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
+    use prost::Message as _;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let mut reader = std::io::BufReader::new(conn.try_clone().unwrap());
+                loop {
+                    let mut len = 0usize;
+                    let mut line = String::new();
+                    loop {
+                        line.clear();
+                        if std::io::BufRead::read_line(&mut reader, &mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                            len = v.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0u8; len];
+                    std::io::Read::read_exact(&mut reader, &mut body).unwrap();
+                    let request = ExportTraceServiceRequest::decode(body.as_slice()).unwrap();
+                    let spans = request
+                        .resource_spans
+                        .iter()
+                        .flat_map(|r| &r.scope_spans)
+                        .flat_map(|s| &s.spans)
+                        .map(|s| GotSpan {
+                            name: s.name.clone(),
+                            trace_id: s.trace_id.clone(),
+                            span_id: s.span_id.clone(),
+                            parent: s.parent_span_id.clone(),
+                            attributes: s
+                                .attributes
+                                .iter()
+                                .filter_map(|kv| {
+                                    let v = match kv.value.as_ref()?.value.as_ref()? {
+                                        Any::StringValue(v) => v.clone(),
+                                        Any::IntValue(v) => v.to_string(),
+                                        Any::BoolValue(v) => v.to_string(),
+                                        _ => return None,
+                                    };
+                                    Some((kv.key.clone(), v))
+                                })
+                                .collect(),
+                        })
+                        .collect();
+                    let _ = tx.send(spans);
+                    let _ = conn.write_all(
+                        b"HTTP/1.1 200 OK\r\nContent-Type: application/x-protobuf\r\nContent-Length: 0\r\n\r\n",
+                    );
+                }
+            });
+        }
+    });
+    (port, rx)
+}
+
+#[test]
+fn an_interaction_is_exported_as_one_span_tree_over_otlp() {
+    let (port, spans) = otlp_receiver();
+    let dir = hookbox_test_support::DataDir::new();
+    let data = dir.path().join("data");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hookbox"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&data)
+        .env_remove("HOOKBOX_API_KEYS")
+        .env_remove("GEMINI_API_KEY")
+        .env_remove("HOOKBOX_OPENAI_BASE_URL")
+        .env(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("http://127.0.0.1:{port}"),
+        )
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let addr = lines
+        .by_ref()
+        .map(Result::unwrap)
+        .find_map(|l| {
+            l.strip_prefix("hookbox is listening on http://")
+                .and_then(|r| r.split_whitespace().next())
+                .map(str::to_owned)
+        })
+        .unwrap();
+    let server = Server {
+        child,
+        addr,
+        banner: String::new(),
+    };
+    let read = |p: &str| {
+        std::fs::read_to_string(format!(
+            "{}/tests/fixtures/security-gate/.agents/{p}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap()
+    };
+    let env = post_json(
+        &server.addr,
+        "/v1beta/environments",
+        &serde_json::json!({"sources": [
+            {"type": "inline", "target": ".agents/hooks.json", "content": read("hooks.json")},
+            {"type": "inline", "target": ".agents/hooks-scripts/gate.py", "content": read("hooks-scripts/gate.py")},
+        ]}),
+    );
+    let done = post_json(
+        &server.addr,
+        "/v1beta/interactions",
+        &serde_json::json!({"agent": "antigravity-preview-09-2026", "input": "run `rm -rf /tmp/forbidden`", "environment": env["id"]}),
+    );
+    let id = done["id"].as_str().unwrap().to_owned();
+    // Batches arrive within the schedule delay; wait for the interaction's root span.
+    let mut got: Vec<GotSpan> = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !got
+        .iter()
+        .any(|s| s.name == "interaction" && s.attributes.get("interaction_id") == Some(&id))
+    {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match spans.recv_timeout(left) {
+            Ok(batch) => got.extend(batch),
+            Err(_) => panic!("no interaction span arrived: {got:#?}"),
+        }
+    }
+    let root = got
+        .iter()
+        .find(|s| s.name == "interaction" && s.attributes.get("interaction_id") == Some(&id))
+        .unwrap()
+        .clone();
+    assert!(
+        root.parent.is_empty(),
+        "the interaction is the root: {root:?}"
+    );
+    assert_eq!(root.attributes["project"], "default");
+    let in_trace: Vec<&GotSpan> = got.iter().filter(|s| s.trace_id == root.trace_id).collect();
+    let child_of = |parent: &GotSpan, name: &str| {
+        in_trace
+            .iter()
+            .find(|s| s.name == name && s.parent == parent.span_id)
+            .map(|s| (*s).clone())
+            .unwrap_or_else(|| panic!("no {name} under {}: {in_trace:#?}", parent.name))
+    };
+    let model = child_of(&root, "model_turn");
+    assert_eq!(model.attributes["model"], "offline");
+    let tool = child_of(&root, "tool_call");
+    assert_eq!(tool.attributes["tool"], "code_execution");
+    assert_eq!(tool.attributes["outcome"], "denied");
+    let hook = child_of(&tool, "hook_handler");
+    assert_eq!(hook.attributes["event"], "pre_tool_execution");
+    assert_eq!(hook.attributes["decision"], "deny");
+    assert!(hook.attributes["reason"].contains("blocked"), "{hook:?}");
+    // Never the code or its output.
+    for span in &in_trace {
+        for value in span.attributes.values() {
+            assert!(!value.contains("rm -rf"), "{span:?}");
+        }
+    }
+    drop(server);
+}
