@@ -577,6 +577,13 @@ impl SandboxRunner {
                 sandbox.call(&call, tap).await?
             }
         };
+        // The call is running: how long starting it took (building the warm sandbox first, for
+        // the first call of an environment).
+        tracing::debug!(
+            warm = true,
+            duration_ms = started.elapsed().as_millis() as u64,
+            "sandbox started"
+        );
         let output = supervise_spawned(spawned, started, stdin, timeout, output_limit).await;
         let status = status.await.unwrap_or_default();
         if !status.report.is_empty() {

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use tracing::field::{Field, Visit};
@@ -54,6 +55,11 @@ struct ModelLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WarmLabel {
+    warm: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct EgressLabels {
     outcome: String,
     reason: String,
@@ -77,6 +83,8 @@ pub struct Metrics {
     hook_seconds: Histograms<HookTypeLabel>,
     model_seconds: Histograms<ModelLabel>,
     egress: Family<EgressLabels, Counter>,
+    sandbox_start_seconds: Histograms<WarmLabel>,
+    open_environments: Gauge,
     enabled: AtomicBool,
 }
 
@@ -125,8 +133,22 @@ impl Metrics {
             "Egress requests, allowed or blocked, with the rule that blocked them",
             egress.clone(),
         );
+        let sandbox_start_seconds: Histograms<WarmLabel> = Family::new_with_constructor(latency);
+        registry.register(
+            "sandbox_start_seconds",
+            "Time from asking for a sandboxed program to it running (warm sandboxes; the first call of an environment builds its sandbox)",
+            sandbox_start_seconds.clone(),
+        );
+        let open_environments = Gauge::default();
+        registry.register(
+            "open_environments",
+            "Environments open in this server (each with its warm sandbox once used)",
+            open_environments.clone(),
+        );
         Self {
             registry,
+            sandbox_start_seconds,
+            open_environments,
             interactions,
             tool_calls,
             tool_seconds,
@@ -171,6 +193,8 @@ pub fn layer_targets() -> tracing_subscriber::filter::Targets {
         .with_target("hookbox_server", Level::INFO)
         .with_target("hookbox_egress::audit", Level::INFO)
         .with_target("hookbox_agent::agent_loop", Level::DEBUG)
+        .with_target("hookbox_server::sandbox", Level::DEBUG)
+        .with_target("hookbox_sandbox::runner", Level::DEBUG)
 }
 
 /// The fields of one event that metrics use.
@@ -187,6 +211,8 @@ struct Fields {
     model: String,
     rule: String,
     duration_ms: Option<u64>,
+    open_environments: Option<u64>,
+    warm: Option<bool>,
 }
 
 impl Visit for Fields {
@@ -195,8 +221,16 @@ impl Visit for Fields {
     }
 
     fn record_u64(&mut self, field: &Field, value: u64) {
-        if field.name() == "duration_ms" {
-            self.duration_ms = Some(value);
+        match field.name() {
+            "duration_ms" => self.duration_ms = Some(value),
+            "open_environments" => self.open_environments = Some(value),
+            _ => {}
+        }
+    }
+
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        if field.name() == "warm" {
+            self.warm = Some(value);
         }
     }
 
@@ -254,8 +288,9 @@ impl Fields {
 impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for MetricsLayer {
     /// Reads: "interaction finished" (status), "tool call finished" (tool, outcome,
     /// duration_ms), "hook handler ran" / "hook handler failed" (event, tool, group,
-    /// handler_type, decision, duration_ms), "model turn" (model, duration_ms), "egress
-    /// allowed" / "egress denied" (rule).
+    /// handler_type, decision, duration_ms), "model turn" (model, duration_ms), "sandbox
+    /// started" (warm, duration_ms), "open environments" (open_environments), "egress allowed" /
+    /// "egress denied" (rule).
     fn on_event(&self, event: &tracing::Event<'_>, _ctx: Context<'_, S>) {
         let metrics = Metrics::global();
         if !metrics.enabled.load(Ordering::Relaxed) {
@@ -314,6 +349,23 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for MetricsLayer {
                         .model_seconds
                         .get_or_create(&ModelLabel { model: f.model })
                         .observe(secs);
+                }
+            }
+            "sandbox started" => {
+                if let Some(secs) = f.seconds() {
+                    metrics
+                        .sandbox_start_seconds
+                        .get_or_create(&WarmLabel {
+                            warm: f.warm.unwrap_or(false).to_string(),
+                        })
+                        .observe(secs);
+                }
+            }
+            "open environments" => {
+                if let Some(n) = f.open_environments {
+                    metrics
+                        .open_environments
+                        .set(i64::try_from(n).unwrap_or(i64::MAX));
                 }
             }
             "egress allowed" | "egress denied" => {

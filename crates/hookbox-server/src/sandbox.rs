@@ -165,6 +165,7 @@ impl SandboxBackend {
             }
         };
         let evicted = self.evict(&mut open, now);
+        tracing::debug!(open_environments = open.len() as u64, "open environments");
         drop(open);
         // Released (namespace, proxy task, CA bundle dir) outside the lock.
         drop(evicted);
@@ -176,6 +177,7 @@ impl SandboxBackend {
     pub async fn evict_idle(&self) -> usize {
         let mut open = self.open.lock().await;
         let evicted = self.evict(&mut open, self.clock.now());
+        tracing::debug!(open_environments = open.len() as u64, "open environments");
         drop(open);
         evicted.len()
     }

@@ -790,6 +790,13 @@ fn metrics_count_hook_decisions_tool_calls_and_interactions() {
         text.contains(r#"hookbox_model_turn_seconds_count{model="offline"}"#),
         "{text}"
     );
+    // Three sandboxed programs started (the gate twice, the allowed command once), all warm;
+    // one environment is open.
+    assert_eq!(
+        count(r#"hookbox_sandbox_start_seconds_count{warm="true"}"#),
+        3.0
+    );
+    assert_eq!(count("hookbox_open_environments"), 1.0);
     // Local mode: the API serves them too; the metrics port serves nothing else.
     assert!(http(&server.addr, "GET", "/metrics", "").contains("hookbox_tool_calls_total"));
     assert!(http(&metrics_addr, "GET", "/v1beta/environments", "").starts_with("HTTP/1.1 404"));
