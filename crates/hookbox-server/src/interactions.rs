@@ -733,6 +733,68 @@ pub async fn cancel(
     Ok(Json(without_input(load(&state, &project, &id).await?)).into_response())
 }
 
+/// Query of `GET /interactions` (a hookbox extension: the reference API has no listing).
+#[derive(Debug, Default, Deserialize)]
+pub struct ListQuery {
+    #[serde(default)]
+    status: Option<String>,
+    #[serde(default)]
+    agent: Option<String>,
+    #[serde(default)]
+    environment: Option<String>,
+    /// RFC 3339, inclusive.
+    #[serde(default)]
+    created_after: Option<String>,
+    /// RFC 3339, exclusive.
+    #[serde(default)]
+    created_before: Option<String>,
+    #[serde(default)]
+    page_size: Option<u32>,
+    #[serde(default)]
+    page_token: Option<String>,
+}
+
+/// `GET /interactions`: the project's interactions, newest first, without steps or input;
+/// filtered by status, agent, environment and creation time.
+pub async fn list(
+    State(state): State<AppState>,
+    Extension(project): Extension<Project>,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<Json<Value>> {
+    if let Some(status) = q.status.as_deref()
+        && InteractionStatus::parse(status).is_none()
+    {
+        return Err(ApiError::bad_request(format!("Unknown status `{status}`.")));
+    }
+    let nonempty = |v: Option<String>| v.filter(|s| !s.is_empty());
+    let filter = hookbox_store::InteractionFilter {
+        status: nonempty(q.status),
+        agent: nonempty(q.agent),
+        environment_id: nonempty(q.environment)
+            .map(|e| crate::strip_resource_prefix(&e, "environments").to_owned()),
+        created_after: nonempty(q.created_after),
+        created_before: nonempty(q.created_before),
+    };
+    let page = hookbox_store::Page {
+        size: q.page_size,
+        token: nonempty(q.page_token),
+    };
+    let listed = state
+        .inner
+        .store
+        .list_interactions(&project, &filter, &page)
+        .await?;
+    let mut out = Map::new();
+    out.insert(
+        "interactions".into(),
+        serde_json::to_value(&listed.items).unwrap_or_default(),
+    );
+    if let Some(token) = listed.next_page_token {
+        out.insert("next_page_token".into(), Value::String(token));
+    }
+    Ok(Json(Value::Object(out)))
+}
+
 /// `DELETE /interactions/{id}`.
 pub async fn delete(
     State(state): State<AppState>,

@@ -179,7 +179,10 @@ impl AppState {
 
 fn api_routes() -> Router<AppState> {
     Router::new()
-        .route("/interactions", post(interactions::create))
+        .route(
+            "/interactions",
+            post(interactions::create).get(interactions::list),
+        )
         .route(
             "/interactions/{id}",
             get(interactions::get).delete(interactions::delete),

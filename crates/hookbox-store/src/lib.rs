@@ -171,6 +171,18 @@ pub struct EnvironmentRecord {
     pub env: Option<Map<String, Value>>,
 }
 
+/// Which interactions a listing returns (all given conditions hold).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InteractionFilter {
+    pub status: Option<String>,
+    pub agent: Option<String>,
+    pub environment_id: Option<String>,
+    /// RFC 3339; created at or after.
+    pub created_after: Option<String>,
+    /// RFC 3339; created before.
+    pub created_before: Option<String>,
+}
+
 /// How an interaction ended (or changed state).
 #[derive(Debug, Clone, PartialEq)]
 pub struct StatusUpdate {
@@ -179,6 +191,23 @@ pub struct StatusUpdate {
     pub errors: Vec<InteractionError>,
     /// RFC 3339.
     pub updated: String,
+}
+
+/// An interaction row as listed: its stored body with the columns that change over its life.
+pub(crate) fn listed_interaction(
+    status: &str,
+    updated: String,
+    usage: Option<&str>,
+    errors: &str,
+    body: &str,
+) -> Result<Interaction> {
+    let mut interaction: Interaction = serde_json::from_str(body)?;
+    interaction.status = InteractionStatus::parse(status).unwrap_or(InteractionStatus::Failed);
+    interaction.updated = Some(updated);
+    interaction.usage = usage.map(serde_json::from_str::<Usage>).transpose()?;
+    interaction.errors = serde_json::from_str::<Vec<InteractionError>>(errors)?;
+    interaction.input = None;
+    Ok(interaction)
 }
 
 /// One `hookbox serve` process among replicas sharing a PostgreSQL database.
@@ -293,6 +322,13 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn get_interaction(&self, project: &str, id: &str) -> Result<Option<Interaction>>;
     /// Deletes the interaction and its steps; `false` if it did not exist.
     async fn delete_interaction(&self, project: &str, id: &str) -> Result<bool>;
+    /// Interactions of `project` matching `filter`, newest first, without their steps.
+    async fn list_interactions(
+        &self,
+        project: &str,
+        filter: &InteractionFilter,
+        page: &Page,
+    ) -> Result<Paged<Interaction>>;
     /// Interactions of `project` that are `queued` or `in_progress`.
     async fn count_running_interactions(&self, project: &str) -> Result<u64>;
     /// Marks every `queued`/`in_progress` interaction `failed` with `reason` (run at start-up:

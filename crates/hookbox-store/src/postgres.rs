@@ -25,8 +25,9 @@ use tokio_postgres::{NoTls, Row};
 
 use crate::crypto::SecretKey;
 use crate::{
-    ApiKeyRecord, Claim, Cluster, EnvironmentRecord, Error, Page, Paged, ProjectRecord,
-    ProjectUsage, Replica, Result, StatusUpdate, Store, apply_credential_update, credential_aad,
+    ApiKeyRecord, Claim, Cluster, EnvironmentRecord, Error, InteractionFilter, Page, Paged,
+    ProjectRecord, ProjectUsage, Replica, Result, StatusUpdate, Store, apply_credential_update,
+    credential_aad,
 };
 
 /// Schema migrations, applied in order and recorded in `hookbox_schema`. Numbered like the
@@ -884,6 +885,52 @@ impl Store for PostgresStore {
             )
             .await?
             > 0)
+    }
+
+    async fn list_interactions(
+        &self,
+        project: &str,
+        filter: &InteractionFilter,
+        page: &Page,
+    ) -> Result<Paged<Interaction>> {
+        let before = page
+            .token
+            .as_deref()
+            .and_then(|t| t.parse::<i64>().ok())
+            .unwrap_or(i64::MAX);
+        let limit = i64::from(page.limit());
+        let rows = self
+            .client()
+            .await?
+            .query(
+                "SELECT seq, status, updated, usage_json, errors_json, body_json FROM interactions
+                 WHERE project = $1 AND seq < $2
+                   AND ($3::text IS NULL OR status = $3) AND ($4::text IS NULL OR agent = $4)
+                   AND ($5::text IS NULL OR environment_id = $5)
+                   AND ($6::text IS NULL OR created >= $6) AND ($7::text IS NULL OR created < $7)
+                 ORDER BY seq DESC LIMIT $8",
+                &[
+                    &project,
+                    &before,
+                    &filter.status,
+                    &filter.agent,
+                    &filter.environment_id,
+                    &filter.created_after,
+                    &filter.created_before,
+                    &(limit + 1),
+                ],
+            )
+            .await?;
+        let rows = rows
+            .iter()
+            .map(|r| {
+                Ok((
+                    r.get::<_, i64>(0),
+                    crate::listed_interaction(r.get(1), r.get(2), r.get(3), r.get(4), r.get(5))?,
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(finish_page(rows, limit))
     }
 
     async fn count_running_interactions(&self, project: &str) -> Result<u64> {

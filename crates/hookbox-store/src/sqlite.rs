@@ -20,8 +20,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::crypto::SecretKey;
 use crate::{
-    ApiKeyRecord, EnvironmentRecord, Error, Page, Paged, ProjectRecord, ProjectUsage, Result,
-    StatusUpdate, Store, apply_credential_update, credential_aad,
+    ApiKeyRecord, EnvironmentRecord, Error, InteractionFilter, Page, Paged, ProjectRecord,
+    ProjectUsage, Result, StatusUpdate, Store, apply_credential_update, credential_aad,
 };
 use serde_json::{Map, Value};
 
@@ -536,6 +536,69 @@ impl Store for SqliteStore {
             }
             tx.commit()?;
             Ok(n > 0)
+        })
+        .await
+    }
+
+    async fn list_interactions(
+        &self,
+        project: &str,
+        filter: &InteractionFilter,
+        page: &Page,
+    ) -> Result<Paged<Interaction>> {
+        let (project, filter) = (project.to_owned(), filter.clone());
+        let before = page
+            .token
+            .as_deref()
+            .and_then(|t| t.parse::<i64>().ok())
+            .unwrap_or(i64::MAX);
+        let limit = i64::from(page.limit());
+        self.with(move |conn, _| {
+            let rows = conn
+                .prepare_cached(
+                    "SELECT rowid, status, updated, usage_json, errors_json, body_json FROM interactions
+                     WHERE project = ?1 AND rowid < ?2
+                       AND (?3 IS NULL OR status = ?3) AND (?4 IS NULL OR agent = ?4)
+                       AND (?5 IS NULL OR environment_id = ?5)
+                       AND (?6 IS NULL OR created >= ?6) AND (?7 IS NULL OR created < ?7)
+                     ORDER BY rowid DESC LIMIT ?8",
+                )?
+                .query_map(
+                    params![
+                        project,
+                        before,
+                        filter.status,
+                        filter.agent,
+                        filter.environment_id,
+                        filter.created_after,
+                        filter.created_before,
+                        limit + 1
+                    ],
+                    |r| {
+                        Ok((
+                            r.get::<_, i64>(0)?,
+                            (
+                                r.get::<_, String>(1)?,
+                                r.get::<_, String>(2)?,
+                                r.get::<_, Option<String>>(3)?,
+                                r.get::<_, String>(4)?,
+                                r.get::<_, String>(5)?,
+                            ),
+                        ))
+                    },
+                )?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let page = finish_page(rows, limit);
+            Ok(Paged {
+                items: page
+                    .items
+                    .into_iter()
+                    .map(|(_, (status, updated, usage, errors, body))| {
+                        crate::listed_interaction(&status, updated, usage.as_deref(), &errors, &body)
+                    })
+                    .collect::<Result<_>>()?,
+                next_page_token: page.next_page_token,
+            })
         })
         .await
     }

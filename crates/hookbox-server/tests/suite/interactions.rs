@@ -280,3 +280,52 @@ async fn embedded_environment_id_updates_that_environment() {
         .await;
     assert_eq!(env["sources"].as_array().unwrap().len(), 2);
 }
+
+#[tokio::test]
+async fn interactions_are_listed_newest_first_with_filters() {
+    let h = Harness::new();
+    let first = h
+        .interact(json!({"agent": "antigravity-preview-09-2026", "input": "Say hi.", "environment": seed_environment()}))
+        .await;
+    let env = first["environment_id"].as_str().unwrap();
+    let second = h
+        .interact(json!({"agent": "antigravity-preview-09-2026", "input": "Say hi again.", "environment": env}))
+        .await;
+    let (status, listed) = h.call(Method::GET, "/v1beta/interactions", None).await;
+    assert_eq!(status, StatusCode::OK, "{listed}");
+    let ids: Vec<&str> = listed["interactions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            second["id"].as_str().unwrap(),
+            first["id"].as_str().unwrap()
+        ]
+    );
+    assert!(
+        listed["interactions"][0]
+            .get("steps")
+            .is_none_or(|s| s.as_array().is_some_and(Vec::is_empty))
+    );
+    let (_, completed) = h
+        .call(
+            Method::GET,
+            &format!("/v1beta/interactions?status=completed&environment={env}&page_size=1"),
+            None,
+        )
+        .await;
+    assert_eq!(completed["interactions"].as_array().unwrap().len(), 1);
+    assert!(completed["next_page_token"].is_string(), "{completed}");
+    let (_, none) = h
+        .call(Method::GET, "/v1beta/interactions?status=failed", None)
+        .await;
+    assert_eq!(none["interactions"], json!([]));
+    let (status, bad) = h
+        .call(Method::GET, "/v1beta/interactions?status=sideways", None)
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
+}

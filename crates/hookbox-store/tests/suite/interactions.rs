@@ -164,3 +164,84 @@ async fn schema_is_versioned_and_newer_schemas_are_refused() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn listing_filters_pages_newest_first_and_stays_in_its_project() {
+    let (_dir, store) = temp_store().await;
+    for (i, (status, agent, env)) in [
+        (InteractionStatus::Completed, "a1", "env_1"),
+        (InteractionStatus::Failed, "a1", "env_2"),
+        (InteractionStatus::Completed, "a2", "env_1"),
+        (InteractionStatus::Completed, "a1", "env_1"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut it = interaction(&format!("int_{i}"));
+        it.status = status;
+        it.agent = Some(agent.into());
+        it.environment_id = Some(env.into());
+        it.created = Some(format!("2026-05-20T10:00:0{i}Z"));
+        store.create_interaction(P, &it).await.unwrap();
+    }
+    let mut other = interaction("int_other");
+    other.status = InteractionStatus::Completed;
+    store.create_interaction("other", &other).await.unwrap();
+
+    let ids = |page: &hookbox_store::Paged<Interaction>| {
+        page.items.iter().map(|i| i.id.clone()).collect::<Vec<_>>()
+    };
+    let all = store
+        .list_interactions(P, &Default::default(), &Default::default())
+        .await
+        .unwrap();
+    assert_eq!(ids(&all), ["int_3", "int_2", "int_1", "int_0"]);
+    assert!(all.items.iter().all(|i| i.steps.is_empty()));
+    let filter = hookbox_store::InteractionFilter {
+        status: Some("completed".into()),
+        agent: Some("a1".into()),
+        environment_id: Some("env_1".into()),
+        ..Default::default()
+    };
+    let matching = store
+        .list_interactions(P, &filter, &Default::default())
+        .await
+        .unwrap();
+    assert_eq!(ids(&matching), ["int_3", "int_0"]);
+    let window = hookbox_store::InteractionFilter {
+        created_after: Some("2026-05-20T10:00:01Z".into()),
+        created_before: Some("2026-05-20T10:00:03Z".into()),
+        ..Default::default()
+    };
+    let between = store
+        .list_interactions(P, &window, &Default::default())
+        .await
+        .unwrap();
+    assert_eq!(ids(&between), ["int_2", "int_1"]);
+    // Pages of two, then the rest.
+    let first = store
+        .list_interactions(
+            P,
+            &Default::default(),
+            &hookbox_store::Page {
+                size: Some(2),
+                token: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(ids(&first), ["int_3", "int_2"]);
+    let second = store
+        .list_interactions(
+            P,
+            &Default::default(),
+            &hookbox_store::Page {
+                size: Some(2),
+                token: first.next_page_token.clone(),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(ids(&second), ["int_1", "int_0"]);
+    assert_eq!(second.next_page_token, None);
+}
