@@ -136,10 +136,11 @@ pub async fn forward(
     config: &ClusterConfig,
     (replica, url): (&str, &str),
     method: Method,
-    path_and_query: &str,
+    uri: &axum::http::Uri,
     headers: &HeaderMap,
     body: Bytes,
 ) -> ApiResult<Response> {
+    let path_and_query = uri.path_and_query().map_or("/", |p| p.as_str());
     let client = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(5))
         .build()
@@ -271,12 +272,11 @@ pub async fn follow_environments(
     let Ok(body) = axum::body::to_bytes(body, crate::MAX_BODY_BYTES).await else {
         return ApiError::bad_request("The request body is too large or broken.").into_response();
     };
-    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     forward(
         &config,
         (&replica, &url),
         parts.method.clone(),
-        path,
+        &parts.uri,
         &parts.headers,
         body,
     )

@@ -346,12 +346,11 @@ pub async fn create(
             crate::cluster::place(cluster, &existing, forwarded).await?
         && let Some(config) = cluster
     {
-        let path = uri.path_and_query().map_or("/", |p| p.as_str());
         return crate::cluster::forward(
             config,
             (&replica, &url),
             axum::http::Method::POST,
-            path,
+            &uri,
             &headers,
             body,
         )
@@ -706,12 +705,11 @@ pub async fn cancel(
         && crate::interactions::subscribe(&state, &id).is_none()
         && let Some((replica, url)) = config.cluster.runner_of(&id).await?
     {
-        let path = uri.path_and_query().map_or("/", |p| p.as_str());
         return crate::cluster::forward(
             config,
             (&replica, &url),
             axum::http::Method::POST,
-            path,
+            &uri,
             &headers,
             Bytes::new(),
         )

@@ -193,6 +193,14 @@ pub struct StatusUpdate {
     pub updated: String,
 }
 
+/// The row position a page token continues after (0: the first page).
+pub(crate) fn page_after(page: &Page) -> i64 {
+    page.token
+        .as_deref()
+        .and_then(|t| t.parse::<i64>().ok())
+        .unwrap_or(0)
+}
+
 /// An interaction row as listed: its stored body with the columns that change over its life.
 pub(crate) fn listed_interaction(
     status: &str,

@@ -366,12 +366,7 @@ impl PostgresStore {
 }
 
 fn page_bounds(page: &Page) -> (i64, i64) {
-    let after = page
-        .token
-        .as_deref()
-        .and_then(|t| t.parse::<i64>().ok())
-        .unwrap_or(0);
-    (after, i64::from(page.limit()))
+    (crate::page_after(page), i64::from(page.limit()))
 }
 
 fn finish_page<T>(mut rows: Vec<(i64, T)>, limit: i64) -> Paged<T> {

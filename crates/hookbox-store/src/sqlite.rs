@@ -239,12 +239,7 @@ fn migrate(conn: &mut Connection) -> Result<()> {
 }
 
 fn page_bounds(page: &Page) -> (i64, i64) {
-    let after = page
-        .token
-        .as_deref()
-        .and_then(|t| t.parse::<i64>().ok())
-        .unwrap_or(0);
-    (after, i64::from(page.limit()))
+    (crate::page_after(page), i64::from(page.limit()))
 }
 
 /// Runs a rowid-paged query of one project returning `(rowid, json)` rows.
@@ -264,8 +259,8 @@ fn paged_json(
     Ok(finish_page(rows, limit))
 }
 
-/// A table holding one JSON document per id (`environments`, `agents`). Names are constants of
-/// this module, never input, so formatting them into SQL is safe.
+/// A table holding one JSON document per (project, id). Names are constants of this module,
+/// never input, so formatting them into SQL is safe.
 #[derive(Debug, Clone, Copy)]
 struct DocTable {
     table: &'static str,
