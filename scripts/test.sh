@@ -3,7 +3,8 @@
 # end-to-end suite that drives the hookbox binary, then the SDK conformance suite (the unmodified
 # google-genai SDK from PyPI, in a venv, against `hookbox serve`, with the reference's examples),
 # and `hookbox mcp` against the official MCP Python SDK (stdio and streamable HTTP). The store's
-# suite runs twice: on SQLite, and on a throwaway PostgreSQL cluster (scripts/postgres.sh).
+# suite runs twice: on SQLite, and on a throwaway PostgreSQL cluster (scripts/postgres.sh); two
+# replicas share it end to end; the web console is driven in a headless Chromium.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -17,3 +18,4 @@ echo "test.sh: two hookbox replicas on one PostgreSQL database"
 HOOKBOX_TEST_POSTGRES_URL="$pg_url" cargo test -p hookbox --test all --locked "$@" -- --ignored two_replicas
 tests/conformance/run.sh --reference
 tests/mcp/run.sh
+tests/console/run.sh

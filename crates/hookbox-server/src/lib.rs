@@ -259,8 +259,26 @@ pub fn app(state: AppState) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(local_metrics))
+        .route("/console", get(console))
         .with_state(state)
         .merge(api)
+}
+
+/// `GET /console`: the operator's web console, one static page built into the binary (no CDN).
+/// It asks for an API key and reads everything through the API with it, so it sees exactly
+/// what that key's project may see. Everything it shows is put in as text, never as markup.
+async fn console() -> impl axum::response::IntoResponse {
+    (
+        [
+            (axum::http::header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (
+                axum::http::header::CONTENT_SECURITY_POLICY,
+                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self'; frame-ancestors 'none'",
+            ),
+            (axum::http::header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        include_str!("console.html"),
+    )
 }
 
 /// `GET /metrics` on the API: metrics describe every project, so only a server in local mode

@@ -1,0 +1,106 @@
+"""The console against a real `hookbox serve`, in headless Chromium through chromedriver.
+
+argv: HOOKBOX_BIN DATA_DIR SECURITY_GATE_AGENTS_DIR SCREENSHOT_DIR
+"""
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as ec
+from selenium.webdriver.support.ui import WebDriverWait
+
+hookbox, data, gate_dir, shots = sys.argv[1:5]
+os.makedirs(shots, exist_ok=True)
+results = []
+
+
+def check(name, ok, detail=""):
+    results.append((name, bool(ok)))
+    print(("ok  " if ok else "FAIL") + " " + name + ("" if ok else f": {detail}"))
+
+
+server = subprocess.Popen(
+    [hookbox, "serve", "--listen", "127.0.0.1:0", "--data-dir", os.path.join(data, "d")],
+    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    env={k: v for k, v in os.environ.items() if k not in ("HOOKBOX_API_KEYS", "GEMINI_API_KEY")},
+)
+base = None
+for line in server.stdout:
+    if line.startswith("hookbox is listening on http://"):
+        base = line.split()[4]
+    if line.startswith("or set "):
+        break
+
+
+def post(path, body):
+    req = urllib.request.Request(base + path, data=json.dumps(body).encode(),
+                                 headers={"content-type": "application/json"})
+    with urllib.request.urlopen(req, timeout=120) as r:
+        return json.load(r)
+
+
+try:
+    read = lambda p: open(os.path.join(gate_dir, p)).read()
+    env = post("/v1beta/environments", {"sources": [
+        {"type": "inline", "target": ".agents/hooks.json", "content": read("hooks.json")},
+        {"type": "inline", "target": ".agents/hooks-scripts/gate.py", "content": read("hooks-scripts/gate.py")},
+        {"type": "inline", "target": "workspace/notes.txt", "content": "kept"},
+    ]})["id"]
+    agent = "antigravity-preview-09-2026"
+    allowed = post("/v1beta/interactions", {"agent": agent, "input": "run `ls /workspace`", "environment": env})
+    denied = post("/v1beta/interactions", {"agent": agent, "input": "Run `rm -rf /tmp/forbidden` using code_execution.", "environment": env})
+    check("setup: the gate denied", denied["steps"][2]["is_error"] is True, denied)
+    hostile = post("/v1beta/interactions", {"agent": agent, "input": 'Say <img src=x onerror="window.__pwned=1">', "environment": env})
+
+    options = webdriver.ChromeOptions()
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,900"):
+        options.add_argument(arg)
+    options.binary_location = "/usr/bin/chromium"
+    browser = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    wait = WebDriverWait(browser, 30)
+    try:
+        browser.get(base + "/console")
+        check("console: loads", "hookbox console" in browser.title, browser.title)
+        browser.find_element(By.ID, "key").send_keys("local")
+        browser.find_element(By.ID, "login-button").click()
+        row = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, f'tr[data-id="{denied["id"]}"]')))
+        check("login: lists the interactions", row.is_displayed())
+        rows = [r.get_attribute("data-id") for r in browser.find_elements(By.CSS_SELECTOR, "#list tr")]
+        check("list: newest first", rows == [hostile["id"], denied["id"], allowed["id"]], rows)
+        browser.save_screenshot(os.path.join(shots, "interactions.png"))
+
+        row.click()
+        reason = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, ".reason")))
+        check("timeline: shows the deny reason", "Destructive command blocked by security gate." in reason.text, reason.text)
+        deny = browser.find_elements(By.CSS_SELECTOR, "span.deny")
+        check("timeline: the decision is highlighted", any(d.text == "deny" for d in deny), [d.text for d in deny])
+        steps = [h.text.lower() for h in browser.find_elements(By.CSS_SELECTOR, ".step h4")]
+        check("timeline: every step", steps == ["user input", "code execution call", "code execution result", "model output"], steps)
+        browser.save_screenshot(os.path.join(shots, "timeline.png"))
+
+        browser.find_element(By.ID, "nav-environments").click()
+        env_row = wait.until(ec.presence_of_element_located((By.XPATH, f'//tbody[@id="envs"]/tr[td="{env}"]')))
+        env_row.click()
+        listed = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "#e-files li")))
+        files = browser.find_element(By.ID, "e-files").text
+        check("environments: the file browser lists the tree", "notes.txt" in files and "hooks.json" in files, files)
+        browser.save_screenshot(os.path.join(shots, "environments.png"))
+        # The page puts what it shows in as text: a hostile step cannot run script.
+        browser.get(base + "/console#/interactions/" + hostile["id"])
+        shown = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, ".step pre")))
+        check("console: markup in data is shown as text", "<img src=x" in shown.text, shown.text)
+        check("console: no script ran from data", browser.execute_script("return window.__pwned === undefined"))
+    finally:
+        browser.quit()
+finally:
+    server.kill()
+    server.wait()
+
+passed = sum(ok for _, ok in results)
+print(f"{passed} passed, {len(results) - passed} failed")
+sys.exit(0 if passed == len(results) else 1)
