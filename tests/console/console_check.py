@@ -89,9 +89,23 @@ try:
         listed = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "#e-files li")))
         files = browser.find_element(By.ID, "e-files").text
         check("environments: the file browser lists the tree", "notes.txt" in files and "hooks.json" in files, files)
+        report = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "#e-hooks .hooks-ok, #e-hooks .diagnostic")))
+        check("environments: the hooks check report of a good file", report.text == "no problems found", report.text)
         browser.save_screenshot(os.path.join(shots, "environments.png"))
+        # A broken hooks file is reported with its JSONPath, as `hooks check` does.
+        broken = post("/v1beta/environments", {"sources": [
+            {"type": "inline", "target": ".agents/hooks.json",
+             "content": '{"g": {"pre_tool_execution": [{"matcher": "(", "hooks": [{"type": "command", "command": "true"}]}]}}'},
+        ]})["id"]
+        browser.get(base + "/console#/environments")
+        browser.refresh()  # the same page and hash would not reload the list
+        wait.until(ec.presence_of_element_located((By.XPATH, f'//tbody[@id="envs"]/tr[td="{broken}"]'))).click()
+        diagnostic = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "#e-hooks .diagnostic")))
+        check("environments: a broken matcher is reported with its path", "matcher" in diagnostic.text, diagnostic.text)
+        browser.save_screenshot(os.path.join(shots, "hooks-check.png"))
         # The page puts what it shows in as text: a hostile step cannot run script.
         browser.get(base + "/console#/interactions/" + hostile["id"])
+        browser.refresh()
         shown = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, ".step pre")))
         check("console: markup in data is shown as text", "<img src=x" in shown.text, shown.text)
         check("console: no script ran from data", browser.execute_script("return window.__pwned === undefined"))

@@ -150,4 +150,11 @@ pub trait EnvironmentProvider: Send + Sync + std::fmt::Debug {
         overwrite: bool,
     ) -> Result<EnvironmentFile, ProviderError>;
     async fn usage(&self, id: &str) -> Result<EnvironmentUsage, ProviderError>;
+    /// The `hooks check` report of the environment's hooks files as its next tool call would
+    /// read them (`{"files": [...], "diagnostics": [...], "frozen": bool}`). Providers without
+    /// hooks report none.
+    async fn hooks_report(&self, id: &str) -> Result<serde_json::Value, ProviderError> {
+        let _ = id;
+        Ok(serde_json::json!({"files": [], "diagnostics": [], "frozen": false}))
+    }
 }

@@ -759,6 +759,13 @@ impl Environment {
         &self.tree
     }
 
+    /// The hooks files the next tool call reads (the frozen snapshot's when frozen) and their
+    /// diagnostics, as `hooks check` reports them.
+    pub fn hooks_report(&self) -> (Loaded, bool) {
+        let loaded = self.hooks.load(self.frozen.as_ref().unwrap_or(&self.tree));
+        ((*loaded).clone(), self.frozen.is_some())
+    }
+
     /// Materialises more sources into the tree, written by `origin`, with the same rules and
     /// bounds as at creation: `https://` clones go through this environment's egress. Blocking
     /// (clones run git); call it off the async executor.

@@ -200,6 +200,17 @@ pub async fn delete(
     Ok(Json(Value::Object(Map::new())))
 }
 
+/// `GET /environments/{id}/hooks` (hookbox extension): the `hooks check` report of the
+/// environment's hooks files.
+pub async fn hooks(
+    State(state): State<AppState>,
+    Extension(project): Extension<Project>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    record(&state, &project, &id).await?;
+    Ok(Json(state.inner.environments.hooks_report(&id).await?))
+}
+
 /// Query of file listing and download.
 #[derive(Debug, Default, Deserialize)]
 pub struct FilesQuery {

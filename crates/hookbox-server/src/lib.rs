@@ -196,6 +196,7 @@ fn api_routes() -> Router<AppState> {
             "/environments/{id}",
             get(environments::get).delete(environments::delete),
         )
+        .route("/environments/{id}/hooks", get(environments::hooks))
         .route("/environments/{id}/files", get(environments::files_root))
         .route("/environments/{id}/files/", get(environments::files_root))
         .route("/environments/{id}/files/{*path}", get(environments::files))

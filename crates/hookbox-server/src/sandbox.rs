@@ -627,6 +627,17 @@ impl EnvironmentProvider for SandboxBackend {
         blocking(move || store.remove(&id)).await
     }
 
+    async fn hooks_report(&self, id: &str) -> Result<Value, ProviderError> {
+        let env = self.env(id).await?;
+        let (loaded, frozen) = blocking(move || Ok(env.hooks_report())).await?;
+        let mut report =
+            serde_json::to_value(&loaded).map_err(|e| ProviderError::Internal(e.to_string()))?;
+        if let Some(map) = report.as_object_mut() {
+            map.insert("frozen".into(), Value::Bool(frozen));
+        }
+        Ok(report)
+    }
+
     async fn list_files(
         &self,
         id: &str,
