@@ -2,10 +2,11 @@
 //! latency, with the offline agent running one `code_execution` per interaction in a real
 //! sandbox behind a one-command pre-hook gate (hooks engine → command hook in the sandbox → tool
 //! in the sandbox), over real HTTP on 127.0.0.1 with SQLite: cold sandboxes (one per call) at
-//! concurrency 1 and 16, then warm sandboxes (the default) at 1, 16 and 64, with the ratio; then
-//! PostgreSQL (`scripts/postgres.sh`): one replica, two replicas sharing the database and a data
-//! dir, and two replicas forwarding every interaction to the other, with the ratios to SQLite;
-//! then the server's RSS after warm-up, 1000 and 10 000 interactions.
+//! concurrency 1 and 16, then warm sandboxes (the default) at 1, 16 and 64, with the ratio; what
+//! metrics and OTLP traces cost (off, then on); the server's RSS after warm-up, 1000 and 10 000
+//! interactions; then PostgreSQL (`scripts/postgres.sh`): one replica, two replicas sharing the
+//! database and a data dir, and two replicas forwarding every interaction to the other, with the
+//! ratios to SQLite.
 //! Run: `cargo bench -p hookbox-server --bench load [-- --per-level N] [--total N]`.
 //!
 //! The bench binary is also its own sandbox launcher (`__sandbox-exec`), as `hookbox` is.
@@ -139,6 +140,49 @@ async fn gated_environment(addr: std::net::SocketAddr) -> serde_json::Value {
         .await
         .unwrap();
     serde_json::json!({"agent": "antigravity-preview-09-2026", "input": "run `true`", "environment": env["id"]})
+}
+
+/// An OTLP/HTTP receiver on 127.0.0.1 that accepts every export (and counts them).
+fn otlp_sink() -> (std::net::SocketAddr, Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{BufRead, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = count.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let counter = counter.clone();
+            std::thread::spawn(move || {
+                let mut writer = conn.try_clone().unwrap();
+                let mut reader = std::io::BufReader::new(conn);
+                loop {
+                    let mut len = 0usize;
+                    let mut line = String::new();
+                    loop {
+                        line.clear();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                            len = v.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0u8; len];
+                    if reader.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let _ = writer.write_all(
+                        b"HTTP/1.1 200 OK\r\nContent-Type: application/x-protobuf\r\nContent-Length: 0\r\n\r\n",
+                    );
+                }
+            });
+        }
+    });
+    (addr, count)
 }
 
 /// A throwaway PostgreSQL cluster (`scripts/postgres.sh`), stopped when dropped.
@@ -355,25 +399,48 @@ async fn bench() {
             rates[&("warm", concurrency)] / rates[&("cold", concurrency)]
         );
     }
-    // What metrics cost: the same level without any subscriber (events disabled), then with the
-    // metrics layer counting (as `hookbox serve` runs).
+    // What metrics and traces cost: the same level without any subscriber (events disabled),
+    // then with the metrics layer counting and every span exported over OTLP/HTTP to a receiver
+    // on 127.0.0.1 (as `hookbox serve` runs with OTEL_EXPORTER_OTLP_ENDPOINT set).
     let (off, ..) = level(&client, addr, &body, 16, per_level).await;
-    {
+    let (receiver, received) = otlp_sink();
+    let provider = {
+        use opentelemetry::trace::TracerProvider as _;
+        use opentelemetry_otlp::WithExportConfig as _;
         use tracing_subscriber::Layer as _;
         use tracing_subscriber::layer::SubscriberExt as _;
         use tracing_subscriber::util::SubscriberInitExt as _;
+        let exporter = opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+            .with_endpoint(format!("http://{receiver}/v1/traces"))
+            .build()
+            .unwrap();
+        let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder()
+            .with_batch_exporter(exporter)
+            .build();
+        let tracer = provider.tracer("hookbox-bench");
         let _ = tracing_subscriber::registry()
             .with(
                 hookbox_server::metrics::MetricsLayer
                     .with_filter(hookbox_server::metrics::layer_targets()),
             )
+            .with(
+                tracing_opentelemetry::layer()
+                    .with_tracer(tracer)
+                    .with_filter(hookbox_server::metrics::layer_targets()),
+            )
             .try_init();
-    }
+        provider
+    };
     let (on, ..) = level(&client, addr, &body, 16, per_level).await;
+    let _ = provider.force_flush();
     let counted = hookbox_server::metrics::Metrics::global().render();
     assert!(counted.contains("hookbox_tool_calls_total"), "{counted}");
+    let exports = received.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(exports > 0, "no span export reached the receiver");
     println!(
-        "metrics at concurrency 16: {off:.1} interactions/s off, {on:.1} on = {:.3}x (the goal is >= 0.95x)",
+        "metrics + traces at concurrency 16: {off:.1} interactions/s off, {on:.1} on = {:.3}x (the goal is >= 0.95x; {exports} OTLP exports received)",
         on / off
     );
     total += 2 * per_level;
