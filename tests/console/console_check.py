@@ -103,6 +103,27 @@ try:
         diagnostic = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "#e-hooks .diagnostic")))
         check("environments: a broken matcher is reported with its path", "matcher" in diagnostic.text, diagnostic.text)
         browser.save_screenshot(os.path.join(shots, "hooks-check.png"))
+        # A hook that fails lets the call through (the reference's fail-open): highlighted.
+        failing = post("/v1beta/environments", {"sources": [
+            {"type": "inline", "target": ".agents/hooks.json",
+             "content": '{"flaky": {"pre_tool_execution": [{"matcher": "code_execution", "hooks": [{"type": "command", "command": "exit 3"}]}]}}'},
+        ]})["id"]
+        opened = post("/v1beta/interactions", {"agent": agent, "input": "run `true`", "environment": failing})
+        browser.get(base + "/console#/interactions/" + opened["id"])
+        browser.refresh()
+        flagged = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, ".hook span.failopen")))
+        check("timeline: a fail-open hook is highlighted", flagged.text == "failed_open", flagged.text)
+        browser.save_screenshot(os.path.join(shots, "fail-open.png"))
+        # A running interaction's timeline is live: it changes when the interaction does,
+        # without a reload (the page follows the SSE stream).
+        running = post("/v1beta/interactions", {"agent": agent, "input": "run `sleep 120`", "environment": env, "background": True})
+        browser.get(base + "/console#/interactions/" + running["id"])
+        browser.refresh()
+        wait.until(ec.text_to_be_present_in_element((By.ID, "t-meta"), "in_progress"))
+        wait.until(ec.text_to_be_present_in_element((By.ID, "t-steps"), "sleep 120"))
+        post("/v1beta/interactions/" + running["id"] + "/cancel", {})
+        wait.until(ec.text_to_be_present_in_element((By.ID, "t-meta"), "cancelled"))
+        check("timeline: a running interaction updates live", "cancelled" in browser.find_element(By.ID, "t-meta").text)
         # The page puts what it shows in as text: a hostile step cannot run script.
         browser.get(base + "/console#/interactions/" + hostile["id"])
         browser.refresh()
