@@ -128,13 +128,7 @@ impl WarmSandbox {
     }
 
     async fn recv(&self) -> std::io::Result<fdpass::Message> {
-        loop {
-            let mut guard = self.socket.readable().await?;
-            match guard.try_io(|s| fdpass::recv(s.get_ref())) {
-                Ok(result) => return result,
-                Err(_would_block) => continue,
-            }
-        }
+        recv_on(&self.socket).await
     }
 
     async fn send(
@@ -196,13 +190,7 @@ impl WarmSandbox {
 
         rustix::io::ioctl_fionbio(&reply_ours, true).map_err(|e| spawn(e.into()))?;
         let reply = register(reply_ours, Interest::READABLE).map_err(spawn)?;
-        let message = loop {
-            let mut guard = reply.readable().await.map_err(spawn)?;
-            match guard.try_io(|s| fdpass::recv(s.get_ref())) {
-                Ok(result) => break result.map_err(spawn)?,
-                Err(_would_block) => continue,
-            }
-        };
+        let message = recv_on(&reply).await.map_err(spawn)?;
         let pidfd = match (message.payload.as_slice(), message.fds.into_iter().next()) {
             (b"P", Some(pidfd)) => Arc::new(pidfd),
             ([], None) => {
@@ -306,6 +294,17 @@ struct KillOnDrop(Arc<OwnedFd>);
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
         let _ = rustix::process::pidfd_send_signal(&*self.0, rustix::process::Signal::KILL);
+    }
+}
+
+/// One message from a non-blocking socket, waiting for it to be readable.
+async fn recv_on(socket: &AsyncFd<OwnedFd>) -> std::io::Result<fdpass::Message> {
+    loop {
+        let mut guard = socket.readable().await?;
+        match guard.try_io(|s| fdpass::recv(s.get_ref())) {
+            Ok(result) => return result,
+            Err(_would_block) => continue,
+        }
     }
 }
 

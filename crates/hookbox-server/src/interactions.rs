@@ -335,26 +335,31 @@ pub async fn create(
         .environment
         .clone()
         .or_else(|| agent.as_ref().and_then(|a| a.base_environment.clone()));
-    if let Some(existing) = existing_environment(env_request.as_ref(), previous_env.as_deref())
+    // Only a replica looks the environment up here; a lone server goes straight on.
+    let mut placed = false;
+    if let Some(config) = cluster
+        && let Some(existing) = existing_environment(env_request.as_ref(), previous_env.as_deref())
         && state
             .inner
             .store
             .get_environment(&project, &existing)
             .await?
             .is_some()
-        && let crate::cluster::Placement::There { replica, url } =
-            crate::cluster::place(cluster, &existing, forwarded).await?
-        && let Some(config) = cluster
     {
-        return crate::cluster::forward(
-            config,
-            (&replica, &url),
-            axum::http::Method::POST,
-            &uri,
-            &headers,
-            body,
-        )
-        .await;
+        match crate::cluster::place(cluster, &existing, forwarded).await? {
+            crate::cluster::Placement::There { replica, url } => {
+                return crate::cluster::forward(
+                    config,
+                    (&replica, &url),
+                    axum::http::Method::POST,
+                    &uri,
+                    &headers,
+                    body,
+                )
+                .await;
+            }
+            crate::cluster::Placement::Here => placed = true,
+        }
     }
     // Checked before anything is created or stored, so a refusal changes nothing.
     let running = state.inner.quotas.start_interaction(&project).await?;
@@ -382,8 +387,9 @@ pub async fn create(
         });
 
     // A new environment is this replica's from the start (an existing one was placed above).
-    if let crate::cluster::Placement::There { replica, .. } =
-        crate::cluster::place(cluster, &environment_id, true).await?
+    if !placed
+        && let crate::cluster::Placement::There { replica, .. } =
+            crate::cluster::place(cluster, &environment_id, true).await?
     {
         return Err(crate::ApiError::new(
             axum::http::StatusCode::SERVICE_UNAVAILABLE,

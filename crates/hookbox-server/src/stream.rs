@@ -495,21 +495,11 @@ fn async_stream(
                         }
                         Err(RecvError::Lagged(_)) | Err(RecvError::Closed) => {
                             // Fell behind or the run ended: catch up from the store.
-                            let stored = state
-                                .app
-                                .inner
-                                .store
-                                .get_interaction(&state.project, &id)
-                                .await
-                                .ok()
-                                .flatten();
-                            let Some(stored) = stored else {
+                            let Some(stored) =
+                                catch_up(&state, &id, &mut sent, &mut numberer, &mut out).await
+                            else {
                                 return Some((vec![done()], StreamState::Done));
                             };
-                            for (i, step) in stored.steps.iter().enumerate().skip(sent) {
-                                numberer.step(&mut out, i, step);
-                            }
-                            sent = sent.max(stored.steps.len());
                             if stored.status.is_running() {
                                 let rx = match crate::interactions::subscribe(&state.app, &id) {
                                     Some(rx) => rx,
@@ -550,20 +540,13 @@ fn async_stream(
                 StreamState::Reload {
                     state,
                     id,
-                    sent,
+                    mut sent,
                     mut numberer,
                 } => {
                     let mut out = Vec::new();
-                    if let Ok(Some(stored)) = state
-                        .app
-                        .inner
-                        .store
-                        .get_interaction(&state.project, &id)
-                        .await
+                    if let Some(stored) =
+                        catch_up(&state, &id, &mut sent, &mut numberer, &mut out).await
                     {
-                        for (i, step) in stored.steps.iter().enumerate().skip(sent) {
-                            numberer.step(&mut out, i, step);
-                        }
                         for ev in final_events(&stored) {
                             numberer.push(&mut out, ev);
                         }
@@ -594,21 +577,12 @@ fn async_stream(
                     })
                     .await;
                     let mut out = Vec::new();
-                    let stored = state
-                        .app
-                        .inner
-                        .store
-                        .get_interaction(&state.project, &id)
-                        .await
-                        .ok()
-                        .flatten();
-                    let Some(stored) = stored else {
+                    let mut sent = sent;
+                    let Some(stored) =
+                        catch_up(&state, &id, &mut sent, &mut numberer, &mut out).await
+                    else {
                         return Some((vec![done()], StreamState::Done));
                     };
-                    for (i, step) in stored.steps.iter().enumerate().skip(sent) {
-                        numberer.step(&mut out, i, step);
-                    }
-                    let sent = sent.max(stored.steps.len());
                     if stored.status.is_running() {
                         Some((
                             out,
@@ -633,6 +607,30 @@ fn async_stream(
         },
     )
     .flat_map(|events| futures::stream::iter(events.into_iter().map(Ok)))
+}
+
+/// Re-reads interaction `id` and emits its steps beyond the `sent` first ones (advancing
+/// `sent`); `None` when it is gone.
+async fn catch_up(
+    state: &Scoped,
+    id: &str,
+    sent: &mut usize,
+    numberer: &mut Numberer,
+    out: &mut Vec<Event>,
+) -> Option<Interaction> {
+    let stored = state
+        .app
+        .inner
+        .store
+        .get_interaction(&state.project, id)
+        .await
+        .ok()
+        .flatten()?;
+    for (i, step) in stored.steps.iter().enumerate().skip(*sent) {
+        numberer.step(out, i, step);
+    }
+    *sent = (*sent).max(stored.steps.len());
+    Some(stored)
 }
 
 /// How long a stream of an interaction running on another replica waits for a notification
