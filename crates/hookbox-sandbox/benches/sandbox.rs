@@ -233,21 +233,7 @@ fn main() {
         },
     )
     .unwrap();
-    let mut no_cgroups = Vec::new();
-    for _ in 0..runs {
-        let t = Instant::now();
-        let out = rt
-            .block_on(bare.run_argv(
-                vec!["/bin/true".into()],
-                Vec::new(),
-                Duration::from_secs(10),
-                1024,
-            ))
-            .unwrap();
-        assert!(out.success());
-        no_cgroups.push(t.elapsed());
-    }
-    report("sandboxed `true`, cold, no cgroups", &mut no_cgroups);
+    true_p50(&bare, "sandboxed `true`, cold, no cgroups");
 
     // 4. code_execution `true` through one pre and one post hook (three sandboxes per call).
     let call = ToolCall {

@@ -707,6 +707,27 @@ fn two_replicas_share_one_database_and_one_survives_the_other() {
     drop(b);
 }
 
+/// A new environment on the server at `addr` holding the reference's security gate
+/// (`tests/fixtures/security-gate`); its id.
+fn security_gate_environment(addr: &str) -> String {
+    let read = |p: &str| {
+        std::fs::read_to_string(format!(
+            "{}/tests/fixtures/security-gate/.agents/{p}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap()
+    };
+    let env = post_json(
+        addr,
+        "/v1beta/environments",
+        &serde_json::json!({"sources": [
+            {"type": "inline", "target": ".agents/hooks.json", "content": read("hooks.json")},
+            {"type": "inline", "target": ".agents/hooks-scripts/gate.py", "content": read("hooks-scripts/gate.py")},
+        ]}),
+    );
+    env["id"].as_str().unwrap().to_owned()
+}
+
 /// The value of the sample `name{labels}` (labels as printed, in order) in Prometheus text.
 fn sample(metrics: &str, series: &str) -> Option<f64> {
     metrics
@@ -727,25 +748,7 @@ fn metrics_count_hook_decisions_tool_calls_and_interactions() {
         .unwrap()
         .to_owned();
     // The reference's security gate: one allowed call, one denied.
-    let gate = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/security-gate/.agents/hooks.json"
-    ))
-    .unwrap();
-    let script = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/security-gate/.agents/hooks-scripts/gate.py"
-    ))
-    .unwrap();
-    let env = post_json(
-        &server.addr,
-        "/v1beta/environments",
-        &serde_json::json!({"sources": [
-            {"type": "inline", "target": ".agents/hooks.json", "content": gate},
-            {"type": "inline", "target": ".agents/hooks-scripts/gate.py", "content": script},
-        ]}),
-    );
-    let env = env["id"].as_str().unwrap();
+    let env = security_gate_environment(&server.addr);
     for input in ["run `echo fine`", "run `rm -rf /tmp/forbidden`"] {
         let done = post_json(
             &server.addr,
@@ -809,23 +812,7 @@ fn the_audit_log_has_a_whole_line_per_decision_even_after_kill_9() {
     let log = dir.path().join("audit.jsonl");
     let mut server = start_with(&data, &["--audit-log", log.to_str().unwrap()]);
     let read = |path: &std::path::Path| std::fs::read_to_string(path).unwrap_or_default();
-    let gate = read(std::path::Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/security-gate/.agents/hooks.json"
-    )));
-    let script = read(std::path::Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/security-gate/.agents/hooks-scripts/gate.py"
-    )));
-    let env = post_json(
-        &server.addr,
-        "/v1beta/environments",
-        &serde_json::json!({"sources": [
-            {"type": "inline", "target": ".agents/hooks.json", "content": gate},
-            {"type": "inline", "target": ".agents/hooks-scripts/gate.py", "content": script},
-        ]}),
-    );
-    let env = env["id"].as_str().unwrap().to_owned();
+    let env = security_gate_environment(&server.addr);
     let denied = post_json(
         &server.addr,
         "/v1beta/interactions",
@@ -997,25 +984,11 @@ fn an_interaction_is_exported_as_one_span_tree_over_otlp() {
         addr,
         banner: String::new(),
     };
-    let read = |p: &str| {
-        std::fs::read_to_string(format!(
-            "{}/tests/fixtures/security-gate/.agents/{p}",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-        .unwrap()
-    };
-    let env = post_json(
-        &server.addr,
-        "/v1beta/environments",
-        &serde_json::json!({"sources": [
-            {"type": "inline", "target": ".agents/hooks.json", "content": read("hooks.json")},
-            {"type": "inline", "target": ".agents/hooks-scripts/gate.py", "content": read("hooks-scripts/gate.py")},
-        ]}),
-    );
+    let env = security_gate_environment(&server.addr);
     let done = post_json(
         &server.addr,
         "/v1beta/interactions",
-        &serde_json::json!({"agent": "antigravity-preview-09-2026", "input": "run `rm -rf /tmp/forbidden`", "environment": env["id"]}),
+        &serde_json::json!({"agent": "antigravity-preview-09-2026", "input": "run `rm -rf /tmp/forbidden`", "environment": env}),
     );
     let id = done["id"].as_str().unwrap().to_owned();
     // Batches arrive within the schedule delay; wait for the interaction's root span.
