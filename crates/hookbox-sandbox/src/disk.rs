@@ -168,3 +168,60 @@ pub fn unmount_all_under(dir: &Path) {
         let _ = nix::mount::umount2(&target, nix::mount::MntFlags::MNT_DETACH);
     }
 }
+
+/// `FIFREEZE` and `FITHAW` (`linux/fs.h`: `_IOWR('X', 119, int)` and `_IOWR('X', 120, int)`).
+const FIFREEZE: libc::c_ulong = 0xC004_5877;
+const FITHAW: libc::c_ulong = 0xC004_5878;
+
+/// A filesystem frozen with `FIFREEZE`: its dirty data and journal are flushed, and every
+/// writer blocks until the guard is dropped (which thaws it), so the image beneath reads as one
+/// consistent, cleanly unmountable filesystem. Hold it only for as long as reading the image
+/// takes.
+#[derive(Debug)]
+pub struct Frozen {
+    dir: std::fs::File,
+    mountpoint: PathBuf,
+}
+
+impl Frozen {
+    /// Freezes the filesystem mounted on `mountpoint`.
+    pub fn freeze(mountpoint: &Path) -> Result<Self> {
+        let dir = std::fs::File::open(mountpoint).map_err(io(mountpoint))?;
+        ioctl(&dir, FIFREEZE).map_err(io(mountpoint))?;
+        Ok(Frozen {
+            dir,
+            mountpoint: mountpoint.to_path_buf(),
+        })
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        if let Err(err) = ioctl(&self.dir, FITHAW) {
+            tracing::error!(mountpoint = %self.mountpoint.display(), %err, "cannot thaw an environment disk");
+        }
+    }
+}
+
+fn ioctl(file: &std::fs::File, request: libc::c_ulong) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let mut arg: libc::c_int = 0;
+    // SAFETY: FIFREEZE and FITHAW take a pointer to an int they do not keep; `file` is open
+    // for the duration of the call.
+    let rc = unsafe { libc::ioctl(file.as_raw_fd(), request, &mut arg) };
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Thaws the filesystem on `mountpoint` if a process that froze it died before thawing it
+/// (`EINVAL`, not frozen, is the usual answer and is ignored). Call it at start-up only: it
+/// would also thaw a checkpoint of this process in progress.
+pub fn thaw_if_frozen(mountpoint: &Path) {
+    if let Ok(dir) = std::fs::File::open(mountpoint)
+        && ioctl(&dir, FITHAW).is_ok()
+    {
+        tracing::warn!(mountpoint = %mountpoint.display(), "thawed an environment disk left frozen");
+    }
+}

@@ -35,10 +35,14 @@ use crate::spec::{Identity, Isolation};
 use crate::tools::{self, ToolError, ToolOutput, Trees};
 use crate::vars;
 
-const META_FILE: &str = "environment.json";
-const TREE_DIR: &str = "root";
-const MOUNT_DIR: &str = "mnt";
-const FROZEN_DIR: &str = "frozen";
+/// The metadata file in an environment's directory.
+pub const META_FILE: &str = "environment.json";
+/// The tree the sandbox sees (the disk image's mountpoint when the environment has one).
+pub const TREE_DIR: &str = "root";
+/// The empty mountpoint for the sandbox's root.
+pub const MOUNT_DIR: &str = "mnt";
+/// The snapshot of frozen hooks, outside the tree.
+pub const FROZEN_DIR: &str = "frozen";
 /// What stands at `/.agents` in the tree of a frozen environment: a file, so that nothing can be
 /// written beneath it, and the sandbox sees the snapshot there instead.
 const FROZEN_PLACEHOLDER: &str =
@@ -135,6 +139,10 @@ pub struct EnvironmentMeta {
     /// The kernel-enforced size of the environment's tree ([`crate::disk`]); absent: no cap.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk_limit_bytes: Option<u64>,
+    /// Grows with every change of the tree (a write tool, an upload, added sources): what a
+    /// snapshot records, so that "changed since the last snapshot" survives a restart.
+    #[serde(default)]
+    pub generation: u64,
 }
 
 impl EnvironmentMeta {
@@ -184,7 +192,8 @@ fn write_meta(dir: &Path, meta: &EnvironmentMeta) -> Result<()> {
     std::fs::rename(&temp, &path).map_err(io(&path))
 }
 
-fn read_meta(dir: &Path) -> Result<EnvironmentMeta> {
+/// The metadata in environment directory `dir`, as stored (`transform` values included).
+pub fn read_meta(dir: &Path) -> Result<EnvironmentMeta> {
     let path = dir.join(META_FILE);
     let bytes = std::fs::read(&path).map_err(io(&path))?;
     serde_json::from_slice(&bytes).map_err(|e| EnvError::Meta {
@@ -281,6 +290,62 @@ impl Store {
             return Err(EnvError::NotFound(id.to_owned()));
         }
         Ok(dir)
+    }
+
+    /// Where environments live on this host (`<data dir>/environments`).
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The directory of environment `id` on this host, whether or not it is there now.
+    pub fn dir_of(&self, id: &str) -> Result<PathBuf> {
+        if !valid_id(id) {
+            return Err(EnvError::BadId(id.to_owned()));
+        }
+        Ok(self.root.join(id))
+    }
+
+    /// Whether environment `id` is on this host's disk.
+    pub fn is_local(&self, id: &str) -> bool {
+        self.dir(id).is_ok()
+    }
+
+    /// The options every sandbox of this store is built with.
+    pub fn options(&self) -> &SandboxOptions {
+        &self.options
+    }
+
+    /// Puts the environment directory `staged` (a sibling of the environments, built by a
+    /// restore) in place as `id`: one rename, so the environment appears whole or not at all.
+    pub fn install(&self, id: &str, staged: &Path) -> Result<()> {
+        let dir = self.dir_of(id)?;
+        std::fs::rename(staged, &dir).map_err(io(&dir))
+    }
+
+    /// Records a change of `id`'s tree made from outside its tool calls (the next snapshot
+    /// includes it): its generation grows.
+    pub fn mark_modified(&self, id: &str) -> Result<()> {
+        let dir = self.dir(id)?;
+        let mut meta = read_meta(&dir)?;
+        let t = now();
+        meta.updated_at = t;
+        meta.last_accessed_at = t;
+        meta.generation += 1;
+        write_meta(&dir, &meta)
+    }
+
+    /// Ids of the environments on this host's disk.
+    pub fn local_ids(&self) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(&self.root).map_err(io(&self.root))? {
+            let entry = entry.map_err(io(&self.root))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if valid_id(&name) && entry.path().join(META_FILE).exists() {
+                out.push(name);
+            }
+        }
+        out.sort();
+        Ok(out)
     }
 
     /// Creates an environment from `spec`, written by `origin` (which decides what repository
@@ -417,6 +482,7 @@ impl Store {
             sandbox_uid: identity.map(|i| i.uid),
             project: spec.project.clone(),
             disk_limit_bytes: disk_limit,
+            generation: 1,
         };
         write_meta(dir, &meta)?;
         Ok(meta)
@@ -672,7 +738,15 @@ fn freeze(dir: &Path, tree: &RootDir) -> Result<()> {
     std::fs::create_dir_all(&frozen).map_err(io(&frozen))?;
     let tree_agents = tree.host_path().join(".agents");
     let snapshot = frozen.join(".agents");
-    std::fs::rename(&tree_agents, &snapshot).map_err(io(&snapshot))?;
+    match std::fs::rename(&tree_agents, &snapshot) {
+        Ok(()) => {}
+        // The tree is its own disk image: copy the directory off it, then remove it.
+        Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
+            copy_tree(&tree_agents, &snapshot)?;
+            std::fs::remove_dir_all(&tree_agents).map_err(io(&tree_agents))?;
+        }
+        Err(e) => return Err(io(&snapshot)(e)),
+    }
     let snapshot_root = RootDir::open(&frozen)?;
     match tree.read_file(
         hookbox_hooks::discover::WORKDIR_HOOKS_FILE,
@@ -786,6 +860,7 @@ impl Environment {
         if let Some((uid, gid)) = self.tree.owner() {
             self.tree.chown_tree(uid, gid)?;
         }
+        self.touch(true);
         Ok(())
     }
 
@@ -893,6 +968,12 @@ impl Environment {
         }
     }
 
+    /// Records that the tree was changed from outside a tool call (an upload through the API):
+    /// a later snapshot must include it.
+    pub fn record_write(&self) {
+        self.touch(true);
+    }
+
     /// Records the access (and modification) time; best effort, a failure is only logged.
     fn touch(&self, modified: bool) {
         let mut meta = match read_meta(&self.dir) {
@@ -906,6 +987,7 @@ impl Environment {
         meta.last_accessed_at = t;
         if modified {
             meta.updated_at = t;
+            meta.generation += 1;
         }
         if let Err(err) = write_meta(&self.dir, &meta) {
             tracing::warn!(env_id = %self.meta.id, %err, "cannot update metadata");
