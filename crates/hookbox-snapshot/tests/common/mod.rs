@@ -1,0 +1,62 @@
+//! What the snapshot tests and the snapshot bench share: environments on real ext4 images in a
+//! throwaway data dir.
+#![allow(clippy::unwrap_used, dead_code)] // helpers in a test binary may panic
+
+use std::path::Path;
+
+use hookbox_sandbox::environment::Store;
+use hookbox_sandbox::runner::{Launcher, SandboxOptions};
+
+/// A data dir whose disks are detached when dropped.
+pub struct DataDir(tempfile::TempDir);
+
+impl DataDir {
+    pub fn new() -> Self {
+        DataDir(tempfile::tempdir().unwrap())
+    }
+    pub fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl Drop for DataDir {
+    fn drop(&mut self) {
+        hookbox_sandbox::disk::unmount_all_under(self.0.path());
+    }
+}
+
+/// Loop-mounted images need root, as hookbox does.
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+/// Environments in `data`, each on an image of `cap` bytes (nothing is ever launched).
+pub fn store(data: &Path, cap: u64) -> Store {
+    let mut options = SandboxOptions::new(Launcher::standalone("/nonexistent-launcher"));
+    options.disk_limit_bytes = Some(cap);
+    let credentials =
+        std::sync::Arc::new(hookbox_egress::credentials::FileCredentialStore::open(data).unwrap());
+    let egress = hookbox_sandbox::network::EgressOptions::new(credentials);
+    Store::open(data, options, egress).unwrap()
+}
+
+/// A new environment from `spec` (the API's environment JSON); its id.
+pub fn create(store: &Store, spec: serde_json::Value) -> String {
+    let spec: hookbox_sandbox::source::EnvironmentSpec = serde_json::from_value(spec).unwrap();
+    store
+        .create(
+            &spec,
+            hookbox_sandbox::source::SourceOrigin::Operator,
+            &mut |_| {},
+            false,
+        )
+        .unwrap()
+        .id
+}

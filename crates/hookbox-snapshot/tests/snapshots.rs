@@ -1,0 +1,259 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers in a test binary may panic
+//! Snapshots of real environments (ext4 images, loop-mounted: needs root, as hookbox does)
+//! against a real object store: a `file://` directory here, Garage in `scripts/test.sh`
+//! (`HOOKBOX_TEST_SNAPSHOT_URL`).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use hookbox_sandbox::environment::{Store, TREE_DIR};
+use hookbox_snapshot::{SnapshotError, Snapshots, is_dirty};
+
+mod common;
+
+use common::{DataDir, is_root};
+
+fn store(data: &Path) -> Store {
+    common::store(data, 256 << 20)
+}
+
+fn create(store: &Store, freeze: bool) -> String {
+    common::create(
+        store,
+        serde_json::json!({
+            "sources": [
+                {"type": "inline", "target": "/workspace/hello.txt", "content": "hello"},
+                {"type": "inline", "target": "/.agents/hooks.json", "content": "{\"hooks\":{}}"}
+            ],
+            "freeze_hooks": freeze,
+        }),
+    )
+}
+
+fn tree(store: &Store, id: &str) -> PathBuf {
+    store.dir_of(id).unwrap().join(TREE_DIR)
+}
+
+fn write_random(path: &Path, bytes: usize, seed: u64) {
+    let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+    let data: Vec<u8> = (0..bytes)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 33) as u8
+        })
+        .collect();
+    let mut f = std::fs::File::create(path).unwrap();
+    f.write_all(&data).unwrap();
+    f.sync_all().unwrap();
+}
+
+fn snapshot_url(dir: &Path) -> String {
+    // Each test under a prefix of its own, inserted before the query.
+    let sub = format!("/t{:016x}", rand::random::<u64>());
+    match std::env::var("HOOKBOX_TEST_SNAPSHOT_URL") {
+        Ok(base) => match base.split_once('?') {
+            Some((path, query)) => format!("{path}{sub}?{query}"),
+            None => format!("{base}{sub}"),
+        },
+        Err(_) => format!("file://{}/objects{sub}", dir.display()),
+    }
+}
+
+#[tokio::test]
+async fn an_environment_moves_to_another_host_and_only_changes_are_uploaded() {
+    if !is_root() {
+        eprintln!("skipped: loop-mounted disk images need root");
+        return;
+    }
+    let objects = tempfile::tempdir().unwrap();
+    let snapshots = Snapshots::open(&snapshot_url(objects.path())).unwrap();
+    snapshots
+        .check(std::time::Duration::from_secs(10))
+        .await
+        .unwrap();
+    let a_data = DataDir::new();
+    let a = store(a_data.path());
+    let id = create(&a, true);
+    let dir = a.dir_of(&id).unwrap();
+    write_random(&tree(&a, &id).join("workspace/big.bin"), 8 << 20, 1);
+    a.mark_modified(&id).unwrap();
+    assert!(is_dirty(&dir).unwrap());
+
+    let first = snapshots.checkpoint(&id, &dir).await.unwrap();
+    assert_eq!(first.seq, Some(1));
+    assert!(first.full);
+    assert!(first.uploaded_bytes >= 8 << 20, "{first:?}");
+    assert!(!is_dirty(&dir).unwrap());
+    let unchanged = snapshots.checkpoint(&id, &dir).await.unwrap();
+    assert_eq!(
+        unchanged.seq, None,
+        "nothing changed, nothing written: {unchanged:?}"
+    );
+
+    // Change 1 MiB: about 1 MiB goes up, not the 8 MiB file or the image.
+    write_random(&tree(&a, &id).join("workspace/small.bin"), 1 << 20, 2);
+    a.mark_modified(&id).unwrap();
+    let second = snapshots.checkpoint(&id, &dir).await.unwrap();
+    assert_eq!(second.seq, Some(2));
+    assert!(!second.full);
+    assert!(
+        second.uploaded_bytes + second.manifest_bytes <= 2 << 20,
+        "a 1 MiB change uploaded {} bytes",
+        second.uploaded_bytes + second.manifest_bytes
+    );
+
+    // Another host restores it whole, frozen hooks included.
+    let b_data = DataDir::new();
+    let b = store(b_data.path());
+    let staging = b.root().join(".restoring-test");
+    let restored = snapshots.restore(&id, &staging).await.unwrap();
+    assert_eq!(restored.seq, 2);
+    b.install(&id, &staging).unwrap();
+    let meta = b.show(&id).unwrap();
+    assert!(meta.frozen_hooks);
+    assert_eq!(
+        std::fs::read(tree(&b, &id).join("workspace/big.bin")).unwrap(),
+        std::fs::read(tree(&a, &id).join("workspace/big.bin")).unwrap()
+    );
+    assert_eq!(
+        std::fs::read(tree(&b, &id).join("workspace/small.bin")).unwrap(),
+        std::fs::read(tree(&a, &id).join("workspace/small.bin")).unwrap()
+    );
+    assert_eq!(
+        std::fs::read_to_string(tree(&b, &id).join("workspace/hello.txt")).unwrap(),
+        "hello"
+    );
+    let frozen = b.dir_of(&id).unwrap().join("frozen/.agents/hooks.json");
+    assert_eq!(std::fs::read_to_string(frozen).unwrap(), "{\"hooks\":{}}");
+    assert!(
+        !is_dirty(&b.dir_of(&id).unwrap()).unwrap(),
+        "a restored copy is clean"
+    );
+
+    // B carries on incrementally from the restored state.
+    std::fs::write(tree(&b, &id).join("workspace/from-b.txt"), "b").unwrap();
+    b.mark_modified(&id).unwrap();
+    let third = snapshots
+        .checkpoint(&id, &b.dir_of(&id).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(third.seq, Some(3));
+    assert!(third.uploaded_bytes < 1 << 20, "{third:?}");
+
+    snapshots.delete(&id).await.unwrap();
+    assert_eq!(snapshots.latest(&id).await.unwrap(), None);
+    a.remove(&id).unwrap();
+    b.remove(&id).unwrap();
+}
+
+#[tokio::test]
+async fn a_corrupt_or_missing_object_is_refused_naming_the_environment() {
+    if !is_root() {
+        eprintln!("skipped: loop-mounted disk images need root");
+        return;
+    }
+    let objects = tempfile::tempdir().unwrap();
+    // The file store, so that the test can reach behind the API and damage an object.
+    let snapshots =
+        Snapshots::open(&format!("file://{}/objects", objects.path().display())).unwrap();
+    let data = DataDir::new();
+    let a = store(data.path());
+    let id = create(&a, false);
+    write_random(&tree(&a, &id).join("workspace/data.bin"), 1 << 20, 3);
+    a.mark_modified(&id).unwrap();
+    snapshots
+        .checkpoint(&id, &a.dir_of(&id).unwrap())
+        .await
+        .unwrap();
+    let chunks = objects.path().join(format!("objects/envs/{id}/chunks"));
+    let mut names: Vec<PathBuf> = std::fs::read_dir(&chunks)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    names.sort();
+
+    // One flipped byte in one block: the hash check refuses it.
+    let victim = &names[names.len() / 2];
+    let original = std::fs::read(victim).unwrap();
+    let mut bad = original.clone();
+    let last = bad.len() - 1;
+    bad[last] ^= 0xff;
+    std::fs::write(victim, &bad).unwrap();
+    let b_data = DataDir::new();
+    let b = store(b_data.path());
+    let staging = b.root().join(".restoring-corrupt");
+    let err = snapshots.restore(&id, &staging).await.unwrap_err();
+    assert!(matches!(err, SnapshotError::Corrupt { .. }), "{err}");
+    assert!(err.to_string().contains(&id), "{err}");
+    assert!(!staging.exists(), "a failed restore leaves nothing behind");
+    assert!(!b.is_local(&id));
+
+    // A missing block.
+    std::fs::write(victim, &original).unwrap();
+    std::fs::remove_file(victim).unwrap();
+    let err = snapshots.restore(&id, &staging).await.unwrap_err();
+    assert!(matches!(err, SnapshotError::Missing { .. }), "{err}");
+    assert!(err.to_string().contains(&id), "{err}");
+
+    // No snapshot at all.
+    let err = snapshots
+        .restore("env_nothing", &staging)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, SnapshotError::NoSnapshot { .. }), "{err}");
+    a.remove(&id).unwrap();
+}
+
+#[tokio::test]
+async fn long_chains_are_compacted_and_still_restore() {
+    if !is_root() {
+        eprintln!("skipped: loop-mounted disk images need root");
+        return;
+    }
+    let objects = tempfile::tempdir().unwrap();
+    let snapshots = Snapshots::open(&snapshot_url(objects.path())).unwrap();
+    let data = DataDir::new();
+    let a = store(data.path());
+    let id = create(&a, false);
+    let rounds = hookbox_snapshot::manifest::COMPACT_AFTER as u64 + 3;
+    for i in 0..rounds {
+        std::fs::write(tree(&a, &id).join("workspace/counter.txt"), i.to_string()).unwrap();
+        write_random(
+            &tree(&a, &id).join(format!("workspace/f{i}.bin")),
+            200 << 10,
+            i,
+        );
+        a.mark_modified(&id).unwrap();
+        snapshots
+            .checkpoint(&id, &a.dir_of(&id).unwrap())
+            .await
+            .unwrap();
+    }
+    let manifests = snapshots.manifests(&id).await.unwrap();
+    assert_eq!(manifests.last().copied(), Some(rounds));
+    assert!(
+        manifests.len() < hookbox_snapshot::manifest::COMPACT_AFTER as usize,
+        "old manifests were not cleaned up: {manifests:?}"
+    );
+    let b_data = DataDir::new();
+    let b = store(b_data.path());
+    let staging = b.root().join(".restoring-chain");
+    snapshots.restore(&id, &staging).await.unwrap();
+    b.install(&id, &staging).unwrap();
+    b.show(&id).unwrap(); // mounts the restored image, as opening it does
+    assert_eq!(
+        std::fs::read_to_string(tree(&b, &id).join("workspace/counter.txt")).unwrap(),
+        (rounds - 1).to_string()
+    );
+    for i in 0..rounds {
+        assert_eq!(
+            std::fs::read(tree(&b, &id).join(format!("workspace/f{i}.bin"))).unwrap(),
+            std::fs::read(tree(&a, &id).join(format!("workspace/f{i}.bin"))).unwrap()
+        );
+    }
+    snapshots.delete(&id).await.unwrap();
+    a.remove(&id).unwrap();
+    b.remove(&id).unwrap();
+}
