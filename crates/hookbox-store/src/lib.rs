@@ -171,6 +171,50 @@ pub struct EnvironmentRecord {
     pub env: Option<Map<String, Value>>,
 }
 
+/// A change of one environment's record that must not race another (applied in one
+/// transaction by [`Store::change_environment`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EnvironmentChange {
+    /// Sets `last_accessed` to `now`, unless the environment has expired.
+    Touch { now: String },
+    /// Marks the environment `expired` at `now`, if it is active and was last accessed before
+    /// `cutoff` (RFC 3339). A touch that won the race keeps it active.
+    Expire { cutoff: String, now: String },
+}
+
+/// Applies `change` to `record`; `true` when the record changed and must be written.
+pub fn apply_environment_change(
+    record: &mut EnvironmentRecord,
+    change: &EnvironmentChange,
+) -> bool {
+    use hookbox_protocol::api::EnvironmentStatus;
+    let env = &mut record.environment;
+    let expired = env.status == Some(EnvironmentStatus::Expired);
+    match change {
+        EnvironmentChange::Touch { now } => {
+            if expired {
+                return false;
+            }
+            env.last_accessed = Some(now.clone());
+            true
+        }
+        EnvironmentChange::Expire { cutoff, now } => {
+            let last = env
+                .last_accessed
+                .as_deref()
+                .or(env.updated.as_deref())
+                .or(env.created.as_deref())
+                .unwrap_or_default();
+            if expired || last >= cutoff.as_str() {
+                return false;
+            }
+            env.status = Some(EnvironmentStatus::Expired);
+            env.updated = Some(now.clone());
+            true
+        }
+    }
+}
+
 /// Which interactions a listing returns (all given conditions hold).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct InteractionFilter {
@@ -353,6 +397,20 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     ) -> Result<Paged<EnvironmentRecord>>;
     async fn delete_environment(&self, project: &str, id: &str) -> Result<bool>;
     async fn count_environments(&self, project: &str) -> Result<u64>;
+    /// Applies `change` atomically; the record afterwards (changed or not), `None` if there is
+    /// none.
+    async fn change_environment(
+        &self,
+        project: &str,
+        id: &str,
+        change: &EnvironmentChange,
+    ) -> Result<Option<EnvironmentRecord>>;
+    /// Environments of every project with their project, in storage order (for the expiry
+    /// sweeper).
+    async fn list_all_environments(
+        &self,
+        page: &Page,
+    ) -> Result<Paged<(String, EnvironmentRecord)>>;
 
     /// Stores a new credential, its secrets encrypted. [`Error::AlreadyExists`] on an id taken
     /// in `project` (other projects may use the same id).

@@ -25,9 +25,9 @@ use tokio_postgres::{NoTls, Row};
 
 use crate::crypto::SecretKey;
 use crate::{
-    ApiKeyRecord, Claim, Cluster, EnvironmentRecord, Error, InteractionFilter, Page, Paged,
-    ProjectRecord, ProjectUsage, Replica, Result, StatusUpdate, Store, apply_credential_update,
-    credential_aad,
+    ApiKeyRecord, Claim, Cluster, EnvironmentChange, EnvironmentRecord, Error, InteractionFilter,
+    Page, Paged, ProjectRecord, ProjectUsage, Replica, Result, StatusUpdate, Store,
+    apply_credential_update, credential_aad,
 };
 
 /// Schema migrations, applied in order and recorded in `hookbox_schema`. Numbered like the
@@ -994,6 +994,63 @@ impl Store for PostgresStore {
         ENVIRONMENTS
             .delete(&self.client().await?, project, id)
             .await
+    }
+
+    async fn change_environment(
+        &self,
+        project: &str,
+        id: &str,
+        change: &EnvironmentChange,
+    ) -> Result<Option<EnvironmentRecord>> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let row = tx
+            .query_opt(
+                "SELECT record_json FROM environments WHERE project = $1 AND id = $2 FOR UPDATE",
+                &[&project, &id],
+            )
+            .await?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let mut record: EnvironmentRecord = serde_json::from_str(row.get::<_, &str>(0))?;
+        if crate::apply_environment_change(&mut record, change) {
+            tx.execute(
+                "UPDATE environments SET record_json = $3 WHERE project = $1 AND id = $2",
+                &[&project, &id, &serde_json::to_string(&record)?],
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(Some(record))
+    }
+
+    async fn list_all_environments(
+        &self,
+        page: &Page,
+    ) -> Result<Paged<(String, EnvironmentRecord)>> {
+        let (after, limit) = page_bounds(page);
+        let rows = self
+            .client()
+            .await?
+            .query(
+                "SELECT seq, project, record_json FROM environments WHERE seq > $1 ORDER BY seq LIMIT $2",
+                &[&after, &(limit + 1)],
+            )
+            .await?;
+        let rows = rows
+            .iter()
+            .map(|r| {
+                Ok((
+                    r.get::<_, i64>(0),
+                    (
+                        r.get::<_, String>(1),
+                        serde_json::from_str(r.get::<_, &str>(2))?,
+                    ),
+                ))
+            })
+            .collect::<Result<Vec<(i64, (String, EnvironmentRecord))>>>()?;
+        Ok(finish_page(rows, limit))
     }
 
     async fn count_environments(&self, project: &str) -> Result<u64> {

@@ -20,8 +20,9 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::crypto::SecretKey;
 use crate::{
-    ApiKeyRecord, EnvironmentRecord, Error, InteractionFilter, Page, Paged, ProjectRecord,
-    ProjectUsage, Result, StatusUpdate, Store, apply_credential_update, credential_aad,
+    ApiKeyRecord, EnvironmentChange, EnvironmentRecord, Error, InteractionFilter, Page, Paged,
+    ProjectRecord, ProjectUsage, Result, StatusUpdate, Store, apply_credential_update,
+    credential_aad,
 };
 use serde_json::{Map, Value};
 
@@ -666,6 +667,58 @@ impl Store for SqliteStore {
         let project = project.to_owned();
         self.with(move |conn, _| ENVIRONMENTS.count(conn, &project))
             .await
+    }
+
+    async fn change_environment(
+        &self,
+        project: &str,
+        id: &str,
+        change: &EnvironmentChange,
+    ) -> Result<Option<EnvironmentRecord>> {
+        let (project, id, change) = (project.to_owned(), id.to_owned(), change.clone());
+        // One connection behind a lock: the read and the write cannot interleave with another.
+        self.with(move |conn, _| {
+            let tx = conn.transaction()?;
+            let Some(mut record) = ENVIRONMENTS.get::<EnvironmentRecord>(&tx, &project, &id)?
+            else {
+                return Ok(None);
+            };
+            if crate::apply_environment_change(&mut record, &change) {
+                ENVIRONMENTS.put(&tx, &project, &id, &serde_json::to_string(&record)?)?;
+            }
+            tx.commit()?;
+            Ok(Some(record))
+        })
+        .await
+    }
+
+    async fn list_all_environments(
+        &self,
+        page: &Page,
+    ) -> Result<Paged<(String, EnvironmentRecord)>> {
+        let page = page.clone();
+        self.with(move |conn, _| {
+            let after = crate::page_after(&page);
+            let limit = i64::from(page.limit());
+            let rows = conn
+                .prepare_cached(
+                    "SELECT rowid, project, record_json FROM environments WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",
+                )?
+                .query_map(params![after, limit + 1], |r| {
+                    Ok((r.get::<_, i64>(0)?, (r.get::<_, String>(1)?, r.get::<_, String>(2)?)))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let rows = rows
+                .into_iter()
+                .map(|(seq, (project, json))| Ok((seq, (project, serde_json::from_str(&json)?))))
+                .collect::<Result<Vec<(i64, (String, EnvironmentRecord))>>>()?;
+            let page = finish_page(rows, limit);
+            Ok(Paged {
+                items: page.items.into_iter().map(|(_, item)| item).collect(),
+                next_page_token: page.next_page_token,
+            })
+        })
+        .await
     }
 
     async fn create_credential(

@@ -58,3 +58,112 @@ async fn agents_round_trip() {
     assert!(store.delete_agent(P, "agent_1").await.unwrap());
     assert!(store.get_agent(P, "agent_1").await.unwrap().is_none());
 }
+
+#[tokio::test]
+async fn expiry_and_touch_do_not_race_and_listing_spans_projects() {
+    use hookbox_store::EnvironmentChange::{Expire, Touch};
+    let (_dir, store) = temp_store().await;
+    let mut old = env("env_old");
+    old.environment.last_accessed = Some("2026-01-01T00:00:00Z".into());
+    store.put_environment(P, &old).await.unwrap();
+    let mut fresh = env("env_fresh");
+    fresh.environment.last_accessed = Some("2026-06-01T00:00:00Z".into());
+    store.put_environment("other", &fresh).await.unwrap();
+
+    let expire = Expire {
+        cutoff: "2026-03-01T00:00:00Z".into(),
+        now: "2026-06-02T00:00:00Z".into(),
+    };
+    // Recently used: stays active.
+    let kept = store
+        .change_environment("other", "env_fresh", &expire)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(kept.environment.status, Some(EnvironmentStatus::Active));
+    // A touch that lands first keeps the old one alive too.
+    store
+        .change_environment(
+            P,
+            "env_old",
+            &Touch {
+                now: "2026-06-02T00:00:00Z".into(),
+            },
+        )
+        .await
+        .unwrap();
+    let kept = store
+        .change_environment(P, "env_old", &expire)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(kept.environment.status, Some(EnvironmentStatus::Active));
+    // Unused past the cutoff: expired, with the time.
+    let later = Expire {
+        cutoff: "2026-09-01T00:00:00Z".into(),
+        now: "2026-09-01T00:00:01Z".into(),
+    };
+    let gone = store
+        .change_environment(P, "env_old", &later)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(gone.environment.status, Some(EnvironmentStatus::Expired));
+    assert_eq!(
+        gone.environment.updated.as_deref(),
+        Some("2026-09-01T00:00:01Z")
+    );
+    // A touch never revives it.
+    let still = store
+        .change_environment(
+            P,
+            "env_old",
+            &Touch {
+                now: "2026-09-02T00:00:00Z".into(),
+            },
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(still.environment.status, Some(EnvironmentStatus::Expired));
+    assert_eq!(
+        store
+            .get_environment(P, "env_old")
+            .await
+            .unwrap()
+            .unwrap()
+            .environment
+            .status,
+        Some(EnvironmentStatus::Expired)
+    );
+    // Another project's id is "none", never changed.
+    assert!(
+        store
+            .change_environment("other", "env_old", &later)
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    let mut all = Vec::new();
+    let mut page = Page {
+        size: Some(1),
+        token: None,
+    };
+    loop {
+        let got = store.list_all_environments(&page).await.unwrap();
+        all.extend(got.items.into_iter().map(|(p, r)| (p, r.environment.id)));
+        match got.next_page_token {
+            Some(t) => page.token = Some(t),
+            None => break,
+        }
+    }
+    all.sort();
+    assert_eq!(
+        all,
+        vec![
+            (P.to_owned(), "env_old".to_owned()),
+            ("other".to_owned(), "env_fresh".to_owned())
+        ]
+    );
+}
