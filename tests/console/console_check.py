@@ -24,23 +24,39 @@ def check(name, ok, detail=""):
     print(("ok  " if ok else "FAIL") + " " + name + ("" if ok else f": {detail}"))
 
 
-server = subprocess.Popen(
-    [hookbox, "serve", "--listen", "127.0.0.1:0", "--data-dir", os.path.join(data, "d")],
-    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    env={k: v for k, v in os.environ.items() if k not in ("HOOKBOX_API_KEYS", "GEMINI_API_KEY")},
-)
-base = None
-for line in server.stdout:
-    if line.startswith("hookbox is listening on http://"):
-        base = line.split()[4]
-    if line.startswith("or set "):
-        break
+def serve(data_dir, *extra):
+    """A `hookbox serve` on a free loopback port; (process, base URL) once its banner is out."""
+    proc = subprocess.Popen(
+        [hookbox, "serve", "--listen", "127.0.0.1:0", "--data-dir", data_dir, *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        env={k: v for k, v in os.environ.items() if k not in ("HOOKBOX_API_KEYS", "GEMINI_API_KEY")},
+    )
+    url = None
+    for line in proc.stdout:
+        if line.startswith("hookbox is listening on http://"):
+            url = line.split()[4]
+        if line.startswith("or set "):
+            break
+    return proc, url
 
 
-def post(path, body):
-    req = urllib.request.Request(base + path, data=json.dumps(body).encode(),
+server, base = serve(os.path.join(data, "d"))
+# A second server whose environments expire after 1 s, for the expired status.
+ttl_config = os.path.join(data, "ttl.toml")
+with open(ttl_config, "w") as f:
+    f.write("[quotas]\nenvironment_ttl_seconds = 1\n")
+expiring, expiring_base = serve(os.path.join(data, "e"), "--config", ttl_config, "--expiry-interval", "0.2")
+
+
+def post(path, body, at=None):
+    req = urllib.request.Request((at or base) + path, data=json.dumps(body).encode(),
                                  headers={"content-type": "application/json"})
     with urllib.request.urlopen(req, timeout=120) as r:
+        return json.load(r)
+
+
+def get(path, at=None):
+    with urllib.request.urlopen((at or base) + path, timeout=60) as r:
         return json.load(r)
 
 
@@ -130,11 +146,29 @@ try:
         shown = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, ".step pre")))
         check("console: markup in data is shown as text", "<img src=x" in shown.text, shown.text)
         check("console: no script ran from data", browser.execute_script("return window.__pwned === undefined"))
+        # An expired environment shows its status, and why its files are not there.
+        gone = post("/v1beta/environments", {"sources": [
+            {"type": "inline", "target": "workspace/old.txt", "content": "old"}]}, at=expiring_base)["id"]
+        WebDriverWait(None, 30, poll_frequency=0.2).until(
+            lambda _: get("/v1beta/environments/" + gone, at=expiring_base)["status"] == "expired")
+        browser.get(expiring_base + "/console")
+        browser.find_element(By.ID, "key").send_keys("local")
+        browser.find_element(By.ID, "login-button").click()
+        wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "#list")))
+        browser.get(expiring_base + "/console#/environments")
+        browser.refresh()
+        gone_row = wait.until(ec.presence_of_element_located((By.XPATH, f'//tbody[@id="envs"]/tr[td="{gone}"]')))
+        check("environments: an expired one shows its status", gone_row.get_attribute("data-status") == "expired"
+              and "expired" in gone_row.text, gone_row.text)
+        gone_row.click()
+        why = wait.until(ec.presence_of_element_located((By.ID, "e-error")))
+        check("environments: an expired one says when it expired", "expired at" in why.text and gone in why.text, why.text)
     finally:
         browser.quit()
 finally:
-    server.kill()
-    server.wait()
+    for proc in (server, expiring):
+        proc.kill()
+        proc.wait()
 
 passed = sum(ok for _, ok in results)
 print(f"{passed} passed, {len(results) - passed} failed")

@@ -94,6 +94,14 @@ pub enum ProviderError {
     /// A path that escapes the environment or is malformed. Shown to the client.
     #[error("invalid path: {0}")]
     InvalidPath(String),
+    /// The environment exists but cannot be brought onto this host now (its snapshot store
+    /// does not answer). Shown to the client, who may retry.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The environment's snapshot is damaged or missing; it cannot be restored. Shown to the
+    /// client (names the environment, never a credential).
+    #[error("{0}")]
+    Unrestorable(String),
     /// Anything else; logged, not shown to clients.
     #[error("environment backend failed: {0}")]
     Internal(String),
@@ -150,6 +158,13 @@ pub trait EnvironmentProvider: Send + Sync + std::fmt::Debug {
         overwrite: bool,
     ) -> Result<EnvironmentFile, ProviderError>;
     async fn usage(&self, id: &str) -> Result<EnvironmentUsage, ProviderError>;
+    /// Saves what changed in the environment to durable storage off this host, if the provider
+    /// has any: waiting for the upload when `wait`, else scheduling it. Providers without
+    /// snapshots do nothing.
+    async fn checkpoint(&self, id: &str, wait: bool) -> Result<(), ProviderError> {
+        let _ = (id, wait);
+        Ok(())
+    }
     /// The `hooks check` report of the environment's hooks files as its next tool call would
     /// read them (`{"files": [...], "diagnostics": [...], "frozen": bool}`). Providers without
     /// hooks report none.

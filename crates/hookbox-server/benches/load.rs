@@ -6,8 +6,9 @@
 //! metrics and OTLP traces cost (off, then on); the server's RSS after warm-up, 1000 and 10 000
 //! interactions; then PostgreSQL (`scripts/postgres.sh`): one replica, two replicas sharing the
 //! database and a data dir, and two replicas forwarding every interaction to the other, with the
-//! ratios to SQLite.
-//! Run: `cargo bench -p hookbox-server --bench load [-- --per-level N] [--total N]`.
+//! ratios to SQLite; and checkpointing to an object store after every interaction, off and on.
+//! Run: `cargo bench -p hookbox-server --bench load [-- --per-level N] [--total N]
+//! [--only-snapshots]`.
 //!
 //! The bench binary is also its own sandbox launcher (`__sandbox-exec`), as `hookbox` is.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -68,6 +69,21 @@ async fn start_server(
     serde_json::Value,
     hookbox_test_support::DataDir,
 ) {
+    start_with(Setup {
+        warm,
+        ..Setup::default()
+    })
+    .await
+}
+
+/// [`start_server`] set up as `setup` says.
+async fn start_with(
+    setup: Setup,
+) -> (
+    std::net::SocketAddr,
+    serde_json::Value,
+    hookbox_test_support::DataDir,
+) {
     // Its environment's disk is a loop-mounted image, detached when this goes.
     let dir = hookbox_test_support::DataDir::new();
     let store = SqliteStore::open(
@@ -77,9 +93,19 @@ async fn start_server(
     )
     .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = serve_on(listener, dir.path(), Arc::new(store), None, warm);
+    let addr = serve_on(listener, dir.path(), Arc::new(store), None, &setup);
     let body = gated_environment(addr).await;
     (addr, body, dir)
+}
+
+/// How a bench server's sandboxes and environments are set up.
+#[derive(Debug, Clone, Default)]
+struct Setup {
+    warm: bool,
+    /// Each environment's disk image cap; `None`: a plain directory.
+    disk: Option<u64>,
+    /// Snapshots to this object store (checkpoint after every interaction).
+    snapshots: Option<String>,
 }
 
 /// Serves the API over `store` and the environments in `data` on `listener`.
@@ -88,7 +114,7 @@ fn serve_on(
     data: &std::path::Path,
     store: Arc<dyn hookbox_store::Store>,
     cluster: Option<hookbox_server::cluster::ClusterConfig>,
-    warm: bool,
+    setup: &Setup,
 ) -> std::net::SocketAddr {
     let launcher = Launcher {
         program: std::env::current_exe().unwrap(),
@@ -97,11 +123,23 @@ fn serve_on(
     let credentials =
         Arc::new(hookbox_egress::credentials::FileCredentialStore::open(data).unwrap());
     let options = SandboxOptions {
-        warm,
+        warm: setup.warm,
+        disk_limit_bytes: setup.disk,
         ..SandboxOptions::new(launcher)
     };
     let envs = EnvStore::open(data, options, EgressOptions::new(credentials)).unwrap();
-    let backend = Arc::new(SandboxBackend::new(envs));
+    let mut backend = SandboxBackend::new(envs.clone());
+    let mut lifecycle = hookbox_server::lifecycle::Lifecycle::default();
+    if let Some(url) = &setup.snapshots {
+        let manager = hookbox_snapshot::Manager::new(
+            hookbox_snapshot::Snapshots::open(url).unwrap(),
+            envs,
+            Default::default(),
+        );
+        backend = backend.with_snapshots(manager.clone());
+        lifecycle.snapshots = Some(manager);
+    }
+    let backend = Arc::new(backend);
     let state = AppState::replica(
         Services {
             store,
@@ -113,6 +151,7 @@ fn serve_on(
             loop_config: LoopConfig::default(),
             quotas: Default::default(),
             sandbox_slots: None,
+            lifecycle,
         },
         cluster,
     );
@@ -257,7 +296,10 @@ async fn replicas(database: &str, data: &std::path::Path, n: usize) -> Vec<std::
             data,
             Arc::new(store),
             Some(config),
-            true,
+            &Setup {
+                warm: true,
+                ..Setup::default()
+            },
         ));
     }
     addrs
@@ -342,6 +384,42 @@ async fn level_over(
     )
 }
 
+/// What checkpointing after every interaction costs: the same warm server with disk images,
+/// snapshots off, then on (to `HOOKBOX_BENCH_SNAPSHOT_URL`, else a `file://` directory), at
+/// concurrency 16; then the checkpoints that ran.
+async fn snapshot_rows(client: &reqwest::Client, per_level: usize) {
+    let scratch = tempfile::tempdir().unwrap();
+    let url = std::env::var("HOOKBOX_BENCH_SNAPSHOT_URL")
+        .unwrap_or_else(|_| format!("file://{}/objects", scratch.path().display()));
+    let mut rates = Vec::new();
+    for snapshots in [None, Some(url.clone())] {
+        let on = snapshots.is_some();
+        // 1 GiB disk images, as snapshots need.
+        let (addr, body, _dir) = start_with(Setup {
+            warm: true,
+            disk: Some(1 << 30),
+            snapshots,
+        })
+        .await;
+        for _ in 0..16 {
+            one(client.clone(), addr, body.clone()).await;
+        }
+        let (rate, p50, p99, n) = level(client, addr, &body, 16, per_level).await;
+        println!(
+            "checkpoints {}: {n} interactions at concurrency 16: {rate:.1}/s (p50 {:.1} ms, p99 {:.1} ms)",
+            if on { "on " } else { "off" },
+            p50.as_secs_f64() * 1000.0,
+            p99.as_secs_f64() * 1000.0
+        );
+        rates.push(rate);
+    }
+    println!(
+        "checkpointing after every interaction: {:.3}x interactions/s of it off (the goal is >= 0.8x; store {})",
+        rates[1] / rates[0],
+        hookbox_snapshot::location::redact(&url)
+    );
+}
+
 async fn bench() {
     let per_level: usize = std::env::args()
         .skip_while(|a| a != "--per-level")
@@ -355,6 +433,10 @@ async fn bench() {
         .unwrap_or(10_000);
     let client = reqwest::Client::new();
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    if std::env::args().any(|a| a == "--only-snapshots") {
+        snapshot_rows(&client, per_level).await;
+        return;
+    }
     println!("sandboxes  concurrency  interactions  per_second  p50_ms  p99_ms  p99/p50");
     let mut rates = std::collections::HashMap::new();
     // Cold first (a sandbox per call, as before warm sandboxes), on its own server and data dir.
@@ -460,6 +542,8 @@ async fn bench() {
         .map(|(n, kib)| format!("after {n} interactions: {kib}"))
         .collect();
     println!("rss_kib after warm-up: {rss_start}; {}", shown.join("; "));
+
+    snapshot_rows(&client, per_level).await;
 
     // PostgreSQL: one replica, then two sharing the database and a data dir (each client
     //    talks to one replica, in the environment that replica holds), then every request sent

@@ -181,7 +181,19 @@ pub fn layer_targets() -> tracing_subscriber::filter::Targets {
         .with_target("hookbox_hooks::engine", Level::INFO)
         .with_target("hookbox_server", Level::INFO)
         .with_target("hookbox_egress::audit", Level::INFO)
+        .with_target("hookbox_snapshot", Level::INFO)
 }
+
+/// Events written as `kind: "snapshot"` lines, by their `event` field: what happens to an
+/// environment's snapshots (checkpoints, failures while the store is down, restores, evictions)
+/// and its expiry.
+const SNAPSHOT_EVENTS: &[&str] = &[
+    "snapshot.checkpoint",
+    "snapshot.failed",
+    "snapshot.restore",
+    "snapshot.evict",
+    "environment.expired",
+];
 
 /// The span fields an audit line takes from its context.
 #[derive(Debug, Default, Clone)]
@@ -261,7 +273,13 @@ where
     fn on_event(&self, event: &tracing::Event<'_>, ctx: Context<'_, S>) {
         let mut record = Record::default();
         event.record(&mut record);
+        let snapshot = record
+            .0
+            .get("event")
+            .and_then(Value::as_str)
+            .is_some_and(|e| SNAPSHOT_EVENTS.contains(&e));
         let kind = match record.0.get("message").and_then(Value::as_str) {
+            _ if snapshot => "snapshot",
             Some("hook handler ran" | "hook handler failed") => "hook",
             Some("egress allowed" | "egress denied") => "egress",
             _ => return,
@@ -293,7 +311,8 @@ where
         let environment = context
             .environment
             .map(Value::from)
-            .or_else(|| record.0.remove("environment"));
+            .or_else(|| record.0.remove("environment"))
+            .or_else(|| record.0.remove("environment_id"));
         line.insert("environment".into(), environment.unwrap_or(Value::Null));
         if kind == "egress" {
             let allowed = record.0.get("message").and_then(Value::as_str) == Some("egress allowed");

@@ -72,6 +72,9 @@ fn shown(mut env: Environment) -> Environment {
 
 async fn with_usage(state: &AppState, env: Environment) -> Environment {
     let mut env = shown(env);
+    if env.status == Some(EnvironmentStatus::Expired) {
+        return env;
+    }
     if let Ok(usage) = state.inner.environments.usage(&env.id).await {
         env.file_count = Some(usage.file_count);
         env.size_bytes = Some(usage.size_bytes);
@@ -108,7 +111,7 @@ pub async fn create(
                 ));
             }
             let from = strip_resource_prefix(from, "environments");
-            let parent = record(&state, &project, from).await?;
+            let parent = crate::lifecycle::active_record(&state, &project, from).await?;
             let (_creating, disk) = state.inner.quotas.create_environment(&project).await?;
             let setup = EnvironmentSetup {
                 sources: Vec::new(),
@@ -207,7 +210,7 @@ pub async fn hooks(
     Extension(project): Extension<Project>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    record(&state, &project, &id).await?;
+    crate::lifecycle::active_record(&state, &project, &id).await?;
     Ok(Json(state.inner.environments.hooks_report(&id).await?))
 }
 
@@ -251,7 +254,7 @@ async fn files_at(
     path: String,
     Query(q): Query<FilesQuery>,
 ) -> ApiResult<Response> {
-    record(&state, &project, &id).await?;
+    crate::lifecycle::active_record(&state, &project, &id).await?;
     let sandbox_path = format!("/{}", path.trim_start_matches('/'));
     if q.alt.as_deref() == Some("media") {
         let bytes = state
@@ -310,7 +313,7 @@ pub async fn upload_start(
     Query(q): Query<UploadQuery>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
-    record(&state, &project, &id).await?;
+    crate::lifecycle::active_record(&state, &project, &id).await?;
     if matches!(q.extract.as_deref(), Some("true" | "1")) {
         return Err(ApiError::bad_request(
             "extract=true (unpacking an archive) is not supported yet; upload the files one by one.",

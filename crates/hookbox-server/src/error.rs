@@ -14,6 +14,9 @@ use hookbox_protocol::api::{ErrorBody, RpcStatus};
 pub struct ApiError {
     pub status: StatusCode,
     pub message: String,
+    /// The RPC status name when it is not the HTTP status's usual one
+    /// (`FAILED_PRECONDITION` is a 400, like `INVALID_ARGUMENT`).
+    pub rpc: Option<&'static str>,
 }
 
 /// Result alias of handlers.
@@ -24,6 +27,16 @@ impl ApiError {
         ApiError {
             status,
             message: message.into(),
+            rpc: None,
+        }
+    }
+
+    /// 400 `FAILED_PRECONDITION`: the request is well formed but the resource is not in a state
+    /// that allows it (an expired environment).
+    pub fn failed_precondition(message: impl Into<String>) -> Self {
+        ApiError {
+            rpc: Some("FAILED_PRECONDITION"),
+            ..Self::new(StatusCode::BAD_REQUEST, message)
         }
     }
 
@@ -69,7 +82,10 @@ impl IntoResponse for ApiError {
             error: RpcStatus {
                 code: self.status.as_u16(),
                 message: self.message,
-                status: Self::rpc_status(self.status).to_owned(),
+                status: self
+                    .rpc
+                    .unwrap_or_else(|| Self::rpc_status(self.status))
+                    .to_owned(),
             },
         };
         (self.status, Json(body)).into_response()
@@ -111,6 +127,12 @@ impl From<ProviderError> for ApiError {
                 ApiError::bad_request(format!("Invalid source: {m}"))
             }
             ProviderError::InvalidPath(m) => ApiError::bad_request(format!("Invalid path: {m}")),
+            ProviderError::Unavailable(m) => {
+                ApiError::new(axum::http::StatusCode::SERVICE_UNAVAILABLE, m)
+            }
+            ProviderError::Unrestorable(m) => {
+                ApiError::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, m)
+            }
             ProviderError::Internal(m) => ApiError::internal(&m),
         }
     }

@@ -192,12 +192,7 @@ async fn resolve_environment(
     match requested {
         Some(EnvironmentRef::Id(id)) => {
             let id = strip_resource_prefix(id, "environments");
-            let mut record = store
-                .get_environment(project, id)
-                .await?
-                .ok_or_else(|| ApiError::not_found(format!("Environment `{id}` not found.")))?;
-            record.environment.last_accessed = Some(now);
-            store.put_environment(project, &record).await?;
+            crate::lifecycle::active_record(state, project, id).await?;
             Ok(id.to_owned())
         }
         Some(EnvironmentRef::Spec(spec)) => {
@@ -214,6 +209,9 @@ async fn resolve_environment(
                         "Environment `{id}` (environment.environment_id) not found."
                     ))
                 })?;
+                if record.environment.status == Some(EnvironmentStatus::Expired) {
+                    return Err(crate::lifecycle::expired_error(&record));
+                }
                 provider.update(id, &setup).await?;
                 let sources = record.environment.sources.get_or_insert_with(Vec::new);
                 sources.extend(setup.sources);
@@ -231,7 +229,10 @@ async fn resolve_environment(
             create_environment(state, project, setup).await
         }
         None => match previous_env {
-            Some(id) => Ok(id.to_owned()),
+            Some(id) => {
+                crate::lifecycle::active_record(state, project, id).await?;
+                Ok(id.to_owned())
+            }
             None => create_environment(state, project, EnvironmentSetup::default()).await,
         },
     }
@@ -595,6 +596,23 @@ async fn drive(
         outcome
     };
     let (mut outcome, store_error): (LoopOutcome, Option<String>) = tokio::join!(run_loop, persist);
+    // Used until its end: the expiry clock starts when the interaction stops.
+    let touch = hookbox_store::EnvironmentChange::Touch {
+        now: hookbox_store::time::now_rfc3339(),
+    };
+    if let Err(e) = inner
+        .store
+        .change_environment(&run.project, &run.environment_id, &touch)
+        .await
+    {
+        tracing::warn!(environment_id = %run.environment_id, error = %e, "cannot record the environment's last use");
+    }
+    if let Some(message) = crate::lifecycle::after_interaction(state, &run.environment_id).await {
+        outcome.errors.push(InteractionError {
+            code: "checkpoint_failed".into(),
+            message,
+        });
+    }
     if store_error.is_some() {
         outcome.status = InteractionStatus::Failed;
         outcome.errors.push(InteractionError {

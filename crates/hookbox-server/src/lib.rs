@@ -14,6 +14,7 @@ pub mod cluster;
 mod environments;
 pub mod error;
 mod interactions;
+pub mod lifecycle;
 pub mod metrics;
 pub mod quota;
 mod resources;
@@ -99,6 +100,8 @@ pub struct Services {
     pub quotas: quota::QuotaConfig,
     /// The per-project sandbox process limits of the backend, set from the quotas.
     pub sandbox_slots: Option<Arc<hookbox_sandbox::slots::SlotRegistry>>,
+    /// Expiry and checkpoints.
+    pub lifecycle: lifecycle::Lifecycle,
 }
 
 /// Shared state of all handlers.
@@ -121,6 +124,7 @@ struct Inner {
     uploads: Mutex<HashMap<String, environments::Upload>>,
     /// Set when this server is one replica of several.
     cluster: Option<cluster::ClusterConfig>,
+    lifecycle: lifecycle::Lifecycle,
 }
 
 impl AppState {
@@ -148,6 +152,7 @@ impl AppState {
                 running: Mutex::new(HashMap::new()),
                 uploads: Mutex::new(HashMap::new()),
                 cluster,
+                lifecycle: services.lifecycle,
             }),
         }
     }
@@ -261,6 +266,12 @@ pub fn app(state: AppState) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(local_metrics))
         .route("/console", get(console))
+        // Between replicas only (the cluster secret is checked inside); outside auth, since the
+        // sweeper has no client key to forward.
+        .route(
+            "/v1beta/environments/{id}/expire",
+            post(lifecycle::expire_here),
+        )
         .with_state(state)
         .merge(api)
 }
@@ -327,7 +338,24 @@ async fn readyz(
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
     match state.inner.store.has_api_keys().await {
-        Ok(_) => axum::Json(serde_json::json!({"status": "ready"})).into_response(),
+        Ok(_) => {
+            let mut body = serde_json::json!({"status": "ready"});
+            // A failing snapshot store degrades, it does not stop: environments keep working
+            // where they are, and nothing local is deleted until its upload is confirmed.
+            if let Some(manager) = &state.inner.lifecycle.snapshots {
+                let health = manager.health();
+                body["snapshots"] = serde_json::json!({
+                    "store": manager.snapshots().shown(),
+                    "pending_checkpoints": health.pending,
+                    "consecutive_failures": health.consecutive_failures,
+                    "last_error": health.last_error,
+                });
+                if health.consecutive_failures > 0 {
+                    body["status"] = serde_json::json!("degraded");
+                }
+            }
+            axum::Json(body).into_response()
+        }
         Err(e) => {
             tracing::warn!(error = %e, "readiness check: the store does not answer");
             (

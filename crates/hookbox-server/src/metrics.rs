@@ -85,7 +85,15 @@ pub struct Metrics {
     egress: Family<EgressLabels, Counter>,
     sandbox_start_seconds: Histograms<WarmLabel>,
     open_environments: Gauge,
+    snapshots: Family<SnapshotLabels, Counter>,
+    snapshot_bytes: Counter,
     enabled: AtomicBool,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SnapshotLabels {
+    /// `checkpoint`, `checkpoint_failed`, `restore`, `evict`, `expire`.
+    operation: String,
 }
 
 impl Metrics {
@@ -145,7 +153,21 @@ impl Metrics {
             "Environments open in this server (each with its warm sandbox once used)",
             open_environments.clone(),
         );
+        let snapshots = Family::<SnapshotLabels, Counter>::default();
+        registry.register(
+            "environment_lifecycle",
+            "Snapshot and expiry operations on environments, by operation (checkpoint, checkpoint_failed, restore, evict, expire)",
+            snapshots.clone(),
+        );
+        let snapshot_bytes = Counter::default();
+        registry.register(
+            "snapshot_uploaded_bytes",
+            "Bytes of environment snapshots uploaded to the object store (compressed)",
+            snapshot_bytes.clone(),
+        );
         Self {
+            snapshots,
+            snapshot_bytes,
             registry,
             sandbox_start_seconds,
             open_environments,
@@ -195,6 +217,7 @@ pub fn layer_targets() -> tracing_subscriber::filter::Targets {
         .with_target("hookbox_agent::agent_loop", Level::DEBUG)
         .with_target("hookbox_server::sandbox", Level::DEBUG)
         .with_target("hookbox_sandbox::runner", Level::DEBUG)
+        .with_target("hookbox_snapshot", Level::INFO)
 }
 
 /// The fields of one event that metrics use.
@@ -212,6 +235,7 @@ struct Fields {
     rule: String,
     duration_ms: Option<u64>,
     open_environments: Option<u64>,
+    uploaded_bytes: Option<u64>,
     warm: Option<bool>,
 }
 
@@ -224,6 +248,7 @@ impl Visit for Fields {
         match field.name() {
             "duration_ms" => self.duration_ms = Some(value),
             "open_environments" => self.open_environments = Some(value),
+            "uploaded_bytes" => self.uploaded_bytes = Some(value),
             _ => {}
         }
     }
@@ -298,6 +323,27 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for MetricsLayer {
         }
         let mut f = Fields::default();
         event.record(&mut f);
+        // Lifecycle events go by their stable `event` name, not their message.
+        let operation = match f.event.as_str() {
+            "snapshot.checkpoint" => Some("checkpoint"),
+            "snapshot.failed" => Some("checkpoint_failed"),
+            "snapshot.restore" => Some("restore"),
+            "snapshot.evict" => Some("evict"),
+            "environment.expired" => Some("expire"),
+            _ => None,
+        };
+        if let Some(operation) = operation {
+            metrics
+                .snapshots
+                .get_or_create(&SnapshotLabels {
+                    operation: operation.to_owned(),
+                })
+                .inc();
+            if let Some(bytes) = f.uploaded_bytes {
+                metrics.snapshot_bytes.inc_by(bytes);
+            }
+            return;
+        }
         match f.message.as_str() {
             "interaction finished" => {
                 metrics

@@ -38,6 +38,9 @@ pub struct Quotas {
     pub burst: u64,
     /// The disk cap of each environment, in bytes (`0`: no cap).
     pub disk_bytes_per_environment: u64,
+    /// An environment not used for this long expires: its files and snapshots are deleted and
+    /// its metadata kept as `expired` (`0`: never).
+    pub environment_ttl_seconds: u64,
 }
 
 impl Default for Quotas {
@@ -49,9 +52,13 @@ impl Default for Quotas {
             requests_per_second: 1000.0,
             burst: 2000,
             disk_bytes_per_environment: 10 << 30,
+            environment_ttl_seconds: DEFAULT_ENVIRONMENT_TTL_SECONDS,
         }
     }
 }
+
+/// Default of [`Quotas::environment_ttl_seconds`]: 30 days.
+pub const DEFAULT_ENVIRONMENT_TTL_SECONDS: u64 = 30 * 24 * 3600;
 
 /// The names of the quotas, as written in config files and on the command line.
 pub const QUOTA_NAMES: &[&str] = &[
@@ -61,6 +68,7 @@ pub const QUOTA_NAMES: &[&str] = &[
     "requests_per_second",
     "burst",
     "disk_bytes_per_environment",
+    "environment_ttl_seconds",
 ];
 
 /// Some quotas; the rest come from a lower layer.
@@ -79,6 +87,8 @@ pub struct QuotaOverrides {
     pub burst: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk_bytes_per_environment: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment_ttl_seconds: Option<u64>,
 }
 
 impl QuotaOverrides {
@@ -95,6 +105,9 @@ impl QuotaOverrides {
             disk_bytes_per_environment: self
                 .disk_bytes_per_environment
                 .unwrap_or(base.disk_bytes_per_environment),
+            environment_ttl_seconds: self
+                .environment_ttl_seconds
+                .unwrap_or(base.environment_ttl_seconds),
         }
     }
 
@@ -156,6 +169,7 @@ impl QuotaOverrides {
             "sandbox_processes" => self.sandbox_processes = Some(int()?),
             "burst" => self.burst = Some(int()?),
             "disk_bytes_per_environment" => self.disk_bytes_per_environment = Some(int()?),
+            "environment_ttl_seconds" => self.environment_ttl_seconds = Some(int()?),
             "requests_per_second" => {
                 self.requests_per_second = Some(
                     value

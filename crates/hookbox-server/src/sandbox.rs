@@ -110,6 +110,8 @@ pub struct SandboxBackend {
     open: Mutex<HashMap<String, Cached>>,
     /// Per-project limits on concurrently running sandboxed processes.
     slots: Option<Arc<SlotRegistry>>,
+    /// Snapshots in object storage: restore before open, checkpoints after changes.
+    snapshots: Option<Arc<hookbox_snapshot::Manager>>,
 }
 
 impl SandboxBackend {
@@ -125,7 +127,43 @@ impl SandboxBackend {
             clock,
             open: Mutex::new(HashMap::new()),
             slots: None,
+            snapshots: None,
         }
+    }
+
+    /// Environments are snapshotted to (and restored from) `manager`'s object store.
+    pub fn with_snapshots(mut self, manager: Arc<hookbox_snapshot::Manager>) -> Self {
+        self.snapshots = Some(manager);
+        self
+    }
+
+    /// The snapshot manager, when snapshots are on.
+    pub fn snapshots(&self) -> Option<&Arc<hookbox_snapshot::Manager>> {
+        self.snapshots.as_ref()
+    }
+
+    /// Brings `id` onto this host's disk from its newest snapshot when it is not here (or is
+    /// older than the store's); nothing without snapshots.
+    async fn ensure_local(&self, id: &str) -> Result<(), ProviderError> {
+        let Some(manager) = &self.snapshots else {
+            return Ok(());
+        };
+        manager.ensure_local(id).await.map(|_| ()).map_err(|e| {
+            use hookbox_snapshot::SnapshotError as S;
+            match e {
+                S::Store { .. } => ProviderError::Unavailable(format!(
+                    "Environment `{id}` is not on this host and the snapshot store does not answer ({e}); retry."
+                )),
+                S::NoSnapshot { .. } => ProviderError::Unrestorable(format!(
+                    "Environment `{id}` is not on this host and has no snapshot (its host stopped before its first checkpoint)."
+                )),
+                S::Missing { .. } | S::Corrupt { .. } => {
+                    tracing::error!(environment_id = id, error = %e, "environment snapshot cannot be restored");
+                    ProviderError::Unrestorable(format!("Cannot restore environment `{id}`: {e}"))
+                }
+                other => ProviderError::Internal(other.to_string()),
+            }
+        })
     }
 
     /// Every sandboxed process of an environment counts against its project's slots in
@@ -147,6 +185,7 @@ impl SandboxBackend {
                 cached.env.clone()
             }
             None => {
+                self.ensure_local(id).await?;
                 let store = self.store.clone();
                 let owned = id.to_owned();
                 let slots = self.slots.clone();
@@ -168,8 +207,19 @@ impl SandboxBackend {
         tracing::debug!(open_environments = open.len() as u64, "open environments");
         drop(open);
         // Released (namespace, proxy task, CA bundle dir) outside the lock.
-        drop(evicted);
+        self.closed(evicted);
         Ok(env)
+    }
+
+    /// Drops environments just closed; with snapshots, each is checkpointed if it changed.
+    fn closed(&self, evicted: Vec<Arc<Environment>>) {
+        let ids: Vec<String> = evicted.iter().map(|e| e.id().to_owned()).collect();
+        drop(evicted);
+        if let Some(manager) = &self.snapshots {
+            for id in ids {
+                manager.request(&id);
+            }
+        }
     }
 
     /// Drops every cached environment that is idle past the timeout, then the least recently
@@ -178,8 +228,14 @@ impl SandboxBackend {
         let mut open = self.open.lock().await;
         let evicted = self.evict(&mut open, self.clock.now());
         tracing::debug!(open_environments = open.len() as u64, "open environments");
+        let still_open: std::collections::HashSet<String> = open.keys().cloned().collect();
         drop(open);
-        evicted.len()
+        let count = evicted.len();
+        self.closed(evicted);
+        if let Some(manager) = &self.snapshots {
+            manager.evict(&still_open).await;
+        }
+        count
     }
 
     /// Removes the evictable entries from `open`; the caller drops them after unlocking.
@@ -614,17 +670,48 @@ impl EnvironmentProvider for SandboxBackend {
             sources: Vec::new(),
             ..spec(setup)?
         };
+        // The parent may live only in the snapshot store (its host stopped): restore it here.
+        self.ensure_local(from).await?;
         let store = self.store.clone();
         let from = from.to_owned();
         let child = blocking(move || store.fork(&from, &spec)).await?;
+        if let Some(manager) = &self.snapshots {
+            manager.request(&child.id);
+        }
         Ok(child.id)
     }
 
     async fn delete(&self, id: &str) -> Result<(), ProviderError> {
         self.open.lock().await.remove(id);
         let store = self.store.clone();
-        let id = id.to_owned();
-        blocking(move || store.remove(&id)).await
+        let owned = id.to_owned();
+        match blocking(move || store.remove(&owned)).await {
+            Ok(()) | Err(ProviderError::EnvironmentNotFound(_)) if self.snapshots.is_some() => {}
+            other => return other,
+        }
+        if let Some(manager) = &self.snapshots {
+            manager.delete(id).await.map_err(|e| {
+                ProviderError::Unavailable(format!(
+                    "Environment `{id}`'s files are deleted here, but its snapshots could not be deleted ({e}); retry the deletion."
+                ))
+            })?;
+        }
+        Ok(())
+    }
+
+    async fn checkpoint(&self, id: &str, wait: bool) -> Result<(), ProviderError> {
+        let Some(manager) = &self.snapshots else {
+            return Ok(());
+        };
+        if !wait {
+            manager.request(id);
+            return Ok(());
+        }
+        manager
+            .checkpoint_now(id)
+            .await
+            .map(|_| ())
+            .map_err(|e| ProviderError::Unavailable(e.to_string()))
     }
 
     async fn hooks_report(&self, id: &str) -> Result<Value, ProviderError> {
@@ -692,17 +779,25 @@ impl EnvironmentProvider for SandboxBackend {
     ) -> Result<EnvironmentFile, ProviderError> {
         let path = upload_path(path)?;
         let bytes = bytes.to_vec();
-        self.on_tree(id, move |tree| {
+        let env = self.env(id).await?;
+        let file = tokio::task::spawn_blocking(move || {
+            let tree = env.tree();
             match tree.symlink_metadata(&path) {
                 Ok(_) if !overwrite => return Err(ProviderError::FileExists(path)),
                 Ok(_) | Err(RootFsError::NotFound { .. }) => {}
                 Err(e) => return Err(fs_error(e)),
             }
             tree.write_file(&path, &bytes, true).map_err(fs_error)?;
+            env.record_write();
             let meta = tree.symlink_metadata(&path).map_err(fs_error)?;
             Ok(entry(&path, meta.kind, meta.size))
         })
         .await
+        .map_err(|e| ProviderError::Internal(e.to_string()))??;
+        if let Some(manager) = &self.snapshots {
+            manager.request(id);
+        }
+        Ok(file)
     }
 
     async fn usage(&self, id: &str) -> Result<EnvironmentUsage, ProviderError> {

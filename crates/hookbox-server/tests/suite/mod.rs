@@ -65,6 +65,7 @@ impl Harness {
             loop_config: LoopConfig::default(),
             quotas,
             sandbox_slots: None,
+            lifecycle: Default::default(),
         });
         Harness { dir, state }
     }

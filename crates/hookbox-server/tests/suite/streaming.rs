@@ -139,6 +139,7 @@ async fn failed_runs_stream_an_error_event() {
             loop_config: hookbox_agent::LoopConfig { max_model_turns: 1 },
             quotas: Default::default(),
             sandbox_slots: None,
+            lifecycle: Default::default(),
         });
         Harness { dir, state }
     };

@@ -132,6 +132,32 @@ pub struct ServeArgs {
     /// closed first (environments in use are never closed).
     #[arg(long, value_name = "N", default_value_t = hookbox_server::sandbox::DEFAULT_MAX_OPEN, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_open_environments: usize,
+    /// Keep every environment's snapshots in this object store: `s3://BUCKET/PREFIX` (the
+    /// usual AWS_* variables, or `?endpoint=…&region=…&access_key_id=…&secret_access_key=…`),
+    /// `gs://BUCKET/PREFIX` (GOOGLE_* variables) or `file:///PATH`. Environments are then
+    /// checkpointed after every interaction that changed them and when closed, and restored on
+    /// any replica that does not have them, so replicas need no shared data dir.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "HOOKBOX_SNAPSHOT_STORE",
+        hide_env_values = true
+    )]
+    pub snapshot_store: Option<String>,
+    /// With --snapshot-store: an interaction completes only once its environment's checkpoint
+    /// is uploaded (nothing is lost if this host dies right after), at the cost of the upload's
+    /// time on every interaction that changed files.
+    #[arg(long, requires = "snapshot_store")]
+    pub checkpoint_wait: bool,
+    /// With --snapshot-store: evict closed, fully uploaded environments from the local disk,
+    /// least recently used first, while local copies take more than BYTES (they are restored
+    /// on next use). Environments with changes not yet uploaded are never evicted.
+    #[arg(long, value_name = "BYTES", requires = "snapshot_store")]
+    pub local_env_cache_bytes: Option<u64>,
+    /// How often the expiry sweeper looks for environments unused past their project's
+    /// `environment_ttl_seconds`.
+    #[arg(long, value_name = "SECS", default_value_t = hookbox_server::lifecycle::DEFAULT_EXPIRY_INTERVAL.as_secs_f64())]
+    pub expiry_interval: f64,
 }
 
 /// Model backends.
@@ -324,22 +350,39 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     );
     let environments = EnvStore::open(&data_dir, sandbox, egress)
         .with_context(|| format!("cannot open the environments in {}", data_dir.display()))?;
+    let snapshots = match &args.snapshot_store {
+        Some(url) => Some(
+            open_snapshots(
+                url,
+                SnapshotArgs {
+                    insecure: args.insecure_no_isolation,
+                    local_cache_bytes: args.local_env_cache_bytes,
+                },
+                &quotas,
+                &environments,
+            )
+            .await?,
+        ),
+        None => None,
+    };
     let slots = SlotRegistry::new(
         quotas
             .configured(hookbox_store::DEFAULT_PROJECT)
             .sandbox_processes,
     );
-    let backend = Arc::new(
-        SandboxBackend::with_limits(
-            environments,
-            CacheLimits {
-                idle_timeout: Duration::from_secs(args.env_idle_timeout),
-                max_open: args.max_open_environments,
-            },
-            Clock::system(),
-        )
-        .with_slots(slots.clone()),
-    );
+    let mut backend = SandboxBackend::with_limits(
+        environments,
+        CacheLimits {
+            idle_timeout: Duration::from_secs(args.env_idle_timeout),
+            max_open: args.max_open_environments,
+        },
+        Clock::system(),
+    )
+    .with_slots(slots.clone());
+    if let Some(manager) = &snapshots {
+        backend = backend.with_snapshots(manager.clone());
+    }
+    let backend = Arc::new(backend);
     let sweeper = backend.spawn_sweeper(backend.sweep_period());
     let heartbeat = cluster
         .as_ref()
@@ -357,10 +400,24 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             },
             quotas,
             sandbox_slots: Some(slots),
+            lifecycle: hookbox_server::lifecycle::Lifecycle {
+                checkpoint_wait: args.checkpoint_wait,
+                expiry_interval: Duration::from_secs_f64(args.expiry_interval.max(0.1)),
+                snapshots: snapshots.clone(),
+            },
         },
         cluster,
     );
     state.recover().await.context("start-up recovery failed")?;
+    if let Some(manager) = &snapshots {
+        let pending = manager
+            .start()
+            .context("cannot scan the local environments for changes not yet uploaded")?;
+        if pending > 0 {
+            tracing::info!(pending, "uploading changes left from before the restart");
+        }
+    }
+    let expiry = tokio::spawn(hookbox_server::lifecycle::run_expiry(state.clone()));
 
     let metrics = match args.metrics_listen {
         Some(at) => {
@@ -387,6 +444,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     let served = hookbox_server::serve(listener, state, shutdown_signal()).await;
     sweeper.abort();
+    expiry.abort();
     if let Some(heartbeat) = heartbeat {
         heartbeat.abort();
     }
@@ -395,6 +453,50 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     served?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Opens the snapshot store and checks, before serving, that it answers and takes writes.
+async fn open_snapshots(
+    url: &str,
+    args: SnapshotArgs,
+    quotas: &QuotaConfig,
+    environments: &EnvStore,
+) -> anyhow::Result<Arc<hookbox_snapshot::Manager>> {
+    if args.insecure {
+        bail!(
+            "--snapshot-store needs per-environment disk images, which --insecure-no-isolation does not make"
+        );
+    }
+    if quotas
+        .configured(hookbox_store::DEFAULT_PROJECT)
+        .disk_bytes_per_environment
+        == 0
+    {
+        bail!(
+            "--snapshot-store needs per-environment disk images: set disk_bytes_per_environment above 0"
+        );
+    }
+    // Errors name the URL without its credentials.
+    let snapshots = hookbox_snapshot::Snapshots::open(url)?;
+    snapshots
+        .check(Duration::from_secs(15))
+        .await
+        .context("the snapshot store (--snapshot-store) cannot be used")?;
+    tracing::info!(store = %snapshots.shown(), "snapshots in object storage");
+    Ok(hookbox_snapshot::Manager::new(
+        snapshots,
+        environments.clone(),
+        hookbox_snapshot::ManagerOptions {
+            local_cache_bytes: args.local_cache_bytes,
+        },
+    ))
+}
+
+/// What [`open_snapshots`] needs of the arguments.
+#[derive(Debug, Clone, Copy)]
+struct SnapshotArgs {
+    insecure: bool,
+    local_cache_bytes: Option<u64>,
 }
 
 /// What `serve` prints on stdout once it listens.

@@ -1,4 +1,5 @@
 mod env_cli;
 mod hooks_cli;
+mod lifecycle_cli;
 mod serve_cli;
 mod support;

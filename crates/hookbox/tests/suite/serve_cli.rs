@@ -6,9 +6,9 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 
-struct Server {
-    child: Child,
-    addr: String,
+pub(super) struct Server {
+    pub(super) child: Child,
+    pub(super) addr: String,
     banner: String,
 }
 
@@ -20,11 +20,11 @@ impl Drop for Server {
     }
 }
 
-fn start(data_dir: &std::path::Path) -> Server {
+pub(super) fn start(data_dir: &std::path::Path) -> Server {
     start_with(data_dir, &[])
 }
 
-fn start_with(data_dir: &std::path::Path, extra: &[&str]) -> Server {
+pub(super) fn start_with(data_dir: &std::path::Path, extra: &[&str]) -> Server {
     let mut child = Command::new(env!("CARGO_BIN_EXE_hookbox"))
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(data_dir)
@@ -61,12 +61,18 @@ fn start_with(data_dir: &std::path::Path, extra: &[&str]) -> Server {
 }
 
 /// One HTTP/1.1 request; returns the raw response (headers and body).
-fn http(addr: &str, method: &str, path: &str, body: &str) -> String {
+pub(super) fn http(addr: &str, method: &str, path: &str, body: &str) -> String {
     http_key(addr, method, path, body, None)
 }
 
 /// [`http`] with an `x-goog-api-key`.
-fn http_key(addr: &str, method: &str, path: &str, body: &str, key: Option<&str>) -> String {
+pub(super) fn http_key(
+    addr: &str,
+    method: &str,
+    path: &str,
+    body: &str,
+    key: Option<&str>,
+) -> String {
     let mut s = TcpStream::connect(addr).unwrap();
     let key = key
         .map(|k| format!("x-goog-api-key: {k}\r\n"))
@@ -213,7 +219,7 @@ fn cli(data_dir: &std::path::Path, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
-fn json_body(resp: &str) -> serde_json::Value {
+pub(super) fn json_body(resp: &str) -> serde_json::Value {
     serde_json::from_str(resp.split("\r\n\r\n").nth(1).unwrap_or_default()).unwrap_or_default()
 }
 
@@ -443,7 +449,7 @@ fn code_execution_output_reaches_the_stream_while_the_code_runs() {
 
 /// A fresh database on the test cluster (`HOOKBOX_TEST_POSTGRES_URL`, which scripts/test.sh
 /// starts); its URL.
-fn fresh_database() -> String {
+pub(super) fn fresh_database() -> String {
     let base = std::env::var("HOOKBOX_TEST_POSTGRES_URL")
         .expect("HOOKBOX_TEST_POSTGRES_URL (scripts/postgres.sh start prints one)");
     let name = format!("hb_e2e_{}", std::process::id());
@@ -460,7 +466,7 @@ fn fresh_database() -> String {
     format!("{}/{name}", base.rsplit_once('/').unwrap().0)
 }
 
-fn post_json(addr: &str, path: &str, body: &serde_json::Value) -> serde_json::Value {
+pub(super) fn post_json(addr: &str, path: &str, body: &serde_json::Value) -> serde_json::Value {
     let resp = http(addr, "POST", path, &body.to_string());
     let json = json_body(&resp);
     assert!(!json.is_null(), "{resp}");
