@@ -33,3 +33,7 @@ if ! have cargo; then
     echo "setup: cargo is missing; install the Rust toolchain (rustup) first" >&2
     exit 1
 fi
+
+# Garage, the S3-compatible store the snapshot tests run against (scripts/objectstore.sh):
+# built from the Rust package registry once per machine and cached outside the checkout.
+"$(dirname "$0")/tools.sh"

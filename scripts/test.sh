@@ -4,18 +4,26 @@
 # google-genai SDK from PyPI, in a venv, against `hookbox serve`, with the reference's examples),
 # and `hookbox mcp` against the official MCP Python SDK (stdio and streamable HTTP). The store's
 # suite runs twice: on SQLite, and on a throwaway PostgreSQL cluster (scripts/postgres.sh); two
-# replicas share it end to end; the web console is driven in a headless Chromium.
+# replicas share it end to end; the web console is driven in a headless Chromium. Snapshots run
+# against a throwaway Garage object store (scripts/objectstore.sh), and two replicas with separate
+# data dirs carry environments through it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 cargo test --workspace --locked "$@"
 pg_url=$(scripts/postgres.sh start)
-trap 'scripts/postgres.sh stop "$pg_url"' EXIT
+os_url=$(scripts/objectstore.sh start)
+trap 'scripts/postgres.sh stop "$pg_url"; scripts/objectstore.sh stop "$os_url"' EXIT
 echo "test.sh: the store suite on PostgreSQL ($pg_url)"
 HOOKBOX_TEST_STORE=postgres HOOKBOX_TEST_POSTGRES_URL="$pg_url" \
     cargo test -p hookbox-store --locked "$@" -- --include-ignored --skip crash_child_writer
 echo "test.sh: two hookbox replicas on one PostgreSQL database"
 HOOKBOX_TEST_POSTGRES_URL="$pg_url" cargo test -p hookbox --test all --locked "$@" -- --ignored two_replicas
+echo "test.sh: snapshots in a Garage object store"
+HOOKBOX_TEST_SNAPSHOT_URL="$os_url" cargo test -p hookbox-snapshot --locked "$@"
+echo "test.sh: replicas without a shared disk, on PostgreSQL and Garage"
+HOOKBOX_TEST_POSTGRES_URL="$pg_url" HOOKBOX_TEST_SNAPSHOT_URL="$os_url" \
+    cargo test -p hookbox --test all --locked "$@" -- --ignored replicas_without_a_shared_disk
 tests/conformance/run.sh --reference
 tests/mcp/run.sh
 tests/console/run.sh
