@@ -100,8 +100,10 @@ pub(crate) async fn record(
 pub async fn create(
     State(state): State<AppState>,
     Extension(project): Extension<Project>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
     body: Bytes,
-) -> ApiResult<Json<Environment>> {
+) -> ApiResult<Response> {
     let req: CreateEnvironmentRequest = parse_json(&body, "environment request")?;
     let id = match req.from_environment.as_deref() {
         Some(from) => {
@@ -112,6 +114,23 @@ pub async fn create(
             }
             let from = strip_resource_prefix(from, "environments");
             let parent = crate::lifecycle::active_record(&state, &project, from).await?;
+            // A fork copies the parent where it is held (its newest files may not be uploaded).
+            let cluster = state.inner.cluster.as_ref();
+            let forwarded = crate::cluster::forwarded(cluster, &headers)?;
+            if let (Some(config), crate::cluster::Placement::There { replica, url }) = (
+                cluster,
+                crate::cluster::place(cluster, from, forwarded).await?,
+            ) {
+                return crate::cluster::forward(
+                    config,
+                    (&replica, &url),
+                    axum::http::Method::POST,
+                    &uri,
+                    &headers,
+                    body,
+                )
+                .await;
+            }
             let (_creating, disk) = state.inner.quotas.create_environment(&project).await?;
             let setup = EnvironmentSetup {
                 sources: Vec::new(),
@@ -124,6 +143,8 @@ pub async fn create(
                 disk_limit_bytes: Some(disk),
             };
             let id = state.inner.environments.fork(from, &setup).await?;
+            // The child starts here, where its files are.
+            crate::cluster::place(cluster, &id, true).await?;
             let now = hookbox_store::time::now_rfc3339();
             let mut child = parent;
             child.environment.id.clone_from(&id);
@@ -154,7 +175,7 @@ pub async fn create(
         }
     };
     let env = record(&state, &project, &id).await?.environment;
-    Ok(Json(with_usage(&state, env).await))
+    Ok(Json(with_usage(&state, env).await).into_response())
 }
 
 /// `GET /environments/{id}`.

@@ -74,9 +74,12 @@ fn environments_expire_after_their_ttl_and_say_so() {
         (e["status"] == "expired").then_some(e)
     });
     assert_eq!(expired["id"], env.as_str());
-    assert!(
-        !data.join("environments").join(&env).exists(),
-        "the expired environment's files are still on disk"
+    // The record says expired first (so nothing uses it), then the files go.
+    let on_disk = data.join("environments").join(&env);
+    wait_for(
+        Duration::from_secs(30),
+        "the expired environment's files to go",
+        || (!on_disk.exists()).then_some(()),
     );
     let listed = get(&addr, "/v1beta/environments");
     assert!(listed.to_string().contains(&env), "{listed}");
@@ -394,13 +397,27 @@ fn replicas_without_a_shared_disk_carry_environments_through_the_object_store() 
     b.child.kill().unwrap();
     b.child.wait().unwrap();
     let c = start("c", &[]);
-    let file = retrying(
+    // Its first request is a fork: the parent exists only in the object store now.
+    let forked = retrying(
         &c.addr,
-        "GET",
-        &format!("/v1beta/environments/{env}/files/workspace/down.txt?alt=media"),
-        "",
+        "POST",
+        "/v1beta/environments",
+        &serde_json::json!({"from_environment": env}).to_string(),
     );
-    assert!(file.ends_with("written-while-down\n"), "{file}");
+    let child = json_body(&forked)["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{forked}"))
+        .to_owned();
+    assert_ne!(child, env);
+    for id in [&child, &env] {
+        let file = http(
+            &c.addr,
+            "GET",
+            &format!("/v1beta/environments/{id}/files/workspace/down.txt?alt=media"),
+            "",
+        );
+        assert!(file.ends_with("written-while-down\n"), "{id}: {file}");
+    }
     drop(c);
 }
 
