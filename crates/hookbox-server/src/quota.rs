@@ -466,6 +466,21 @@ mod tests {
         assert!(o.set("disk_bytes_per_environment=4096").is_err());
         o.set("disk_bytes_per_environment=0").unwrap();
         assert_eq!(QuotaOverrides::from_json(&o.to_json()).unwrap(), o);
+        // The environment TTL: whole seconds, 0 for never; nothing else.
+        assert_eq!(
+            Quotas::default().environment_ttl_seconds,
+            30 * 24 * 3600,
+            "the default is 30 days"
+        );
+        for bad in ["-1", "soon", "1.5", ""] {
+            let err = o
+                .set(&format!("environment_ttl_seconds={bad}"))
+                .unwrap_err();
+            assert!(err.contains("environment_ttl_seconds"), "{bad}: {err}");
+        }
+        o.set("environment_ttl_seconds=0").unwrap();
+        assert_eq!(o.apply(Quotas::default()).environment_ttl_seconds, 0);
+        assert_eq!(QuotaOverrides::from_json(&o.to_json()).unwrap(), o);
     }
 
     fn toml_like(json: &str) -> QuotaConfig {

@@ -249,7 +249,14 @@ impl PostgresStore {
         };
         store.migrate().await?;
         if store.cluster.is_some() {
-            store.start_listening();
+            // A replica is connected once it listens: a change made by another replica right
+            // after this returns must not be missed.
+            let listening = store.start_listening();
+            if tokio::time::timeout(LISTEN_WAIT, listening).await.is_err() {
+                tracing::warn!(
+                    "the PostgreSQL notification connection is not up yet; streams of other replicas' interactions fall back to re-reading every 2 s until it is"
+                );
+            }
         }
         Ok(store)
     }
@@ -267,18 +274,23 @@ impl PostgresStore {
 
     /// LISTENs for interaction changes on a connection of its own, feeding the cluster's change
     /// channel; reconnects (after a second) when the connection drops.
-    fn start_listening(&self) {
+    /// The returned receiver fires once the first LISTEN is in place.
+    fn start_listening(&self) -> tokio::sync::oneshot::Receiver<()> {
+        let (first, listening) = tokio::sync::oneshot::channel();
         let Some(state) = self.cluster.clone() else {
-            return;
+            let _ = first.send(());
+            return listening;
         };
         tokio::spawn(async move {
+            let mut first = Some(first);
             loop {
-                if let Err(e) = listen(&state).await {
+                if let Err(e) = listen(&state, &mut first).await {
                     tracing::warn!(error = %e, "lost the PostgreSQL notification connection; reconnecting");
                 }
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;
             }
         });
+        listening
     }
 
     /// Tells every replica that `interaction` changed (no-op outside a cluster).
@@ -543,8 +555,15 @@ const ACTIVE: &str = "status IN ('queued', 'in_progress')";
 const DEAD_REPLICA: &str =
     "replica IS NULL OR replica NOT IN (SELECT id FROM replicas WHERE expires_at > now())";
 
-/// Feeds `state`'s change channel from LISTEN until the connection fails.
-async fn listen(state: &ClusterState) -> Result<()> {
+/// Longest [`PostgresStore::connect_replica`] waits for its notification connection.
+const LISTEN_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Feeds `state`'s change channel from LISTEN until the connection fails; `first` is told once
+/// the LISTEN is in place.
+async fn listen(
+    state: &ClusterState,
+    first: &mut Option<tokio::sync::oneshot::Sender<()>>,
+) -> Result<()> {
     use futures::StreamExt as _;
     let (client, mut connection) = state.config.connect(NoTls).await?;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
@@ -566,6 +585,9 @@ async fn listen(state: &ClusterState) -> Result<()> {
     client
         .batch_execute(&format!("LISTEN {CHANGES_CHANNEL}"))
         .await?;
+    if let Some(first) = first.take() {
+        let _ = first.send(());
+    }
     let result = loop {
         match rx.recv().await {
             Some(Ok(id)) => {
