@@ -23,7 +23,7 @@ mod snapshots;
 
 use std::path::PathBuf;
 
-pub use manager::{Manager, ManagerOptions, StoreHealth};
+pub use manager::{Gate, Manager, ManagerOptions, StoreHealth};
 pub use snapshots::{
     CheckpointStats, FROZEN_BLOB, IMAGE_BLOB, META_BLOB, RestoreStats, STATE_FILE, Snapshots,
     is_dirty, read_state,
@@ -50,6 +50,8 @@ pub enum SnapshotError {
         "environment `{env}`: snapshot {seq} was written by another host meanwhile; the environment moved"
     )]
     Conflict { env: String, seq: u64 },
+    #[error("environment `{env}` is held by another host, so this one may not write its snapshots")]
+    NotHolder { env: String },
     #[error(
         "environment `{env}` has no disk image, so it cannot be snapshotted (snapshots need per-environment disk caps)"
     )]

@@ -54,8 +54,15 @@ struct Book {
     health: StoreHealth,
 }
 
+/// Whether this host may checkpoint environment `id` now. Among replicas: whether it holds the
+/// environment's lease (only the holder may write its snapshots).
+pub type Gate = Arc<
+    dyn Fn(String) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send>>
+        + Send
+        + Sync,
+>;
+
 /// Checkpoints, restores and local eviction of one host's environments.
-#[derive(Debug)]
 pub struct Manager {
     snapshots: Snapshots,
     envs: EnvStore,
@@ -64,6 +71,16 @@ pub struct Manager {
     /// One operation (checkpoint, restore, eviction) per environment at a time.
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     permits: tokio::sync::Semaphore,
+    gate: Mutex<Option<Gate>>,
+}
+
+impl std::fmt::Debug for Manager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Manager")
+            .field("snapshots", &self.snapshots)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Manager {
@@ -75,7 +92,14 @@ impl Manager {
             book: Mutex::new(Book::default()),
             locks: Mutex::new(HashMap::new()),
             permits: tokio::sync::Semaphore::new(CONCURRENT_CHECKPOINTS),
+            gate: Mutex::new(None),
         })
+    }
+
+    /// Checkpoints run only while `gate` says this host may write the environment's snapshots;
+    /// otherwise they are dropped (another host holds it, and its copy is the current one).
+    pub fn set_gate(&self, gate: Gate) {
+        *self.gate.lock().unwrap_or_else(|p| p.into_inner()) = Some(gate);
     }
 
     pub fn snapshots(&self) -> &Snapshots {
@@ -153,7 +177,11 @@ impl Manager {
                         return;
                     }
                 }
-                Err(SnapshotError::NoSnapshot { .. } | SnapshotError::NoImage { .. }) => {
+                Err(
+                    SnapshotError::NoSnapshot { .. }
+                    | SnapshotError::NoImage { .. }
+                    | SnapshotError::NotHolder { .. },
+                ) => {
                     self.book().pending.remove(&id);
                     return;
                 }
@@ -195,6 +223,13 @@ impl Manager {
             return Err(SnapshotError::Internal(format!(
                 "environment `{id}` is not on this host"
             )));
+        }
+        let gate = self.gate.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(gate) = gate
+            && !gate(id.to_owned()).await
+        {
+            tracing::info!(environment_id = %id, "checkpoint dropped: another host holds the environment");
+            return Err(SnapshotError::NotHolder { env: id.to_owned() });
         }
         let started = std::time::Instant::now();
         let stats = self.snapshots.checkpoint(id, &dir).await?;

@@ -132,3 +132,39 @@ async fn a_copy_older_than_the_store_is_replaced_by_the_newest_snapshot() {
         "v2"
     );
 }
+
+#[tokio::test]
+async fn a_host_that_does_not_hold_an_environment_writes_no_snapshot_of_it() {
+    if !is_root() {
+        eprintln!("skipped: loop-mounted disk images need root");
+        return;
+    }
+    let objects = tempfile::tempdir().unwrap();
+    let url = format!("file://{}/objects", objects.path().display());
+    let data = DataDir::new();
+    let envs = common::store(data.path(), 64 << 20);
+    let id = env_with_file(&envs, "mine?");
+    let manager = Manager::new(
+        Snapshots::open(&url).unwrap(),
+        envs.clone(),
+        ManagerOptions::default(),
+    );
+    let held = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = held.clone();
+    manager.set_gate(std::sync::Arc::new(move |_id: String| {
+        let flag = flag.clone();
+        Box::pin(async move { flag.load(std::sync::atomic::Ordering::SeqCst) })
+    }));
+    let err = manager.checkpoint_now(&id).await.unwrap_err();
+    assert!(
+        matches!(err, hookbox_snapshot::SnapshotError::NotHolder { .. }),
+        "{err}"
+    );
+    // Scheduled ones are dropped too, not retried forever.
+    manager.request(&id);
+    settled(&manager).await;
+    assert_eq!(manager.health().consecutive_failures, 0);
+    assert_eq!(manager.snapshots().latest(&id).await.unwrap(), None);
+    held.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(manager.checkpoint_now(&id).await.unwrap().seq, Some(1));
+}

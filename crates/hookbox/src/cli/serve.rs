@@ -381,6 +381,20 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     .with_slots(slots.clone());
     if let Some(manager) = &snapshots {
         backend = backend.with_snapshots(manager.clone());
+        // Among replicas only an environment's lease holder writes its snapshots.
+        if let Some(config) = &cluster {
+            let cluster = config.cluster.clone();
+            manager.set_gate(Arc::new(move |id: String| {
+                let cluster = cluster.clone();
+                Box::pin(async move {
+                    let resource = hookbox_store::postgres::environment_resource(&id);
+                    matches!(
+                        cluster.claim(&resource).await,
+                        Ok(hookbox_store::Claim::Held { .. })
+                    )
+                })
+            }));
+        }
     }
     let backend = Arc::new(backend);
     let sweeper = backend.spawn_sweeper(backend.sweep_period());
