@@ -150,6 +150,26 @@ pub fn unmount(mountpoint: &Path) -> Result<()> {
         .map_err(|e| io(mountpoint)(e.into()))
 }
 
+/// Unmounts `mountpoint` at a clean stop, when nothing should use it any more: a plain unmount
+/// (the loop device is detached before this returns), or, if something still holds the
+/// filesystem, a lazy one (detached once the last user lets go). `Ok(false)`: nothing was
+/// mounted there.
+pub fn unmount_now(mountpoint: &Path) -> Result<bool> {
+    if !is_mountpoint(mountpoint) {
+        return Ok(false);
+    }
+    match nix::mount::umount2(mountpoint, nix::mount::MntFlags::empty()) {
+        Ok(()) => Ok(true),
+        Err(nix::errno::Errno::EBUSY) => {
+            tracing::warn!(mountpoint = %mountpoint.display(), "environment disk still in use at stop; detaching it lazily");
+            nix::mount::umount2(mountpoint, nix::mount::MntFlags::MNT_DETACH)
+                .map(|()| true)
+                .map_err(|e| io(mountpoint)(e.into()))
+        }
+        Err(e) => Err(io(mountpoint)(e.into())),
+    }
+}
+
 /// Detaches every mount beneath `dir` (deepest first): for removing a whole data dir, as test
 /// harnesses and scripts do after killing hookbox.
 pub fn unmount_all_under(dir: &Path) {

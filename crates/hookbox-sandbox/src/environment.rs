@@ -348,6 +348,23 @@ impl Store {
         Ok(out)
     }
 
+    /// Unmounts every environment disk on this host (at a clean stop, once no environment is
+    /// open): returns how many were mounted. One that cannot be unmounted is logged and skipped.
+    pub fn unmount_all(&self) -> Result<usize> {
+        let mut count = 0;
+        for id in self.local_ids()? {
+            let tree = self.root.join(&id).join(TREE_DIR);
+            match crate::disk::unmount_now(&tree) {
+                Ok(true) => count += 1,
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(environment_id = %id, error = %e, "cannot unmount an environment disk")
+                }
+            }
+        }
+        Ok(count)
+    }
+
     /// Creates an environment from `spec`, written by `origin` (which decides what repository
     /// URLs it may name). `progress` receives one line per source.
     pub fn create(

@@ -17,6 +17,8 @@ pub struct ApiError {
     /// The RPC status name when it is not the HTTP status's usual one
     /// (`FAILED_PRECONDITION` is a 400, like `INVALID_ARGUMENT`).
     pub rpc: Option<&'static str>,
+    /// Seconds the client should wait before retrying (`Retry-After`), on 429 and 503.
+    pub retry_after: Option<u32>,
 }
 
 /// Result alias of handlers.
@@ -28,7 +30,20 @@ impl ApiError {
             status,
             message: message.into(),
             rpc: None,
+            retry_after: None,
         }
+    }
+
+    /// The same error, telling the client to retry after `seconds` (at least 1).
+    pub fn retry_after(mut self, seconds: u32) -> Self {
+        self.retry_after = Some(seconds.max(1));
+        self
+    }
+
+    /// 503 `UNAVAILABLE` with `Retry-After`: a dependency (the store, a peer) does not answer
+    /// now; the SDKs retry it.
+    pub fn unavailable(message: impl Into<String>, retry_after: u32) -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, message).retry_after(retry_after)
     }
 
     /// 400 `FAILED_PRECONDITION`: the request is well formed but the resource is not in a state
@@ -88,7 +103,14 @@ impl IntoResponse for ApiError {
                     .to_owned(),
             },
         };
-        (self.status, Json(body)).into_response()
+        let mut response = (self.status, Json(body)).into_response();
+        if let Some(seconds) = self.retry_after {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(seconds),
+            );
+        }
+        response
     }
 }
 
@@ -106,10 +128,20 @@ impl From<hookbox_store::Error> for ApiError {
             E::CredentialTypeMismatch { id, stored, update } => ApiError::bad_request(format!(
                 "Credential `{id}` is of type `{stored}`; the update has type `{update}`."
             )),
+            other if other.is_unavailable() => {
+                tracing::warn!(error = %other, "the store does not answer");
+                ApiError::unavailable(
+                    "The store does not answer; retry shortly. Nothing was changed.",
+                    STORE_RETRY_AFTER_SECS,
+                )
+            }
             other => ApiError::internal(&other),
         }
     }
 }
+
+/// What a client is told to wait while the store does not answer.
+pub const STORE_RETRY_AFTER_SECS: u32 = 2;
 
 impl From<ProviderError> for ApiError {
     fn from(e: ProviderError) -> Self {

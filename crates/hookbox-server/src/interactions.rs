@@ -46,7 +46,7 @@ pub enum Live {
 #[derive(Debug)]
 pub struct Running {
     events: broadcast::Sender<Live>,
-    cancel: watch::Sender<bool>,
+    pub(crate) cancel: watch::Sender<bool>,
     finished: watch::Receiver<bool>,
 }
 
@@ -336,6 +336,17 @@ pub async fn create(
         .environment
         .clone()
         .or_else(|| agent.as_ref().and_then(|a| a.base_environment.clone()));
+    if state.is_draining() {
+        let existing = existing_environment(env_request.as_ref(), previous_env.as_deref());
+        let existing = match existing {
+            Some(id) if state.inner.store.get_environment(&project, &id).await?.is_some() => {
+                Some(id)
+            }
+            _ => None,
+        };
+        return crate::drain::elsewhere(&state, existing.as_deref(), forwarded, (&uri, &headers), body)
+            .await;
+    }
     // Only a replica looks the environment up here; a lone server goes straight on.
     let mut placed = false;
     if let Some(config) = cluster
@@ -530,6 +541,7 @@ fn start(
             }
             let _ = events.send(Live::Finished(Box::new(final_interaction.clone())));
             let _ = finished_tx.send(true);
+            state.inner.drain.ended_one();
             if !keep && let Err(e) = state.inner.store.delete_interaction(&project, &id).await {
                 tracing::warn!(interaction_id = %id, error = %e, "could not delete an interaction with store=false");
             }
@@ -596,6 +608,14 @@ async fn drive(
         outcome
     };
     let (mut outcome, store_error): (LoopOutcome, Option<String>) = tokio::join!(run_loop, persist);
+    // Stopped because the server stops, not by a client: as after a crash.
+    if outcome.status == InteractionStatus::Cancelled && inner.drain.stopping() {
+        outcome.status = InteractionStatus::Failed;
+        outcome.errors = vec![InteractionError {
+            code: "server_stopped".into(),
+            message: crate::drain::STOPPED_REASON.into(),
+        }];
+    }
     // Used until its end: the expiry clock starts when the interaction stops.
     let touch = hookbox_store::EnvironmentChange::Touch {
         now: hookbox_store::time::now_rfc3339(),

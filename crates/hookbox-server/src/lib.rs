@@ -11,6 +11,7 @@
 pub mod audit;
 pub mod auth;
 pub mod cluster;
+pub mod drain;
 mod environments;
 pub mod error;
 mod interactions;
@@ -125,6 +126,7 @@ struct Inner {
     /// Set when this server is one replica of several.
     cluster: Option<cluster::ClusterConfig>,
     lifecycle: lifecycle::Lifecycle,
+    drain: drain::DrainState,
 }
 
 impl AppState {
@@ -153,6 +155,7 @@ impl AppState {
                 uploads: Mutex::new(HashMap::new()),
                 cluster,
                 lifecycle: services.lifecycle,
+                drain: drain::DrainState::default(),
             }),
         }
     }
@@ -163,7 +166,7 @@ impl AppState {
             .inner
             .store
             .recover_interrupted(
-                "hookbox stopped while this interaction was running",
+                drain::STOPPED_REASON,
                 &hookbox_store::time::now_rfc3339(),
             )
             .await?;
@@ -332,11 +335,23 @@ async fn healthz() -> axum::Json<serde_json::Value> {
     axum::Json(serde_json::json!({"status": "ok"}))
 }
 
-/// `GET /readyz`: the store answers too (503 while it does not).
+/// `GET /readyz`: the store answers too (503 while it does not, and from the moment a stop
+/// begins, so load balancers send new work elsewhere).
 async fn readyz(
     axum::extract::State(state): axum::extract::State<AppState>,
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
+    if state.is_draining() {
+        return (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            axum::Json(serde_json::json!({
+                "status": "draining",
+                "reason": "hookbox is shutting down",
+                "running_interactions": state.running_count(),
+            })),
+        )
+            .into_response();
+    }
     match state.inner.store.has_api_keys().await {
         Ok(_) => {
             let mut body = serde_json::json!({"status": "ready"});

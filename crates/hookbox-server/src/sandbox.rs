@@ -87,6 +87,17 @@ impl std::fmt::Debug for Clock {
     }
 }
 
+/// What [`SandboxBackend::shutdown`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// Environments that were open.
+    pub closed: usize,
+    /// Environment disks unmounted.
+    pub unmounted: usize,
+    /// Checkpoints still not uploaded when the flush limit passed.
+    pub unuploaded: usize,
+}
+
 /// An opened environment and when it was last seen in use.
 #[derive(Debug)]
 struct Cached {
@@ -278,6 +289,56 @@ impl SandboxBackend {
             }
         }
         evicted
+    }
+
+    /// At a clean stop, once no interaction runs: closes every open environment (namespaces,
+    /// proxies, warm sandboxes), waits up to `flush_limit` for their checkpoints to upload (with
+    /// snapshots), then unmounts every environment disk, so the stop leaves no mount, loop
+    /// device or sandbox process behind.
+    pub async fn shutdown(&self, flush_limit: Duration) -> ShutdownReport {
+        let open: Vec<Arc<Environment>> = {
+            let mut open = self.open.lock().await;
+            open.drain().map(|(_, cached)| cached.env).collect()
+        };
+        let closed = open.len();
+        let still_held = open.iter().filter(|e| Arc::strong_count(e) > 1).count();
+        if still_held > 0 {
+            tracing::warn!(
+                still_held,
+                "environments still in use at stop; they close when their last call ends"
+            );
+        }
+        // Dropped on the blocking pool: closing a warm sandbox waits for its processes.
+        let ids = blocking(move || {
+            let ids: Vec<String> = open.iter().map(|e| e.id().to_owned()).collect();
+            drop(open);
+            Ok(ids)
+        })
+        .await
+        .unwrap_or_default();
+        let mut unuploaded = 0;
+        if let Some(manager) = &self.snapshots {
+            for id in &ids {
+                manager.request(id);
+            }
+            unuploaded = manager.flush(flush_limit).await;
+            if unuploaded > 0 {
+                tracing::warn!(
+                    unuploaded,
+                    "checkpoints not uploaded before the stop; they are uploaded at the next start"
+                );
+            }
+        }
+        let store = self.store.clone();
+        let unmounted = blocking(move || store.unmount_all()).await.unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "cannot list the environments to unmount");
+            0
+        });
+        ShutdownReport {
+            closed,
+            unmounted,
+            unuploaded,
+        }
     }
 
     /// Runs [`SandboxBackend::evict_idle`] every `period` until the backend is dropped or the

@@ -72,6 +72,8 @@ pub struct Manager {
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     permits: tokio::sync::Semaphore,
     gate: Mutex<Option<Gate>>,
+    /// Notified whenever an environment leaves `pending`.
+    settled: tokio::sync::Notify,
 }
 
 impl std::fmt::Debug for Manager {
@@ -93,6 +95,7 @@ impl Manager {
             locks: Mutex::new(HashMap::new()),
             permits: tokio::sync::Semaphore::new(CONCURRENT_CHECKPOINTS),
             gate: Mutex::new(None),
+            settled: tokio::sync::Notify::new(),
         })
     }
 
@@ -148,6 +151,31 @@ impl Manager {
         Ok(scheduled)
     }
 
+    /// `id` has no checkpoint scheduled or running any more.
+    fn settle(&self, id: &str) {
+        self.book().pending.remove(id);
+        self.settled.notify_waiters();
+    }
+
+    /// Waits until no checkpoint is scheduled or running, for at most `limit` (at a clean stop:
+    /// what the interactions changed is uploaded before the host lets go of its environments).
+    /// Returns how many are still pending.
+    pub async fn flush(&self, limit: Duration) -> usize {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let settled = self.settled.notified();
+            tokio::pin!(settled);
+            settled.as_mut().enable();
+            let pending = self.book().pending.len();
+            if pending == 0 {
+                return 0;
+            }
+            if tokio::time::timeout_at(deadline, settled).await.is_err() {
+                return self.book().pending.len();
+            }
+        }
+    }
+
     /// Schedules a checkpoint of `id` in the background.
     pub fn request(self: &Arc<Self>, id: &str) {
         {
@@ -174,6 +202,8 @@ impl Manager {
                     book.health.last_error = None;
                     if !book.again.remove(&id) {
                         book.pending.remove(&id);
+                        drop(book);
+                        self.settled.notify_waiters();
                         return;
                     }
                 }
@@ -182,13 +212,13 @@ impl Manager {
                     | SnapshotError::NoImage { .. }
                     | SnapshotError::NotHolder { .. },
                 ) => {
-                    self.book().pending.remove(&id);
+                    self.settle(&id);
                     return;
                 }
                 Err(err) if !self.envs.is_local(&id) => {
                     // Deleted or evicted meanwhile: nothing is left to upload.
                     tracing::debug!(environment_id = %id, error = %err, "checkpoint of an environment that is gone dropped");
-                    self.book().pending.remove(&id);
+                    self.settle(&id);
                     return;
                 }
                 Err(err) => {

@@ -9,6 +9,7 @@
 
 pub mod crypto;
 pub mod keys;
+pub mod pg_tls;
 pub mod postgres;
 pub mod sqlite;
 pub mod time;
@@ -54,7 +55,7 @@ pub async fn open_store(
                 PostgresStore::connect(url, key, &PostgresOptions::default()).await?,
             ))
         }
-        Some(_) => Err(Error::Pool(
+        Some(_) => Err(Error::Config(
             "the database must be a postgres:// or postgresql:// URL (or none, for SQLite)".into(),
         )),
         None => Ok(std::sync::Arc::new(SqliteStore::open_in(data_dir, sqlite)?)),
@@ -79,6 +80,9 @@ pub enum Error {
     Postgres(#[from] tokio_postgres::Error),
     #[error("postgres connection pool: {0}")]
     Pool(String),
+    /// A setting of the store (its URL, TLS files) is wrong; never repeats the URL.
+    #[error("{0}")]
+    Config(String),
     #[error(
         "interaction `{interaction}`: environment `{environment}` is now run by another replica (fence {fence} is stale)"
     )]
@@ -119,6 +123,32 @@ pub enum Error {
     Poisoned,
     #[error("background task failed: {0}")]
     Join(String),
+}
+
+impl Error {
+    /// Whether the store did not answer (down, unreachable, out of connections, busy), as
+    /// opposed to refusing the operation: the request may succeed if retried later.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            Error::Pool(_) => true,
+            Error::Postgres(e) => {
+                e.is_closed()
+                    || e.as_db_error().is_none_or(|db| {
+                        // Class 08 (connection exception), 53 (insufficient resources), 57P0x
+                        // (shutdown / cannot connect now).
+                        let code = db.code().code();
+                        code.starts_with("08") || code.starts_with("53") || code.starts_with("57P0")
+                    })
+            }
+            Error::Sqlite(rusqlite::Error::SqliteFailure(e, _)) => matches!(
+                e.code,
+                rusqlite::ErrorCode::DatabaseBusy
+                    | rusqlite::ErrorCode::DatabaseLocked
+                    | rusqlite::ErrorCode::CannotOpen
+            ),
+            _ => false,
+        }
+    }
 }
 
 /// A PostgreSQL error with the server's message when there is one (tokio-postgres's own Display
@@ -302,6 +332,13 @@ pub trait Cluster: Send + Sync + std::fmt::Debug {
     async fn runner_of(&self, id: &str) -> Result<Option<(String, String)>>;
     /// Where replica `id` is reached, while it heartbeats.
     async fn replica_url(&self, id: &str) -> Result<Option<String>>;
+    /// The live replica (id, url) holding an unexpired lease on `resource`, without taking it.
+    async fn holder(&self, resource: &str) -> Result<Option<(String, String)>>;
+    /// The other live replicas (id, url), most recently renewed first.
+    async fn peers(&self) -> Result<Vec<(String, String)>>;
+    /// Leaves the cluster at a clean stop: releases every lease this replica holds and removes
+    /// its heartbeat, so the others take its environments at once instead of after the TTL.
+    async fn leave(&self) -> Result<()>;
 }
 
 /// The project of local mode, and of everything stored before projects existed.

@@ -10,7 +10,6 @@
 //! Must not: log or return the connection URL (it may hold a password).
 
 use std::collections::HashMap;
-use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -21,7 +20,7 @@ use hookbox_protocol::api::{
 };
 use serde_json::{Map, Value};
 use tokio::sync::broadcast;
-use tokio_postgres::{NoTls, Row};
+use tokio_postgres::Row;
 
 use crate::crypto::SecretKey;
 use crate::{
@@ -158,6 +157,7 @@ struct ClusterState {
     replica: Replica,
     /// Where to LISTEN from (a connection of its own, outside the pool).
     config: tokio_postgres::Config,
+    tls: tokio_postgres_rustls::MakeRustlsConnect,
     /// Leases held here: resource → fencing number.
     held: Mutex<HashMap<String, i64>>,
     /// The environment of each interaction created here (the lease its writes are fenced by).
@@ -220,12 +220,16 @@ impl PostgresStore {
         options: &PostgresOptions,
         replica: Option<Replica>,
     ) -> Result<Self> {
-        let config = tokio_postgres::Config::from_str(url)
-            .map_err(|e| Error::Pool(format!("invalid PostgreSQL URL: {e}")))?;
+        let crate::pg_tls::Connection { config, mode, tls } = crate::pg_tls::parse(url)?;
+        if matches!(mode, crate::pg_tls::SslMode::Prefer | crate::pg_tls::SslMode::Require) {
+            tracing::debug!(sslmode = ?mode, "PostgreSQL TLS without a checked server certificate (add sslmode=verify-full&sslrootcert=FILE to check it)");
+        }
+        let tls = tokio_postgres_rustls::MakeRustlsConnect::new(tls);
         let cluster = replica.map(|replica| {
             Arc::new(ClusterState {
                 replica,
                 config: config.clone(),
+                tls: tls.clone(),
                 held: Mutex::default(),
                 environments: Mutex::default(),
                 changes: broadcast::channel(1024).0,
@@ -233,13 +237,19 @@ impl PostgresStore {
         });
         let manager = Manager::from_config(
             config,
-            NoTls,
+            tls,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
         );
+        // Bounded waits: while the database does not answer, requests fail within seconds
+        // (503 with Retry-After) instead of hanging.
         let pool = Pool::builder(manager)
             .max_size(options.max_connections.max(1))
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .wait_timeout(Some(POOL_TIMEOUT))
+            .create_timeout(Some(POOL_TIMEOUT))
+            .recycle_timeout(Some(POOL_TIMEOUT))
             .build()
             .map_err(pool_err)?;
         let store = Self {
@@ -555,6 +565,9 @@ const ACTIVE: &str = "status IN ('queued', 'in_progress')";
 const DEAD_REPLICA: &str =
     "replica IS NULL OR replica NOT IN (SELECT id FROM replicas WHERE expires_at > now())";
 
+/// Longest a request waits for a pooled connection, a new connection or a health check.
+const POOL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Longest [`PostgresStore::connect_replica`] waits for its notification connection.
 const LISTEN_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -565,7 +578,7 @@ async fn listen(
     first: &mut Option<tokio::sync::oneshot::Sender<()>>,
 ) -> Result<()> {
     use futures::StreamExt as _;
-    let (client, mut connection) = state.config.connect(NoTls).await?;
+    let (client, mut connection) = state.config.connect(state.tls.clone()).await?;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let pump = tokio::spawn(async move {
         let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
@@ -732,6 +745,44 @@ impl Cluster for PostgresCluster {
             )
             .await?
             .map(|row| row.get(0)))
+    }
+
+    async fn holder(&self, resource: &str) -> Result<Option<(String, String)>> {
+        let client = self.pool.get().await.map_err(pool_err)?;
+        Ok(client
+            .query_opt(
+                "SELECT l.owner, l.owner_url FROM leases l JOIN replicas r ON r.id = l.owner
+                 WHERE l.resource = $1 AND l.expires_at > now() AND r.expires_at > now()",
+                &[&resource],
+            )
+            .await?
+            .map(|row| (row.get(0), row.get(1))))
+    }
+
+    async fn peers(&self) -> Result<Vec<(String, String)>> {
+        let client = self.pool.get().await.map_err(pool_err)?;
+        Ok(client
+            .query(
+                "SELECT id, url FROM replicas WHERE expires_at > now() AND id <> $1 ORDER BY expires_at DESC",
+                &[&self.state.replica.id],
+            )
+            .await?
+            .iter()
+            .map(|row| (row.get(0), row.get(1)))
+            .collect())
+    }
+
+    async fn leave(&self) -> Result<()> {
+        let mut client = self.pool.get().await.map_err(pool_err)?;
+        let tx = client.transaction().await?;
+        let id = &self.state.replica.id;
+        tx.execute("DELETE FROM leases WHERE owner = $1", &[id])
+            .await?;
+        tx.execute("DELETE FROM replicas WHERE id = $1", &[id])
+            .await?;
+        tx.commit().await?;
+        lock(&self.state.held).clear();
+        Ok(())
     }
 
     async fn runner_of(&self, id: &str) -> Result<Option<(String, String)>> {

@@ -2,7 +2,9 @@
 //! when its base URL points here. Wires the store (SQLite in the data dir), the model backend and
 //! the real sandbox (environments, hooks, egress with credentials from the same SQLite store) into
 //! `hookbox-server`, recovers interactions a previous process left running, prints where it
-//! listens and how to point the SDK at it, then serves until Ctrl-C or SIGTERM. It must not
+//! listens and how to point the SDK at it, then serves until Ctrl-C or SIGTERM, and stops
+//! cleanly: drain (`hookbox_server::drain`), stop what outlived the grace period, close the
+//! sandboxes and unmount their disks, leave the cluster. It must not
 //! implement API behaviour itself.
 
 use std::net::SocketAddr;
@@ -158,7 +160,16 @@ pub struct ServeArgs {
     /// `environment_ttl_seconds`.
     #[arg(long, value_name = "SECS", default_value_t = hookbox_server::lifecycle::DEFAULT_EXPIRY_INTERVAL.as_secs_f64())]
     pub expiry_interval: f64,
+    /// On SIGTERM or SIGINT, how long running interactions get to finish (new ones are turned
+    /// away or sent to a peer meanwhile) before they are stopped and marked failed; with
+    /// --snapshot-store, also the longest wait for the last checkpoints. A second signal
+    /// stops at once.
+    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_SHUTDOWN_GRACE)]
+    pub shutdown_grace: f64,
 }
+
+/// Default of `--shutdown-grace`, in seconds (the packaged systemd unit waits longer).
+pub const DEFAULT_SHUTDOWN_GRACE: f64 = 30.0;
 
 /// Model backends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -397,6 +408,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let backend = Arc::new(backend);
+    let backend_for_stop = backend.clone();
     let sweeper = backend.spawn_sweeper(backend.sweep_period());
     let heartbeat = cluster
         .as_ref()
@@ -456,17 +468,89 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     if args.insecure_no_isolation {
         println!("\n{NO_ISOLATION_WARNING}");
     }
-    let served = hookbox_server::serve(listener, state, shutdown_signal()).await;
+    let grace = Duration::from_secs_f64(args.shutdown_grace.clamp(0.0, 24.0 * 3600.0));
+    let mut signals = Signals::new()?;
+    let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
+    let mut http = tokio::spawn(hookbox_server::serve(listener, state.clone(), async move {
+        let _ = http_stopped.await;
+    }));
+    tokio::select! {
+        () = signals.recv() => {}
+        served = &mut http => {
+            served.context("the server task failed")??;
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+    // Drain: nothing new starts here; what runs gets the grace period to finish.
+    state.begin_drain();
+    let mut hurried = false;
+    tokio::select! {
+        _ = state.wait_idle(grace) => {}
+        () = signals.recv() => {
+            hurried = true;
+            tracing::warn!("second stop signal: stopping now");
+        }
+    }
+    // From here on, another signal does not wait for anything.
+    tokio::spawn(async move {
+        signals.recv().await;
+        eprintln!("hookbox: stopped without cleaning up");
+        std::process::exit(130);
+    });
+    let stopped = state.stop_running(STOP_WAIT).await;
+    let _ = stop_http.send(());
+    if tokio::time::timeout(STOP_WAIT, &mut http).await.is_err() {
+        tracing::warn!("connections still open after the drain; closing them");
+        http.abort();
+    }
     sweeper.abort();
     expiry.abort();
+    let report = backend_for_stop
+        .shutdown(if hurried { Duration::ZERO } else { grace })
+        .await;
     if let Some(heartbeat) = heartbeat {
         heartbeat.abort();
     }
+    state.leave_cluster().await;
     if let Some((_, task)) = metrics {
         task.abort();
     }
-    served?;
+    tracing::info!(
+        event = "server.stopped",
+        stopped_interactions = stopped,
+        closed_environments = report.closed,
+        unmounted_disks = report.unmounted,
+        unuploaded_checkpoints = report.unuploaded,
+        "hookbox stopped"
+    );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Longest a stop waits for stopped interactions to end, and for open connections to close.
+const STOP_WAIT: Duration = Duration::from_secs(10);
+
+/// SIGTERM and SIGINT, as one stream of stop requests.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> anyhow::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Signals {
+            term: signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?,
+            int: signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?,
+        })
+    }
+
+    async fn recv(&mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
+        tracing::info!("stop signal received");
+    }
 }
 
 /// Opens the snapshot store and checks, before serving, that it answers and takes writes.
@@ -535,29 +619,4 @@ pub fn banner(addr: SocketAddr, data_dir: &Path, model: &str, keyed: bool) -> St
          or set GOOGLE_GEMINI_BASE_URL={url} and GEMINI_API_KEY={key}.",
         data_dir.display()
     )
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot listen for SIGTERM");
-                    let _ = ctrl_c.await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
-    }
-    tracing::info!("shutting down");
 }

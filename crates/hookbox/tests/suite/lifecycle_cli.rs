@@ -10,7 +10,7 @@ const AGENT: &str = "antigravity-preview-09-2026";
 
 /// Polls `check` until it returns `Some`, for at most `limit` (an observable condition, not a
 /// sleep standing in for one).
-fn wait_for<T>(limit: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+pub(super) fn wait_for<T>(limit: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + limit;
     loop {
         if let Some(v) = check() {

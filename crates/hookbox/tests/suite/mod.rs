@@ -1,5 +1,6 @@
 mod env_cli;
 mod hooks_cli;
+mod drain_cli;
 mod lifecycle_cli;
 mod serve_cli;
 mod support;

@@ -1,0 +1,178 @@
+//! A clean stop: draining instead of dropping work. After [`AppState::begin_drain`] the server
+//! says it is not ready (`/readyz` 503), refuses new interactions with `503 UNAVAILABLE` and
+//! `Retry-After` (a replica forwards them to a live peer instead), and lets the running ones
+//! finish ([`AppState::wait_idle`]); whatever still runs when the grace period ends is stopped
+//! and marked failed ([`AppState::stop_running`]). Everything else keeps being served, so
+//! clients can follow and read what finishes.
+//!
+//! This module decides what a draining server answers; closing sandboxes and unmounting disks
+//! is `sandbox::SandboxBackend::shutdown`'s, and the order of the steps is the binary's.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use axum::http::StatusCode;
+
+use axum::response::Response;
+
+use crate::AppState;
+use crate::error::{ApiError, ApiResult};
+
+/// What a client is told to wait before it retries a refused interaction (a peer, or this
+/// server once restarted, takes it by then).
+pub const RETRY_AFTER_SECS: u32 = 2;
+
+/// The failure recorded on interactions still running when the grace period ends (the same as
+/// after a crash, so clients handle both alike).
+pub const STOPPED_REASON: &str = "hookbox stopped while this interaction was running";
+
+/// The drain flags of one server.
+#[derive(Debug, Default)]
+pub(crate) struct DrainState {
+    /// Set at the first stop signal: new interactions are turned away.
+    draining: AtomicBool,
+    /// Set when the grace period ended: interactions that still run end `failed`.
+    stopping: AtomicBool,
+    /// Notified whenever an interaction stops running here.
+    idle: tokio::sync::Notify,
+}
+
+impl DrainState {
+    pub(crate) fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn ended_one(&self) {
+        self.idle.notify_waiters();
+    }
+}
+
+/// The answer to a new interaction on a draining server with no peer to take it.
+pub(crate) fn refused() -> ApiError {
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "hookbox is shutting down and takes no new interactions here; retry (another replica, or this one once restarted, will take it).",
+    )
+    .retry_after(RETRY_AFTER_SECS)
+}
+
+/// A new interaction reaching a draining server: among replicas it goes to the one holding its
+/// environment, or to any live peer (which takes the environment's lease if it is free); with
+/// no peer, or when its environment is held here, it is refused with `Retry-After` (the lease
+/// is released when the drain ends). A request already forwarded is never sent on again.
+pub(crate) async fn elsewhere(
+    state: &AppState,
+    environment_id: Option<&str>,
+    forwarded: bool,
+    (uri, headers): (&axum::http::Uri, &axum::http::HeaderMap),
+    body: bytes::Bytes,
+) -> ApiResult<Response> {
+    let Some(config) = state.inner.cluster.as_ref().filter(|_| !forwarded) else {
+        return Err(refused());
+    };
+    let me = config.cluster.replica().id.clone();
+    let holder = match environment_id {
+        Some(id) => {
+            config
+                .cluster
+                .holder(&hookbox_store::postgres::environment_resource(id))
+                .await?
+        }
+        None => None,
+    };
+    let target = match holder {
+        Some((replica, _)) if replica == me => None,
+        Some(there) => Some(there),
+        None => config.cluster.peers().await?.into_iter().next(),
+    };
+    let Some((replica, url)) = target else {
+        return Err(refused());
+    };
+    tracing::info!(%replica, "draining: new interaction sent to a peer");
+    crate::cluster::forward(
+        config,
+        (&replica, &url),
+        axum::http::Method::POST,
+        uri,
+        headers,
+        body,
+    )
+    .await
+}
+
+impl AppState {
+    /// Starts draining: `/readyz` turns 503 and new interactions are turned away (or forwarded
+    /// to a peer). Idempotent.
+    pub fn begin_drain(&self) {
+        if !self.inner.drain.draining.swap(true, Ordering::SeqCst) {
+            tracing::info!(
+                event = "server.draining",
+                running = self.running_count(),
+                "draining: no new interactions; waiting for the running ones"
+            );
+        }
+    }
+
+    /// Whether the server is draining.
+    pub fn is_draining(&self) -> bool {
+        self.inner.drain.draining.load(Ordering::SeqCst)
+    }
+
+    /// Waits until no interaction runs here, for at most `limit`; returns how many still run.
+    pub async fn wait_idle(&self, limit: Duration) -> usize {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let ended = self.inner.drain.idle.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            let running = self.running_count();
+            if running == 0 {
+                return 0;
+            }
+            if tokio::time::timeout_at(deadline, ended).await.is_err() {
+                return self.running_count();
+            }
+        }
+    }
+
+    /// Stops every interaction still running here: each ends `failed` with [`STOPPED_REASON`]
+    /// (its sandboxed processes are killed). Waits for them for at most `limit`; returns how
+    /// many had to be stopped.
+    pub async fn stop_running(&self, limit: Duration) -> usize {
+        self.inner.drain.stopping.store(true, Ordering::SeqCst);
+        let stopped = {
+            let Ok(running) = self.inner.running.lock() else {
+                return 0;
+            };
+            for run in running.values() {
+                let _ = run.cancel.send(true);
+            }
+            running.len()
+        };
+        if stopped > 0 {
+            tracing::warn!(
+                event = "server.stopping",
+                stopped,
+                "grace period over: stopping the interactions that still run"
+            );
+            let left = self.wait_idle(limit).await;
+            if left > 0 {
+                tracing::warn!(left, "interactions did not stop in time");
+            }
+        }
+        stopped
+    }
+
+    /// At the very end of a clean stop, among replicas: releases this replica's leases and
+    /// heartbeat, so the others take its environments at once.
+    pub async fn leave_cluster(&self) {
+        if let Some(config) = &self.inner.cluster {
+            match config.cluster.leave().await {
+                Ok(()) => tracing::info!(event = "cluster.left", "left the cluster"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot release this replica's leases; they expire")
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,160 @@
+//! Stopping `hookbox serve` with SIGTERM: the drain lets a running interaction finish, turns new
+//! ones away with 503 and `Retry-After`, and leaves no mount or loop device behind; past the
+//! grace period, or at a second signal, what still runs ends `failed`, as after a crash.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::time::Duration;
+
+use super::lifecycle_cli::wait_for;
+use super::serve_cli::{Server, http, json_body, start_with};
+
+const AGENT: &str = "antigravity-preview-09-2026";
+
+fn signal(server: &Server, name: &str) {
+    let status = std::process::Command::new("kill")
+        .args([&format!("-{name}"), &server.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// Starts `command` in the background and returns (interaction id, stream) once the command
+/// runs (its call step is stored, and streamed, before it runs).
+fn start_running(server: &Server, command: &str) -> (String, TcpStream, Vec<u8>) {
+    let body = format!(r#"{{"agent":"{AGENT}","input":"run `{command}`","background":true}}"#);
+    let created = json_body(&http(&server.addr, "POST", "/v1beta/interactions", &body));
+    let id = created["id"].as_str().unwrap().to_owned();
+    let mut stream = TcpStream::connect(&server.addr).unwrap();
+    write!(
+        stream,
+        "GET /v1beta/interactions/{id}?stream=true HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&seen).contains("code_execution_call") {
+        let n = stream.read(&mut buf).unwrap();
+        assert!(n > 0, "stream ended early: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+    (id, stream, seen)
+}
+
+/// Polls `/readyz` until it says the server drains.
+fn wait_draining(server: &Server) {
+    wait_for(Duration::from_secs(10), "/readyz to turn 503", || {
+        let resp = http(&server.addr, "GET", "/readyz", "");
+        resp.starts_with("HTTP/1.1 503").then_some(())
+    });
+}
+
+fn wait_exit(server: &mut Server) -> std::process::ExitStatus {
+    wait_for(Duration::from_secs(60), "hookbox to exit", || {
+        server.child.try_wait().unwrap()
+    })
+}
+
+/// Mounts (from this mount namespace, which the server shares) and loop devices beneath `dir`.
+fn mounts_and_loops_under(dir: &Path) -> Vec<String> {
+    let dir = dir.canonicalize().unwrap();
+    let mut found: Vec<String> = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .filter(|target| Path::new(target).starts_with(&dir))
+        .map(|t| format!("mount {t}"))
+        .collect();
+    for entry in std::fs::read_dir("/sys/block").unwrap().flatten() {
+        if let Ok(backing) = std::fs::read_to_string(entry.path().join("loop/backing_file"))
+            && Path::new(backing.trim()).starts_with(&dir)
+        {
+            found.push(format!("{} on {}", entry.file_name().to_string_lossy(), backing.trim()));
+        }
+    }
+    found
+}
+
+fn interaction_after_restart(data: &Path, id: &str) -> serde_json::Value {
+    let server = start_with(data, &[]);
+    json_body(&http(
+        &server.addr,
+        "GET",
+        &format!("/v1beta/interactions/{id}"),
+        "",
+    ))
+}
+
+#[test]
+fn sigterm_drains_a_running_interaction_and_leaves_no_mount() {
+    let dir = hookbox_test_support::DataDir::new();
+    let data = dir.path().join("data");
+    let mut server = start_with(&data, &[]);
+    let (id, mut stream, mut seen) = start_running(&server, "sleep 2; echo drained-ok");
+    assert!(
+        !mounts_and_loops_under(&data).is_empty(),
+        "the environment's disk should be mounted while it runs"
+    );
+    signal(&server, "TERM");
+    wait_draining(&server);
+
+    // New work is turned away with a hint when to retry; reads still work.
+    let body = format!(r#"{{"agent":"{AGENT}","input":"hello"}}"#);
+    let refused = http(&server.addr, "POST", "/v1beta/interactions", &body);
+    assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
+    assert!(
+        refused.to_ascii_lowercase().contains("\r\nretry-after: 2\r\n"),
+        "{refused}"
+    );
+    assert_eq!(json_body(&refused)["error"]["status"], "UNAVAILABLE");
+    let listed = http(&server.addr, "GET", "/v1beta/interactions", "");
+    assert!(listed.starts_with("HTTP/1.1 200"), "{listed}");
+
+    // The running one finishes, and its stream says so.
+    stream.read_to_end(&mut seen).unwrap();
+    let seen = String::from_utf8_lossy(&seen);
+    assert!(seen.contains("drained-ok"), "{seen}");
+    assert!(seen.contains("\"completed\""), "{seen}");
+    let status = wait_exit(&mut server);
+    assert!(status.success(), "{status}");
+    // The disk is unmounted and its loop device let go (the kernel may detach it just after).
+    wait_for(Duration::from_secs(10), "the loop device to be detached", || {
+        mounts_and_loops_under(&data).is_empty().then_some(())
+    });
+
+    let after = interaction_after_restart(&data, &id);
+    assert_eq!(after["status"], "completed", "{after}");
+}
+
+#[test]
+fn past_the_grace_period_or_at_a_second_signal_running_work_fails() {
+    for second_signal in [false, true] {
+        let dir = hookbox_test_support::DataDir::new();
+        let data = dir.path().join("data");
+        let grace = if second_signal { "600" } else { "0.5" };
+        let mut server = start_with(&data, &["--shutdown-grace", grace]);
+        let (id, _stream, _) = start_running(&server, "sleep 120");
+        signal(&server, "TERM");
+        if second_signal {
+            wait_draining(&server);
+            signal(&server, "INT");
+        }
+        let status = wait_exit(&mut server);
+        assert!(status.success(), "{status}");
+        wait_for(Duration::from_secs(10), "the loop device to be detached", || {
+            mounts_and_loops_under(&data).is_empty().then_some(())
+        });
+        // Failed by the stop itself (not by the next start's recovery, which says `interrupted`).
+        let after = interaction_after_restart(&data, &id);
+        assert_eq!(after["status"], "failed", "{after}");
+        assert_eq!(after["errors"][0]["code"], "server_stopped", "{after}");
+        assert!(
+            after["errors"][0]["message"]
+                .as_str()
+                .unwrap()
+                .contains("hookbox stopped"),
+            "{after}"
+        );
+    }
+}
