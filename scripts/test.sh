@@ -4,7 +4,8 @@
 # google-genai SDK from PyPI, in a venv, against `hookbox serve`, with the reference's examples),
 # and `hookbox mcp` against the official MCP Python SDK (stdio and streamable HTTP). The store's
 # suite runs twice: on SQLite, and on a throwaway PostgreSQL cluster (scripts/postgres.sh); two
-# replicas share it end to end; the web console is driven in a headless Chromium. Snapshots run
+# replicas share it end to end (and hand over at a clean stop); a TLS-only cluster checks
+# verify-full; the web console is driven in a headless Chromium. Snapshots run
 # against a throwaway Garage object store (scripts/objectstore.sh), and two replicas with separate
 # data dirs carry environments through it.
 set -euo pipefail
@@ -12,13 +13,17 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 cargo test --workspace --locked "$@"
 pg_url=$(scripts/postgres.sh start)
+pg_tls_url=$(scripts/postgres.sh start --tls)
 os_url=$(scripts/objectstore.sh start)
-trap 'scripts/postgres.sh stop "$pg_url"; scripts/objectstore.sh stop "$os_url"' EXIT
+trap 'scripts/postgres.sh stop "$pg_url"; scripts/postgres.sh stop "$pg_tls_url"; scripts/objectstore.sh stop "$os_url"' EXIT
 echo "test.sh: the store suite on PostgreSQL ($pg_url)"
 HOOKBOX_TEST_STORE=postgres HOOKBOX_TEST_POSTGRES_URL="$pg_url" \
     cargo test -p hookbox-store --locked "$@" -- --include-ignored --skip crash_child_writer
 echo "test.sh: two hookbox replicas on one PostgreSQL database"
 HOOKBOX_TEST_POSTGRES_URL="$pg_url" cargo test -p hookbox --test all --locked "$@" -- --ignored two_replicas
+echo "test.sh: the CLI on PostgreSQL, and TLS to PostgreSQL (verify-full)"
+HOOKBOX_TEST_POSTGRES_URL="$pg_url" HOOKBOX_TEST_POSTGRES_TLS_URL="$pg_tls_url" \
+    cargo test -p hookbox --test all --locked "$@" -- --ignored postgres_
 echo "test.sh: snapshots in a Garage object store"
 HOOKBOX_TEST_SNAPSHOT_URL="$os_url" cargo test -p hookbox-snapshot --locked "$@"
 echo "test.sh: replicas without a shared disk, on PostgreSQL and Garage"

@@ -156,8 +156,24 @@ impl Error {
 fn postgres_message(e: &tokio_postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => format!("{}: {}", db.code().code(), db.message()),
-        None => e.to_string(),
+        None => error_chain(e),
     }
+}
+
+/// `e` and its causes, each said once ("error performing TLS handshake: invalid peer
+/// certificate: UnknownIssuer"): tokio-postgres and deadpool keep the useful part in the causes.
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut message = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        cause = c.source();
+    }
+    message
 }
 
 /// Result alias of this crate.

@@ -191,8 +191,8 @@ impl std::fmt::Debug for PostgresStore {
     }
 }
 
-fn pool_err(e: impl std::fmt::Display) -> Error {
-    Error::Pool(e.to_string())
+fn pool_err(e: impl std::error::Error) -> Error {
+    Error::Pool(crate::error_chain(&e))
 }
 
 impl PostgresStore {

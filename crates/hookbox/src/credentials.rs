@@ -1,5 +1,6 @@
-//! The one source of truth for credentials: `hookbox_egress`'s [`CredentialStore`] over the SQLite
-//! [`hookbox_store::Store`] in the data dir, where the API's `/credentials` also writes. The CLI
+//! The one source of truth for credentials: `hookbox_egress`'s [`CredentialStore`] over the
+//! [`hookbox_store::Store`] (SQLite in the data dir, or `--database`'s PostgreSQL), where the
+//! API's `/credentials` also writes. The CLI
 //! (`hookbox credential`) and the egress proxy of `hookbox serve` both go through it, so a
 //! credential created by either is the same credential.
 //!
@@ -16,7 +17,7 @@ use hookbox_egress::credentials::{
     valid_id,
 };
 use hookbox_protocol::api::{self, CredentialConfig, InjectionLocations};
-use hookbox_store::{DEFAULT_PROJECT, Page, SqliteOptions, SqliteStore, Store};
+use hookbox_store::{DEFAULT_PROJECT, Page, SqliteOptions, Store};
 
 /// [`CredentialStore`] backed by a [`Store`], seen from one project.
 #[derive(Debug, Clone)]
@@ -35,10 +36,41 @@ impl StoreCredentials {
         }
     }
 
-    /// Opens the SQLite store of `data_dir` (what `hookbox serve` uses).
+    /// Opens the SQLite store of `data_dir` (what `hookbox serve` uses without `--database`).
+    #[cfg(test)]
     pub fn open_in(data_dir: &Path) -> anyhow::Result<Self> {
-        let store = SqliteStore::open_in(data_dir, &SqliteOptions::default())?;
+        let store = hookbox_store::SqliteStore::open_in(data_dir, &SqliteOptions::default())?;
         Ok(Self::new(Arc::new(store)))
+    }
+
+    /// Opens the store `hookbox serve` uses with the same `--data-dir` and `--database`: the
+    /// PostgreSQL database when `database` names one, else SQLite's file in `data_dir`.
+    pub fn open(data_dir: &Path, database: Option<&str>) -> anyhow::Result<Self> {
+        let opened = std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .map_err(anyhow::Error::from)
+                        .and_then(|rt| {
+                            rt.block_on(hookbox_store::open_store(
+                                data_dir,
+                                database,
+                                &SqliteOptions::default(),
+                            ))
+                            .map_err(anyhow::Error::from)
+                        })
+                })
+                .join()
+        })
+        .map_err(|_| anyhow::anyhow!("the store's opening thread panicked"))?;
+        let store = opened.map_err(|e| match database {
+            // Never the URL: it may hold a password.
+            Some(_) => e.context("cannot open the PostgreSQL store (--database)"),
+            None => e.context(format!("cannot open the store in {}", data_dir.display())),
+        })?;
+        Ok(Self::new(store))
     }
 
     /// The same store seen from `project`.

@@ -1,6 +1,6 @@
 //! `hookbox credential create|list|update|rm`: the named secrets the egress proxy injects. They
-//! live in the data dir's SQLite store (encrypted), the same one `hookbox serve` and the API's
-//! `/credentials` use ([`crate::credentials`]), so CLI and API see the same credentials.
+//! live in the store (encrypted): SQLite in the data dir, or `--database`'s PostgreSQL; the same
+//! one `hookbox serve` and the API's `/credentials` use ([`crate::credentials`]), so CLI and API see the same credentials.
 //!
 //! A secret is read from standard input or `--value-file`, never from the command line (argv is
 //! visible to every user through /proc). Nothing this module prints contains a secret: create,
@@ -20,7 +20,8 @@ use crate::credentials::StoreCredentials;
 
 #[derive(Debug, Args)]
 pub struct CredentialArgs {
-    /// Data directory; credentials live (encrypted) in its database, `<data-dir>/hookbox.db`.
+    /// Data directory; credentials live (encrypted) in its database, `<data-dir>/hookbox.db`
+    /// (unless --database names a PostgreSQL one).
     /// Default: `$HOOKBOX_DATA_DIR`, else `$XDG_DATA_HOME/hookbox`, else `~/.local/share/hookbox`.
     #[arg(long, global = true)]
     pub data_dir: Option<PathBuf>,
@@ -28,6 +29,8 @@ pub struct CredentialArgs {
     /// them). Default: `default`, the project of local mode.
     #[arg(long, global = true, default_value = hookbox_store::DEFAULT_PROJECT)]
     pub project: String,
+    #[command(flatten)]
+    pub database: super::DatabaseArg,
     #[command(subcommand)]
     pub command: CredentialCommand,
 }
@@ -113,8 +116,7 @@ pub fn run(args: CredentialArgs) -> anyhow::Result<ExitCode> {
         None => hookbox_sandbox::environment::default_data_dir()?,
     };
     super::project::check_name(&args.project)?;
-    let store = StoreCredentials::open_in(&data_dir)
-        .with_context(|| format!("cannot open the credential store in {}", data_dir.display()))?
+    let store = StoreCredentials::open(&data_dir, args.database.database.as_deref())?
         .for_project(&args.project);
     let out = execute(&store, args.command, &mut std::io::stdin().lock())?;
     print!("{out}");

@@ -33,6 +33,9 @@ pub struct StoreArgs {
     /// namespace when the environment has no network.
     #[arg(long, global = true)]
     pub cold_sandboxes: bool,
+    /// Where the credentials that egress injects live (`hookbox serve --database`).
+    #[command(flatten)]
+    pub database: super::DatabaseArg,
 }
 
 /// The operator's egress options (`hookbox tool`; `hookbox serve` has the same flags).
@@ -100,10 +103,10 @@ impl StoreArgs {
             );
             options.isolation = Isolation::InsecureNone;
         }
-        let credentials =
-            crate::credentials::StoreCredentials::open_in(&data_dir).with_context(|| {
-                format!("cannot open the credential store in {}", data_dir.display())
-            })?;
+        let credentials = crate::credentials::StoreCredentials::open(
+            &data_dir,
+            self.database.database.as_deref(),
+        )?;
         let egress = EgressOptions::new(Arc::new(credentials)).with_operator(operator);
         Ok(Store::open(&data_dir, options, egress)?)
     }

@@ -95,6 +95,9 @@ pub struct TestArgs {
     /// Where the credential store lives (default: $HOOKBOX_DATA_DIR or ~/.local/share/hookbox).
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// Where those credentials live when not in the data dir (`hookbox serve --database`).
+    #[command(flatten)]
+    database: super::DatabaseArg,
     /// Run command handlers WITHOUT any isolation, on this machine, with --root as the working
     /// directory (paths like /.agents/... then do not resolve). A warning is printed every run.
     #[arg(long)]
@@ -304,7 +307,12 @@ fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
     let network = read_network(args.network.as_deref())?;
     let engine = HookEngine::new(
         command_runner(&args.root, args.insecure_no_isolation)?,
-        http_poster(&args.environment_id, network.as_ref(), args.data_dir)?,
+        http_poster(
+            &args.environment_id,
+            network.as_ref(),
+            args.data_dir,
+            args.database.database.as_deref(),
+        )?,
     );
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -463,14 +471,14 @@ fn http_poster(
     environment_id: &str,
     network: Option<&serde_json::Value>,
     data_dir: Option<PathBuf>,
+    database: Option<&str>,
 ) -> anyhow::Result<Arc<dyn hookbox_hooks::http::HttpPoster>> {
     let policy = NetworkPolicy::from_json(network).context("invalid --network policy")?;
     let data_dir = match data_dir {
         Some(dir) => dir,
         None => hookbox_sandbox::environment::default_data_dir()?,
     };
-    let credentials = crate::credentials::StoreCredentials::open_in(&data_dir)
-        .with_context(|| format!("cannot open the credential store in {}", data_dir.display()))?;
+    let credentials = crate::credentials::StoreCredentials::open(&data_dir, database)?;
     let config = EgressConfig::new(environment_id, policy, Arc::new(credentials));
     let egress = Egress::new(config).context("cannot set up egress")?;
     Ok(Arc::new(EgressPoster::new(Arc::new(egress))))

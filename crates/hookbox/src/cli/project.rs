@@ -16,9 +16,8 @@ pub struct ProjectArgs {
     /// Data directory (its database holds projects and keys). Default as for every command.
     #[arg(long, global = true)]
     pub data_dir: Option<PathBuf>,
-    /// The PostgreSQL database `hookbox serve --database` uses (default: SQLite in the data dir).
-    #[arg(long, global = true, env = hookbox_store::env_vars::HOOKBOX_DATABASE_URL, hide_env_values = true)]
-    pub database: Option<String>,
+    #[command(flatten)]
+    pub database: super::DatabaseArg,
     #[command(subcommand)]
     pub command: ProjectCommand,
 }
@@ -54,9 +53,8 @@ pub struct KeyArgs {
     /// Data directory (its database holds projects and keys). Default as for every command.
     #[arg(long, global = true)]
     pub data_dir: Option<PathBuf>,
-    /// The PostgreSQL database `hookbox serve --database` uses (default: SQLite in the data dir).
-    #[arg(long, global = true, env = hookbox_store::env_vars::HOOKBOX_DATABASE_URL, hide_env_values = true)]
-    pub database: Option<String>,
+    #[command(flatten)]
+    pub database: super::DatabaseArg,
     #[command(subcommand)]
     pub command: KeyCommand,
 }
@@ -126,7 +124,7 @@ fn show_quotas(quotas: &serde_json::Map<String, serde_json::Value>) -> String {
 
 pub fn run_project(args: ProjectArgs) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(async move {
-        let store = open(args.data_dir, args.database).await?;
+        let store = open(args.data_dir, args.database.database).await?;
         match args.command {
             ProjectCommand::Create { name, quotas } => {
                 check_name(&name)?;
@@ -192,7 +190,7 @@ pub fn run_project(args: ProjectArgs) -> anyhow::Result<ExitCode> {
 
 pub fn run_key(args: KeyArgs) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(async move {
-        let store = open(args.data_dir, args.database).await?;
+        let store = open(args.data_dir, args.database.database).await?;
         match args.command {
             KeyCommand::Create { project } => {
                 check_name(&project)?;

@@ -158,3 +158,62 @@ fn past_the_grace_period_or_at_a_second_signal_running_work_fails() {
         );
     }
 }
+
+fn served_by(resp: &str) -> Option<String> {
+    resp.lines()
+        .find_map(|l| l.strip_prefix("x-hookbox-replica: "))
+        .map(|s| s.trim().to_owned())
+}
+
+#[test]
+#[ignore = "needs HOOKBOX_TEST_POSTGRES_URL (scripts/test.sh starts a PostgreSQL cluster)"]
+fn two_replicas_hand_over_at_a_clean_stop() {
+    let database = super::serve_cli::fresh_database();
+    let dir = hookbox_test_support::DataDir::new();
+    let data = dir.path().join("data");
+    // Leases that would outlast the test: B gets A's environment at once only if A releases it.
+    let replica_args = [
+        "--database",
+        database.as_str(),
+        "--cluster-secret",
+        "a-cluster-secret-for-tests",
+        "--lease-ttl",
+        "600",
+    ];
+    let mut a = start_with(&data, &replica_args);
+    let b = start_with(&data, &replica_args);
+    let replica_b = served_by(&http(&b.addr, "GET", "/v1beta/environments", "")).unwrap();
+    let made = super::serve_cli::post_json(
+        &a.addr,
+        "/v1beta/interactions",
+        &serde_json::json!({"agent": AGENT, "input": "run `echo kept-on-a > /workspace/a.txt`"}),
+    );
+    assert_eq!(made["status"], "completed", "{made}");
+    let env = made["environment_id"].as_str().unwrap().to_owned();
+    let (_, mut stream, mut seen) = start_running(&a, "sleep 2; echo finished-on-a");
+    signal(&a, "TERM");
+    wait_draining(&a);
+
+    // A new interaction sent to the draining A runs on B.
+    let body = format!(r#"{{"agent":"{AGENT}","input":"run `echo on-b`"}}"#);
+    let moved = http(&a.addr, "POST", "/v1beta/interactions", &body);
+    assert_eq!(served_by(&moved).as_deref(), Some(replica_b.as_str()), "{moved}");
+    assert_eq!(json_body(&moved)["status"], "completed", "{moved}");
+    // One for the environment A still holds waits until A lets it go.
+    let body = serde_json::json!({"agent": AGENT, "input": "run `cat /workspace/a.txt`", "environment": env})
+        .to_string();
+    let held = http(&a.addr, "POST", "/v1beta/interactions", &body);
+    assert!(held.starts_with("HTTP/1.1 503"), "{held}");
+    assert!(held.to_ascii_lowercase().contains("\r\nretry-after: "), "{held}");
+
+    stream.read_to_end(&mut seen).unwrap();
+    assert!(String::from_utf8_lossy(&seen).contains("finished-on-a"));
+    assert!(wait_exit(&mut a).success());
+    // A released its leases: B runs the environment now, long before the 600 s lease would
+    // have expired.
+    let resp = http(&b.addr, "POST", "/v1beta/interactions", &body);
+    assert_eq!(served_by(&resp).as_deref(), Some(replica_b.as_str()), "{resp}");
+    let after = json_body(&resp);
+    assert_eq!(after["status"], "completed", "{after}");
+    assert!(after.to_string().contains("kept-on-a"), "{after}");
+}

@@ -1,4 +1,5 @@
 mod env_cli;
+mod postgres_cli;
 mod hooks_cli;
 mod drain_cli;
 mod lifecycle_cli;

@@ -452,7 +452,9 @@ fn code_execution_output_reaches_the_stream_while_the_code_runs() {
 pub(super) fn fresh_database() -> String {
     let base = std::env::var("HOOKBOX_TEST_POSTGRES_URL")
         .expect("HOOKBOX_TEST_POSTGRES_URL (scripts/postgres.sh start prints one)");
-    let name = format!("hb_e2e_{}", std::process::id());
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let name = format!("hb_e2e_{}_{n}", std::process::id());
     let out = Command::new("psql")
         .arg(&base)
         .args(["-qc", &format!("CREATE DATABASE {name}")])
