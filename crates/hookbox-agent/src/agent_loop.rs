@@ -103,6 +103,7 @@ pub async fn run(
         };
         span.record("ok", turn.is_ok());
         tracing::debug!(
+            name: hookbox_protocol::events::MODEL_TURN,
             model = ctx.model.name(),
             ok = turn.is_ok(),
             duration_ms = model_started.elapsed().as_millis() as u64,

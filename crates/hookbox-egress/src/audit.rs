@@ -37,11 +37,15 @@ pub enum Outcome {
 /// One audit event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditEvent {
+    /// The project of the environment, when it has one.
+    pub project: Option<String>,
     pub environment: String,
     pub origin: Origin,
     pub mode: Mode,
     pub host: String,
     pub port: u16,
+    /// The allowlist entry's credential (its id, never its value), when the entry has one.
+    pub credential: Option<String>,
     pub outcome: Outcome,
 }
 
@@ -58,8 +62,11 @@ impl AuditSink for TracingAudit {
     fn record(&self, event: &AuditEvent) {
         match &event.outcome {
             Outcome::Allowed => tracing::info!(
+                name: hookbox_protocol::events::EGRESS_ALLOWED,
                 target: "hookbox_egress::audit",
+                project = event.project.as_deref(),
                 environment = %event.environment,
+                credential = event.credential.as_deref(),
                 origin = ?event.origin,
                 mode = ?event.mode,
                 host = %event.host,
@@ -67,8 +74,11 @@ impl AuditSink for TracingAudit {
                 "egress allowed"
             ),
             Outcome::Denied { rule, detail } => tracing::warn!(
+                name: hookbox_protocol::events::EGRESS_DENIED,
                 target: "hookbox_egress::audit",
+                project = event.project.as_deref(),
                 environment = %event.environment,
+                credential = event.credential.as_deref(),
                 origin = ?event.origin,
                 mode = ?event.mode,
                 host = %event.host,

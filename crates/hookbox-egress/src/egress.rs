@@ -272,6 +272,8 @@ pub enum EgressError {
 pub struct EgressConfig {
     /// Environment id, for audit events and the CA's name.
     pub environment: String,
+    /// The environment's project, for audit events.
+    pub project: Option<String>,
     pub policy: NetworkPolicy,
     /// Operator-only, dangerous: blocked CIDRs that may be dialed anyway.
     pub operator_allowed_cidrs: Vec<Cidr>,
@@ -292,6 +294,7 @@ impl EgressConfig {
     ) -> Self {
         Self {
             environment: environment.into(),
+            project: None,
             policy,
             operator_allowed_cidrs: Vec::new(),
             extra_ca_file: None,
@@ -317,6 +320,7 @@ pub struct Target {
 #[derive(Debug)]
 pub struct Egress {
     environment: String,
+    project: Option<String>,
     policy: NetworkPolicy,
     guard: AddressGuard,
     resolver: Arc<dyn Resolver>,
@@ -333,6 +337,7 @@ impl Egress {
             ca: EnvCa::generate(&config.environment)?,
             upstream_tls: upstream_client_config(config.extra_ca_file.as_deref())?,
             environment: config.environment,
+            project: config.project,
             policy: config.policy,
             guard: AddressGuard::new(config.operator_allowed_cidrs),
             resolver: config.resolver,
@@ -383,8 +388,15 @@ impl Egress {
                 detail: d.detail.clone(),
             },
         };
+        // The entry's credential, so a refusal for a deleted one names it.
+        let credential = match self.policy.decide(host) {
+            HostDecision::Allowed { entry, .. } => entry.credential.clone(),
+            _ => None,
+        };
         self.audit.record(&AuditEvent {
+            project: self.project.clone(),
             environment: self.environment.clone(),
+            credential,
             origin,
             mode,
             host: host.to_owned(),

@@ -620,6 +620,7 @@ fn log_handler(event: &str, tool: ToolName, entry: &HandlerTrace) {
     };
     match failure {
         Some(failure) => tracing::warn!(
+            name: hookbox_protocol::events::HOOK_FAILED,
             event,
             tool = %tool,
             group = %entry.group,
@@ -632,6 +633,7 @@ fn log_handler(event: &str, tool: ToolName, entry: &HandlerTrace) {
             "hook handler failed"
         ),
         None => tracing::info!(
+            name: hookbox_protocol::events::HOOK_RAN,
             event,
             tool = %tool,
             group = %entry.group,

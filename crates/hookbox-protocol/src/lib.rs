@@ -5,6 +5,7 @@
 //! configuration files or the HTTP API; those live in the crates that depend on it.
 
 pub mod api;
+pub mod events;
 
 use std::fmt;
 use std::str::FromStr;

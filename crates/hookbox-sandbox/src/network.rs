@@ -75,6 +75,9 @@ pub struct EgressOptions {
     /// injected request, so updates apply at once).
     pub credentials: Arc<dyn CredentialStore>,
     pub operator: EgressOperator,
+    /// The project of the environment these options were made for ([`Self::for_project`]),
+    /// named in its egress audit events.
+    pub project: Option<String>,
 }
 
 impl EgressOptions {
@@ -83,6 +86,7 @@ impl EgressOptions {
         Self {
             credentials,
             operator: EgressOperator::default(),
+            project: None,
         }
     }
 
@@ -101,6 +105,7 @@ impl EgressOptions {
         Self {
             credentials,
             operator: self.operator.clone(),
+            project: project.map(str::to_owned),
         }
     }
 }
@@ -187,6 +192,7 @@ pub(crate) fn build_egress(
         ))
     };
     let mut config = EgressConfig::new(env_id, policy, options.credentials.clone());
+    config.project.clone_from(&options.project);
     config.operator_allowed_cidrs = operator.allowed_cidrs.clone();
     config.extra_ca_file = operator.extra_ca_file.clone();
     config.resolver = resolver;

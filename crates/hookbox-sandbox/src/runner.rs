@@ -580,6 +580,7 @@ impl SandboxRunner {
         // The call is running: how long starting it took (building the warm sandbox first, for
         // the first call of an environment).
         tracing::debug!(
+            name: hookbox_protocol::events::SANDBOX_STARTED,
             warm = true,
             duration_ms = started.elapsed().as_millis() as u64,
             "sandbox started"

@@ -267,9 +267,10 @@ where
         }
     }
 
-    /// Writes "hook handler ran" / "hook handler failed" (event, tool, group, handler,
-    /// handler_index, handler_type, decision, reason, failure, duration_ms) and "egress
-    /// allowed" / "egress denied" (environment, origin, mode, host, port, rule, detail).
+    /// Writes, by their stable names (`hookbox_protocol::events`), hook.ran / hook.failed
+    /// (event, tool, group, handler, handler_index, handler_type, decision, reason, failure,
+    /// duration_ms) and egress.allowed / egress.denied (project, environment, origin, mode,
+    /// host, port, credential, rule, detail).
     fn on_event(&self, event: &tracing::Event<'_>, ctx: Context<'_, S>) {
         let mut record = Record::default();
         event.record(&mut record);
@@ -278,10 +279,12 @@ where
             .get("event")
             .and_then(Value::as_str)
             .is_some_and(|e| SNAPSHOT_EVENTS.contains(&e));
-        let kind = match record.0.get("message").and_then(Value::as_str) {
+        use hookbox_protocol::events as names;
+        let name = event.metadata().name();
+        let kind = match name {
             _ if snapshot => "snapshot",
-            Some("hook handler ran" | "hook handler failed") => "hook",
-            Some("egress allowed" | "egress denied") => "egress",
+            names::HOOK_RAN | names::HOOK_FAILED => "hook",
+            names::EGRESS_ALLOWED | names::EGRESS_DENIED => "egress",
             _ => return,
         };
         let mut line = Map::new();
@@ -300,10 +303,13 @@ where
                 }
             }
         }
-        line.insert(
-            "project".into(),
-            context.project.map_or(Value::Null, Value::from),
-        );
+        // The interaction's span knows the project; the egress proxy's own events name it.
+        let project = context
+            .project
+            .map(Value::from)
+            .or_else(|| record.0.remove("project"));
+        record.0.remove("project");
+        line.insert("project".into(), project.unwrap_or(Value::Null));
         line.insert(
             "interaction".into(),
             context.interaction.map_or(Value::Null, Value::from),
@@ -315,7 +321,7 @@ where
             .or_else(|| record.0.remove("environment_id"));
         line.insert("environment".into(), environment.unwrap_or(Value::Null));
         if kind == "egress" {
-            let allowed = record.0.get("message").and_then(Value::as_str) == Some("egress allowed");
+            let allowed = name == names::EGRESS_ALLOWED;
             line.insert(
                 "decision".into(),
                 Value::from(if allowed { "allowed" } else { "blocked" }),

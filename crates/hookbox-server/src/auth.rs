@@ -83,17 +83,13 @@ async fn resolve(state: &AppState, presented: Option<&str>) -> Result<Project, A
             .store
             .find_api_key(&hookbox_store::keys::hash_key(key))
             .await
-            .map_err(|e| ApiError::internal(&e))?
+            .map_err(ApiError::from)?
         {
             return Ok(Project::new(&record.project));
         }
     }
-    let keyless = inner.api_keys.is_empty()
-        && !inner
-            .store
-            .has_api_keys()
-            .await
-            .map_err(|e| ApiError::internal(&e))?;
+    let keyless =
+        inner.api_keys.is_empty() && !inner.store.has_api_keys().await.map_err(ApiError::from)?;
     if keyless {
         if inner.allow_keyless {
             return Ok(Project::new(DEFAULT_PROJECT));

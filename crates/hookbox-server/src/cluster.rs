@@ -127,7 +127,7 @@ pub async fn place(
 }
 
 fn unavailable(message: String) -> ApiError {
-    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, message)
+    ApiError::unavailable(message, crate::drain::RETRY_AFTER_SECS)
 }
 
 /// Sends the request (`method`, `path_and_query`, the kept `headers`, `body`) to the replica at

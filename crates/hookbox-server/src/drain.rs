@@ -11,8 +11,6 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use axum::http::StatusCode;
-
 use axum::response::Response;
 
 use crate::AppState;
@@ -49,11 +47,10 @@ impl DrainState {
 
 /// The answer to a new interaction on a draining server with no peer to take it.
 pub(crate) fn refused() -> ApiError {
-    ApiError::new(
-        StatusCode::SERVICE_UNAVAILABLE,
+    ApiError::unavailable(
         "hookbox is shutting down and takes no new interactions here; retry (another replica, or this one once restarted, will take it).",
+        RETRY_AFTER_SECS,
     )
-    .retry_after(RETRY_AFTER_SECS)
 }
 
 /// A new interaction reaching a draining server: among replicas it goes to the one holding its

@@ -105,6 +105,8 @@ pub async fn create(
     body: Bytes,
 ) -> ApiResult<Response> {
     let req: CreateEnvironmentRequest = parse_json(&body, "environment request")?;
+    crate::interactions::check_credentials(&state, &project, req.network.as_ref(), "network")
+        .await?;
     let id = match req.from_environment.as_deref() {
         Some(from) => {
             if req.sources.as_ref().is_some_and(|s| !s.is_empty()) {

@@ -159,9 +159,7 @@ impl From<ProviderError> for ApiError {
                 ApiError::bad_request(format!("Invalid source: {m}"))
             }
             ProviderError::InvalidPath(m) => ApiError::bad_request(format!("Invalid path: {m}")),
-            ProviderError::Unavailable(m) => {
-                ApiError::new(axum::http::StatusCode::SERVICE_UNAVAILABLE, m)
-            }
+            ProviderError::Unavailable(m) => ApiError::unavailable(m, STORE_RETRY_AFTER_SECS),
             ProviderError::Unrestorable(m) => {
                 ApiError::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, m)
             }

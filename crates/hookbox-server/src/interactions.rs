@@ -180,6 +180,39 @@ fn existing_environment(
     }
 }
 
+/// Refuses a `network` whose allowlist names a credential `project` does not have (or has
+/// revoked), naming the field (`at`: where `network` is in the request): otherwise the sandbox
+/// would only ever see its tunnel refused.
+pub(crate) async fn check_credentials(
+    state: &AppState,
+    project: &Project,
+    network: Option<&hookbox_protocol::api::Network>,
+    at: &str,
+) -> ApiResult<()> {
+    use hookbox_protocol::api::{Allowlist, CredentialStatus, Network};
+    let Some(Network::Rules {
+        allowlist: Allowlist::Entries(entries),
+    }) = network
+    else {
+        return Ok(());
+    };
+    for (i, entry) in entries.iter().enumerate() {
+        let Some(id) = entry.credential.as_deref() else {
+            continue;
+        };
+        let problem = match state.inner.store.get_credential(project, id).await? {
+            None => "which this project does not have",
+            Some(c) if c.status == CredentialStatus::Revoked => "which is revoked",
+            Some(_) => continue,
+        };
+        return Err(ApiError::bad_request(format!(
+            "`{at}.allowlist[{i}].credential` names credential `{id}` (for `{}`), {problem}. Create it first (POST /v1beta/credentials, or `hookbox credential create {id} --project {project}`).",
+            entry.domain
+        )));
+    }
+    Ok(())
+}
+
 async fn resolve_environment(
     state: &AppState,
     project: &Project,
@@ -196,6 +229,7 @@ async fn resolve_environment(
             Ok(id.to_owned())
         }
         Some(EnvironmentRef::Spec(spec)) => {
+            check_credentials(state, project, spec.network.as_ref(), "environment.network").await?;
             let setup = EnvironmentSetup {
                 sources: spec.sources.clone().unwrap_or_default(),
                 network: spec.network.clone(),
@@ -339,13 +373,26 @@ pub async fn create(
     if state.is_draining() {
         let existing = existing_environment(env_request.as_ref(), previous_env.as_deref());
         let existing = match existing {
-            Some(id) if state.inner.store.get_environment(&project, &id).await?.is_some() => {
+            Some(id)
+                if state
+                    .inner
+                    .store
+                    .get_environment(&project, &id)
+                    .await?
+                    .is_some() =>
+            {
                 Some(id)
             }
             _ => None,
         };
-        return crate::drain::elsewhere(&state, existing.as_deref(), forwarded, (&uri, &headers), body)
-            .await;
+        return crate::drain::elsewhere(
+            &state,
+            existing.as_deref(),
+            forwarded,
+            (&uri, &headers),
+            body,
+        )
+        .await;
     }
     // Only a replica looks the environment up here; a lone server goes straight on.
     let mut placed = false;
@@ -403,9 +450,9 @@ pub async fn create(
         && let crate::cluster::Placement::There { replica, .. } =
             crate::cluster::place(cluster, &environment_id, true).await?
     {
-        return Err(crate::ApiError::new(
-            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+        return Err(crate::ApiError::unavailable(
             format!("Environment `{environment_id}` was taken by replica `{replica}`; retry."),
+            crate::drain::RETRY_AFTER_SECS,
         ));
     }
     let now = hookbox_store::time::now_rfc3339();
@@ -649,7 +696,7 @@ async fn drive(
     if let Err(e) = inner.store.update_status(&run.id, &update).await {
         tracing::error!(interaction_id = %run.id, error = %e, "could not store the final status");
     }
-    tracing::info!(interaction_id = %run.id, status = %update.status, "interaction finished");
+    tracing::info!(name: hookbox_protocol::events::INTERACTION_FINISHED, interaction_id = %run.id, status = %update.status, "interaction finished");
     let ended = inner.store.get_interaction(&run.project, &run.id).await;
     drop(run.running);
     match ended {

@@ -165,10 +165,7 @@ impl AppState {
         let ids = self
             .inner
             .store
-            .recover_interrupted(
-                drain::STOPPED_REASON,
-                &hookbox_store::time::now_rfc3339(),
-            )
+            .recover_interrupted(drain::STOPPED_REASON, &hookbox_store::time::now_rfc3339())
             .await?;
         if !ids.is_empty() {
             tracing::warn!(

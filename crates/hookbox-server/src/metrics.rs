@@ -223,7 +223,6 @@ pub fn layer_targets() -> tracing_subscriber::filter::Targets {
 /// The fields of one event that metrics use.
 #[derive(Default)]
 struct Fields {
-    message: String,
     status: String,
     tool: String,
     outcome: String,
@@ -268,8 +267,7 @@ impl Visit for Fields {
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
         if matches!(
             field.name(),
-            "message"
-                | "status"
+            "status"
                 | "tool"
                 | "outcome"
                 | "event"
@@ -290,7 +288,6 @@ impl Visit for Fields {
 impl Fields {
     fn set(&mut self, name: &str, value: String) {
         let slot = match name {
-            "message" => &mut self.message,
             "status" => &mut self.status,
             "tool" => &mut self.tool,
             "outcome" => &mut self.outcome,
@@ -311,11 +308,11 @@ impl Fields {
 }
 
 impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for MetricsLayer {
-    /// Reads: "interaction finished" (status), "tool call finished" (tool, outcome,
-    /// duration_ms), "hook handler ran" / "hook handler failed" (event, tool, group,
-    /// handler_type, decision, duration_ms), "model turn" (model, duration_ms), "sandbox
-    /// started" (warm, duration_ms), "open environments" (open_environments), "egress allowed" /
-    /// "egress denied" (rule).
+    /// Reads events by their stable names (`hookbox_protocol::events`), never their messages:
+    /// interaction.finished (status), tool.finished (tool, outcome, duration_ms), hook.ran /
+    /// hook.failed (event, tool, group, handler_type, decision, duration_ms), model.turn (model,
+    /// duration_ms), sandbox.started (warm, duration_ms), environments.open
+    /// (open_environments), egress.allowed / egress.denied (rule).
     fn on_event(&self, event: &tracing::Event<'_>, _ctx: Context<'_, S>) {
         let metrics = Metrics::global();
         if !metrics.enabled.load(Ordering::Relaxed) {
@@ -344,14 +341,16 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for MetricsLayer {
             }
             return;
         }
-        match f.message.as_str() {
-            "interaction finished" => {
+        use hookbox_protocol::events as names;
+        let name = event.metadata().name();
+        match name {
+            names::INTERACTION_FINISHED => {
                 metrics
                     .interactions
                     .get_or_create(&StatusLabel { status: f.status })
                     .inc();
             }
-            "tool call finished" => {
+            names::TOOL_FINISHED => {
                 if let Some(secs) = f.seconds() {
                     metrics
                         .tool_seconds
@@ -368,7 +367,7 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for MetricsLayer {
                     })
                     .inc();
             }
-            "hook handler ran" | "hook handler failed" => {
+            names::HOOK_RAN | names::HOOK_FAILED => {
                 if let Some(secs) = f.seconds() {
                     metrics
                         .hook_seconds
@@ -389,7 +388,7 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for MetricsLayer {
                     })
                     .inc();
             }
-            "model turn" => {
+            names::MODEL_TURN => {
                 if let Some(secs) = f.seconds() {
                     metrics
                         .model_seconds
@@ -397,7 +396,7 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for MetricsLayer {
                         .observe(secs);
                 }
             }
-            "sandbox started" => {
+            names::SANDBOX_STARTED => {
                 if let Some(secs) = f.seconds() {
                     metrics
                         .sandbox_start_seconds
@@ -407,15 +406,15 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for MetricsLayer {
                         .observe(secs);
                 }
             }
-            "open environments" => {
+            names::OPEN_ENVIRONMENTS => {
                 if let Some(n) = f.open_environments {
                     metrics
                         .open_environments
                         .set(i64::try_from(n).unwrap_or(i64::MAX));
                 }
             }
-            "egress allowed" | "egress denied" => {
-                let outcome = if f.message == "egress allowed" {
+            names::EGRESS_ALLOWED | names::EGRESS_DENIED => {
+                let outcome = if name == names::EGRESS_ALLOWED {
                     "allowed"
                 } else {
                     "blocked"
@@ -430,5 +429,61 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for MetricsLayer {
             }
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tracing_subscriber::layer::SubscriberExt as _;
+
+    use super::*;
+
+    fn sample(text: &str, series: &str) -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+            .unwrap_or(0.0)
+    }
+
+    /// Every metric is fed by an event's stable name: the same events with reworded messages
+    /// still count.
+    #[test]
+    fn every_metric_counts_by_event_name_whatever_the_message() {
+        use hookbox_protocol::events as names;
+        let metrics = Metrics::global();
+        let series = [
+            r#"hookbox_interactions_total{status="unit_renamed"}"#,
+            r#"hookbox_tool_calls_total{tool="unit_tool",outcome="ok"}"#,
+            r#"hookbox_tool_call_seconds_count{tool="unit_tool"}"#,
+            r#"hookbox_model_turn_seconds_count{model="unit_model"}"#,
+            r#"hookbox_egress_requests_total{outcome="allowed",reason=""}"#,
+            r#"hookbox_egress_requests_total{outcome="blocked",reason="unit_rule"}"#,
+        ];
+        let before: Vec<f64> = series
+            .iter()
+            .map(|s| sample(&metrics.render(), s))
+            .collect();
+        let hooks_before = metrics.render().matches("unit_group").count();
+        let subscriber = tracing_subscriber::registry().with(MetricsLayer);
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::info!(name: names::INTERACTION_FINISHED, status = "unit_renamed", "reworded 1");
+            tracing::info!(name: names::TOOL_FINISHED, tool = "unit_tool", outcome = "ok", duration_ms = 3u64, "reworded 2");
+            tracing::info!(name: names::MODEL_TURN, model = "unit_model", duration_ms = 5u64, "reworded 3");
+            tracing::info!(name: names::EGRESS_ALLOWED, "reworded 4");
+            tracing::info!(name: names::EGRESS_DENIED, rule = "unit_rule", "reworded 5");
+            tracing::info!(name: names::HOOK_RAN, event = "pre_tool_execution", tool = "view_file", group = "unit_group", handler_type = "command", decision = "allow", duration_ms = 1u64, "reworded 6");
+            // The old message alone, without the name, counts nothing.
+            tracing::info!(status = "unit_renamed", "interaction finished");
+        });
+        let after: Vec<f64> = series
+            .iter()
+            .map(|s| sample(&metrics.render(), s))
+            .collect();
+        for ((series, before), after) in series.iter().zip(before).zip(after) {
+            assert_eq!(after - before, 1.0, "{series}");
+        }
+        assert!(
+            metrics.render().matches("unit_group").count() > hooks_before,
+            "the hook run was not counted"
+        );
     }
 }

@@ -243,14 +243,27 @@ impl QuotaConfig {
     }
 }
 
-/// A 429 naming the quota.
-pub fn exceeded(quota: &str, detail: &str, project: &str) -> ApiError {
+/// A 429 naming the quota, with `Retry-After: retry_after` (seconds).
+pub fn exceeded(quota: &str, detail: &str, project: &str, retry_after: u32) -> ApiError {
     ApiError::new(
         StatusCode::TOO_MANY_REQUESTS,
         format!(
             "Quota exceeded: {quota} ({detail}) for project `{project}`. Nothing was changed; retry later or ask the operator to raise the quota."
         ),
     )
+    .retry_after(retry_after)
+}
+
+/// What a client over `running_interactions` is told to wait (interactions end at any time).
+const RUNNING_RETRY_AFTER_SECS: u32 = 2;
+/// What a client over `environments` is told to wait (only a deletion makes room).
+const ENVIRONMENTS_RETRY_AFTER_SECS: u32 = 60;
+
+/// Whole seconds until a bucket holding `tokens` refills to one at `rate` per second.
+fn seconds_until_token(tokens: f64, rate: f64) -> u32 {
+    let wait = ((1.0 - tokens).max(0.0) / rate.max(f64::MIN_POSITIVE)).ceil();
+    // Bounded: a tiny rate must not make the header absurd.
+    wait.clamp(1.0, 3600.0) as u32
 }
 
 #[derive(Debug)]
@@ -380,6 +393,7 @@ impl QuotaBook {
                 q.requests_per_second, q.burst
             ),
             project,
+            seconds_until_token(bucket.tokens, q.requests_per_second),
         ))
     }
 
@@ -396,6 +410,7 @@ impl QuotaBook {
                 "running_interactions",
                 &format!("{limit} at once"),
                 project,
+                RUNNING_RETRY_AFTER_SECS,
             ));
         }
         *n += 1;
@@ -425,12 +440,13 @@ impl QuotaBook {
             .store
             .count_environments(project)
             .await
-            .map_err(|e| ApiError::internal(&e))?;
+            .map_err(ApiError::from)?;
         if have >= q.environments {
             return Err(exceeded(
                 "environments",
                 &format!("{have} of {}", q.environments),
                 project,
+                ENVIRONMENTS_RETRY_AFTER_SECS,
             ));
         }
         Ok((guard, q.disk_bytes_per_environment))
@@ -481,6 +497,15 @@ mod tests {
         o.set("environment_ttl_seconds=0").unwrap();
         assert_eq!(o.apply(Quotas::default()).environment_ttl_seconds, 0);
         assert_eq!(QuotaOverrides::from_json(&o.to_json()).unwrap(), o);
+    }
+
+    #[test]
+    fn retry_after_is_when_the_bucket_has_a_token_again() {
+        assert_eq!(seconds_until_token(0.0, 1.0), 1);
+        assert_eq!(seconds_until_token(0.0, 0.25), 4);
+        assert_eq!(seconds_until_token(0.5, 0.1), 5);
+        assert_eq!(seconds_until_token(0.0, 1e-9), 3600, "bounded");
+        assert_eq!(seconds_until_token(0.0, 100.0), 1, "at least a second");
     }
 
     fn toml_like(json: &str) -> QuotaConfig {

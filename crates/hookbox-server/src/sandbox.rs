@@ -215,7 +215,7 @@ impl SandboxBackend {
             }
         };
         let evicted = self.evict(&mut open, now);
-        tracing::debug!(open_environments = open.len() as u64, "open environments");
+        tracing::debug!(name: hookbox_protocol::events::OPEN_ENVIRONMENTS, open_environments = open.len() as u64, "open environments");
         drop(open);
         // Released (namespace, proxy task, CA bundle dir) outside the lock.
         self.closed(evicted);
@@ -238,7 +238,7 @@ impl SandboxBackend {
     pub async fn evict_idle(&self) -> usize {
         let mut open = self.open.lock().await;
         let evicted = self.evict(&mut open, self.clock.now());
-        tracing::debug!(open_environments = open.len() as u64, "open environments");
+        tracing::debug!(name: hookbox_protocol::events::OPEN_ENVIRONMENTS, open_environments = open.len() as u64, "open environments");
         let still_open: std::collections::HashSet<String> = open.keys().cloned().collect();
         drop(open);
         let count = evicted.len();
@@ -330,10 +330,12 @@ impl SandboxBackend {
             }
         }
         let store = self.store.clone();
-        let unmounted = blocking(move || store.unmount_all()).await.unwrap_or_else(|e| {
-            tracing::warn!(error = %e, "cannot list the environments to unmount");
-            0
-        });
+        let unmounted = blocking(move || store.unmount_all())
+            .await
+            .unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "cannot list the environments to unmount");
+                0
+            });
         ShutdownReport {
             closed,
             unmounted,
@@ -674,6 +676,7 @@ impl SandboxBackend {
         span.record("outcome", result);
         span.record("duration_ms", duration_ms);
         tracing::info!(
+            name: hookbox_protocol::events::TOOL_FINISHED,
             environment_id,
             tool = %call.name,
             outcome = result,

@@ -169,10 +169,7 @@ fn client_config(mode: SslMode, root: Option<&Path>) -> Result<rustls::ClientCon
 fn read_roots(path: &Path) -> Result<RootCertStore, Error> {
     use rustls::pki_types::pem::PemObject;
     let unreadable = |e: &dyn std::fmt::Display| {
-        Error::Config(format!(
-            "cannot read sslrootcert {}: {e}",
-            path.display()
-        ))
+        Error::Config(format!("cannot read sslrootcert {}: {e}", path.display()))
     };
     let mut roots = RootCertStore::empty();
     for cert in CertificateDer::pem_file_iter(path).map_err(|e| unreadable(&e))? {
@@ -199,13 +196,10 @@ impl ServerCertVerifier for ChainOnly {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        match self.0.verify_server_cert(
-            end_entity,
-            intermediates,
-            server_name,
-            ocsp_response,
-            now,
-        ) {
+        match self
+            .0
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+        {
             // webpki checks the name last, once the chain is good.
             Err(rustls::Error::InvalidCertificate(
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
@@ -297,7 +291,10 @@ mod tests {
             "postgres://u:pw@db.example:5432/app?sslmode=verify-full&sslrootcert=%2Fetc%2Fca.pem&application_name=hb",
         )
         .unwrap();
-        assert_eq!(rest, "postgres://u:pw@db.example:5432/app?application_name=hb");
+        assert_eq!(
+            rest,
+            "postgres://u:pw@db.example:5432/app?application_name=hb"
+        );
         assert_eq!(mode, SslMode::VerifyFull);
         assert_eq!(root.as_deref(), Some(Path::new("/etc/ca.pem")));
         let (rest, mode, root) =

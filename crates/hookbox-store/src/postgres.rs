@@ -221,7 +221,10 @@ impl PostgresStore {
         replica: Option<Replica>,
     ) -> Result<Self> {
         let crate::pg_tls::Connection { config, mode, tls } = crate::pg_tls::parse(url)?;
-        if matches!(mode, crate::pg_tls::SslMode::Prefer | crate::pg_tls::SslMode::Require) {
+        if matches!(
+            mode,
+            crate::pg_tls::SslMode::Prefer | crate::pg_tls::SslMode::Require
+        ) {
             tracing::debug!(sslmode = ?mode, "PostgreSQL TLS without a checked server certificate (add sslmode=verify-full&sslrootcert=FILE to check it)");
         }
         let tls = tokio_postgres_rustls::MakeRustlsConnect::new(tls);

@@ -36,7 +36,11 @@ fn start_running(server: &Server, command: &str) -> (String, TcpStream, Vec<u8>)
     let mut buf = [0u8; 4096];
     while !String::from_utf8_lossy(&seen).contains("code_execution_call") {
         let n = stream.read(&mut buf).unwrap();
-        assert!(n > 0, "stream ended early: {}", String::from_utf8_lossy(&seen));
+        assert!(
+            n > 0,
+            "stream ended early: {}",
+            String::from_utf8_lossy(&seen)
+        );
         seen.extend_from_slice(&buf[..n]);
     }
     (id, stream, seen)
@@ -70,7 +74,11 @@ fn mounts_and_loops_under(dir: &Path) -> Vec<String> {
         if let Ok(backing) = std::fs::read_to_string(entry.path().join("loop/backing_file"))
             && Path::new(backing.trim()).starts_with(&dir)
         {
-            found.push(format!("{} on {}", entry.file_name().to_string_lossy(), backing.trim()));
+            found.push(format!(
+                "{} on {}",
+                entry.file_name().to_string_lossy(),
+                backing.trim()
+            ));
         }
     }
     found
@@ -104,7 +112,9 @@ fn sigterm_drains_a_running_interaction_and_leaves_no_mount() {
     let refused = http(&server.addr, "POST", "/v1beta/interactions", &body);
     assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
     assert!(
-        refused.to_ascii_lowercase().contains("\r\nretry-after: 2\r\n"),
+        refused
+            .to_ascii_lowercase()
+            .contains("\r\nretry-after: 2\r\n"),
         "{refused}"
     );
     assert_eq!(json_body(&refused)["error"]["status"], "UNAVAILABLE");
@@ -119,9 +129,11 @@ fn sigterm_drains_a_running_interaction_and_leaves_no_mount() {
     let status = wait_exit(&mut server);
     assert!(status.success(), "{status}");
     // The disk is unmounted and its loop device let go (the kernel may detach it just after).
-    wait_for(Duration::from_secs(10), "the loop device to be detached", || {
-        mounts_and_loops_under(&data).is_empty().then_some(())
-    });
+    wait_for(
+        Duration::from_secs(10),
+        "the loop device to be detached",
+        || mounts_and_loops_under(&data).is_empty().then_some(()),
+    );
 
     let after = interaction_after_restart(&data, &id);
     assert_eq!(after["status"], "completed", "{after}");
@@ -142,9 +154,11 @@ fn past_the_grace_period_or_at_a_second_signal_running_work_fails() {
         }
         let status = wait_exit(&mut server);
         assert!(status.success(), "{status}");
-        wait_for(Duration::from_secs(10), "the loop device to be detached", || {
-            mounts_and_loops_under(&data).is_empty().then_some(())
-        });
+        wait_for(
+            Duration::from_secs(10),
+            "the loop device to be detached",
+            || mounts_and_loops_under(&data).is_empty().then_some(()),
+        );
         // Failed by the stop itself (not by the next start's recovery, which says `interrupted`).
         let after = interaction_after_restart(&data, &id);
         assert_eq!(after["status"], "failed", "{after}");
@@ -197,14 +211,21 @@ fn two_replicas_hand_over_at_a_clean_stop() {
     // A new interaction sent to the draining A runs on B.
     let body = format!(r#"{{"agent":"{AGENT}","input":"run `echo on-b`"}}"#);
     let moved = http(&a.addr, "POST", "/v1beta/interactions", &body);
-    assert_eq!(served_by(&moved).as_deref(), Some(replica_b.as_str()), "{moved}");
+    assert_eq!(
+        served_by(&moved).as_deref(),
+        Some(replica_b.as_str()),
+        "{moved}"
+    );
     assert_eq!(json_body(&moved)["status"], "completed", "{moved}");
     // One for the environment A still holds waits until A lets it go.
     let body = serde_json::json!({"agent": AGENT, "input": "run `cat /workspace/a.txt`", "environment": env})
         .to_string();
     let held = http(&a.addr, "POST", "/v1beta/interactions", &body);
     assert!(held.starts_with("HTTP/1.1 503"), "{held}");
-    assert!(held.to_ascii_lowercase().contains("\r\nretry-after: "), "{held}");
+    assert!(
+        held.to_ascii_lowercase().contains("\r\nretry-after: "),
+        "{held}"
+    );
 
     stream.read_to_end(&mut seen).unwrap();
     assert!(String::from_utf8_lossy(&seen).contains("finished-on-a"));
@@ -212,7 +233,11 @@ fn two_replicas_hand_over_at_a_clean_stop() {
     // A released its leases: B runs the environment now, long before the 600 s lease would
     // have expired.
     let resp = http(&b.addr, "POST", "/v1beta/interactions", &body);
-    assert_eq!(served_by(&resp).as_deref(), Some(replica_b.as_str()), "{resp}");
+    assert_eq!(
+        served_by(&resp).as_deref(),
+        Some(replica_b.as_str()),
+        "{resp}"
+    );
     let after = json_body(&resp);
     assert_eq!(after["status"], "completed", "{after}");
     assert!(after.to_string().contains("kept-on-a"), "{after}");

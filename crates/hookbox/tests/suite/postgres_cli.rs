@@ -49,7 +49,12 @@ fn postgres_credentials_made_by_the_cli_are_the_servers() {
     assert!(missing.starts_with("HTTP/1.1 404"), "{missing}");
     drop(sqlite);
     let server = start_with(&data, &["--database", &database]);
-    let seen = json_body(&http(&server.addr, "GET", "/v1beta/credentials/pg-token", ""));
+    let seen = json_body(&http(
+        &server.addr,
+        "GET",
+        "/v1beta/credentials/pg-token",
+        "",
+    ));
     assert_eq!(seen["id"], "pg-token", "{seen}");
     assert!(!seen.to_string().contains("the-secret-value"));
     let listed = hookbox(&data, &["credential", "list", "--json"], "");
@@ -84,7 +89,11 @@ fn postgres_over_tls_is_verified_and_refusals_never_show_the_password() {
     assert!(url.contains("sslmode=verify-full"), "{url}");
     let dir = hookbox_test_support::DataDir::new();
     let data = dir.path().join("data");
-    let ok = hookbox(&data, &["project", "create", "tls-team", "--database", &url], "");
+    let ok = hookbox(
+        &data,
+        &["project", "create", "tls-team", "--database", &url],
+        "",
+    );
     assert!(ok.status.success(), "{}", stderr(&ok));
     let listed = hookbox(&data, &["project", "list", "--database", &url], "");
     assert!(String::from_utf8_lossy(&listed.stdout).contains("tls-team"));
@@ -96,7 +105,10 @@ fn postgres_over_tls_is_verified_and_refusals_never_show_the_password() {
 
     let refusals = [
         // The certificate names `localhost` only.
-        (url.replace("@localhost:", "@127.0.0.1:"), "not valid for name"),
+        (
+            url.replace("@localhost:", "@127.0.0.1:"),
+            "not valid for name",
+        ),
         // Signed by another CA.
         (url.replace("/ca.crt", "/other-ca.crt"), "UnknownIssuer"),
         // The cluster takes TLS only.
