@@ -608,9 +608,20 @@ async fn drive(
 ) -> Interaction {
     let inner = Arc::clone(&state.inner);
     let (tx, mut rx) = mpsc::channel::<LoopEvent>(256);
+    // Among replicas, each tool call also holds a place of the project's cluster-wide count.
+    let counted = crate::quota::ClusterSlots {
+        inner: inner.executor.as_ref(),
+        book: &inner.quotas,
+        project: &run.project,
+    };
+    let executor: &dyn hookbox_agent::seams::ToolExecutor = if inner.cluster.is_some() {
+        &counted
+    } else {
+        inner.executor.as_ref()
+    };
     let ctx = LoopContext {
         model: inner.model.as_ref(),
-        executor: inner.executor.as_ref(),
+        executor,
         environment_id: Some(&run.environment_id),
         model_name: run.model_name.as_deref(),
         system_instruction: run.system_instruction.as_deref(),

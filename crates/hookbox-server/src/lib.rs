@@ -143,6 +143,7 @@ impl AppState {
                     services.quotas,
                     services.store.clone(),
                     services.sandbox_slots,
+                    cluster.as_ref().map(|c| c.cluster.clone()),
                 ),
                 store: services.store,
                 model: services.model,

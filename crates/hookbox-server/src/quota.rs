@@ -6,15 +6,23 @@
 //! Where the numbers come from, later wins: built-in defaults (which a single-user install never
 //! hits), the config file's `[quotas]`, its `[projects.NAME.quotas]`, and the overrides stored
 //! with a managed project (`hookbox project quota NAME key=value`), re-read at most every
-//! [`OVERRIDE_TTL`]. Over a quota the API answers 429 `RESOURCE_EXHAUSTED` naming the quota;
-//! nothing stored is touched by a refusal. This module decides; it must not run anything.
+//! [`OVERRIDE_TTL`]. Over a quota the API answers 429 `RESOURCE_EXHAUSTED` naming the quota,
+//! with `Retry-After`; nothing stored is touched by a refusal. This module decides; it must not
+//! run anything.
+//!
+//! Among replicas the counts are the cluster's, kept in PostgreSQL (`hookbox_store::Cluster`):
+//! `running_interactions` and, per tool call, `sandbox_processes` are places held by live
+//! replicas, and the request rate is one bucket per project. Each replica still counts its own
+//! sandboxed processes (hooks included) against the same limit.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
-use hookbox_store::Store;
+use hookbox_agent::seams::{OutputSink, ToolExecution, ToolExecutor};
+use hookbox_protocol::ToolCall;
+use hookbox_store::{Cluster, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -290,6 +298,8 @@ pub struct QuotaBook {
     creating: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// The per-project sandbox process limits, when the backend enforces them.
     slots: Option<Arc<hookbox_sandbox::slots::SlotRegistry>>,
+    /// Among replicas: where the cluster-wide counts are kept.
+    cluster: Option<Arc<dyn Cluster>>,
 }
 
 /// One running interaction counted against its project; dropping it frees the place.
@@ -297,6 +307,8 @@ pub struct QuotaBook {
 pub struct RunningGuard {
     book: Arc<QuotaBook>,
     project: String,
+    /// Held for as long as the guard (given back on drop).
+    _cluster: Option<ClusterHold>,
 }
 
 impl Drop for RunningGuard {
@@ -308,11 +320,34 @@ impl Drop for RunningGuard {
     }
 }
 
+/// A place held across the cluster; dropping it gives the place back (in the background).
+#[derive(Debug)]
+pub struct ClusterHold {
+    cluster: Arc<dyn Cluster>,
+    id: String,
+}
+
+impl Drop for ClusterHold {
+    fn drop(&mut self) {
+        let cluster = self.cluster.clone();
+        let id = std::mem::take(&mut self.id);
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(async move {
+                if let Err(e) = cluster.unhold(&id).await {
+                    // Freed anyway once this replica stops heartbeating.
+                    tracing::warn!(hold = %id, error = %e, "cannot give a quota place back");
+                }
+            });
+        }
+    }
+}
+
 impl QuotaBook {
     pub fn new(
         config: QuotaConfig,
         store: Arc<dyn Store>,
         slots: Option<Arc<hookbox_sandbox::slots::SlotRegistry>>,
+        cluster: Option<Arc<dyn Cluster>>,
     ) -> Arc<Self> {
         Arc::new(QuotaBook {
             config,
@@ -322,6 +357,7 @@ impl QuotaBook {
             running: Mutex::new(HashMap::new()),
             creating: Mutex::new(HashMap::new()),
             slots,
+            cluster,
         })
     }
 
@@ -371,6 +407,27 @@ impl QuotaBook {
     /// Takes one request token of `project`'s bucket, or answers how long to wait.
     pub async fn admit_request(&self, project: &str) -> Result<(), ApiError> {
         let q = self.quotas(project).await;
+        if let Some(cluster) = &self.cluster {
+            match cluster
+                .take_token(project, q.requests_per_second, q.burst.max(1) as f64)
+                .await
+            {
+                Ok(None) => return Ok(()),
+                Ok(Some(wait)) => {
+                    return Err(exceeded(
+                        "requests_per_second",
+                        &format!(
+                            "{} per second, bursts of {}, across replicas",
+                            q.requests_per_second, q.burst
+                        ),
+                        project,
+                        wait.ceil().clamp(1.0, 3600.0) as u32,
+                    ));
+                }
+                // The store is down: this replica's own bucket still limits.
+                Err(e) => tracing::warn!(error = %e, "cannot reach the cluster's request bucket"),
+            }
+        }
         let now = Instant::now();
         let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
         let capacity = q.burst.max(1) as f64;
@@ -403,21 +460,55 @@ impl QuotaBook {
         project: &str,
     ) -> Result<RunningGuard, ApiError> {
         let limit = self.quotas(project).await.running_interactions;
-        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
-        let n = running.entry(project.to_owned()).or_insert(0);
-        if *n >= limit {
-            return Err(exceeded(
-                "running_interactions",
-                &format!("{limit} at once"),
+        let mut guard = {
+            let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+            let n = running.entry(project.to_owned()).or_insert(0);
+            if *n >= limit {
+                return Err(exceeded(
+                    "running_interactions",
+                    &format!("{limit} at once"),
+                    project,
+                    RUNNING_RETRY_AFTER_SECS,
+                ));
+            }
+            *n += 1;
+            RunningGuard {
+                book: Arc::clone(self),
+                project: project.to_owned(),
+                _cluster: None,
+            }
+        };
+        // Dropping `guard` on refusal gives the local place back.
+        guard._cluster = self
+            .hold_in_cluster("running_interactions", project, limit, "at once")
+            .await?;
+        Ok(guard)
+    }
+
+    /// Among replicas, one of `limit` places of `quota` across the cluster (`None` for a lone
+    /// server), or the 429.
+    pub async fn hold_in_cluster(
+        &self,
+        quota: &str,
+        project: &str,
+        limit: u64,
+        what: &str,
+    ) -> Result<Option<ClusterHold>, ApiError> {
+        let Some(cluster) = &self.cluster else {
+            return Ok(None);
+        };
+        match cluster.hold(quota, project, limit).await? {
+            Some(id) => Ok(Some(ClusterHold {
+                cluster: cluster.clone(),
+                id,
+            })),
+            None => Err(exceeded(
+                quota,
+                &format!("{limit} {what}, across replicas"),
                 project,
                 RUNNING_RETRY_AFTER_SECS,
-            ));
+            )),
         }
-        *n += 1;
-        Ok(RunningGuard {
-            book: Arc::clone(self),
-            project: project.to_owned(),
-        })
     }
 
     /// Holds `project`'s environment-creation lock and checks there is room for one more
@@ -450,6 +541,62 @@ impl QuotaBook {
             ));
         }
         Ok((guard, q.disk_bytes_per_environment))
+    }
+}
+
+/// Among replicas: every tool call of `project` holds one of its `sandbox_processes` places
+/// across the cluster while it runs (its hooks included); over the limit the model gets the
+/// refusal as the tool's error, as it does from a replica's own slots.
+#[derive(Debug)]
+pub(crate) struct ClusterSlots<'a> {
+    pub inner: &'a dyn ToolExecutor,
+    pub book: &'a QuotaBook,
+    pub project: &'a str,
+}
+
+impl ClusterSlots<'_> {
+    async fn hold(&self) -> Result<Option<ClusterHold>, ToolExecution> {
+        let limit = self.book.quotas(self.project).await.sandbox_processes;
+        self.book
+            .hold_in_cluster(
+                "sandbox_processes",
+                self.project,
+                limit,
+                "sandboxed tool calls at once",
+            )
+            .await
+            .map_err(|e| {
+                ToolExecution::error(format!(
+                    "{} Wait for running calls to finish.",
+                    e.message
+                ))
+            })
+    }
+}
+
+#[async_trait::async_trait]
+impl ToolExecutor for ClusterSlots<'_> {
+    async fn execute(&self, environment_id: &str, call: &ToolCall) -> ToolExecution {
+        let _hold = match self.hold().await {
+            Ok(hold) => hold,
+            Err(refused) => return refused,
+        };
+        self.inner.execute(environment_id, call).await
+    }
+
+    async fn execute_streaming(
+        &self,
+        environment_id: &str,
+        call: &ToolCall,
+        output: OutputSink,
+    ) -> ToolExecution {
+        let _hold = match self.hold().await {
+            Ok(hold) => hold,
+            Err(refused) => return refused,
+        };
+        self.inner
+            .execute_streaming(environment_id, call, output)
+            .await
     }
 }
 

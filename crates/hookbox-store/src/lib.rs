@@ -352,6 +352,15 @@ pub trait Cluster: Send + Sync + std::fmt::Debug {
     async fn holder(&self, resource: &str) -> Result<Option<(String, String)>>;
     /// The other live replicas (id, url), most recently renewed first.
     async fn peers(&self) -> Result<Vec<(String, String)>>;
+    /// Takes one of `limit` places of `quota` for `project` across the cluster (a running
+    /// interaction, a running tool call): the id of the hold, or `None` when live replicas hold
+    /// them all. Holds of replicas that stopped are freed by the next attempt.
+    async fn hold(&self, quota: &str, project: &str, limit: u64) -> Result<Option<String>>;
+    /// Gives a place back.
+    async fn unhold(&self, hold: &str) -> Result<()>;
+    /// Takes a token from `project`'s request bucket, shared by every replica (`rate` per
+    /// second, up to `burst`): `None` when taken, else the seconds until one is there.
+    async fn take_token(&self, project: &str, rate: f64, burst: f64) -> Result<Option<f64>>;
     /// Leaves the cluster at a clean stop: releases every lease this replica holds and removes
     /// its heartbeat, so the others take its environments at once instead of after the TTL.
     async fn leave(&self) -> Result<()>;

@@ -120,6 +120,25 @@ CREATE TABLE leases (
 );
 "#,
     ),
+    // Cluster-wide quotas: places held by live replicas, and one request bucket per project.
+    (
+        4,
+        r#"
+CREATE TABLE quota_holds (
+    id TEXT PRIMARY KEY,
+    project TEXT NOT NULL,
+    quota TEXT NOT NULL,
+    replica TEXT NOT NULL,
+    created TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+CREATE INDEX quota_holds_project ON quota_holds(project, quota);
+CREATE TABLE rate_buckets (
+    project TEXT PRIMARY KEY,
+    tokens DOUBLE PRECISION NOT NULL,
+    updated TIMESTAMPTZ NOT NULL
+);
+"#,
+    ),
 ];
 
 /// The advisory lock migrations run under (an arbitrary constant: "hookbox" in ASCII).
@@ -775,11 +794,87 @@ impl Cluster for PostgresCluster {
             .collect())
     }
 
+    async fn hold(&self, quota: &str, project: &str, limit: u64) -> Result<Option<String>> {
+        let mut client = self.pool.get().await.map_err(pool_err)?;
+        let tx = client.transaction().await?;
+        // One count-then-insert per (quota, project) at a time, across replicas.
+        tx.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+            &[&format!("quota:{quota}:{project}")],
+        )
+        .await?;
+        // Places of replicas that stopped without leaving are free again.
+        tx.execute(
+            "DELETE FROM quota_holds WHERE project = $1 AND quota = $2
+               AND replica NOT IN (SELECT id FROM replicas WHERE expires_at > now())",
+            &[&project, &quota],
+        )
+        .await?;
+        let held: i64 = tx
+            .query_one(
+                "SELECT count(*) FROM quota_holds WHERE project = $1 AND quota = $2",
+                &[&project, &quota],
+            )
+            .await?
+            .get(0);
+        if u64::try_from(held).unwrap_or(u64::MAX) >= limit {
+            tx.commit().await?;
+            return Ok(None);
+        }
+        let id = format!("hold_{:016x}", rand::random::<u64>());
+        tx.execute(
+            "INSERT INTO quota_holds (id, project, quota, replica) VALUES ($1, $2, $3, $4)",
+            &[&id, &project, &quota, &self.state.replica.id],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(Some(id))
+    }
+
+    async fn unhold(&self, hold: &str) -> Result<()> {
+        let client = self.pool.get().await.map_err(pool_err)?;
+        client
+            .execute("DELETE FROM quota_holds WHERE id = $1", &[&hold])
+            .await?;
+        Ok(())
+    }
+
+    async fn take_token(&self, project: &str, rate: f64, burst: f64) -> Result<Option<f64>> {
+        let client = self.pool.get().await.map_err(pool_err)?;
+        let burst = burst.max(1.0);
+        // One statement: refill by the time since the last token, then take one if there is.
+        let refilled = "LEAST($3::float8, rate_buckets.tokens + EXTRACT(EPOCH FROM (now() - rate_buckets.updated))::float8 * $2::float8)";
+        let taken = client
+            .query_opt(
+                &format!(
+                    "INSERT INTO rate_buckets (project, tokens, updated) VALUES ($1, $3::float8 - 1, now())
+                     ON CONFLICT (project) DO UPDATE SET tokens = {refilled} - 1, updated = now()
+                     WHERE {refilled} >= 1
+                     RETURNING tokens"
+                ),
+                &[&project, &rate, &burst],
+            )
+            .await?;
+        if taken.is_some() {
+            return Ok(None);
+        }
+        let tokens: f64 = client
+            .query_one(
+                "SELECT LEAST($2::float8, tokens + EXTRACT(EPOCH FROM (now() - updated))::float8 * $3::float8) FROM rate_buckets WHERE project = $1",
+                &[&project, &burst, &rate],
+            )
+            .await?
+            .get(0);
+        Ok(Some(((1.0 - tokens).max(0.0)) / rate.max(f64::MIN_POSITIVE)))
+    }
+
     async fn leave(&self) -> Result<()> {
         let mut client = self.pool.get().await.map_err(pool_err)?;
         let tx = client.transaction().await?;
         let id = &self.state.replica.id;
         tx.execute("DELETE FROM leases WHERE owner = $1", &[id])
+            .await?;
+        tx.execute("DELETE FROM quota_holds WHERE replica = $1", &[id])
             .await?;
         tx.execute("DELETE FROM replicas WHERE id = $1", &[id])
             .await?;

@@ -131,3 +131,88 @@ fn postgres_over_tls_is_verified_and_refusals_never_show_the_password() {
     let out = hookbox(&data, &["project", "list", "--database", &by_ip], "");
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+#[test]
+#[ignore = "needs HOOKBOX_TEST_POSTGRES_URL (scripts/test.sh starts a PostgreSQL cluster)"]
+fn postgres_replicas_share_their_quotas() {
+    let database = fresh_database();
+    let dir = hookbox_test_support::DataDir::new();
+    let data = dir.path().join("data");
+    let config = dir.path().join("quotas.toml");
+    let replicas = |quotas: &str| {
+        std::fs::write(&config, format!("[quotas]\n{quotas}\n")).unwrap();
+        let args = [
+            "--database",
+            database.as_str(),
+            "--cluster-secret",
+            "a-cluster-secret-for-tests",
+            "--config",
+            config.to_str().unwrap(),
+        ];
+        (start_with(&data, &args), start_with(&data, &args))
+    };
+    let agent = "antigravity-preview-09-2026";
+    let background = |addr: &str, command: &str| {
+        http(
+            addr,
+            "POST",
+            "/v1beta/interactions",
+            &format!(r#"{{"agent":"{agent}","input":"run `{command}`","background":true}}"#),
+        )
+    };
+
+    // Two running interactions, one on each replica, fill the project's two places.
+    let (a, b) = replicas("running_interactions = 2");
+    let first = background(&a.addr, "sleep 60");
+    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+    let second = background(&b.addr, "sleep 60");
+    assert!(second.starts_with("HTTP/1.1 200"), "{second}");
+    for addr in [&a.addr, &b.addr] {
+        let third = background(addr, "true");
+        assert!(third.starts_with("HTTP/1.1 429"), "{third}");
+        let error = &json_body(&third)["error"];
+        assert_eq!(error["status"], "RESOURCE_EXHAUSTED", "{third}");
+        assert!(
+            error["message"].as_str().unwrap().contains("across replicas"),
+            "{third}"
+        );
+        assert!(third.to_ascii_lowercase().contains("\r\nretry-after: "));
+    }
+    // A place given back on one replica is free on the other.
+    let id = json_body(&first)["id"].as_str().unwrap().to_owned();
+    let cancelled = http(&a.addr, "POST", &format!("/v1beta/interactions/{id}/cancel"), "");
+    assert!(cancelled.starts_with("HTTP/1.1 200"), "{cancelled}");
+    super::lifecycle_cli::wait_for(std::time::Duration::from_secs(10), "a free place", || {
+        background(&b.addr, "true").starts_with("HTTP/1.1 200").then_some(())
+    });
+    drop((a, b));
+
+    // One sandboxed tool call at a time across the cluster: a call on B while A's runs is
+    // refused, and the model is told why.
+    let (a, b) = replicas("sandbox_processes = 1");
+    let running = background(&a.addr, "sleep 60");
+    let id = json_body(&running)["id"].as_str().unwrap().to_owned();
+    // Until A's call runs (its call step is stored first), B's could still take the place.
+    super::lifecycle_cli::wait_for(std::time::Duration::from_secs(20), "A's call to run", || {
+        let i = json_body(&http(&a.addr, "GET", &format!("/v1beta/interactions/{id}"), ""));
+        i.to_string().contains("code_execution_call").then_some(())
+    });
+    let refused = json_body(&http(
+        &b.addr,
+        "POST",
+        "/v1beta/interactions",
+        &format!(r#"{{"agent":"{agent}","input":"run `echo not-run`"}}"#),
+    ));
+    let text = refused.to_string();
+    assert!(text.contains("sandbox_processes"), "{text}");
+    assert!(text.contains("across replicas"), "{text}");
+    assert!(!text.contains("not-run\\n"), "{text}");
+    drop((a, b));
+
+    // One request bucket for the project, whichever replica a request reaches.
+    let (a, b) = replicas("requests_per_second = 0.01\nburst = 2");
+    for (addr, expect) in [(&a.addr, "200"), (&b.addr, "200"), (&a.addr, "429"), (&b.addr, "429")] {
+        let resp = http(addr, "GET", "/v1beta/environments", "");
+        assert!(resp.starts_with(&format!("HTTP/1.1 {expect}")), "{resp}");
+    }
+}
