@@ -6,9 +6,10 @@
 //! metrics and OTLP traces cost (off, then on); the server's RSS after warm-up, 1000 and 10 000
 //! interactions; then PostgreSQL (`scripts/postgres.sh`): one replica, two replicas sharing the
 //! database and a data dir, and two replicas forwarding every interaction to the other, with the
-//! ratios to SQLite; and checkpointing to an object store after every interaction, off and on.
+//! ratios to SQLite; checkpointing to an object store after every interaction, off and on; and
+//! what cluster-wide quotas cost (counted in PostgreSQL, against a lone server's memory).
 //! Run: `cargo bench -p hookbox-server --bench load [-- --per-level N] [--total N]
-//! [--only-snapshots]`.
+//! [--only-snapshots] [--only-quotas]`.
 //!
 //! The bench binary is also its own sandbox launcher (`__sandbox-exec`), as `hookbox` is.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -420,6 +421,84 @@ async fn snapshot_rows(client: &reqwest::Client, per_level: usize) {
     );
 }
 
+/// `n` authenticated reads (`GET /v1beta/agents`), `concurrency` at a time: reads per second.
+async fn reads(client: &reqwest::Client, addr: std::net::SocketAddr, concurrency: usize, n: usize) -> f64 {
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..concurrency {
+        let client = client.clone();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..n.div_ceil(concurrency) {
+                let resp = client
+                    .get(format!("http://{addr}/v1beta/agents"))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(resp.status(), 200);
+                resp.bytes().await.unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    (n.div_ceil(concurrency) * concurrency) as f64 / start.elapsed().as_secs_f64()
+}
+
+/// What cluster-wide quotas cost: a lone server on PostgreSQL (quotas counted in its memory)
+/// against one replica (the request bucket, running interactions and tool calls counted in
+/// PostgreSQL), for reads and for interactions.
+async fn quota_rows(client: &reqwest::Client, per_level: usize) {
+    let Some(pg) = Postgres::start() else {
+        println!("postgres: not available (scripts/setup.sh installs it); no quota rows");
+        return;
+    };
+    let dir = hookbox_test_support::DataDir::new();
+    let store = hookbox_store::PostgresStore::connect(
+        &pg.database("bench_lone"),
+        SecretKey::from_bytes([3; 32]),
+        &Default::default(),
+    )
+    .await
+    .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let lone = serve_on(
+        listener,
+        dir.path(),
+        Arc::new(store),
+        None,
+        &Setup {
+            warm: true,
+            ..Setup::default()
+        },
+    );
+    let dir2 = hookbox_test_support::DataDir::new();
+    let replica = replicas(&pg.database("bench_quotas"), dir2.path(), 1).await[0];
+    let n = per_level * 8;
+    let mut rows = Vec::new();
+    for (label, addr) in [("quotas in memory ", lone), ("quotas in postgres", replica)] {
+        let body = gated_environment(addr).await;
+        for _ in 0..16 {
+            one(client.clone(), addr, body.clone()).await;
+        }
+        reads(client, addr, 16, 256).await;
+        let r1 = reads(client, addr, 1, n / 4).await;
+        let r16 = reads(client, addr, 16, n).await;
+        let (i16, ..) = level(client, addr, &body, 16, per_level).await;
+        println!(
+            "{label}: reads {r1:.0}/s at concurrency 1, {r16:.0}/s at 16; interactions {i16:.1}/s at 16"
+        );
+        rows.push((r1, r16, i16));
+    }
+    let (lone, shared) = (rows[0], rows[1]);
+    println!(
+        "cluster-wide quotas: {:.0} us more per request at concurrency 1; {:.3}x reads/s and {:.3}x interactions/s at 16",
+        (1.0 / shared.0 - 1.0 / lone.0) * 1e6,
+        shared.1 / lone.1,
+        shared.2 / lone.2
+    );
+}
+
 async fn bench() {
     let per_level: usize = std::env::args()
         .skip_while(|a| a != "--per-level")
@@ -435,6 +514,10 @@ async fn bench() {
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     if std::env::args().any(|a| a == "--only-snapshots") {
         snapshot_rows(&client, per_level).await;
+        return;
+    }
+    if std::env::args().any(|a| a == "--only-quotas") {
+        quota_rows(&client, per_level).await;
         return;
     }
     println!("sandboxes  concurrency  interactions  per_second  p50_ms  p99_ms  p99/p50");
@@ -544,6 +627,7 @@ async fn bench() {
     println!("rss_kib after warm-up: {rss_start}; {}", shown.join("; "));
 
     snapshot_rows(&client, per_level).await;
+    quota_rows(&client, per_level).await;
 
     // PostgreSQL: one replica, then two sharing the database and a data dir (each client
     //    talks to one replica, in the environment that replica holds), then every request sent

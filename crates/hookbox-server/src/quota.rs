@@ -262,6 +262,11 @@ pub fn exceeded(quota: &str, detail: &str, project: &str, retry_after: u32) -> A
     .retry_after(retry_after)
 }
 
+/// The share of a project's burst a replica takes from the shared bucket at once.
+const SHARED_BATCH: f64 = 0.02;
+/// The most tokens a replica takes at once.
+const MAX_SHARED_BATCH: f64 = 50.0;
+
 /// What a client over `running_interactions` is told to wait (interactions end at any time).
 const RUNNING_RETRY_AFTER_SECS: u32 = 2;
 /// What a client over `environments` is told to wait (only a deletion makes room).
@@ -300,6 +305,8 @@ pub struct QuotaBook {
     slots: Option<Arc<hookbox_sandbox::slots::SlotRegistry>>,
     /// Among replicas: where the cluster-wide counts are kept.
     cluster: Option<Arc<dyn Cluster>>,
+    /// Among replicas: request tokens this replica took from the shared bucket, not yet spent.
+    reserve: Mutex<HashMap<String, f64>>,
 }
 
 /// One running interaction counted against its project; dropping it frees the place.
@@ -358,6 +365,7 @@ impl QuotaBook {
             creating: Mutex::new(HashMap::new()),
             slots,
             cluster,
+            reserve: Mutex::new(HashMap::new()),
         })
     }
 
@@ -408,10 +416,7 @@ impl QuotaBook {
     pub async fn admit_request(&self, project: &str) -> Result<(), ApiError> {
         let q = self.quotas(project).await;
         if let Some(cluster) = &self.cluster {
-            match cluster
-                .take_token(project, q.requests_per_second, q.burst.max(1) as f64)
-                .await
-            {
+            match self.take_shared(cluster.as_ref(), project, &q).await {
                 Ok(None) => return Ok(()),
                 Ok(Some(wait)) => {
                     return Err(exceeded(
@@ -452,6 +457,38 @@ impl QuotaBook {
             project,
             seconds_until_token(bucket.tokens, q.requests_per_second),
         ))
+    }
+
+    /// One token of `project`'s cluster-wide bucket: from the tokens this replica took
+    /// earlier, else a batch of [`SHARED_BATCH`]'s share of the burst from PostgreSQL (so the
+    /// database sees one request in many). `Ok(Some(wait))` when the bucket is empty. Tokens a
+    /// replica holds are spent from the shared bucket, so the cluster never admits more than it.
+    async fn take_shared(
+        &self,
+        cluster: &dyn Cluster,
+        project: &str,
+        q: &Quotas,
+    ) -> Result<Option<f64>, hookbox_store::Error> {
+        {
+            let mut reserve = self.reserve.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(tokens) = reserve.get_mut(project).filter(|t| **t >= 1.0) {
+                *tokens -= 1.0;
+                return Ok(None);
+            }
+        }
+        let burst = q.burst.max(1) as f64;
+        let want = (burst * SHARED_BATCH).floor().clamp(1.0, MAX_SHARED_BATCH);
+        match cluster
+            .take_tokens(project, q.requests_per_second, burst, want)
+            .await?
+        {
+            hookbox_store::TokenGrant::Granted(n) => {
+                let mut reserve = self.reserve.lock().unwrap_or_else(|p| p.into_inner());
+                *reserve.entry(project.to_owned()).or_insert(0.0) += n - 1.0;
+                Ok(None)
+            }
+            hookbox_store::TokenGrant::Wait(seconds) => Ok(Some(seconds)),
+        }
     }
 
     /// A place for one more running interaction of `project`, or the 429.

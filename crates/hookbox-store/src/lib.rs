@@ -329,6 +329,15 @@ pub enum Claim {
     Elsewhere { replica: String, url: String },
 }
 
+/// What [`Cluster::take_tokens`] got.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum TokenGrant {
+    /// This many tokens (at least one) are this replica's to spend.
+    Granted(f64),
+    /// The bucket is empty; a token is there again in this many seconds.
+    Wait(f64),
+}
+
 /// Coordination of replicas through the database: heartbeats, leases with fencing numbers,
 /// interactions of dead replicas, and change notifications for streams.
 #[async_trait]
@@ -358,9 +367,10 @@ pub trait Cluster: Send + Sync + std::fmt::Debug {
     async fn hold(&self, quota: &str, project: &str, limit: u64) -> Result<Option<String>>;
     /// Gives a place back.
     async fn unhold(&self, hold: &str) -> Result<()>;
-    /// Takes a token from `project`'s request bucket, shared by every replica (`rate` per
-    /// second, up to `burst`): `None` when taken, else the seconds until one is there.
-    async fn take_token(&self, project: &str, rate: f64, burst: f64) -> Result<Option<f64>>;
+    /// Takes up to `want` whole tokens (at least one) from `project`'s request bucket, shared
+    /// by every replica (`rate` per second, up to `burst`).
+    async fn take_tokens(&self, project: &str, rate: f64, burst: f64, want: f64)
+    -> Result<TokenGrant>;
     /// Leaves the cluster at a clean stop: releases every lease this replica holds and removes
     /// its heartbeat, so the others take its environments at once instead of after the TTL.
     async fn leave(&self) -> Result<()>;

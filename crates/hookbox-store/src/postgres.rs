@@ -182,6 +182,8 @@ struct ClusterState {
     /// The environment of each interaction created here (the lease its writes are fenced by).
     environments: Mutex<HashMap<String, String>>,
     changes: broadcast::Sender<String>,
+    /// Projects whose request bucket row is known to exist.
+    buckets: Mutex<std::collections::HashSet<String>>,
 }
 
 impl ClusterState {
@@ -208,6 +210,12 @@ impl std::fmt::Debug for PostgresStore {
         // Never the URL: it may hold a password.
         f.debug_struct("PostgresStore").finish_non_exhaustive()
     }
+}
+
+/// `text` as an SQL string literal (for the one statement sent by the simple query protocol,
+/// which takes no parameters).
+fn sql_literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
 }
 
 fn pool_err(e: impl std::error::Error) -> Error {
@@ -255,6 +263,7 @@ impl PostgresStore {
                 held: Mutex::default(),
                 environments: Mutex::default(),
                 changes: broadcast::channel(1024).0,
+                buckets: Mutex::default(),
             })
         });
         let manager = Manager::from_config(
@@ -751,6 +760,13 @@ impl Cluster for PostgresCluster {
                 .execute("SELECT pg_notify($1, $2)", &[&CHANGES_CHANNEL, id])
                 .await?;
         }
+        // Quota places of stopped replicas (they are not counted, only kept until here).
+        client
+            .execute(
+                "DELETE FROM quota_holds WHERE replica NOT IN (SELECT id FROM replicas WHERE expires_at > now())",
+                &[],
+            )
+            .await?;
         Ok(ids)
     }
 
@@ -795,40 +811,41 @@ impl Cluster for PostgresCluster {
     }
 
     async fn hold(&self, quota: &str, project: &str, limit: u64) -> Result<Option<String>> {
-        let mut client = self.pool.get().await.map_err(pool_err)?;
-        let tx = client.transaction().await?;
-        // One count-then-insert per (quota, project) at a time, across replicas.
-        tx.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
-            &[&format!("quota:{quota}:{project}")],
-        )
-        .await?;
-        // Places of replicas that stopped without leaving are free again.
-        tx.execute(
-            "DELETE FROM quota_holds WHERE project = $1 AND quota = $2
-               AND replica NOT IN (SELECT id FROM replicas WHERE expires_at > now())",
-            &[&project, &quota],
-        )
-        .await?;
-        let held: i64 = tx
-            .query_one(
-                "SELECT count(*) FROM quota_holds WHERE project = $1 AND quota = $2",
-                &[&project, &quota],
-            )
-            .await?
-            .get(0);
-        if u64::try_from(held).unwrap_or(u64::MAX) >= limit {
-            tx.commit().await?;
-            return Ok(None);
-        }
+        let client = self.pool.get().await.map_err(pool_err)?;
         let id = format!("hold_{:016x}", rand::random::<u64>());
-        tx.execute(
-            "INSERT INTO quota_holds (id, project, quota, replica) VALUES ($1, $2, $3, $4)",
-            &[&id, &project, &quota, &self.state.replica.id],
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(Some(id))
+        let (quota, project, replica) = (
+            sql_literal(quota),
+            sql_literal(project),
+            sql_literal(&self.state.replica.id),
+        );
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        // One round trip: under a lock per (quota, project), count the places live replicas
+        // hold and take one if there is room (a stopped replica's places do not count).
+        let sent = client
+            .simple_query(&format!(
+                "BEGIN;
+                 SELECT pg_advisory_xact_lock(hashtextextended('quota:' || {quota} || ':' || {project}, 0));
+                 INSERT INTO quota_holds (id, project, quota, replica)
+                 SELECT '{id}', {project}, {quota}, {replica}
+                 WHERE (SELECT count(*) FROM quota_holds h JOIN replicas r ON r.id = h.replica
+                        WHERE h.project = {project} AND h.quota = {quota} AND r.expires_at > now()) < {limit}
+                 RETURNING id;
+                 COMMIT;"
+            ))
+            .await;
+        let messages = match sent {
+            Ok(messages) => messages,
+            Err(e) => {
+                // The pooled connection must not stay inside the failed transaction.
+                let _ = client.batch_execute("ROLLBACK").await;
+                return Err(e.into());
+            }
+        };
+        // The INSERT's row, if any, is the id (the lock's SELECT returns a row too).
+        let taken = messages.iter().any(|m| {
+            matches!(m, tokio_postgres::SimpleQueryMessage::Row(row) if row.get(0) == Some(id.as_str()))
+        });
+        Ok(taken.then_some(id))
     }
 
     async fn unhold(&self, hold: &str) -> Result<()> {
@@ -839,33 +856,51 @@ impl Cluster for PostgresCluster {
         Ok(())
     }
 
-    async fn take_token(&self, project: &str, rate: f64, burst: f64) -> Result<Option<f64>> {
+    async fn take_tokens(
+        &self,
+        project: &str,
+        rate: f64,
+        burst: f64,
+        want: f64,
+    ) -> Result<crate::TokenGrant> {
         let client = self.pool.get().await.map_err(pool_err)?;
         let burst = burst.max(1.0);
-        // One statement: refill by the time since the last token, then take one if there is.
-        let refilled = "LEAST($3::float8, rate_buckets.tokens + EXTRACT(EPOCH FROM (now() - rate_buckets.updated))::float8 * $2::float8)";
+        if !lock(&self.state.buckets).contains(project) {
+            client
+                .execute(
+                    "INSERT INTO rate_buckets (project, tokens, updated) VALUES ($1, $2::float8, now())
+                     ON CONFLICT (project) DO NOTHING",
+                    &[&project, &burst],
+                )
+                .await?;
+            lock(&self.state.buckets).insert(project.to_owned());
+        }
+        // One statement: refill by the time since the last take, then take up to `want` whole
+        // tokens if there is at least one (the row lock serialises replicas).
         let taken = client
             .query_opt(
-                &format!(
-                    "INSERT INTO rate_buckets (project, tokens, updated) VALUES ($1, $3::float8 - 1, now())
-                     ON CONFLICT (project) DO UPDATE SET tokens = {refilled} - 1, updated = now()
-                     WHERE {refilled} >= 1
-                     RETURNING tokens"
-                ),
-                &[&project, &rate, &burst],
+                "UPDATE rate_buckets b SET tokens = r.refilled - r.take, updated = now()
+                 FROM (SELECT refilled, LEAST($4::float8, floor(refilled)) AS take FROM (
+                         SELECT LEAST($3::float8, tokens + EXTRACT(EPOCH FROM (now() - updated))::float8 * $2::float8) AS refilled
+                         FROM rate_buckets WHERE project = $1 FOR UPDATE) f) r
+                 WHERE b.project = $1 AND r.take >= 1
+                 RETURNING r.take",
+                &[&project, &rate, &burst, &want.max(1.0)],
             )
             .await?;
-        if taken.is_some() {
-            return Ok(None);
+        if let Some(row) = taken {
+            return Ok(crate::TokenGrant::Granted(row.get(0)));
         }
         let tokens: f64 = client
-            .query_one(
+            .query_opt(
                 "SELECT LEAST($2::float8, tokens + EXTRACT(EPOCH FROM (now() - updated))::float8 * $3::float8) FROM rate_buckets WHERE project = $1",
                 &[&project, &burst, &rate],
             )
             .await?
-            .get(0);
-        Ok(Some(((1.0 - tokens).max(0.0)) / rate.max(f64::MIN_POSITIVE)))
+            .map_or(0.0, |row| row.get(0));
+        Ok(crate::TokenGrant::Wait(
+            (1.0 - tokens).max(0.0) / rate.max(f64::MIN_POSITIVE),
+        ))
     }
 
     async fn leave(&self) -> Result<()> {
