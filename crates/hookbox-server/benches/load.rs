@@ -422,7 +422,12 @@ async fn snapshot_rows(client: &reqwest::Client, per_level: usize) {
 }
 
 /// `n` authenticated reads (`GET /v1beta/agents`), `concurrency` at a time: reads per second.
-async fn reads(client: &reqwest::Client, addr: std::net::SocketAddr, concurrency: usize, n: usize) -> f64 {
+async fn reads(
+    client: &reqwest::Client,
+    addr: std::net::SocketAddr,
+    concurrency: usize,
+    n: usize,
+) -> f64 {
     let start = Instant::now();
     let mut tasks = Vec::new();
     for _ in 0..concurrency {

@@ -603,10 +603,7 @@ impl ClusterSlots<'_> {
             )
             .await
             .map_err(|e| {
-                ToolExecution::error(format!(
-                    "{} Wait for running calls to finish.",
-                    e.message
-                ))
+                ToolExecution::error(format!("{} Wait for running calls to finish.", e.message))
             })
     }
 }

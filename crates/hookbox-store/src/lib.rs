@@ -369,8 +369,13 @@ pub trait Cluster: Send + Sync + std::fmt::Debug {
     async fn unhold(&self, hold: &str) -> Result<()>;
     /// Takes up to `want` whole tokens (at least one) from `project`'s request bucket, shared
     /// by every replica (`rate` per second, up to `burst`).
-    async fn take_tokens(&self, project: &str, rate: f64, burst: f64, want: f64)
-    -> Result<TokenGrant>;
+    async fn take_tokens(
+        &self,
+        project: &str,
+        rate: f64,
+        burst: f64,
+        want: f64,
+    ) -> Result<TokenGrant>;
     /// Leaves the cluster at a clean stop: releases every lease this replica holds and removes
     /// its heartbeat, so the others take its environments at once instead of after the TTL.
     async fn leave(&self) -> Result<()>;

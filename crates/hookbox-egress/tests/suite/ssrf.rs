@@ -1,18 +1,86 @@
 //! Every SSRF form, through the real proxy (CONNECT and absolute-form) with an allowlist of `*`
 //! and no operator CIDR: each must be refused before any connection is attempted.
+//!
+//! The whole test runs inside a network namespace it creates, where the private, link-local
+//! and metadata addresses it names live on the namespace's own interface with a listener on
+//! each: a broken
+//! guard would connect to one of those (and fail the test), never send a packet off this
+//! machine.
 
+use std::net::IpAddr;
+use std::process::Command;
 use std::sync::Arc;
 
+use nix::sched::{CloneFlags, unshare};
 use serde_json::json;
 
 use super::support::*;
 
-#[tokio::test]
-async fn every_ssrf_form_is_denied() {
+/// The non-loopback addresses the test names; each gets a sentinel listener in the namespace.
+const SENTINELS: &[&str] = &[
+    "10.0.0.1",
+    "172.16.5.4",
+    "192.168.0.1",
+    "100.64.1.1",
+    "169.254.169.254",
+    "93.184.216.34",
+    "fd00::1",
+];
+
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Runs `f` on a thread in a new network namespace with `lo` up and [`SENTINELS`] on it (processes started from that thread, like `ip`, are in it too).
+fn in_private_netns<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    std::thread::spawn(move || {
+        unshare(CloneFlags::CLONE_NEWNET)
+            .expect("this test creates a network namespace (needs root or CAP_NET_ADMIN)");
+        ip(&["link", "set", "lo", "up"]);
+        // On the namespace's own loopback: this works on kernels without the dummy driver,
+        // and nothing on it can leave the namespace.
+        for addr in SENTINELS {
+            let prefix = if addr.contains(':') { "/128" } else { "/32" };
+            ip(&["addr", "add", &format!("{addr}{prefix}"), "dev", "lo"]);
+        }
+        f()
+    })
+    .join()
+    .unwrap()
+}
+
+#[test]
+fn every_ssrf_form_is_denied() {
+    in_private_netns(|| {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(every_ssrf_form_is_denied_here());
+    });
+}
+
+async fn every_ssrf_form_is_denied_here() {
     let ca = Arc::new(TestCa::new());
     // A live loopback receiver: if any form slipped through, it would be reached.
     let recv = receiver(None).await;
     let port = recv.addr.port();
+    // The same port on every other address named here: reaching any of them is a failure.
+    // (A connection the kernel completed waits in a listener's backlog, so a non-blocking
+    // accept at the end finds it.)
+    let mut sentinels = Vec::new();
+    for addr in SENTINELS {
+        let ip: IpAddr = addr.parse().unwrap();
+        let listener = std::net::TcpListener::bind((ip, port)).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        sentinels.push(listener);
+    }
     let mut b = EnvBuilder::new(json!({"allowlist": [{"domain": "*"}]}), ca);
     b.loopback_allowed = false;
     let mut env = b.build();
@@ -103,5 +171,12 @@ async fn every_ssrf_form_is_denied() {
         assert_eq!(got.rule.as_deref(), Some(rule), "GET {url}");
     }
     assert!(recv.seen.lock().unwrap().is_empty());
+    for (sentinel, addr) in sentinels.iter().zip(SENTINELS) {
+        let accepted = sentinel.accept();
+        assert!(
+            matches!(&accepted, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+            "the proxy connected to {addr}: {accepted:?}"
+        );
+    }
     assert_eq!(env.audit.denied_rules().len(), 2 * hosts.len());
 }

@@ -173,17 +173,27 @@ fn postgres_replicas_share_their_quotas() {
         let error = &json_body(&third)["error"];
         assert_eq!(error["status"], "RESOURCE_EXHAUSTED", "{third}");
         assert!(
-            error["message"].as_str().unwrap().contains("across replicas"),
+            error["message"]
+                .as_str()
+                .unwrap()
+                .contains("across replicas"),
             "{third}"
         );
         assert!(third.to_ascii_lowercase().contains("\r\nretry-after: "));
     }
     // A place given back on one replica is free on the other.
     let id = json_body(&first)["id"].as_str().unwrap().to_owned();
-    let cancelled = http(&a.addr, "POST", &format!("/v1beta/interactions/{id}/cancel"), "");
+    let cancelled = http(
+        &a.addr,
+        "POST",
+        &format!("/v1beta/interactions/{id}/cancel"),
+        "",
+    );
     assert!(cancelled.starts_with("HTTP/1.1 200"), "{cancelled}");
     super::lifecycle_cli::wait_for(std::time::Duration::from_secs(10), "a free place", || {
-        background(&b.addr, "true").starts_with("HTTP/1.1 200").then_some(())
+        background(&b.addr, "true")
+            .starts_with("HTTP/1.1 200")
+            .then_some(())
     });
     drop((a, b));
 
@@ -193,10 +203,19 @@ fn postgres_replicas_share_their_quotas() {
     let running = background(&a.addr, "sleep 60");
     let id = json_body(&running)["id"].as_str().unwrap().to_owned();
     // Until A's call runs (its call step is stored first), B's could still take the place.
-    super::lifecycle_cli::wait_for(std::time::Duration::from_secs(20), "A's call to run", || {
-        let i = json_body(&http(&a.addr, "GET", &format!("/v1beta/interactions/{id}"), ""));
-        i.to_string().contains("code_execution_call").then_some(())
-    });
+    super::lifecycle_cli::wait_for(
+        std::time::Duration::from_secs(20),
+        "A's call to run",
+        || {
+            let i = json_body(&http(
+                &a.addr,
+                "GET",
+                &format!("/v1beta/interactions/{id}"),
+                "",
+            ));
+            i.to_string().contains("code_execution_call").then_some(())
+        },
+    );
     let refused = json_body(&http(
         &b.addr,
         "POST",
@@ -211,7 +230,12 @@ fn postgres_replicas_share_their_quotas() {
 
     // One request bucket for the project, whichever replica a request reaches.
     let (a, b) = replicas("requests_per_second = 0.01\nburst = 2");
-    for (addr, expect) in [(&a.addr, "200"), (&b.addr, "200"), (&a.addr, "429"), (&b.addr, "429")] {
+    for (addr, expect) in [
+        (&a.addr, "200"),
+        (&b.addr, "200"),
+        (&a.addr, "429"),
+        (&b.addr, "429"),
+    ] {
         let resp = http(addr, "GET", "/v1beta/environments", "");
         assert!(resp.starts_with(&format!("HTTP/1.1 {expect}")), "{resp}");
     }
