@@ -19,6 +19,11 @@ have curl || need_debs+=(curl)
 # The PostgreSQL store's tests (scripts/postgres.sh runs a throwaway cluster).
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need_debs+=(postgresql)
 have runuser || need_debs+=(util-linux)
+# scripts/postgres.sh start --tls makes a throwaway CA and certificate.
+have openssl || need_debs+=(openssl)
+# tests/deb/run.sh starts the installed binary under the unit's capability bounding set.
+have setpriv || need_debs+=(util-linux)
+have dpkg-deb || need_debs+=(dpkg)
 [ -e /usr/bin/python3 ] || need_debs+=(python3)
 
 if [ ${#need_debs[@]} -gt 0 ]; then
@@ -34,6 +39,7 @@ if ! have cargo; then
     exit 1
 fi
 
-# Garage, the S3-compatible store the snapshot tests run against (scripts/objectstore.sh):
-# built from the Rust package registry once per machine and cached outside the checkout.
+# Garage, the S3-compatible store the snapshot tests run against (scripts/objectstore.sh), and
+# cargo-deb for the .deb: built from the Rust package registry once per machine and cached
+# outside the checkout.
 "$(dirname "$0")/tools.sh"

@@ -7,7 +7,8 @@
 # replicas share it end to end (and hand over at a clean stop); a TLS-only cluster checks
 # verify-full; the web console is driven in a headless Chromium. Snapshots run
 # against a throwaway Garage object store (scripts/objectstore.sh), and two replicas with separate
-# data dirs carry environments through it.
+# data dirs carry environments through it. Last, the .deb is built, installed with dpkg and run as
+# its systemd unit would run it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -32,3 +33,4 @@ HOOKBOX_TEST_POSTGRES_URL="$pg_url" HOOKBOX_TEST_SNAPSHOT_URL="$os_url" \
 tests/conformance/run.sh --reference
 tests/mcp/run.sh
 tests/console/run.sh
+tests/deb/run.sh

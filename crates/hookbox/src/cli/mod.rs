@@ -44,6 +44,18 @@ pub enum Command {
     Project(project::ProjectArgs),
     /// Manage API keys of projects (shown once at creation, stored hashed).
     Key(project::KeyArgs),
+    /// Print shell completions for SHELL (bash, zsh, fish, elvish, powershell) on stdout.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) on stdout (`hookbox manpage | man -l -`), or write hookbox.1
+    /// and a hookbox-COMMAND.1 for every command into a directory.
+    Manpage {
+        /// Write every page into this directory instead.
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<std::path::PathBuf>,
+    },
     /// Internal: the sandbox launcher (hookbox re-executes itself with this).
     #[command(name = "__sandbox-exec", hide = true)]
     SandboxExec,
@@ -59,7 +71,37 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Mcp(args) => mcp::run(args),
         Command::Project(args) => project::run_project(args),
         Command::Key(args) => project::run_key(args),
+        Command::Completions { shell } => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut command, "hookbox", &mut out);
+            print_all(&out)
+        }
+        Command::Manpage { out_dir: None } => {
+            let command = <Cli as clap::CommandFactory>::command();
+            let mut out = Vec::new();
+            clap_mangen::Man::new(command).render(&mut out)?;
+            print_all(&out)
+        }
+        Command::Manpage { out_dir: Some(dir) } => {
+            use anyhow::Context as _;
+            std::fs::create_dir_all(&dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+            let command = <Cli as clap::CommandFactory>::command();
+            clap_mangen::generate_to(command, &dir)
+                .with_context(|| format!("cannot write the man pages into {}", dir.display()))?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::SandboxExec => tool::sandbox_exec(),
+    }
+}
+
+/// Writes `bytes` to stdout; a reader that went away (`| head`) is not an error.
+fn print_all(bytes: &[u8]) -> anyhow::Result<ExitCode> {
+    use std::io::Write as _;
+    match std::io::stdout().lock().write_all(bytes) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(ExitCode::SUCCESS),
     }
 }
 

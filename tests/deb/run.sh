@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# The Debian package, installed for real on this (Debian) machine, as root:
+#   1. builds it (scripts/deb.sh --debug) and installs it with `dpkg -i`;
+#   2. checks what it installed: binary, man pages, completions, unit, settings;
+#   3. checks the unit with `systemd-analyze verify` where that tool exists;
+#   4. starts the installed binary exactly as the unit's ExecStart does: its EnvironmentFile,
+#      its StateDirectory, its capability bounding set (through setpriv), on a free port;
+#   5. runs the reference documentation's first example (the security gate) against it with the
+#      unmodified google-genai SDK;
+#   6. stops it with the unit's KillSignal (SIGTERM) and checks it exited 0 and left no mount;
+#   7. purges the package.
+# Ends with `N passed, M failed`.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+target_dir="${CARGO_TARGET_DIR:-$root/target}"
+venv="${CONFORMANCE_VENV:-$target_dir/conformance-venv}"
+[ "$(id -u)" -eq 0 ] || { echo "tests/deb: needs root (dpkg -i)"; exit 1; }
+state=/var/lib/hookbox
+if [ -e "$state" ]; then
+    echo "tests/deb: $state exists already; not touching a hookbox that may be real" >&2
+    exit 1
+fi
+
+passed=0 failed=0
+check() { # NAME COMMAND...
+    local name=$1
+    shift
+    if "$@" >/dev/null 2>&1; then
+        echo "ok   $name"
+        passed=$((passed + 1))
+    else
+        echo "FAIL $name"
+        failed=$((failed + 1))
+    fi
+}
+
+pid=""
+cleanup() {
+    [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null || true
+    awk -v d="$state/" 'index($5, d) == 1 {print $5}' /proc/self/mountinfo | sort -r | xargs -r -n1 umount -l
+    rm -rf "$state"
+    dpkg --purge hookbox >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+
+deb=$("$root/scripts/deb.sh" --debug)
+dpkg -i "$deb" >/dev/null
+unit=/lib/systemd/system/hookbox.service
+check "dpkg says hookbox is installed" sh -c 'dpkg-query -W -f "\${Status}" hookbox | grep -q "install ok installed"'
+check "/usr/bin/hookbox runs" /usr/bin/hookbox --version
+check "man page hookbox(1)" test -s /usr/share/man/man1/hookbox.1.gz
+check "man page hookbox-serve(1) documents --shutdown-grace" sh -c 'zcat /usr/share/man/man1/hookbox-serve.1.gz | grep -q shutdown\\\\-grace'
+check "bash completion loads" bash -c 'source /usr/share/bash-completion/completions/hookbox && complete -p hookbox'
+check "zsh and fish completions" test -s /usr/share/zsh/vendor-completions/_hookbox -a -s /usr/share/fish/vendor_completions.d/hookbox.fish
+check "settings in /etc/hookbox/config.toml and /etc/default/hookbox" test -f /etc/hookbox/config.toml -a -f /etc/default/hookbox
+check "the unit stops with SIGTERM" grep -qx 'KillSignal=SIGTERM' "$unit"
+grace_default=$(/usr/bin/hookbox serve --help | grep -A3 -e '--shutdown-grace' | sed -n 's/.*\[default: \([0-9.]*\)\].*/\1/p' | head -n1)
+stop_timeout=$(sed -n 's/^TimeoutStopSec=//p' "$unit")
+# A stop takes at most two grace periods (the drain, then the last checkpoints) and 20 s of
+# bounded waits between them.
+check "TimeoutStopSec ($stop_timeout s) outlasts a whole stop (grace ${grace_default:-?} s)" \
+    python3 -c "import sys; sys.exit(0 if float('$stop_timeout') > 2 * float('${grace_default:-1e9}') + 20 else 1)"
+if command -v systemd-analyze >/dev/null; then
+    man_check=--man=no
+    command -v man >/dev/null && man_check=--man=yes
+    check "systemd-analyze verify $unit" systemd-analyze verify "$man_check" "$unit"
+else
+    echo "skip systemd-analyze verify (not installed here)"
+fi
+
+# Start it the way the unit does.
+exec_start=$(sed -n 's/^ExecStart=//p' "$unit")
+caps=$(sed -n 's/^CapabilityBoundingSet=//p' "$unit" | tr 'A-Z' 'a-z' | sed 's/cap_//g; s/ /,+/g')
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+set -a
+# shellcheck disable=SC1091
+. /etc/default/hookbox
+set +a
+HOOKBOX_ARGS="--listen 127.0.0.1:$port"
+read -ra words <<<"$exec_start"
+argv=()
+for w in "${words[@]}"; do
+    if [ "$w" = '$HOOKBOX_ARGS' ]; then
+        read -ra extra <<<"$HOOKBOX_ARGS"
+        argv+=("${extra[@]}")
+    else
+        argv+=("$w")
+    fi
+done
+mkdir -m 0700 "$state" # StateDirectory=hookbox, StateDirectoryMode=0700
+log=$(mktemp)
+setpriv --bounding-set "-all,+$caps" -- "${argv[@]}" >"$log" 2>&1 &
+pid=$!
+for _ in $(seq 300); do
+    grep -q "listening on" "$log" && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+done
+check "the installed hookbox serves as the unit starts it" grep -q "listening on http://127.0.0.1:$port" "$log"
+
+[[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"
+"$venv/bin/pip" install --quiet --disable-pip-version-check "google-genai>=3.3.0"
+out=$(HOOKBOX_BASE_URL="http://127.0.0.1:$port" HOOKBOX_TEST_KEY=local \
+    "$venv/bin/python" "$root/tests/conformance/reference/1_security_gate.py" 2>&1 || true)
+check "the reference's first example: the gate's reason reaches the SDK" \
+    grep -q "Destructive command blocked by security gate." <<<"$out"
+
+kill -TERM "$pid"
+status=0
+wait "$pid" || status=$?
+pid=""
+check "SIGTERM: a clean exit" test "$status" -eq 0
+check "no mount left under $state" sh -c "! awk -v d='$state/' 'index(\$5, d) == 1' /proc/self/mountinfo | grep -q ."
+if (( failed )); then
+    echo "--- hookbox serve (installed) log ---"
+    tail -n 40 "$log"
+    echo "--- example output ---"
+    echo "$out" | tail -n 20
+fi
+echo "$passed passed, $failed failed"
+(( failed == 0 ))
