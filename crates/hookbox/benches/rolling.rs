@@ -211,23 +211,23 @@ fn main() {
     }
     std::thread::sleep(Duration::from_secs(seconds));
     let mut drains = Vec::new();
-    for i in 0..replicas.len() {
+    for replica in &mut replicas {
         let before = tally.completed.load(Ordering::Relaxed);
         let signalled = Instant::now();
         let killed = Command::new("kill")
-            .args(["-TERM", &replicas[i].child.id().to_string()])
+            .args(["-TERM", &replica.child.id().to_string()])
             .status()
             .unwrap();
         assert!(killed.success());
-        let exit = replicas[i].child.wait().unwrap();
+        let exit = replica.child.wait().unwrap();
         drains.push((signalled.elapsed(), exit.success()));
         let fresh = start_replica(&data, &database);
         {
             let mut live = targets.write().unwrap();
-            live.retain(|a| a != &replicas[i].addr);
+            live.retain(|a| a != &replica.addr);
             live.push(fresh.addr.clone());
         }
-        replicas[i] = fresh;
+        *replica = fresh;
         // Let the new replica take work before the next one goes.
         while tally.completed.load(Ordering::Relaxed) < before + clients {
             std::thread::sleep(Duration::from_millis(50));
