@@ -19,7 +19,7 @@ async fn replicas_starting_together_apply_each_migration_once() {
     let url = super::fresh_database().await;
     let stores = futures_join(&url).await;
     for store in &stores {
-        assert_eq!(store.schema_version().await.unwrap(), 3);
+        assert_eq!(store.schema_version().await.unwrap(), 4);
         assert!(!store.has_api_keys().await.unwrap());
     }
     let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
@@ -31,7 +31,7 @@ async fn replicas_starting_together_apply_each_migration_once() {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(applied, 2, "each of the two migrations, once");
+    assert_eq!(applied, 3, "each of the three migrations, once");
 }
 
 /// Four stores connecting to `url` at the same time.
@@ -194,4 +194,102 @@ async fn a_lease_moves_only_when_it_expires_and_stale_writes_are_fenced_off() {
         .await
         .unwrap();
     assert!(cb.reap("x", "t2").await.unwrap().is_empty());
+}
+
+#[tokio::test]
+#[ignore = "needs HOOKBOX_TEST_POSTGRES_URL (scripts/test.sh starts a cluster)"]
+async fn quota_places_and_the_request_bucket_are_shared_and_a_clean_leave_frees_everything() {
+    let url = super::fresh_database().await;
+    let a = replica(&url, "replica-a", 60_000).await;
+    let b = replica(&url, "replica-b", 60_000).await;
+    let (ca, cb) = (a.cluster().unwrap(), b.cluster().unwrap());
+    ca.heartbeat().await.unwrap();
+    cb.heartbeat().await.unwrap();
+    assert_eq!(
+        ca.peers().await.unwrap(),
+        vec![(
+            "replica-b".to_owned(),
+            "http://replica-b.invalid".to_owned()
+        )]
+    );
+
+    // Two places, one taken on each replica; a third is refused on both.
+    let held_a = ca.hold("running_interactions", "p", 2).await.unwrap();
+    let held_b = cb.hold("running_interactions", "p", 2).await.unwrap();
+    assert!(held_a.is_some() && held_b.is_some());
+    assert!(
+        ca.hold("running_interactions", "p", 2)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        cb.hold("running_interactions", "p", 2)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // Other projects and quotas are counted apart; a name with a quote is data, not SQL.
+    assert!(
+        cb.hold("running_interactions", "o'q", 1)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(
+        cb.hold("sandbox_processes", "p", 1)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    cb.unhold(&held_b.unwrap()).await.unwrap();
+    assert!(
+        ca.hold("running_interactions", "p", 2)
+            .await
+            .unwrap()
+            .is_some()
+    );
+
+    // One bucket: burst 3, taken in batches of up to 2, whichever replica asks.
+    use hookbox_store::TokenGrant;
+    assert_eq!(
+        ca.take_tokens("p", 0.001, 3.0, 2.0).await.unwrap(),
+        TokenGrant::Granted(2.0)
+    );
+    assert_eq!(
+        cb.take_tokens("p", 0.001, 3.0, 2.0).await.unwrap(),
+        TokenGrant::Granted(1.0)
+    );
+    match ca.take_tokens("p", 0.001, 3.0, 2.0).await.unwrap() {
+        TokenGrant::Wait(seconds) => assert!(seconds > 900.0, "{seconds}"),
+        other => panic!("an empty bucket granted {other:?}"),
+    }
+
+    // A holds a lease and places; after it leaves, B takes the lease at once and A's places
+    // no longer count.
+    assert!(matches!(
+        ca.claim("env:env_x").await.unwrap(),
+        hookbox_store::Claim::Held { .. }
+    ));
+    assert_eq!(
+        cb.holder("env:env_x")
+            .await
+            .unwrap()
+            .map(|(id, _)| id)
+            .as_deref(),
+        Some("replica-a")
+    );
+    ca.leave().await.unwrap();
+    assert_eq!(cb.holder("env:env_x").await.unwrap(), None);
+    assert!(cb.peers().await.unwrap().is_empty());
+    assert!(matches!(
+        cb.claim("env:env_x").await.unwrap(),
+        hookbox_store::Claim::Held { .. }
+    ));
+    assert!(
+        cb.hold("running_interactions", "p", 1)
+            .await
+            .unwrap()
+            .is_some()
+    );
 }
