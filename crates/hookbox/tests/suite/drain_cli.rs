@@ -84,6 +84,28 @@ fn mounts_and_loops_under(dir: &Path) -> Vec<String> {
     found
 }
 
+/// Processes in environment `env`'s cgroups (`hookbox/<env>`), by scanning /proc.
+fn processes_of(env: &str) -> Vec<String> {
+    let needle = format!("/hookbox/{env}");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        })
+        .filter(|e| {
+            std::fs::read_to_string(e.path().join("cgroup")).is_ok_and(|c| {
+                c.lines()
+                    .any(|l| l.ends_with(&needle) || l.contains(&format!("{needle}/")))
+            })
+        })
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
 fn interaction_after_restart(data: &Path, id: &str) -> serde_json::Value {
     let server = start_with(data, &[]);
     json_body(&http(
@@ -103,6 +125,19 @@ fn sigterm_drains_a_running_interaction_and_leaves_no_mount() {
     assert!(
         !mounts_and_loops_under(&data).is_empty(),
         "the environment's disk should be mounted while it runs"
+    );
+    let running = json_body(&http(
+        &server.addr,
+        "GET",
+        &format!("/v1beta/interactions/{id}"),
+        "",
+    ));
+    let env = running["environment_id"].as_str().unwrap().to_owned();
+    // The call step is streamed just before the command starts.
+    wait_for(
+        Duration::from_secs(10),
+        "the command to run in its environment's cgroup",
+        || (!processes_of(&env).is_empty()).then_some(()),
     );
     signal(&server, "TERM");
     wait_draining(&server);
@@ -134,6 +169,8 @@ fn sigterm_drains_a_running_interaction_and_leaves_no_mount() {
         "the loop device to be detached",
         || mounts_and_loops_under(&data).is_empty().then_some(()),
     );
+    // No sandbox process outlived the server.
+    assert_eq!(processes_of(&env), Vec::<String>::new());
 
     let after = interaction_after_restart(&data, &id);
     assert_eq!(after["status"], "completed", "{after}");
