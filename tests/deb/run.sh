@@ -57,10 +57,10 @@ check "settings in /etc/hookbox/config.toml and /etc/default/hookbox" test -f /e
 check "the unit stops with SIGTERM" grep -qx 'KillSignal=SIGTERM' "$unit"
 grace_default=$(/usr/bin/hookbox serve --help | grep -A3 -e '--shutdown-grace' | sed -n 's/.*\[default: \([0-9.]*\)\].*/\1/p' | head -n1)
 stop_timeout=$(sed -n 's/^TimeoutStopSec=//p' "$unit")
-# A stop takes at most two grace periods (the drain, then the last checkpoints) and 20 s of
+# A stop takes at most two grace periods (the drain, then the last checkpoints) and 30 s of
 # bounded waits between them.
 check "TimeoutStopSec ($stop_timeout s) outlasts a whole stop (grace ${grace_default:-?} s)" \
-    python3 -c "import sys; sys.exit(0 if float('$stop_timeout') > 2 * float('${grace_default:-1e9}') + 20 else 1)"
+    python3 -c "import sys; sys.exit(0 if float('$stop_timeout') > 2 * float('${grace_default:-1e9}') + 30 else 1)"
 if command -v systemd-analyze >/dev/null; then
     man_check=--man=no
     command -v man >/dev/null && man_check=--man=yes

@@ -483,6 +483,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     // Drain: nothing new starts here; what runs gets the grace period to finish.
     state.begin_drain();
+    let drain_started = tokio::time::Instant::now();
     let mut hurried = false;
     tokio::select! {
         _ = state.wait_idle(grace) => {}
@@ -497,11 +498,20 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         eprintln!("hookbox: stopped without cleaning up");
         std::process::exit(130);
     });
-    let stopped = state.stop_running(STOP_WAIT).await;
+    let mut stopped = state.stop_running(STOP_WAIT).await;
     let _ = stop_http.send(());
     if tokio::time::timeout(STOP_WAIT, &mut http).await.is_err() {
         tracing::warn!("connections still open after the drain; closing them");
         http.abort();
+    }
+    // A request that was past the drain's check when it began may have started one since.
+    if state.running_count() > 0 {
+        if !hurried {
+            state
+                .wait_idle(grace.saturating_sub(drain_started.elapsed()))
+                .await;
+        }
+        stopped += state.stop_running(STOP_WAIT).await;
     }
     sweeper.abort();
     expiry.abort();
