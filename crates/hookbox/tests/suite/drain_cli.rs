@@ -279,3 +279,73 @@ fn two_replicas_hand_over_at_a_clean_stop() {
     assert_eq!(after["status"], "completed", "{after}");
     assert!(after.to_string().contains("kept-on-a"), "{after}");
 }
+
+#[test]
+#[ignore = "needs HOOKBOX_TEST_POSTGRES_URL and HOOKBOX_TEST_SNAPSHOT_URL (scripts/test.sh starts both)"]
+fn replicas_without_a_shared_disk_lose_nothing_at_a_clean_stop() {
+    let database = super::serve_cli::fresh_database();
+    let store = super::lifecycle_cli::garage_url();
+    let dir = hookbox_test_support::DataDir::new();
+    // Separate data dirs sharing only the credential key; leases that outlast the test, so B
+    // gets A's environment at once only because A let it go, with its last checkpoint uploaded.
+    let args = [
+        "--database",
+        database.as_str(),
+        "--cluster-secret",
+        "a-cluster-secret-for-tests",
+        "--lease-ttl",
+        "600",
+        "--snapshot-store",
+        store.as_str(),
+    ];
+    let mut a = start_with(&dir.path().join("a"), &args);
+    let b_data = dir.path().join("b");
+    std::fs::create_dir_all(&b_data).unwrap();
+    std::fs::copy(dir.path().join("a/secret.key"), b_data.join("secret.key")).unwrap();
+    let b = start_with(&b_data, &args);
+    let replica_b = served_by(&http(&b.addr, "GET", "/v1beta/environments", "")).unwrap();
+
+    // Written on A, whose checkpoint runs in the background (no --checkpoint-wait); A is
+    // stopped right after the answer, while that upload may still run.
+    let made = super::serve_cli::post_json(
+        &a.addr,
+        "/v1beta/interactions",
+        &serde_json::json!({"agent": AGENT, "input": "run `head -c 20000000 /dev/urandom > /workspace/big.bin; sha256sum /workspace/big.bin > /workspace/sum.txt; echo kept-at-stop > /workspace/last.txt`"}),
+    );
+    assert_eq!(made["status"], "completed", "{made}");
+    let env = made["environment_id"].as_str().unwrap().to_owned();
+    let sum_on_a = http(
+        &a.addr,
+        "GET",
+        &format!("/v1beta/environments/{env}/files/workspace/sum.txt?alt=media"),
+        "",
+    );
+    signal(&a, "TERM");
+    assert!(wait_exit(&mut a).success());
+
+    // B restores it from the object store at once and has every byte A wrote.
+    let body = serde_json::json!({"agent": AGENT, "environment": env,
+        "input": "run `cat /workspace/last.txt; sha256sum -c /workspace/sum.txt`"})
+    .to_string();
+    let resp = http(&b.addr, "POST", "/v1beta/interactions", &body);
+    assert_eq!(
+        served_by(&resp).as_deref(),
+        Some(replica_b.as_str()),
+        "{resp}"
+    );
+    let after = json_body(&resp);
+    assert_eq!(after["status"], "completed", "{after}");
+    let text = after.to_string();
+    assert!(text.contains("kept-at-stop"), "{text}");
+    assert!(text.contains("big.bin: OK"), "{text}");
+    let sum_on_b = http(
+        &b.addr,
+        "GET",
+        &format!("/v1beta/environments/{env}/files/workspace/sum.txt?alt=media"),
+        "",
+    );
+    assert_eq!(
+        sum_on_a.split("\r\n\r\n").nth(1),
+        sum_on_b.split("\r\n\r\n").nth(1)
+    );
+}

@@ -191,7 +191,7 @@ fn bad_ttls_and_snapshot_urls_are_refused_at_start() {
 }
 
 /// A Garage store for one test (`HOOKBOX_TEST_SNAPSHOT_URL`, from scripts/objectstore.sh).
-fn garage_url() -> String {
+pub(super) fn garage_url() -> String {
     std::env::var("HOOKBOX_TEST_SNAPSHOT_URL")
         .expect("HOOKBOX_TEST_SNAPSHOT_URL (scripts/objectstore.sh start prints one)")
 }
