@@ -165,6 +165,14 @@ pub trait EnvironmentProvider: Send + Sync + std::fmt::Debug {
         let _ = (id, wait);
         Ok(())
     }
+    /// Closes the environment on this host so that another can take it over (a draining server
+    /// handing over an idle environment): `Ok(true)` once it is closed and, with snapshots, its
+    /// newest state uploaded; `Ok(false)` while it is in use (it stays). Providers that keep
+    /// nothing open hand over at once.
+    async fn hand_over(&self, id: &str) -> Result<bool, ProviderError> {
+        let _ = id;
+        Ok(true)
+    }
     /// The `hooks check` report of the environment's hooks files as its next tool call would
     /// read them (`{"files": [...], "diagnostics": [...], "frozen": bool}`). Providers without
     /// hooks report none.

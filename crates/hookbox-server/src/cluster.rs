@@ -246,6 +246,18 @@ pub async fn follow_environments(
         // Only environments that exist (in the caller's project) are placed: an unknown id
         // takes no lease and gets its 404 here.
         Some(Held::Environment(id)) if !exists(&state, project.as_ref(), &id).await => None,
+        Some(Held::Environment(id)) if state.is_draining() => {
+            match crate::drain::placement(
+                &config,
+                crate::strip_resource_prefix(&id, "environments"),
+            )
+            .await
+            {
+                Ok(Placement::There { replica, url }) => Some((replica, url)),
+                Ok(Placement::Here) => None,
+                Err(e) => return e.into_response(),
+            }
+        }
         Some(Held::Environment(id)) => match place(Some(&config), &id, false).await {
             Ok(Placement::There { replica, url }) => Some((replica, url)),
             Ok(Placement::Here) => None,

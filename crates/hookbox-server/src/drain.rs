@@ -97,6 +97,64 @@ pub(crate) async fn elsewhere(
     .await
 }
 
+/// Among replicas, as a drain begins: every environment this replica holds but runs nothing in
+/// is handed over (closed here, its newest state uploaded, its lease released), so the other
+/// replicas serve it at once instead of after the drain. One in use keeps its lease until the
+/// end.
+async fn hand_over_idle(state: AppState) {
+    let Some(config) = state.inner.cluster.clone() else {
+        return;
+    };
+    let mut handed = 0usize;
+    for resource in config.cluster.held() {
+        let Some(id) = resource.strip_prefix("env:") else {
+            continue;
+        };
+        if state.runs_in(id) {
+            continue;
+        }
+        match state.inner.environments.hand_over(id).await {
+            Ok(true) => match config.cluster.release(&resource).await {
+                Ok(()) => handed += 1,
+                Err(e) => {
+                    tracing::warn!(environment_id = id, error = %e, "cannot release an idle environment's lease; it is released at the end of the drain")
+                }
+            },
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(environment_id = id, error = %e, "cannot hand an idle environment over; it is kept until the end of the drain")
+            }
+        }
+    }
+    if handed > 0 {
+        tracing::info!(
+            event = "cluster.handed_over",
+            environments = handed,
+            "draining: idle environments handed over"
+        );
+    }
+}
+
+/// Where a request about environment `id` goes on a draining replica: here while this replica
+/// still holds it, to its holder, or (free) to a live peer, which takes it; never claimed here.
+pub(crate) async fn placement(
+    config: &crate::cluster::ClusterConfig,
+    id: &str,
+) -> ApiResult<crate::cluster::Placement> {
+    use crate::cluster::Placement;
+    let me = config.cluster.replica().id.clone();
+    let resource = hookbox_store::postgres::environment_resource(id);
+    Ok(match config.cluster.holder(&resource).await? {
+        Some((replica, _)) if replica == me => Placement::Here,
+        Some((replica, url)) => Placement::There { replica, url },
+        None => match config.cluster.peers().await?.into_iter().next() {
+            Some((replica, url)) => Placement::There { replica, url },
+            // The last replica standing serves it.
+            None => Placement::Here,
+        },
+    })
+}
+
 impl AppState {
     /// Starts draining: `/readyz` turns 503 and new interactions are turned away (or forwarded
     /// to a peer). Idempotent.
@@ -107,7 +165,19 @@ impl AppState {
                 running = self.running_count(),
                 "draining: no new interactions; waiting for the running ones"
             );
+            if self.inner.cluster.is_some() {
+                tokio::spawn(hand_over_idle(self.clone()));
+            }
         }
+    }
+
+    /// Whether an interaction runs here in environment `id`.
+    fn runs_in(&self, id: &str) -> bool {
+        self.inner
+            .running
+            .lock()
+            .map(|running| running.values().any(|r| r.environment_id == id))
+            .unwrap_or(true)
     }
 
     /// Whether the server is draining.

@@ -45,6 +45,8 @@ pub enum Live {
 /// Bookkeeping of a running interaction.
 #[derive(Debug)]
 pub struct Running {
+    /// The environment it runs in (a draining server keeps that one until it ends).
+    pub(crate) environment_id: String,
     events: broadcast::Sender<Live>,
     pub(crate) cancel: watch::Sender<bool>,
     finished: watch::Receiver<bool>,
@@ -563,6 +565,7 @@ fn start(
         .insert(
             run.id.clone(),
             Running {
+                environment_id: run.environment_id.clone(),
                 events: events.clone(),
                 cancel: cancel_tx,
                 finished: finished_rx,

@@ -778,6 +778,34 @@ impl EnvironmentProvider for SandboxBackend {
             .map_err(|e| ProviderError::Unavailable(e.to_string()))
     }
 
+    async fn hand_over(&self, id: &str) -> Result<bool, ProviderError> {
+        let closed = {
+            let mut open = self.open.lock().await;
+            match open.get(id) {
+                Some(cached) if cached.in_use() => return Ok(false),
+                Some(_) => open.remove(id).map(|c| c.env),
+                None => None,
+            }
+        };
+        if let Some(env) = closed {
+            // Closing a warm sandbox waits for its processes: off the runtime's threads.
+            blocking(move || {
+                drop(env);
+                Ok(())
+            })
+            .await?;
+        }
+        if let Some(manager) = &self.snapshots
+            && self.store.is_local(id)
+        {
+            manager
+                .checkpoint_now(id)
+                .await
+                .map_err(|e| ProviderError::Unavailable(e.to_string()))?;
+        }
+        Ok(true)
+    }
+
     async fn hooks_report(&self, id: &str) -> Result<Value, ProviderError> {
         let env = self.env(id).await?;
         let (loaded, frozen) = blocking(move || Ok(env.hooks_report())).await?;

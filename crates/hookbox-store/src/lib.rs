@@ -376,6 +376,11 @@ pub trait Cluster: Send + Sync + std::fmt::Debug {
         burst: f64,
         want: f64,
     ) -> Result<TokenGrant>;
+    /// The resources this replica holds leases on, as far as it knows.
+    fn held(&self) -> Vec<String>;
+    /// Gives up this replica's lease on `resource` (a draining replica handing an idle
+    /// environment over); nothing if another replica holds it.
+    async fn release(&self, resource: &str) -> Result<()>;
     /// Leaves the cluster at a clean stop: releases every lease this replica holds and removes
     /// its heartbeat, so the others take its environments at once instead of after the TTL.
     async fn leave(&self) -> Result<()>;

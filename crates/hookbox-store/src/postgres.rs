@@ -903,6 +903,22 @@ impl Cluster for PostgresCluster {
         ))
     }
 
+    fn held(&self) -> Vec<String> {
+        lock(&self.state.held).keys().cloned().collect()
+    }
+
+    async fn release(&self, resource: &str) -> Result<()> {
+        let client = self.pool.get().await.map_err(pool_err)?;
+        client
+            .execute(
+                "DELETE FROM leases WHERE resource = $1 AND owner = $2",
+                &[&resource, &self.state.replica.id],
+            )
+            .await?;
+        lock(&self.state.held).remove(resource);
+        Ok(())
+    }
+
     async fn leave(&self) -> Result<()> {
         let mut client = self.pool.get().await.map_err(pool_err)?;
         let tx = client.transaction().await?;

@@ -241,7 +241,7 @@ fn two_replicas_hand_over_at_a_clean_stop() {
     );
     assert_eq!(made["status"], "completed", "{made}");
     let env = made["environment_id"].as_str().unwrap().to_owned();
-    let (_, mut stream, mut seen) = start_running(&a, "sleep 2; echo finished-on-a");
+    let (_, mut stream, mut seen) = start_running(&a, "sleep 4; echo finished-on-a");
     signal(&a, "TERM");
     wait_draining(&a);
 
@@ -254,22 +254,23 @@ fn two_replicas_hand_over_at_a_clean_stop() {
         "{moved}"
     );
     assert_eq!(json_body(&moved)["status"], "completed", "{moved}");
-    // One for the environment A still holds waits until A lets it go.
+    // A hands its idle environment over as the drain begins: B serves it (sent to either
+    // replica) while A still runs its other interaction, long before the 600 s lease would
+    // have expired.
     let body = serde_json::json!({"agent": AGENT, "input": "run `cat /workspace/a.txt`", "environment": env})
         .to_string();
-    let held = http(&a.addr, "POST", "/v1beta/interactions", &body);
-    assert!(held.starts_with("HTTP/1.1 503"), "{held}");
-    assert!(
-        held.to_ascii_lowercase().contains("\r\nretry-after: "),
-        "{held}"
+    let resp = wait_for(
+        Duration::from_secs(20),
+        "B to take the idle environment",
+        || {
+            let resp = http(&a.addr, "POST", "/v1beta/interactions", &body);
+            (!resp.starts_with("HTTP/1.1 503")).then_some(resp)
+        },
     );
-
-    stream.read_to_end(&mut seen).unwrap();
-    assert!(String::from_utf8_lossy(&seen).contains("finished-on-a"));
-    assert!(wait_exit(&mut a).success());
-    // A released its leases: B runs the environment now, long before the 600 s lease would
-    // have expired.
-    let resp = http(&b.addr, "POST", "/v1beta/interactions", &body);
+    assert!(
+        a.child.try_wait().unwrap().is_none(),
+        "A had already stopped: the environment was not handed over during the drain"
+    );
     assert_eq!(
         served_by(&resp).as_deref(),
         Some(replica_b.as_str()),
@@ -278,6 +279,18 @@ fn two_replicas_hand_over_at_a_clean_stop() {
     let after = json_body(&resp);
     assert_eq!(after["status"], "completed", "{after}");
     assert!(after.to_string().contains("kept-on-a"), "{after}");
+
+    stream.read_to_end(&mut seen).unwrap();
+    assert!(String::from_utf8_lossy(&seen).contains("finished-on-a"));
+    assert!(wait_exit(&mut a).success());
+    // After A's stop, B serves it when asked directly too.
+    let resp = http(&b.addr, "POST", "/v1beta/interactions", &body);
+    assert_eq!(
+        served_by(&resp).as_deref(),
+        Some(replica_b.as_str()),
+        "{resp}"
+    );
+    assert_eq!(json_body(&resp)["status"], "completed", "{resp}");
 }
 
 #[test]
