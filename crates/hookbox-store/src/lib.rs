@@ -3,9 +3,11 @@
 //!
 //! The [`Store`] trait is the only thing the rest of hookbox sees. [`sqlite::SqliteStore`] is the
 //! default backend (one file in the data dir, WAL); [`postgres::PostgresStore`] lets several
-//! hookbox servers share one database. Both migrate their own schema, seal credentials the same
-//! way and pass the same test suite. This crate owns persistence only: it does not run agents, touch sandboxes or
-//! speak HTTP, and it never logs a secret value.
+//! hookbox servers share one database, over TLS as libpq's `sslmode` says ([`pg_tls`]), and
+//! coordinates them through the [`Cluster`] trait (leases, heartbeats, quota places, request
+//! buckets). Both backends migrate their own schema, seal credentials the same way and pass the
+//! same test suite. This crate owns persistence only: it does not run agents, touch sandboxes or
+//! speak HTTP, and it never logs a secret value or a database URL.
 
 pub mod crypto;
 pub mod keys;
