@@ -164,8 +164,18 @@ pub struct ServeArgs {
     /// away or sent to a peer meanwhile) before they are stopped and marked failed; with
     /// --snapshot-store, also the longest wait for the last checkpoints. A second signal
     /// stops at once.
-    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_SHUTDOWN_GRACE)]
+    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_SHUTDOWN_GRACE, value_parser = parse_grace)]
     pub shutdown_grace: f64,
+}
+
+/// `--shutdown-grace`: seconds, from 0 (stop at once) to a day.
+fn parse_grace(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(secs) if (0.0..=86_400.0).contains(&secs) => Ok(secs),
+        _ => Err(format!(
+            "`{text}` is not a number of seconds from 0 to 86400"
+        )),
+    }
 }
 
 /// Default of `--shutdown-grace`, in seconds (the packaged systemd unit waits longer).
@@ -468,7 +478,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     if args.insecure_no_isolation {
         println!("\n{NO_ISOLATION_WARNING}");
     }
-    let grace = Duration::from_secs_f64(args.shutdown_grace.clamp(0.0, 24.0 * 3600.0));
+    let grace = Duration::from_secs_f64(args.shutdown_grace);
     let mut signals = Signals::new()?;
     let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
     let mut http = tokio::spawn(hookbox_server::serve(listener, state.clone(), async move {
@@ -629,4 +639,19 @@ pub fn banner(addr: SocketAddr, data_dir: &Path, model: &str, keyed: bool) -> St
          or set GOOGLE_GEMINI_BASE_URL={url} and GEMINI_API_KEY={key}.",
         data_dir.display()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_grace;
+
+    #[test]
+    fn the_grace_period_is_seconds_from_zero_to_a_day() {
+        assert_eq!(parse_grace("0"), Ok(0.0));
+        assert_eq!(parse_grace("2.5"), Ok(2.5));
+        for bad in ["-1", "NaN", "inf", "1e9", "soon", ""] {
+            let err = parse_grace(bad).unwrap_err();
+            assert!(err.contains("0 to 86400"), "{bad}: {err}");
+        }
+    }
 }
