@@ -24,8 +24,11 @@ pub const EGRESS_ALLOWED: &str = "egress.allowed";
 /// Egress refused one (as [`EGRESS_ALLOWED`] plus rule and detail).
 pub const EGRESS_DENIED: &str = "egress.denied";
 
+/// How many environments have a checkpoint scheduled or running (pending_checkpoints).
+pub const PENDING_CHECKPOINTS: &str = "snapshot.pending";
+
 /// Every name above.
-pub const ALL: [&str; 9] = [
+pub const ALL: [&str; 10] = [
     HOOK_RAN,
     HOOK_FAILED,
     TOOL_FINISHED,
@@ -35,4 +38,5 @@ pub const ALL: [&str; 9] = [
     OPEN_ENVIRONMENTS,
     EGRESS_ALLOWED,
     EGRESS_DENIED,
+    PENDING_CHECKPOINTS,
 ];

@@ -85,6 +85,7 @@ pub struct Metrics {
     egress: Family<EgressLabels, Counter>,
     sandbox_start_seconds: Histograms<WarmLabel>,
     open_environments: Gauge,
+    pending_checkpoints: Gauge,
     snapshots: Family<SnapshotLabels, Counter>,
     snapshot_bytes: Counter,
     enabled: AtomicBool,
@@ -147,6 +148,12 @@ impl Metrics {
             "Time from asking for a sandboxed program to it running (warm sandboxes; the first call of an environment builds its sandbox)",
             sandbox_start_seconds.clone(),
         );
+        let pending_checkpoints = Gauge::default();
+        registry.register(
+            "snapshot_pending_checkpoints",
+            "Environments with a checkpoint scheduled or running (with --snapshot-store); it grows while the object store fails",
+            pending_checkpoints.clone(),
+        );
         let open_environments = Gauge::default();
         registry.register(
             "open_environments",
@@ -171,6 +178,7 @@ impl Metrics {
             registry,
             sandbox_start_seconds,
             open_environments,
+            pending_checkpoints,
             interactions,
             tool_calls,
             tool_seconds,
@@ -218,6 +226,7 @@ pub fn layer_targets() -> tracing_subscriber::filter::Targets {
         .with_target("hookbox_server::sandbox", Level::DEBUG)
         .with_target("hookbox_sandbox::runner", Level::DEBUG)
         .with_target("hookbox_snapshot", Level::INFO)
+        .with_target("hookbox_snapshot::manager", Level::DEBUG)
 }
 
 /// The fields of one event that metrics use.
@@ -234,6 +243,7 @@ struct Fields {
     rule: String,
     duration_ms: Option<u64>,
     open_environments: Option<u64>,
+    pending_checkpoints: Option<u64>,
     uploaded_bytes: Option<u64>,
     warm: Option<bool>,
 }
@@ -247,6 +257,7 @@ impl Visit for Fields {
         match field.name() {
             "duration_ms" => self.duration_ms = Some(value),
             "open_environments" => self.open_environments = Some(value),
+            "pending_checkpoints" => self.pending_checkpoints = Some(value),
             "uploaded_bytes" => self.uploaded_bytes = Some(value),
             _ => {}
         }
@@ -406,6 +417,13 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for MetricsLayer {
                         .observe(secs);
                 }
             }
+            names::PENDING_CHECKPOINTS => {
+                if let Some(n) = f.pending_checkpoints {
+                    metrics
+                        .pending_checkpoints
+                        .set(i64::try_from(n).unwrap_or(i64::MAX));
+                }
+            }
             names::OPEN_ENVIRONMENTS => {
                 if let Some(n) = f.open_environments {
                     metrics
@@ -470,6 +488,7 @@ mod tests {
             tracing::info!(name: names::MODEL_TURN, model = "unit_model", duration_ms = 5u64, "reworded 3");
             tracing::info!(name: names::EGRESS_ALLOWED, "reworded 4");
             tracing::info!(name: names::EGRESS_DENIED, rule = "unit_rule", "reworded 5");
+            tracing::info!(name: names::PENDING_CHECKPOINTS, pending_checkpoints = 7u64, "reworded 7");
             tracing::info!(name: names::HOOK_RAN, event = "pre_tool_execution", tool = "view_file", group = "unit_group", handler_type = "command", decision = "allow", duration_ms = 1u64, "reworded 6");
             // The old message alone, without the name, counts nothing.
             tracing::info!(status = "unit_renamed", "interaction finished");
@@ -484,6 +503,10 @@ mod tests {
         assert!(
             metrics.render().matches("unit_group").count() > hooks_before,
             "the hook run was not counted"
+        );
+        assert_eq!(
+            sample(&metrics.render(), "hookbox_snapshot_pending_checkpoints"),
+            7.0
         );
     }
 }

@@ -62,6 +62,15 @@ pub type Gate = Arc<
         + Sync,
 >;
 
+/// Tells the metrics how many checkpoints are pending (a gauge, by the event's stable name).
+fn report_pending(pending: usize) {
+    tracing::debug!(
+        name: hookbox_protocol::events::PENDING_CHECKPOINTS,
+        pending_checkpoints = pending as u64,
+        "pending checkpoints"
+    );
+}
+
 /// Checkpoints, restores and local eviction of one host's environments.
 pub struct Manager {
     snapshots: Snapshots,
@@ -153,7 +162,12 @@ impl Manager {
 
     /// `id` has no checkpoint scheduled or running any more.
     fn settle(&self, id: &str) {
-        self.book().pending.remove(id);
+        let pending = {
+            let mut book = self.book();
+            book.pending.remove(id);
+            book.pending.len()
+        };
+        report_pending(pending);
         self.settled.notify_waiters();
     }
 
@@ -184,6 +198,7 @@ impl Manager {
                 book.again.insert(id.to_owned());
                 return;
             }
+            report_pending(book.pending.len());
         }
         let this = self.clone();
         let id = id.to_owned();
@@ -202,7 +217,9 @@ impl Manager {
                     book.health.last_error = None;
                     if !book.again.remove(&id) {
                         book.pending.remove(&id);
+                        let pending = book.pending.len();
                         drop(book);
+                        report_pending(pending);
                         self.settled.notify_waiters();
                         return;
                     }
