@@ -46,29 +46,19 @@ impl StoreCredentials {
     /// Opens the store `hookbox serve` uses with the same `--data-dir` and `--database`: the
     /// PostgreSQL database when `database` names one, else SQLite's file in `data_dir`.
     pub fn open(data_dir: &Path, database: Option<&str>) -> anyhow::Result<Self> {
-        let opened = std::thread::scope(|scope| {
-            scope
-                .spawn(|| {
-                    tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
-                        .map_err(anyhow::Error::from)
-                        .and_then(|rt| {
-                            rt.block_on(hookbox_store::open_store(
-                                data_dir,
-                                database,
-                                &SqliteOptions::default(),
-                            ))
-                            .map_err(anyhow::Error::from)
-                        })
-                })
-                .join()
-        })
-        .map_err(|_| anyhow::anyhow!("the store's opening thread panicked"))?;
-        let store = opened.map_err(|e| match database {
-            // Never the URL: it may hold a password.
-            Some(_) => e.context("cannot open the PostgreSQL store (--database)"),
-            None => e.context(format!("cannot open the store in {}", data_dir.display())),
+        let opened = on_own_runtime(hookbox_store::open_store(
+            data_dir,
+            database,
+            &SqliteOptions::default(),
+        ))
+        .map_err(|what| anyhow::anyhow!("cannot open the store: {what}"))?;
+        let store = opened.map_err(|e| {
+            let e = anyhow::Error::from(e);
+            match database {
+                // Never the URL: it may hold a password.
+                Some(_) => e.context("cannot open the PostgreSQL store (--database)"),
+                None => e.context(format!("cannot open the store in {}", data_dir.display())),
+            }
         })?;
         Ok(Self::new(store))
     }
@@ -81,25 +71,29 @@ impl StoreCredentials {
         }
     }
 
-    /// Runs a store future to completion from sync code, whether or not the caller is on a
-    /// tokio runtime (the proxy calls `reveal` from async tasks): on a scoped thread with its
-    /// own small runtime, so no runtime is ever blocked from inside.
+    /// Runs a store future to completion from sync code (see [`on_own_runtime`]).
     fn block<T: Send>(&self, fut: impl Future<Output = T> + Send) -> Result<T, CredentialError> {
-        let unavailable =
-            |what: &str| CredentialError::Invalid(format!("credential store: {what}"));
-        std::thread::scope(|scope| {
-            scope
-                .spawn(|| {
-                    tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
-                        .map(|rt| rt.block_on(fut))
-                })
-                .join()
-        })
-        .map_err(|_| unavailable("worker thread panicked"))?
-        .map_err(|_| unavailable("cannot start a runtime"))
+        on_own_runtime(fut)
+            .map_err(|what| CredentialError::Invalid(format!("credential store: {what}")))
     }
+}
+
+/// Runs `fut` to completion from sync code, whether or not the caller is on a tokio runtime
+/// (the proxy calls `reveal` from async tasks): on a scoped thread with its own small runtime,
+/// so no runtime is ever blocked from inside. `Err` says what failed.
+fn on_own_runtime<T: Send>(fut: impl Future<Output = T> + Send) -> Result<T, &'static str> {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map(|rt| rt.block_on(fut))
+            })
+            .join()
+    })
+    .map_err(|_| "worker thread panicked")?
+    .map_err(|_| "cannot start a runtime")
 }
 
 fn store_error(err: hookbox_store::Error) -> CredentialError {
