@@ -304,11 +304,8 @@ where
             }
         }
         // The interaction's span knows the project; the egress proxy's own events name it.
-        let project = context
-            .project
-            .map(Value::from)
-            .or_else(|| record.0.remove("project"));
-        record.0.remove("project");
+        let named = record.0.remove("project");
+        let project = context.project.map(Value::from).or(named);
         line.insert("project".into(), project.unwrap_or(Value::Null));
         line.insert(
             "interaction".into(),

@@ -249,7 +249,7 @@ pub async fn follow_environments(
         Some(Held::Environment(id)) if state.is_draining() => {
             match crate::drain::placement(
                 &config,
-                crate::strip_resource_prefix(&id, "environments"),
+                Some(crate::strip_resource_prefix(&id, "environments")),
             )
             .await
             {

@@ -53,10 +53,10 @@ pub(crate) fn refused() -> ApiError {
     )
 }
 
-/// A new interaction reaching a draining server: among replicas it goes to the one holding its
-/// environment, or to any live peer (which takes the environment's lease if it is free); with
-/// no peer, or when its environment is held here, it is refused with `Retry-After` (the lease
-/// is released when the drain ends). A request already forwarded is never sent on again.
+/// A new interaction reaching a draining server: among replicas it goes where [`placement`]
+/// sends its environment (a new one: to any live peer). It is refused with `Retry-After` when
+/// that is here (its environment is still held here, or there is no peer), and when it was
+/// forwarded already, so it never bounces.
 pub(crate) async fn elsewhere(
     state: &AppState,
     environment_id: Option<&str>,
@@ -67,22 +67,9 @@ pub(crate) async fn elsewhere(
     let Some(config) = state.inner.cluster.as_ref().filter(|_| !forwarded) else {
         return Err(refused());
     };
-    let me = config.cluster.replica().id.clone();
-    let holder = match environment_id {
-        Some(id) => {
-            config
-                .cluster
-                .holder(&hookbox_store::postgres::environment_resource(id))
-                .await?
-        }
-        None => None,
-    };
-    let target = match holder {
-        Some((replica, _)) if replica == me => None,
-        Some(there) => Some(there),
-        None => config.cluster.peers().await?.into_iter().next(),
-    };
-    let Some((replica, url)) = target else {
+    let crate::cluster::Placement::There { replica, url } =
+        placement(config, environment_id).await?
+    else {
         return Err(refused());
     };
     tracing::info!(%replica, "draining: new interaction sent to a peer");
@@ -107,7 +94,7 @@ async fn hand_over_idle(state: AppState) {
     };
     let mut handed = 0usize;
     for resource in config.cluster.held() {
-        let Some(id) = resource.strip_prefix("env:") else {
+        let Some(id) = hookbox_store::postgres::environment_of(&resource) else {
             continue;
         };
         if state.runs_in(id) {
@@ -136,15 +123,24 @@ async fn hand_over_idle(state: AppState) {
 }
 
 /// Where a request about environment `id` goes on a draining replica: here while this replica
-/// still holds it, to its holder, or (free) to a live peer, which takes it; never claimed here.
+/// still holds it, to its holder, or (free, or no environment yet) to a live peer, which takes
+/// it; never claimed here.
 pub(crate) async fn placement(
     config: &crate::cluster::ClusterConfig,
-    id: &str,
+    id: Option<&str>,
 ) -> ApiResult<crate::cluster::Placement> {
     use crate::cluster::Placement;
     let me = config.cluster.replica().id.clone();
-    let resource = hookbox_store::postgres::environment_resource(id);
-    Ok(match config.cluster.holder(&resource).await? {
+    let holder = match id {
+        Some(id) => {
+            config
+                .cluster
+                .holder(&hookbox_store::postgres::environment_resource(id))
+                .await?
+        }
+        None => None,
+    };
+    Ok(match holder {
         Some((replica, _)) if replica == me => Placement::Here,
         Some((replica, url)) => Placement::There { replica, url },
         None => match config.cluster.peers().await?.into_iter().next() {

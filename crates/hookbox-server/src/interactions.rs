@@ -372,9 +372,9 @@ pub async fn create(
         .environment
         .clone()
         .or_else(|| agent.as_ref().and_then(|a| a.base_environment.clone()));
-    if state.is_draining() {
-        let existing = existing_environment(env_request.as_ref(), previous_env.as_deref());
-        let existing = match existing {
+    // Only a replica looks the environment up here; a lone server goes straight on.
+    let existing = match cluster {
+        Some(_) => match existing_environment(env_request.as_ref(), previous_env.as_deref()) {
             Some(id)
                 if state
                     .inner
@@ -386,7 +386,10 @@ pub async fn create(
                 Some(id)
             }
             _ => None,
-        };
+        },
+        None => None,
+    };
+    if state.is_draining() {
         return crate::drain::elsewhere(
             &state,
             existing.as_deref(),
@@ -396,18 +399,9 @@ pub async fn create(
         )
         .await;
     }
-    // Only a replica looks the environment up here; a lone server goes straight on.
     let mut placed = false;
-    if let Some(config) = cluster
-        && let Some(existing) = existing_environment(env_request.as_ref(), previous_env.as_deref())
-        && state
-            .inner
-            .store
-            .get_environment(&project, &existing)
-            .await?
-            .is_some()
-    {
-        match crate::cluster::place(cluster, &existing, forwarded).await? {
+    if let (Some(config), Some(existing)) = (cluster, existing.as_deref()) {
+        match crate::cluster::place(cluster, existing, forwarded).await? {
             crate::cluster::Placement::There { replica, url } => {
                 return crate::cluster::forward(
                     config,

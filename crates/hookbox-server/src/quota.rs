@@ -274,9 +274,13 @@ const ENVIRONMENTS_RETRY_AFTER_SECS: u32 = 60;
 
 /// Whole seconds until a bucket holding `tokens` refills to one at `rate` per second.
 fn seconds_until_token(tokens: f64, rate: f64) -> u32 {
-    let wait = ((1.0 - tokens).max(0.0) / rate.max(f64::MIN_POSITIVE)).ceil();
-    // Bounded: a tiny rate must not make the header absurd.
-    wait.clamp(1.0, 3600.0) as u32
+    retry_seconds((1.0 - tokens).max(0.0) / rate.max(f64::MIN_POSITIVE))
+}
+
+/// A wait in seconds as `Retry-After`: whole seconds, at least 1, bounded so that a tiny rate
+/// does not make the header absurd.
+fn retry_seconds(wait: f64) -> u32 {
+    wait.ceil().clamp(1.0, 3600.0) as u32
 }
 
 #[derive(Debug)]
@@ -426,7 +430,7 @@ impl QuotaBook {
                             q.requests_per_second, q.burst
                         ),
                         project,
-                        wait.ceil().clamp(1.0, 3600.0) as u32,
+                        retry_seconds(wait),
                     ));
                 }
                 // The store is down: this replica's own bucket still limits.

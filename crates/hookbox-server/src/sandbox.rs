@@ -296,26 +296,21 @@ impl SandboxBackend {
     /// snapshots), then unmounts every environment disk, so the stop leaves no mount, loop
     /// device or sandbox process behind.
     pub async fn shutdown(&self, flush_limit: Duration) -> ShutdownReport {
-        let open: Vec<Arc<Environment>> = {
+        let (open, still_held) = {
             let mut open = self.open.lock().await;
-            open.drain().map(|(_, cached)| cached.env).collect()
+            let still_held = open.values().filter(|cached| cached.in_use()).count();
+            let envs: Vec<Arc<Environment>> = open.drain().map(|(_, cached)| cached.env).collect();
+            (envs, still_held)
         };
         let closed = open.len();
-        let still_held = open.iter().filter(|e| Arc::strong_count(e) > 1).count();
         if still_held > 0 {
             tracing::warn!(
                 still_held,
                 "environments still in use at stop; they close when their last call ends"
             );
         }
-        // Dropped on the blocking pool: closing a warm sandbox waits for its processes.
-        let ids = blocking(move || {
-            let ids: Vec<String> = open.iter().map(|e| e.id().to_owned()).collect();
-            drop(open);
-            Ok(ids)
-        })
-        .await
-        .unwrap_or_default();
+        let ids: Vec<String> = open.iter().map(|e| e.id().to_owned()).collect();
+        close_off_runtime(open).await;
         let mut unuploaded = 0;
         if let Some(manager) = &self.snapshots {
             for id in &ids {
@@ -380,6 +375,15 @@ impl SandboxBackend {
             .await
             .map_err(|e| ProviderError::Internal(e.to_string()))?
     }
+}
+
+/// Drops `envs` on the blocking pool: closing a warm sandbox waits for its processes, which
+/// must not hold up a runtime thread.
+async fn close_off_runtime(envs: Vec<Arc<Environment>>) {
+    if envs.is_empty() {
+        return;
+    }
+    let _ = tokio::task::spawn_blocking(move || drop(envs)).await;
 }
 
 async fn blocking<T: Send + 'static>(
@@ -787,21 +791,9 @@ impl EnvironmentProvider for SandboxBackend {
                 None => None,
             }
         };
-        if let Some(env) = closed {
-            // Closing a warm sandbox waits for its processes: off the runtime's threads.
-            blocking(move || {
-                drop(env);
-                Ok(())
-            })
-            .await?;
-        }
-        if let Some(manager) = &self.snapshots
-            && self.store.is_local(id)
-        {
-            manager
-                .checkpoint_now(id)
-                .await
-                .map_err(|e| ProviderError::Unavailable(e.to_string()))?;
+        close_off_runtime(closed.into_iter().collect()).await;
+        if self.store.is_local(id) {
+            self.checkpoint(id, true).await?;
         }
         Ok(true)
     }

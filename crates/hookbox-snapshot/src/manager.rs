@@ -160,13 +160,11 @@ impl Manager {
         Ok(scheduled)
     }
 
-    /// `id` has no checkpoint scheduled or running any more.
-    fn settle(&self, id: &str) {
-        let pending = {
-            let mut book = self.book();
-            book.pending.remove(id);
-            book.pending.len()
-        };
+    /// `id` has no checkpoint scheduled or running any more (`book` is the locked book).
+    fn settle(&self, mut book: std::sync::MutexGuard<'_, Book>, id: &str) {
+        book.pending.remove(id);
+        let pending = book.pending.len();
+        drop(book);
         report_pending(pending);
         self.settled.notify_waiters();
     }
@@ -216,11 +214,7 @@ impl Manager {
                     book.health.consecutive_failures = 0;
                     book.health.last_error = None;
                     if !book.again.remove(&id) {
-                        book.pending.remove(&id);
-                        let pending = book.pending.len();
-                        drop(book);
-                        report_pending(pending);
-                        self.settled.notify_waiters();
+                        self.settle(book, &id);
                         return;
                     }
                 }
@@ -229,13 +223,13 @@ impl Manager {
                     | SnapshotError::NoImage { .. }
                     | SnapshotError::NotHolder { .. },
                 ) => {
-                    self.settle(&id);
+                    self.settle(self.book(), &id);
                     return;
                 }
                 Err(err) if !self.envs.is_local(&id) => {
                     // Deleted or evicted meanwhile: nothing is left to upload.
                     tracing::debug!(environment_id = %id, error = %err, "checkpoint of an environment that is gone dropped");
-                    self.settle(&id);
+                    self.settle(self.book(), &id);
                     return;
                 }
                 Err(err) => {

@@ -202,8 +202,15 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// The lease name of an environment.
 pub fn environment_resource(environment_id: &str) -> String {
-    format!("env:{environment_id}")
+    format!("{ENVIRONMENT_LEASE}{environment_id}")
 }
+
+/// The environment a lease name (from [`environment_resource`]) is for.
+pub fn environment_of(resource: &str) -> Option<&str> {
+    resource.strip_prefix(ENVIRONMENT_LEASE)
+}
+
+const ENVIRONMENT_LEASE: &str = "env:";
 
 impl std::fmt::Debug for PostgresStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -877,14 +884,18 @@ impl Cluster for PostgresCluster {
         }
         // One statement: refill by the time since the last take, then take up to `want` whole
         // tokens if there is at least one (the row lock serialises replicas).
+        // The bucket refilled by the time since the last take ($2: rate, $3: burst).
+        const REFILLED: &str = "LEAST($3::float8, tokens + EXTRACT(EPOCH FROM (now() - updated))::float8 * $2::float8)";
         let taken = client
             .query_opt(
-                "UPDATE rate_buckets b SET tokens = r.refilled - r.take, updated = now()
-                 FROM (SELECT refilled, LEAST($4::float8, floor(refilled)) AS take FROM (
-                         SELECT LEAST($3::float8, tokens + EXTRACT(EPOCH FROM (now() - updated))::float8 * $2::float8) AS refilled
-                         FROM rate_buckets WHERE project = $1 FOR UPDATE) f) r
-                 WHERE b.project = $1 AND r.take >= 1
-                 RETURNING r.take",
+                &format!(
+                    "UPDATE rate_buckets b SET tokens = r.refilled - r.take, updated = now()
+                     FROM (SELECT refilled, LEAST($4::float8, floor(refilled)) AS take FROM (
+                             SELECT {REFILLED} AS refilled
+                             FROM rate_buckets WHERE project = $1 FOR UPDATE) f) r
+                     WHERE b.project = $1 AND r.take >= 1
+                     RETURNING r.take"
+                ),
                 &[&project, &rate, &burst, &want.max(1.0)],
             )
             .await?;
@@ -893,8 +904,8 @@ impl Cluster for PostgresCluster {
         }
         let tokens: f64 = client
             .query_opt(
-                "SELECT LEAST($2::float8, tokens + EXTRACT(EPOCH FROM (now() - updated))::float8 * $3::float8) FROM rate_buckets WHERE project = $1",
-                &[&project, &burst, &rate],
+                &format!("SELECT {REFILLED} FROM rate_buckets WHERE project = $1"),
+                &[&project, &rate, &burst],
             )
             .await?
             .map_or(0.0, |row| row.get(0));
