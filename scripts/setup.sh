@@ -41,5 +41,14 @@ fi
 
 # Garage, the S3-compatible store the snapshot tests run against (scripts/objectstore.sh), and
 # cargo-deb for the .deb: built from the Rust package registry once per machine and cached
-# outside the checkout.
+# outside the checkout. gVisor's runsc (the `--runtime gvisor` sandbox) is Debian 13's package,
+# fetched into the same cache; it is linked onto PATH unless a runsc is there already (one too
+# old is refused by hookbox, naming the release it needs).
 "$(dirname "$0")/tools.sh"
+if ! command -v runsc >/dev/null 2>&1; then
+    runsc_bin=$("$(dirname "$0")/tools.sh" runsc)
+    sudo_cmd=""
+    [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+    $sudo_cmd ln -sf "$runsc_bin" /usr/local/bin/runsc
+    echo "setup: runsc linked at /usr/local/bin/runsc ($runsc_bin)" >&2
+fi

@@ -8,11 +8,13 @@
 # verify-full; the web console is driven in a headless Chromium. Snapshots run
 # against a throwaway Garage object store (scripts/objectstore.sh), and two replicas with separate
 # data dirs carry environments through it. Last, the .deb is built, installed with dpkg and run as
-# its systemd unit would run it.
+# its systemd unit would run it. The sandbox suite runs twice: under namespaces and under gVisor.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 cargo test --workspace --locked "$@"
+echo "test.sh: the sandbox suite again under gVisor (--runtime gvisor)"
+HOOKBOX_TEST_RUNTIME=gvisor cargo test -p hookbox-sandbox --test all --locked "$@"
 pg_url=$(scripts/postgres.sh start)
 pg_tls_url=$(scripts/postgres.sh start --tls)
 os_url=$(scripts/objectstore.sh start)

@@ -9,6 +9,14 @@
 #   scripts/tools.sh            builds what is missing; prints nothing when all is there
 #   scripts/tools.sh garage     prints the path of the garage binary (building it if needed)
 #   scripts/tools.sh cargo-deb  prints the path of the cargo-deb binary (building it if needed)
+#   scripts/tools.sh runsc      prints the path of gVisor's runsc (fetching it if needed)
+#
+# runsc is not built: it is Debian's own package from trixie (Debian 13), whose 0.0~20240729 is
+# the oldest that hookbox's gVisor runtime supports (RUNSC_MIN_RELEASE) (bookworm's 0.0~20221219 lacks systrap, mount
+# namespaces and statx flags that Debian's own ls uses). The binary is static, so trixie's build
+# runs on bookworm. It is fetched with apt from the mirror this machine's own apt sources name,
+# with a private sources list and state (nothing under /etc/apt changes, and no other package is
+# touched), its signature checked against Debian's archive keyring, and unpacked into the cache.
 set -euo pipefail
 
 GARAGE_VERSION=2.5.0
@@ -16,6 +24,10 @@ CARGO_DEB_VERSION=3.8.0
 tools_dir=${HOOKBOX_TOOLS_DIR:-${HOME:-/root}/.cache/hookbox-tools}
 garage_bin="$tools_dir/garage-$GARAGE_VERSION/bin/garage"
 cargo_deb_bin="$tools_dir/cargo-deb-$CARGO_DEB_VERSION/bin/cargo-deb"
+RUNSC_SUITE=trixie
+# The oldest gVisor release the runtime supports (YYYYMMDD, as `runsc --version` says).
+RUNSC_MIN_RELEASE=20240729
+runsc_bin="$tools_dir/runsc-$RUNSC_SUITE/bin/runsc"
 
 # cargo install CRATE VERSION ROOT [cargo install flags...], into ROOT.partial then renamed, so
 # an interrupted build leaves nothing that looks finished.
@@ -47,9 +59,63 @@ build_cargo_deb() {
     install_tool cargo-deb "$CARGO_DEB_VERSION" "$tools_dir/cargo-deb-$CARGO_DEB_VERSION"
 }
 
+# The Debian mirror this machine already uses: the first URI of its apt sources (deb822 or
+# one-line format).
+debian_mirror() {
+    local f
+    for f in /etc/apt/sources.list.d/*.sources; do
+        [ -e "$f" ] || continue
+        awk '/^URIs:/ { for (i = 2; i <= NF; i++) if ($i !~ /security/) { print $i; exit } }' "$f"
+    done | head -1
+    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+        [ -e "$f" ] || continue
+        awk '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) { if ($i !~ /security/) print $i; break } }' "$f"
+    done | head -1
+}
+
+fetch_runsc() {
+    [ -x "$runsc_bin" ] && return
+    local mirror work root keyring=/usr/share/keyrings/debian-archive-keyring.gpg
+    mirror=$(debian_mirror | head -1)
+    if [ -z "$mirror" ]; then
+        echo "tools.sh: no Debian mirror in this machine's apt sources; cannot fetch runsc" >&2
+        exit 1
+    fi
+    [ -r "$keyring" ] || { echo "tools.sh: $keyring is missing (debian-archive-keyring)" >&2; exit 1; }
+    echo "tools.sh: fetching runsc from Debian $RUNSC_SUITE ($mirror)" >&2
+    work=$(mktemp -d /tmp/hookbox-runsc.XXXXXX)
+    # apt's download sandbox user must be able to write here.
+    chmod 0755 "$work"
+    mkdir -p "$work/lists/partial" "$work/cache/archives/partial"
+    echo "deb [signed-by=$keyring] $mirror $RUNSC_SUITE main" >"$work/sources.list"
+    local opts=(-o "Dir::Etc::SourceList=$work/sources.list" -o Dir::Etc::SourceParts=/dev/null
+        -o "Dir::State::Lists=$work/lists" -o "Dir::Cache=$work/cache" -o Dir::State::Status=/dev/null
+        -o APT::Sandbox::User=root -qq)
+    if ! apt-get "${opts[@]}" update >"$work/apt.log" 2>&1 ||
+        ! (cd "$work" && apt-get "${opts[@]}" download runsc >>"$work/apt.log" 2>&1); then
+        tail -20 "$work/apt.log" >&2
+        rm -rf "$work"
+        exit 1
+    fi
+    root=$(dirname "$(dirname "$runsc_bin")")
+    rm -rf "$root.partial" && mkdir -p "$root.partial/bin"
+    dpkg-deb -x "$work"/runsc_*.deb "$work/unpacked"
+    install -m 0755 "$work/unpacked/usr/bin/runsc" "$root.partial/bin/runsc"
+    local release
+    release=$("$root.partial/bin/runsc" --version | sed -n 's/^runsc version //p' | grep -o '20[0-9]\{6\}' | head -1 || true)
+    if [ -z "$release" ] || [ "$release" -lt "$RUNSC_MIN_RELEASE" ]; then
+        echo "tools.sh: Debian $RUNSC_SUITE's runsc is release ${release:-unknown}; hookbox needs $RUNSC_MIN_RELEASE or newer" >&2
+        rm -rf "$root.partial" "$work"
+        exit 1
+    fi
+    rm -rf "$root" "$work"
+    mv "$root.partial" "$root"
+}
+
 case "${1:-}" in
-    "") build_garage; build_cargo_deb ;;
+    "") build_garage; build_cargo_deb; fetch_runsc ;;
+    runsc) fetch_runsc; echo "$runsc_bin" ;;
     garage) build_garage; echo "$garage_bin" ;;
     cargo-deb) build_cargo_deb; echo "$cargo_deb_bin" ;;
-    *) echo "usage: tools.sh [garage|cargo-deb]" >&2; exit 2 ;;
+    *) echo "usage: tools.sh [garage|cargo-deb|runsc]" >&2; exit 2 ;;
 esac

@@ -45,18 +45,21 @@ pub const RULE_HEADER: &str = "x-hookbox-egress-rule";
 #[derive(Debug, Clone)]
 pub struct EgressProxy {
     egress: Arc<Egress>,
+    /// Client connections served at once (listener and streams together).
+    slots: Arc<Semaphore>,
 }
 
 impl EgressProxy {
     pub fn new(egress: Arc<Egress>) -> Self {
-        Self { egress }
+        let slots = Arc::new(Semaphore::new(egress.limits.max_connections));
+        Self { egress, slots }
     }
 
     /// Serves clients accepted on `listener` until the task is dropped. The listener may have
     /// been bound inside an environment's network namespace (see [`crate::netns`]); outbound
     /// connections are made from the namespace of the threads running this future.
     pub async fn serve(self, listener: TcpListener) -> io::Result<()> {
-        let slots = Arc::new(Semaphore::new(self.egress.limits.max_connections));
+        let slots = self.slots.clone();
         loop {
             let (stream, peer) = match listener.accept().await {
                 Ok(x) => x,
@@ -72,10 +75,28 @@ impl EgressProxy {
             };
             let egress = self.egress.clone();
             tokio::spawn(async move {
-                serve_client(egress, stream).await;
+                serve_tcp_client(egress, stream).await;
                 drop(permit);
             });
         }
+    }
+
+    /// Serves one client connected over `stream` (any byte stream: the gVisor runtime relays
+    /// sandbox connections over unix sockets), counted against the same connection limit as
+    /// [`Self::serve`]'s. Returns at once; the connection is served by a task of its own.
+    pub fn serve_stream<S>(&self, stream: S)
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let Ok(permit) = self.slots.clone().try_acquire_owned() else {
+            tracing::warn!("proxy connection limit reached; closing");
+            return;
+        };
+        let egress = self.egress.clone();
+        tokio::spawn(async move {
+            serve_client(egress, stream).await;
+            drop(permit);
+        });
     }
 }
 
@@ -100,8 +121,15 @@ fn server_builder(egress: &Egress) -> hyper::server::conn::http1::Builder {
     b
 }
 
-async fn serve_client(egress: Arc<Egress>, stream: TcpStream) {
+async fn serve_tcp_client(egress: Arc<Egress>, stream: TcpStream) {
     let _ = stream.set_nodelay(true);
+    serve_client(egress, stream).await;
+}
+
+async fn serve_client<S>(egress: Arc<Egress>, stream: S)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let svc_egress = egress.clone();
     let svc = service_fn(move |req| handle(svc_egress.clone(), req));
     let conn = server_builder(&egress)

@@ -230,6 +230,7 @@ fn main() {
             cgroups: Default::default(),
             netns: None,
             identity: options.identities().map(|range| range.nth(1)),
+            runtime: Default::default(),
         },
     )
     .unwrap();

@@ -12,11 +12,27 @@ const STDERR_KEEP: u64 = 4096;
 
 /// Runs `cmd` (stdin and stdout null) and waits at most `timeout`. `Err` says what went wrong:
 /// it could not start, it was killed at the deadline, or its non-zero status and stderr.
-pub fn run(mut cmd: Command, timeout: Duration) -> Result<(), String> {
+pub fn run(cmd: Command, timeout: Duration) -> Result<(), String> {
+    run_capturing(cmd, timeout, false).map(drop)
+}
+
+/// [`run`], returning the first [`STDOUT_KEEP`] bytes of its stdout.
+pub fn output(cmd: Command, timeout: Duration) -> Result<Vec<u8>, String> {
+    run_capturing(cmd, timeout, true)
+}
+
+/// How much of a program's stdout [`output`] keeps.
+const STDOUT_KEEP: u64 = 64 * 1024;
+
+fn run_capturing(mut cmd: Command, timeout: Duration, stdout: bool) -> Result<Vec<u8>, String> {
     let mut child = cmd
         .env("LC_ALL", "C")
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
+        .stdout(if stdout {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("cannot run it: {e}"))?;
@@ -24,6 +40,14 @@ pub fn run(mut cmd: Command, timeout: Duration) -> Result<(), String> {
         std::thread::spawn(move || {
             let mut kept = String::new();
             let _ = pipe.by_ref().take(STDERR_KEEP).read_to_string(&mut kept);
+            let _ = std::io::copy(&mut pipe, &mut std::io::sink());
+            kept
+        })
+    });
+    let out = child.stdout.take().map(|mut pipe| {
+        std::thread::spawn(move || {
+            let mut kept = Vec::new();
+            let _ = pipe.by_ref().take(STDOUT_KEEP).read_to_end(&mut kept);
             let _ = std::io::copy(&mut pipe, &mut std::io::sink());
             kept
         })
@@ -43,8 +67,9 @@ pub fn run(mut cmd: Command, timeout: Duration) -> Result<(), String> {
         }
     };
     let stderr = drain.and_then(|d| d.join().ok()).unwrap_or_default();
+    let stdout = out.and_then(|d| d.join().ok()).unwrap_or_default();
     if status.success() {
-        Ok(())
+        Ok(stdout)
     } else {
         Err(format!("{status}: {}", stderr.trim()))
     }
@@ -57,6 +82,9 @@ mod tests {
     #[test]
     fn success_failure_with_stderr_and_a_deadline() {
         assert_eq!(run(Command::new("true"), Duration::from_secs(10)), Ok(()));
+        let mut echo = Command::new("echo");
+        echo.arg("out");
+        assert_eq!(output(echo, Duration::from_secs(10)).unwrap(), b"out\n");
         let mut loud = Command::new("sh");
         loud.args([
             "-c",

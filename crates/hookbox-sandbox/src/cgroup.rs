@@ -177,3 +177,34 @@ pub fn read_pids_counter(cgroups: &EnvCgroups, file: &str) -> Option<u64> {
         .find_map(|d| std::fs::read_to_string(d.join(file)).ok())
         .and_then(|s| s.trim().parse().ok())
 }
+
+/// The `cgroup.procs` files of an environment's cgroups, opened ahead of a fork so that the
+/// child can join them between fork and exec (where nothing may allocate).
+#[derive(Debug)]
+pub struct ProcsFiles(Vec<std::os::fd::OwnedFd>);
+
+impl ProcsFiles {
+    pub fn open(dirs: &[PathBuf]) -> std::io::Result<Self> {
+        dirs.iter()
+            .map(|dir| {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(dir.join("cgroup.procs"))
+                    .map(std::os::fd::OwnedFd::from)
+            })
+            .collect::<std::io::Result<Vec<_>>>()
+            .map(Self)
+    }
+
+    /// Moves the calling process into every cgroup (async-signal-safe: one `write` each).
+    pub fn join(&self) -> std::io::Result<()> {
+        use std::os::fd::AsRawFd;
+        for fd in &self.0 {
+            // SAFETY: writes one byte from a static buffer to a descriptor we own.
+            if unsafe { libc::write(fd.as_raw_fd(), b"0".as_ptr().cast(), 1) } < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    }
+}

@@ -31,7 +31,7 @@ use crate::runner::{SandboxLayout, SandboxOptions, SandboxRunner, UidRange};
 use crate::source::{
     self, Buckets, EnvironmentSpec, GcsFromEnv, Materialiser, Source, SourceError, SourceOrigin,
 };
-use crate::spec::{Identity, Isolation};
+use crate::spec::{Identity, Isolation, RuntimeKind};
 use crate::tools::{self, ToolError, ToolOutput, Trees};
 use crate::vars;
 
@@ -86,6 +86,12 @@ pub enum EnvError {
     },
     #[error("environment disk: {0}")]
     Disk(#[from] crate::disk::DiskError),
+    /// The environment's runtime cannot be used here (no usable `runsc`, not root, ...).
+    #[error("runtime {runtime}: {message}")]
+    Runtime {
+        runtime: crate::spec::RuntimeKind,
+        message: String,
+    },
 }
 
 pub type Result<T> = std::result::Result<T, EnvError>;
@@ -143,6 +149,9 @@ pub struct EnvironmentMeta {
     /// snapshot records, so that "changed since the last snapshot" survives a restart.
     #[serde(default)]
     pub generation: u64,
+    /// The kernel its programs run on, chosen at creation and kept (a fork keeps its parent's).
+    #[serde(default)]
+    pub runtime: RuntimeKind,
 }
 
 impl EnvironmentMeta {
@@ -230,6 +239,15 @@ pub struct Store {
 struct HostSide {
     identity: Option<Identity>,
     disk_limit: Option<u64>,
+    runtime: RuntimeKind,
+}
+
+/// How many host ids an environment of `runtime` holds.
+fn id_span(runtime: RuntimeKind) -> u32 {
+    match runtime {
+        RuntimeKind::Namespaces => 1,
+        RuntimeKind::Gvisor => crate::gvisor::ID_SPAN,
+    }
 }
 
 /// Serialises uid allocation within this process (two creations cannot pick the same free id).
@@ -238,16 +256,31 @@ static UID_ALLOCATION: std::sync::Mutex<()> = std::sync::Mutex::new(());
 impl Store {
     /// Picks an unused id of `range` for a new environment: random, retried against the ids
     /// recorded by existing environments, so environments never share a host uid.
-    fn allocate_identity(&self, range: UidRange) -> Result<Identity> {
-        let taken: std::collections::HashSet<u32> = self
+    ///
+    /// An environment holds `span` ids from its own on (gVisor maps a range, see
+    /// [`crate::gvisor::ID_SPAN`]); ranges start on a multiple of the span from the range's
+    /// first id and never overlap another environment's ids.
+    fn allocate_identity(&self, range: UidRange, span: u32) -> Result<Identity> {
+        let taken: Vec<(u64, u64)> = self
             .list()?
             .into_iter()
-            .filter_map(|m| m.sandbox_uid)
+            .filter_map(|m| {
+                let uid = u64::from(m.sandbox_uid?);
+                Some((uid, uid + u64::from(id_span(m.runtime))))
+            })
             .collect();
+        let slots = u64::from(range.count / span.max(1));
         let mut rng = rand::rng();
         for _ in 0..64 {
-            let candidate = range.nth(rng.random::<u64>());
-            if !taken.contains(&candidate.uid) {
+            if slots == 0 {
+                break;
+            }
+            let candidate = range.nth(rng.random_range(0..slots) * u64::from(span));
+            let (start, end) = (
+                u64::from(candidate.uid),
+                u64::from(candidate.uid) + u64::from(span),
+            );
+            if !taken.iter().any(|(a, b)| start < *b && *a < end) {
                 return Ok(candidate);
             }
         }
@@ -260,6 +293,21 @@ impl Store {
                 taken.len()
             ),
         })
+    }
+
+    /// Refuses `runtime` when it cannot run here (gVisor without a usable `runsc`, without
+    /// root, or without isolation), naming what is missing.
+    fn check_runtime(&self, runtime: RuntimeKind) -> Result<()> {
+        match runtime {
+            RuntimeKind::Namespaces => Ok(()),
+            RuntimeKind::Gvisor => {
+                let refuse = |message: String| EnvError::Runtime { runtime, message };
+                if self.options.isolation != Isolation::Full {
+                    return Err(refuse(crate::gvisor::GvisorError::NoIsolation.to_string()));
+                }
+                self.options.gvisor.check().map(drop).map_err(refuse)
+            }
+        }
     }
 
     /// Opens (creating if needed) the store under `data_dir`. `egress` is the credential store
@@ -379,11 +427,13 @@ impl Store {
         let id = new_id();
         let staging = self.root.join(format!(".creating-{id}"));
         // Held until the new environment's metadata is in place, so its uid counts as taken.
+        let runtime = spec.runtime.unwrap_or(self.options.runtime);
+        self.check_runtime(runtime)?;
         let _allocating = UID_ALLOCATION.lock().ok();
         let identity = self
             .options
             .identities()
-            .map(|range| self.allocate_identity(range))
+            .map(|range| self.allocate_identity(range, id_span(runtime)))
             .transpose()?;
         let egress = self.egress.for_project(spec.project.as_deref());
         let disk_limit = match self.options.isolation {
@@ -417,6 +467,7 @@ impl Store {
                     HostSide {
                         identity,
                         disk_limit,
+                        runtime,
                     },
                 )
             });
@@ -447,6 +498,7 @@ impl Store {
         let HostSide {
             identity,
             disk_limit,
+            ..
         } = host;
         let tree_path = dir.join(TREE_DIR);
         if let Some(bytes) = disk_limit {
@@ -500,6 +552,7 @@ impl Store {
             project: spec.project.clone(),
             disk_limit_bytes: disk_limit,
             generation: 1,
+            runtime: host.runtime,
         };
         write_meta(dir, &meta)?;
         Ok(meta)
@@ -526,6 +579,7 @@ impl Store {
         )?;
         let child_spec = EnvironmentSpec {
             freeze_hooks: false,
+            runtime: Some(parent_meta.runtime),
             ..spec.clone()
         };
         let child = self.create(&child_spec, SourceOrigin::Operator, &mut |_| {}, false)?;
@@ -628,6 +682,7 @@ impl Store {
         }
         let dir = self.dir(id)?;
         let mut meta = read_meta(&dir)?;
+        self.check_runtime(meta.runtime)?;
         crate::disk::ensure_mounted(&dir.join(crate::disk::IMAGE_FILE), &dir.join(TREE_DIR))?;
         let identity = self.identity_of(&dir, &mut meta)?;
         let owner = identity.map(|i| (i.uid, i.gid));
@@ -673,6 +728,7 @@ impl Store {
             cgroups,
             netns: None,
             identity,
+            runtime: meta.runtime,
         };
         let runner = SandboxRunner::new(self.options.clone(), layout)?
             .with_network(network.clone())
@@ -709,7 +765,7 @@ impl Store {
             return Ok(Some(Identity { uid, gid: uid }));
         }
         let _allocating = UID_ALLOCATION.lock().ok();
-        let identity = self.allocate_identity(range)?;
+        let identity = self.allocate_identity(range, id_span(meta.runtime))?;
         give_to(dir, meta.frozen_hooks, identity)?;
         // `meta` is what `open_env_with` just read from disk, unredacted.
         meta.sandbox_uid = Some(identity.uid);

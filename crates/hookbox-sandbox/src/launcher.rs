@@ -142,11 +142,17 @@ pub enum LaunchError {
     WarmSocket(std::io::Error),
 }
 
-type Result<T> = std::result::Result<T, LaunchError>;
+pub(crate) type Result<T> = std::result::Result<T, LaunchError>;
 
 /// Entry point of the launcher binary. Never returns on success (the program is exec'd or its
 /// status becomes ours); on failure, reports on [`STATUS_FD`] and returns the exit code.
 pub fn main() -> i32 {
+    if std::env::var_os(crate::gvisor::INIT_MARKER).is_some() {
+        return crate::gvisor_init::main();
+    }
+    if std::env::var_os(crate::gvisor::WRAP_MARKER).is_some() {
+        return wrap_runsc();
+    }
     let mut status = status_pipe();
     match run(&mut status) {
         Ok(code) => code,
@@ -171,7 +177,7 @@ fn status_pipe() -> Option<File> {
     Some(File::from(fd))
 }
 
-fn report(status: &mut Option<File>, message: &str) {
+pub(crate) fn report(status: &mut Option<File>, message: &str) {
     match status {
         Some(file) => {
             let _ = file.write_all(message.as_bytes());
@@ -181,7 +187,7 @@ fn report(status: &mut Option<File>, message: &str) {
 }
 
 /// Records that `name` just ended, when the spec asks for stage timings.
-fn stage(spec: &LaunchSpec, status: &mut Option<File>, name: &str) {
+pub(crate) fn stage(spec: &LaunchSpec, status: &mut Option<File>, name: &str) {
     if !spec.stage_timings {
         return;
     }
@@ -198,7 +204,27 @@ pub(crate) fn monotonic_ns() -> i128 {
     now.tv_sec as i128 * 1_000_000_000 + now.tv_nsec as i128
 }
 
+/// The runsc wrapper ([`crate::gvisor::wrap`]): its spec on [`SPEC_FD`], errors on stderr.
+fn wrap_runsc() -> i32 {
+    let result = read_json::<crate::gvisor::Wrap>().and_then(|wrap| {
+        crate::gvisor::wrap(&wrap).map_err(|e| {
+            LaunchError::ReadSpec(format!("starting runsc {}: {e}", wrap.program.display()))
+        })
+    });
+    match result {
+        Ok(never) => match never {},
+        Err(err) => {
+            report(&mut None, &err.to_string());
+            EXIT_SETUP_FAILED
+        }
+    }
+}
+
 fn read_spec() -> Result<LaunchSpec> {
+    read_json()
+}
+
+fn read_json<T: serde::de::DeserializeOwned>() -> Result<T> {
     // SAFETY: fcntl only reads the flags of fd 3, failing with EBADF when it is not open.
     if unsafe { libc::fcntl(SPEC_FD, libc::F_GETFD) } < 0 {
         return Err(LaunchError::ReadSpec("not open".into()));
@@ -462,10 +488,13 @@ fn confine_and_run(
         source,
     })?;
     set_limits(spec)?;
-    drop_capabilities()?;
+    drop_capabilities(spec.runtime)?;
     stage(spec, status, "limits_set");
-    restrict_filesystem(spec)?;
-    stage(spec, status, "landlock_applied");
+    // gVisor has no Landlock (ENOSYS); its kernel is the wall, with the read-only binds.
+    if spec.runtime == crate::spec::RuntimeKind::Namespaces {
+        restrict_filesystem(spec)?;
+        stage(spec, status, "landlock_applied");
+    }
     let (path, argv, envp) = exec_args(spec)?;
     seccomp::install(programs)?;
     stage(spec, status, "seccomp_installed");
@@ -582,7 +611,7 @@ fn start_call(
 
 /// PID 1 of one warm call: own stdio, fresh `/proc` (this PID namespace's) and `/dev/shm`,
 /// then [`confine_and_run`]; reports the program's exit status before it ends.
-fn call_init(
+pub(crate) fn call_init(
     spec: &LaunchSpec,
     programs: &seccomp::Programs,
     call: OwnedFd,
@@ -593,6 +622,13 @@ fn call_init(
     // SAFETY: restores the default disposition (the warm init ignores SIGCHLD); an ignored
     // signal would stay ignored across exec, and this init must reap its program itself.
     unsafe { libc::signal(libc::SIGCHLD, libc::SIG_DFL) };
+    // Under gVisor the init blocks SIGCHLD (it reads it from a signalfd); a blocked mask would
+    // survive exec too.
+    let _ = nix::sys::signal::sigprocmask(
+        nix::sys::signal::SigmaskHow::SIG_SETMASK,
+        Some(&nix::sys::signal::SigSet::empty()),
+        None,
+    );
     let result = (|| {
         nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(LaunchError::Pdeathsig)?;
         nix::unistd::setsid().map_err(LaunchError::Setsid)?;
@@ -656,7 +692,7 @@ fn remount_per_call() -> Result<()> {
 }
 
 /// Reaps every child (orphans are re-parented to init) until `program` ends.
-fn reap_until(program: Pid) -> Result<i32> {
+pub(crate) fn reap_until(program: Pid) -> Result<i32> {
     loop {
         match waitpid(None, None) {
             Ok(WaitStatus::Exited(pid, code)) if pid == program => return Ok(code),
@@ -728,7 +764,7 @@ fn prepare_err(path: &Path) -> impl FnOnce(std::io::Error) -> LaunchError {
 
 /// Binds `source` at `target` (which must exist) and makes it read-only unless `writable`,
 /// keeping the flags the kernel locks for mounts that came from a more privileged namespace.
-fn bind(source: &Path, target: &Path, writable: bool) -> Result<()> {
+pub(crate) fn bind(source: &Path, target: &Path, writable: bool) -> Result<()> {
     nix::mount::mount(
         Some(source),
         target,
@@ -968,7 +1004,7 @@ fn build_dev(root: &Path) -> Result<()> {
     .map_err(mount_err("tmpfs /dev/shm", &shm))
 }
 
-fn loopback_up() -> std::io::Result<()> {
+pub(crate) fn loopback_up() -> std::io::Result<()> {
     let socket = rustix::net::socket(
         rustix::net::AddressFamily::INET,
         rustix::net::SocketType::DGRAM,
@@ -1010,10 +1046,15 @@ const KEPT_CAPABILITIES: &[i32] = &[
     10, // CAP_NET_BIND_SERVICE
 ];
 
-fn drop_capabilities() -> Result<()> {
+/// `CAP_SYSLOG`, kept under gVisor only: its kernel log is gVisor's own ("Starting gVisor..."),
+/// which shows a program which kernel it runs on; the host's is never reachable there.
+const CAP_SYSLOG: i32 = 34;
+
+fn drop_capabilities(runtime: crate::spec::RuntimeKind) -> Result<()> {
+    let gvisor = runtime == crate::spec::RuntimeKind::Gvisor;
     // CAP_LAST_CAP is 40 on current kernels; unknown numbers fail with EINVAL and are skipped.
     for cap in 0..64 {
-        if KEPT_CAPABILITIES.contains(&cap) {
+        if KEPT_CAPABILITIES.contains(&cap) || (gvisor && cap == CAP_SYSLOG) {
             continue;
         }
         // SAFETY: PR_CAPBSET_DROP takes a capability number and touches no memory of ours.

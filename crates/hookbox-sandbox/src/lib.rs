@@ -97,6 +97,8 @@ pub mod disk;
 pub mod environment;
 pub mod fdpass;
 pub mod features;
+pub mod gvisor;
+mod gvisor_init;
 pub mod launcher;
 pub mod network;
 pub mod runner;

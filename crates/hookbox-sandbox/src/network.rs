@@ -226,6 +226,10 @@ pub struct JoinedNetwork {
     pub(crate) env: Vec<(String, String)>,
     /// The CA bundle, bound read-only at [`SANDBOX_CA_BUNDLE`] and over the system bundles.
     pub(crate) files: Vec<FileBind>,
+    /// The proxy's port on the sandbox's `127.0.0.1`.
+    pub(crate) port: u16,
+    /// The proxy itself, which also serves connections relayed from a gVisor sandbox.
+    pub(crate) server: EgressProxy,
     proxy: AbortOnDrop,
     _bundle_dir: tempfile::TempDir,
 }
@@ -340,6 +344,7 @@ impl EnvNetwork {
         };
         let url = format!("http://{addr}");
         let proxy = EgressProxy::new(self.egress.clone());
+        let server = proxy.clone();
         let env_id = self.env_id.clone();
         let task = runtime.spawn(async move {
             if let Err(error) = proxy.serve(listener).await {
@@ -351,6 +356,8 @@ impl EnvNetwork {
             netns: Arc::new(netns),
             env: hookbox_egress::env::sandbox_env(&url, SANDBOX_CA_BUNDLE),
             files,
+            port: addr.port(),
+            server,
             proxy: AbortOnDrop {
                 task: task.abort_handle(),
                 url,

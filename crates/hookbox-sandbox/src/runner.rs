@@ -23,7 +23,8 @@ use crate::launcher::monotonic_ns;
 use crate::network::{EnvNetwork, JoinedNetwork};
 use crate::slots::{ProcessSlots, SlotGuard, SlotsExhausted};
 use crate::spec::{
-    Bind, Identity, Isolation, LaunchSpec, Limits, NETNS_FD, Network, SPEC_FD, STATUS_FD,
+    Bind, Identity, Isolation, LaunchSpec, Limits, NETNS_FD, Network, RuntimeKind, SPEC_FD,
+    STATUS_FD,
 };
 use crate::vars;
 use crate::warm::WarmSandbox;
@@ -185,7 +186,42 @@ pub struct SandboxOptions {
     pub disk_limit_bytes: Option<u64>,
     /// Keep each open environment's sandbox built and start calls inside it (a warm sandbox,
     /// see [`crate::warm`]) instead of building one per call. On by default with full isolation.
+    /// Under gVisor sandboxes are always warm.
     pub warm: bool,
+    /// The runtime of environments created without one.
+    pub runtime: RuntimeKind,
+    /// How gVisor environments' sandboxes are run.
+    pub gvisor: GvisorSettings,
+}
+
+/// Where `runsc` is and how to run it; checked once, on first use (or by [`Self::check`]).
+#[derive(Debug, Clone, Default)]
+pub struct GvisorSettings {
+    /// `runsc` to use; `None`: the first on `PATH`.
+    pub runsc: Option<PathBuf>,
+    pub platform: crate::gvisor::Platform,
+    checked: Arc<std::sync::OnceLock<Result<crate::gvisor::Runsc, String>>>,
+}
+
+impl GvisorSettings {
+    pub fn new(runsc: Option<PathBuf>, platform: crate::gvisor::Platform) -> Self {
+        Self {
+            runsc,
+            platform,
+            checked: Arc::default(),
+        }
+    }
+
+    /// The checked `runsc`, or why there is none usable (the same answer every time).
+    pub fn check(&self) -> Result<&crate::gvisor::Runsc, String> {
+        self.checked
+            .get_or_init(|| {
+                crate::gvisor::Runsc::detect(self.runsc.as_deref(), self.platform)
+                    .map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
 }
 
 impl SandboxOptions {
@@ -202,6 +238,8 @@ impl SandboxOptions {
                 .then_some(UidRange::DEFAULT),
             disk_limit_bytes: None,
             warm: true,
+            runtime: RuntimeKind::Namespaces,
+            gvisor: GvisorSettings::default(),
         }
     }
 
@@ -229,8 +267,11 @@ pub struct SandboxLayout {
     /// A network namespace to join instead of a fresh one (the egress issue's per-environment
     /// namespace). `None`: a fresh namespace with only loopback.
     pub netns: Option<Arc<OwnedFd>>,
-    /// The unprivileged host identity sandboxed root maps to (see [`LaunchSpec::identity`]).
+    /// The unprivileged host identity sandboxed root maps to (see [`LaunchSpec::identity`]);
+    /// under gVisor, the first of [`crate::gvisor::ID_SPAN`] ids.
     pub identity: Option<Identity>,
+    /// The kernel the environment's programs run on.
+    pub runtime: RuntimeKind,
 }
 
 impl SandboxLayout {
@@ -278,6 +319,7 @@ impl SandboxLayout {
             cgroups: EnvCgroups::default(),
             netns: None,
             identity,
+            runtime: RuntimeKind::Namespaces,
         })
     }
 }
@@ -429,6 +471,11 @@ impl SandboxRunner {
             },
             parent_pid: i32::try_from(std::process::id()).unwrap_or(0),
             warm: false,
+            runtime: self.layout.runtime,
+            egress_port: match self.layout.runtime {
+                RuntimeKind::Gvisor => joined.map(|j| j.port),
+                RuntimeKind::Namespaces => None,
+            },
         })
     }
 
@@ -473,7 +520,7 @@ impl SandboxRunner {
         tap: Option<OutputTap>,
     ) -> Result<CommandOutput, RunnerError> {
         let _slot = slot;
-        let (spec, netns) = self.prepared(argv).await?;
+        let (spec, joined) = self.prepared(argv).await?;
         // A sandbox that could not be built ran nothing, so building it again is safe; only
         // failures the kernel reports as momentary (EAGAIN, ENOMEM, ENOSPC for namespaces)
         // are retried, with a short pause, so a busy machine does not turn a hook into a
@@ -483,7 +530,7 @@ impl SandboxRunner {
             match self
                 .launch(
                     &spec,
-                    netns.clone(),
+                    &joined,
                     stdin.clone(),
                     timeout,
                     output_limit,
@@ -510,11 +557,11 @@ impl SandboxRunner {
         argv: Vec<String>,
         timeout: Duration,
     ) -> Result<(CommandOutput, StageTimes), RunnerError> {
-        let (mut spec, netns) = self.prepared(argv).await?;
+        let (mut spec, joined) = self.prepared(argv).await?;
         spec.stage_timings = true;
         let started = monotonic_ns();
         let (output, stages) = self
-            .launch(&spec, netns, Vec::new(), timeout, 1 << 20, None)
+            .launch(&spec, &joined, Vec::new(), timeout, 1 << 20, None)
             .await?;
         Ok((
             output,
@@ -528,10 +575,7 @@ impl SandboxRunner {
 
     /// The spec for `argv` and the network namespace to hand the launcher: the environment's
     /// egress namespace (created on first use) when its policy allows egress.
-    async fn prepared(
-        &self,
-        argv: Vec<String>,
-    ) -> Result<(LaunchSpec, Option<Arc<OwnedFd>>), RunnerError> {
+    async fn prepared(&self, argv: Vec<String>) -> Result<(LaunchSpec, Joined), RunnerError> {
         let joined = match &self.network {
             Some(network) => network
                 .sandbox()
@@ -544,7 +588,13 @@ impl SandboxRunner {
             Some(j) => Some(j.netns.clone()),
             None => self.layout.netns.clone(),
         };
-        Ok((spec, netns))
+        Ok((
+            spec,
+            Joined {
+                netns,
+                network: joined,
+            },
+        ))
     }
 
     /// One launch of `spec`: a call in the environment's warm sandbox when warm sandboxes are
@@ -552,20 +602,34 @@ impl SandboxRunner {
     async fn launch(
         &self,
         spec: &LaunchSpec,
-        netns: Option<Arc<OwnedFd>>,
+        joined: &Joined,
         stdin: Vec<u8>,
         timeout: Duration,
         output_limit: usize,
         tap: Option<OutputTap>,
     ) -> Result<(CommandOutput, Vec<(String, i128)>), RunnerError> {
-        if !(self.options.warm && spec.isolation == Isolation::Full) {
+        let gvisor = spec.runtime == RuntimeKind::Gvisor;
+        if gvisor && spec.isolation != Isolation::Full {
+            return Err(RunnerError::Sandbox(
+                crate::gvisor::GvisorError::NoIsolation.to_string(),
+            ));
+        }
+        let warm = gvisor || (self.options.warm && spec.isolation == Isolation::Full);
+        if !warm {
             return self
-                .launch_once(spec, netns, stdin, timeout, output_limit, tap)
+                .launch_once(
+                    spec,
+                    joined.netns.clone(),
+                    stdin,
+                    timeout,
+                    output_limit,
+                    tap,
+                )
                 .await;
         }
         let started = std::time::Instant::now();
         let (key, call) = spec.split_call();
-        let mut sandbox = self.warm_sandbox(&key, &netns).await?;
+        let mut sandbox = self.warm_sandbox(&key, joined).await?;
         let (spawned, status) = match sandbox.call(&call, tap.clone()).await {
             Ok(started) => started,
             Err(err) => {
@@ -573,7 +637,7 @@ impl SandboxRunner {
                 // once; a second failure is the answer.
                 tracing::warn!(error = %err, "warm sandbox unusable; building a new one");
                 self.discard(&sandbox).await;
-                sandbox = self.warm_sandbox(&key, &netns).await?;
+                sandbox = self.warm_sandbox(&key, joined).await?;
                 sandbox.call(&call, tap).await?
             }
         };
@@ -599,15 +663,24 @@ impl SandboxRunner {
     async fn warm_sandbox(
         &self,
         key: &LaunchSpec,
-        netns: &Option<Arc<OwnedFd>>,
+        joined: &Joined,
     ) -> Result<Arc<WarmSandbox>, RunnerError> {
+        let gvisor = key.runtime == RuntimeKind::Gvisor;
+        // A gVisor sandbox joins no namespace of hookbox's: its network is relayed.
+        let netns = if gvisor { None } else { joined.netns.clone() };
         let mut current = self.warm.lock().await;
-        if let Some(sandbox) = current.as_ref().filter(|s| s.serves(key, netns)) {
+        if let Some(sandbox) = current.as_ref().filter(|s| s.serves(key, &netns)) {
             return Ok(sandbox.clone());
         }
         retire(current.take());
-        let sandbox =
-            Arc::new(WarmSandbox::start(&self.options.launcher, key.clone(), netns.clone()).await?);
+        let launcher = &self.options.launcher;
+        let sandbox = Arc::new(if gvisor {
+            let runsc = self.options.gvisor.check().map_err(RunnerError::Sandbox)?;
+            WarmSandbox::start_gvisor(runsc, launcher, key.clone(), joined.network.as_deref())
+                .await?
+        } else {
+            WarmSandbox::start(launcher, key.clone(), netns).await?
+        });
         *current = Some(sandbox.clone());
         Ok(sandbox)
     }
@@ -675,6 +748,13 @@ impl CommandRunner for SandboxRunner {
         )
         .await
     }
+}
+
+/// The network a launch is in: the namespace the launcher joins (namespaces), and the
+/// environment's egress when its policy allows it (relayed into a gVisor sandbox).
+struct Joined {
+    netns: Option<Arc<OwnedFd>>,
+    network: Option<Arc<JoinedNetwork>>,
 }
 
 /// Drops a replaced warm sandbox off the executor: the last drop waits for its init to exit.

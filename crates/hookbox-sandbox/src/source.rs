@@ -230,6 +230,11 @@ pub struct EnvironmentSpec {
     /// [`SandboxOptions`]: crate::runner::SandboxOptions
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk_limit_bytes: Option<u64>,
+    /// The kernel the environment's programs run on. Absent: [`SandboxOptions`]'s default.
+    ///
+    /// [`SandboxOptions`]: crate::runner::SandboxOptions
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<crate::spec::RuntimeKind>,
 }
 
 /// Why a source could not be materialised.

@@ -42,6 +42,48 @@ pub enum Isolation {
     InsecureNone,
 }
 
+/// Which kernel the sandbox's programs talk to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RuntimeKind {
+    /// The host's kernel, behind namespaces, Landlock and seccomp (built by the launcher).
+    #[default]
+    Namespaces,
+    /// gVisor's application kernel (`runsc`), itself confined by its own seccomp policy and the
+    /// namespaces and cgroup hookbox puts around it. Inside, the launcher only serves calls: the
+    /// root is built by runsc from an OCI bundle, Landlock does not exist (ENOSYS), and the
+    /// seccomp deny list is enforced by gVisor's own seccomp.
+    Gvisor,
+}
+
+impl RuntimeKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            RuntimeKind::Namespaces => "namespaces",
+            RuntimeKind::Gvisor => "gvisor",
+        }
+    }
+}
+
+impl std::fmt::Display for RuntimeKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for RuntimeKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "namespaces" => Ok(RuntimeKind::Namespaces),
+            "gvisor" => Ok(RuntimeKind::Gvisor),
+            other => Err(format!(
+                "unknown runtime `{other}` (expected `namespaces` or `gvisor`)"
+            )),
+        }
+    }
+}
+
 /// Which network namespace the sandbox lives in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -144,6 +186,14 @@ pub struct LaunchSpec {
     /// namespace with a fresh `/proc` and `/dev/shm`, its own limits, Landlock and seccomp.
     #[serde(default)]
     pub warm: bool,
+    /// The kernel the sandbox runs on. Under [`RuntimeKind::Gvisor`] the spec is the warm
+    /// sandbox's and reaches the launcher inside gVisor over its request socket.
+    #[serde(default)]
+    pub runtime: RuntimeKind,
+    /// The egress proxy's port on the sandbox's `127.0.0.1`, which the launcher inside gVisor
+    /// relays to hookbox's proxy (under namespaces the proxy itself listens there).
+    #[serde(default)]
+    pub egress_port: Option<u16>,
 }
 
 /// One program run in a warm sandbox: what differs between calls of one environment.

@@ -47,7 +47,26 @@ pub struct WarmSandbox {
     key: LaunchSpec,
     /// The netns it joined, compared by identity.
     netns: Option<Arc<OwnedFd>>,
+    /// The launcher (namespaces) or `runsc run` (gVisor).
     launcher: Mutex<Option<std::process::Child>>,
+    /// Under gVisor: the container to remove once it stopped.
+    container: Option<Container>,
+}
+
+/// A gVisor sandbox's container: its bundle and runsc state (removed with it), and the task
+/// serving its relayed egress connections.
+#[derive(Debug)]
+struct Container {
+    runsc: crate::gvisor::Runsc,
+    id: String,
+    bundle: tempfile::TempDir,
+    egress: Option<tokio::task::AbortHandle>,
+}
+
+impl Container {
+    fn state(&self) -> std::path::PathBuf {
+        self.bundle.path().join("state")
+    }
 }
 
 impl WarmSandbox {
@@ -103,7 +122,108 @@ impl WarmSandbox {
             key,
             netns,
             launcher: Mutex::new(Some(child)),
+            container: None,
         };
+        sandbox.ready(status_read).await
+    }
+
+    /// Builds the sandbox for `key` as a gVisor container (see [`crate::gvisor`]): writes its
+    /// bundle, starts `runsc run` in a fresh network namespace inside the environment's
+    /// cgroups, sends the spec (and the egress channel, when `joined` allows egress) and waits
+    /// until the init inside says it is ready.
+    pub async fn start_gvisor(
+        runsc: &crate::gvisor::Runsc,
+        launcher: &crate::runner::Launcher,
+        key: LaunchSpec,
+        joined: Option<&crate::network::JoinedNetwork>,
+    ) -> Result<Self, RunnerError> {
+        let spawn = |e: std::io::Error| RunnerError::Spawn(e);
+        let bundle = tempfile::Builder::new()
+            .prefix("hookbox-gvisor-")
+            .tempdir()
+            .map_err(spawn)?;
+        let read_only =
+            crate::gvisor::write_bundle(bundle.path(), &key, &launcher.program, &launcher.args)
+                .map_err(|e| RunnerError::Sandbox(e.to_string()))?;
+        let id = bundle
+            .path()
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "hookbox-gvisor".into());
+        let state = bundle.path().join("state");
+        std::fs::create_dir(&state).map_err(spawn)?;
+        let (status_read, status_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+            .map_err(|e| spawn(e.into()))?;
+        let (ours, theirs) = fdpass::pair().map_err(spawn)?;
+        let wrap = runsc.run_wrapped(&state, bundle.path(), &id, read_only);
+        let wrap_fd = crate::runner::spec_memfd(&wrap).map_err(spawn)?;
+        let mut cmd = std::process::Command::new(&launcher.program);
+        cmd.args(&launcher.args)
+            .env_clear()
+            .env(crate::gvisor::WRAP_MARKER, "1")
+            .stdin(Stdio::from(theirs))
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(status_write));
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        let cgroups = crate::cgroup::ProcsFiles::open(&key.cgroups).map_err(spawn)?;
+        let inherited = [(wrap_fd, SPEC_FD)];
+        // SAFETY: the closure runs between fork and exec and only calls write, fcntl, dup2 and
+        // prctl, which are async-signal-safe; it allocates nothing.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+                cgroups.join()?;
+                crate::runner::place_fds(&inherited)?;
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().map_err(spawn)?;
+        drop(cmd);
+        rustix::io::ioctl_fionbio(&ours, true).map_err(|e| spawn(e.into()))?;
+        let spec_fd = crate::runner::spec_memfd(&key).map_err(spawn)?;
+        let egress = match joined {
+            Some(joined) => {
+                let (host, guest) = fdpass::pair().map_err(spawn)?;
+                Some((host, guest, joined.server.clone()))
+            }
+            None => None,
+        };
+        let mut sandbox = Self {
+            socket: register(ours, Interest::READABLE | Interest::WRITABLE).map_err(spawn)?,
+            key,
+            netns: None,
+            launcher: Mutex::new(Some(child)),
+            container: Some(Container {
+                runsc: runsc.clone(),
+                id,
+                bundle,
+                egress: None,
+            }),
+        };
+        let mut fds = vec![spec_fd.as_fd()];
+        if let Some((_, guest, _)) = &egress {
+            fds.push(guest.as_fd());
+        }
+        sandbox
+            .send(b"S", &fds)
+            .await
+            .map_err(|e| RunnerError::Sandbox(format!("the gVisor sandbox's socket: {e}")))?;
+        drop(fds);
+        if let Some((host, guest, server)) = egress {
+            drop(guest);
+            let task = tokio::spawn(serve_relayed(host, server));
+            if let Some(container) = sandbox.container.as_mut() {
+                container.egress = Some(task.abort_handle());
+            }
+        }
+        sandbox.ready(status_read).await
+    }
+
+    /// Waits until the sandbox's init says it is ready; otherwise stops it and reports why.
+    async fn ready(self, status_read: OwnedFd) -> Result<Self, RunnerError> {
+        let sandbox = self;
         let ready = tokio::time::timeout(START_TIMEOUT, sandbox.recv()).await;
         match ready {
             Ok(Ok(message)) if message.payload == b"R" => Ok(sandbox),
@@ -189,10 +309,12 @@ impl WarmSandbox {
         ));
 
         rustix::io::ioctl_fionbio(&reply_ours, true).map_err(|e| spawn(e.into()))?;
-        let reply = register(reply_ours, Interest::READABLE).map_err(spawn)?;
+        let reply = Arc::new(register(reply_ours, Interest::READABLE).map_err(spawn)?);
         let message = recv_on(&reply).await.map_err(spawn)?;
-        let pidfd = match (message.payload.as_slice(), message.fds.into_iter().next()) {
-            (b"P", Some(pidfd)) => Arc::new(pidfd),
+        let handle = match (message.payload.as_slice(), message.fds.into_iter().next()) {
+            (b"P", Some(pidfd)) => CallHandle::Pidfd(Arc::new(pidfd)),
+            // gVisor: no pidfd crosses out; the reply socket stands in for one.
+            (b"P", None) => CallHandle::Reply(reply),
             ([], None) => {
                 return Err(RunnerError::Sandbox("the warm sandbox is gone".into()));
             }
@@ -201,13 +323,11 @@ impl WarmSandbox {
 
         let (status_tx, status_rx) = tokio::sync::oneshot::channel();
         let ended = {
-            let pidfd = pidfd.clone();
+            let handle = handle.clone();
             async move {
                 // Whoever stops waiting (a cancelled interaction) ends the call with the wait.
-                let _kill_on_drop = KillOnDrop(pidfd.clone());
-                let exited = register(pidfd, Interest::READABLE)?;
-                let _ = exited.readable().await?;
-                drop(exited);
+                let _kill_on_drop = KillOnDrop(handle.clone());
+                handle.ended().await?;
                 // The call's init wrote everything before it exited; nobody else holds the pipe.
                 let (report, stages, exit) = crate::runner::read_status(&status_read);
                 let termination = match exit {
@@ -222,9 +342,7 @@ impl WarmSandbox {
                 Ok(termination)
             }
         };
-        let kill = move || {
-            let _ = rustix::process::pidfd_send_signal(&*pidfd, rustix::process::Signal::KILL);
-        };
+        let kill = move || handle.kill();
         let spawned = Spawned {
             stdin: Some(
                 Box::new(pipe::Sender::from_owned_fd(stdin_write).map_err(spawn)?)
@@ -274,6 +392,14 @@ impl WarmSandbox {
                 matches!(nix::poll::poll(&mut fds, millis), Ok(n) if n > 0)
             })
             .unwrap_or(false);
+        if let Some(container) = &self.container {
+            if let Some(task) = &container.egress {
+                task.abort();
+            }
+            if !exited {
+                container.runsc.remove(&container.state(), &container.id);
+            }
+        }
         if !exited {
             tracing::warn!(
                 pid = child.id(),
@@ -288,12 +414,97 @@ impl WarmSandbox {
     }
 }
 
+/// How hookbox sees one call end and ends it: its pidfd (namespaces), or its reply socket
+/// (gVisor: the init closes it once the call was reaped, and kills the call when hookbox writes
+/// to it or shuts it down).
+#[derive(Debug, Clone)]
+enum CallHandle {
+    Pidfd(Arc<OwnedFd>),
+    Reply(Arc<AsyncFd<OwnedFd>>),
+}
+
+impl CallHandle {
+    async fn ended(&self) -> std::io::Result<()> {
+        match self {
+            CallHandle::Pidfd(pidfd) => {
+                let exited = register(pidfd.clone(), Interest::READABLE)?;
+                let _ = exited.readable().await?;
+                Ok(())
+            }
+            CallHandle::Reply(reply) => loop {
+                let message = recv_on(reply).await?;
+                if message.payload == b"X" || (message.payload.is_empty() && message.fds.is_empty())
+                {
+                    return Ok(());
+                }
+            },
+        }
+    }
+
+    fn kill(&self) {
+        match self {
+            CallHandle::Pidfd(pidfd) => {
+                let _ = rustix::process::pidfd_send_signal(&**pidfd, rustix::process::Signal::KILL);
+            }
+            CallHandle::Reply(reply) => {
+                let _ = rustix::net::shutdown(reply.get_ref(), rustix::net::Shutdown::Write);
+            }
+        }
+    }
+}
+
 /// Kills a call's PID namespace when dropped (harmless once it has ended).
-struct KillOnDrop(Arc<OwnedFd>);
+struct KillOnDrop(CallHandle);
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
-        let _ = rustix::process::pidfd_send_signal(&*self.0, rustix::process::Signal::KILL);
+        self.0.kill();
+    }
+}
+
+/// Serves a gVisor sandbox's egress channel: each `E` asks for one connection to the proxy,
+/// answered with (`F`) one end of a fresh socket pair whose other end the proxy serves.
+async fn serve_relayed(channel: OwnedFd, server: hookbox_egress::EgressProxy) {
+    let channel = match rustix::io::ioctl_fionbio(&channel, true)
+        .map_err(std::io::Error::from)
+        .and_then(|()| register(channel, Interest::READABLE | Interest::WRITABLE))
+    {
+        Ok(channel) => channel,
+        Err(error) => {
+            tracing::error!(%error, "gVisor egress channel");
+            return;
+        }
+    };
+    loop {
+        match recv_on(&channel).await {
+            Ok(message) if message.payload == b"E" => {}
+            _ => return,
+        }
+        let (ours, theirs) = match std::os::unix::net::UnixStream::pair() {
+            Ok(pair) => pair,
+            Err(error) => {
+                tracing::warn!(%error, "gVisor egress relay: no socket pair");
+                continue;
+            }
+        };
+        let served = ours
+            .set_nonblocking(true)
+            .and_then(|()| tokio::net::UnixStream::from_std(ours));
+        match served {
+            Ok(stream) => server.serve_stream(stream),
+            Err(error) => tracing::warn!(%error, "gVisor egress relay"),
+        }
+        let theirs = OwnedFd::from(theirs);
+        loop {
+            let Ok(mut guard) = channel.writable().await else {
+                return;
+            };
+            match guard.try_io(|s| fdpass::send(s.get_ref().as_fd(), b"F", &[theirs.as_fd()])) {
+                Ok(Ok(())) => break,
+                Ok(Err(_)) => return,
+                Err(_would_block) => continue,
+            }
+        }
     }
 }
 

@@ -531,6 +531,8 @@ fn spec(setup: &EnvironmentSetup) -> Result<EnvironmentSpec, ProviderError> {
         network,
         project: (!setup.project.is_empty()).then(|| setup.project.clone()),
         disk_limit_bytes: setup.disk_limit_bytes,
+        // The server's default (`--runtime`); a fork keeps its parent's (Store::fork).
+        runtime: None,
     })
 }
 

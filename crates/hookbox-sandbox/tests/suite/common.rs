@@ -4,8 +4,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hookbox_hooks::runner::CommandOutput;
-use hookbox_sandbox::runner::{Launcher, SandboxLayout, SandboxOptions, SandboxRunner};
+use hookbox_sandbox::runner::{
+    GvisorSettings, Launcher, SandboxLayout, SandboxOptions, SandboxRunner,
+};
 use hookbox_sandbox::spec::Identity;
+use hookbox_sandbox::spec::RuntimeKind;
 
 pub const LAUNCHER: &str = env!("CARGO_BIN_EXE_hookbox-sandbox-exec");
 
@@ -14,8 +17,27 @@ pub struct Env {
     pub runner: SandboxRunner,
 }
 
+/// The runtime this run of the suite tests: `HOOKBOX_TEST_RUNTIME` (`namespaces` by default;
+/// `scripts/test.sh` runs the suite again with `gvisor`).
+pub fn runtime() -> RuntimeKind {
+    match std::env::var("HOOKBOX_TEST_RUNTIME") {
+        Ok(name) => name.parse().unwrap(),
+        Err(_) => RuntimeKind::Namespaces,
+    }
+}
+
+pub fn gvisor() -> bool {
+    runtime() == RuntimeKind::Gvisor
+}
+
 pub fn options() -> SandboxOptions {
-    SandboxOptions::new(Launcher::standalone(LAUNCHER))
+    let mut options = SandboxOptions::new(Launcher::standalone(LAUNCHER));
+    options.runtime = runtime();
+    options.gvisor = GvisorSettings::new(
+        std::env::var_os("HOOKBOX_TEST_RUNSC").map(Into::into),
+        Default::default(),
+    );
+    options
 }
 
 /// The unprivileged host identity test sandboxes run as when the tests run as host root (as CI
@@ -45,6 +67,7 @@ pub fn layout(dir: &std::path::Path) -> SandboxLayout {
         cgroups: Default::default(),
         netns: None,
         identity,
+        runtime: runtime(),
     }
 }
 

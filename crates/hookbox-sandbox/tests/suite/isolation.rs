@@ -34,6 +34,11 @@ fn netns_with_listener() -> (std::os::fd::OwnedFd, std::net::TcpListener) {
 
 #[tokio::test]
 async fn joins_an_inherited_network_namespace() {
+    if gvisor() {
+        // A namespaces primitive: gVisor has its own network stack, and egress is relayed into
+        // it (the network suite tests that).
+        return;
+    }
     let (ns, listener) = netns_with_listener();
     let port = listener.local_addr().unwrap().port();
     let env = env_with(options(), |layout| {
@@ -149,17 +154,25 @@ async fn timed_stages(env: &Env) -> Vec<String> {
         .await
         .unwrap();
     assert!(out.success());
-    let mut last = times.started;
+    // Stages inside gVisor are on gVisor's own monotonic clock: in order among themselves only.
+    let mut last = match gvisor() {
+        true => times.stages.first().map_or(times.started, |(_, at)| *at),
+        false => times.started,
+    };
     for (name, at) in &times.stages {
         assert!(*at >= last, "{name} went back in time");
         last = *at;
     }
-    assert!(times.ended >= last);
+    assert!(gvisor() || times.ended >= last);
     times.stages.into_iter().map(|(n, _)| n).collect()
 }
 
 #[tokio::test]
 async fn a_timed_launch_reports_every_stage_in_order_and_a_normal_one_reports_none() {
+    if gvisor() {
+        // gVisor sandboxes are always warm: only the warm half applies.
+        return warm_call_stages().await;
+    }
     let cold = env_with(
         hookbox_sandbox::runner::SandboxOptions {
             warm: false,
@@ -187,22 +200,27 @@ async fn a_timed_launch_reports_every_stage_in_order_and_a_normal_one_reports_no
     // Without timings the status pipe stays silent, so nothing is mistaken for a failure.
     assert!(sh(&cold, "true").await.success());
 
-    // A warm sandbox is built once; every call after that only builds its own namespaces.
+    warm_call_stages().await;
+}
+
+/// A warm sandbox is built once; every call after that only builds its own namespaces.
+async fn warm_call_stages() {
     let warm = env();
     assert!(sh(&warm, "true").await.success());
     let names = timed_stages(&warm).await;
-    assert_eq!(
-        names,
-        [
-            "call_cloned",
-            "proc_mounted",
-            "limits_set",
-            "landlock_applied",
-            "seccomp_installed",
-            "program_forked"
-        ],
-        "a warm call rebuilt its sandbox"
-    );
+    let mut expected = vec![
+        "call_cloned",
+        "proc_mounted",
+        "limits_set",
+        "landlock_applied",
+        "seccomp_installed",
+        "program_forked",
+    ];
+    if gvisor() {
+        // No Landlock in gVisor.
+        expected.retain(|n| *n != "landlock_applied");
+    }
+    assert_eq!(names, expected, "a warm call rebuilt its sandbox");
     assert!(sh(&warm, "true").await.success());
 }
 
@@ -245,6 +263,12 @@ async fn calls_of_one_warm_sandbox_cannot_see_each_other() {
     assert!(visible <= 4, "saw {visible} processes: {stdout}");
     assert_eq!(lines[2].trim(), "0", "A's process is visible: {stdout}");
     assert_eq!(lines[3].trim(), "0", "A's /dev/shm is visible: {stdout}");
+    if gvisor() {
+        // gVisor's processes are not the host's: there is no host pid to watch. Abandoning a
+        // call kills it through its reply socket; the timeout tests check the same path.
+        holder.abort();
+        return;
+    }
     // The host sees A's program; abandoning the call (as a cancelled interaction does) kills it.
     let sleeper = host_pid_running(&["sleep", "1000.4242"]).expect("A's program on the host");
     let pidfd = rustix::process::pidfd_open(sleeper, rustix::process::PidfdFlags::empty()).unwrap();

@@ -10,10 +10,11 @@ use clap::{Args, Subcommand};
 use hookbox_egress::ResolvePin;
 use hookbox_egress::ssrf::Cidr;
 use hookbox_sandbox::environment::{Store, default_data_dir};
+use hookbox_sandbox::gvisor::Platform;
 use hookbox_sandbox::network::{EgressOperator, EgressOptions};
-use hookbox_sandbox::runner::{Launcher, SandboxOptions};
+use hookbox_sandbox::runner::{GvisorSettings, Launcher, SandboxOptions};
 use hookbox_sandbox::source::{Encoding, EnvValue, EnvironmentSpec, Source, SourceOrigin};
-use hookbox_sandbox::spec::Isolation;
+use hookbox_sandbox::spec::{Isolation, RuntimeKind};
 
 /// The hidden subcommand through which the `hookbox` binary acts as its own sandbox launcher.
 pub const SANDBOX_EXEC_SUBCOMMAND: &str = "__sandbox-exec";
@@ -33,9 +34,57 @@ pub struct StoreArgs {
     /// namespace when the environment has no network.
     #[arg(long, global = true)]
     pub cold_sandboxes: bool,
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
     /// Where the credentials that egress injects live (`hookbox serve --database`).
     #[command(flatten)]
     pub database: super::DatabaseArg,
+}
+
+/// Which kernel sandboxes run on (`hookbox serve`, `mcp`, `env`, `tool`, `hooks test`).
+#[derive(Debug, Clone, Default, Args)]
+pub struct RuntimeArgs {
+    /// The runtime of environments created without one: `namespaces` (the host kernel behind
+    /// namespaces, Landlock and seccomp) or `gvisor` (gVisor's application kernel, `runsc`). An
+    /// environment keeps the runtime it was created with.
+    #[arg(
+        long,
+        global = true,
+        value_name = "RUNTIME",
+        default_value = "namespaces"
+    )]
+    pub runtime: RuntimeKind,
+    /// The `runsc` binary for gVisor environments (default: the first on PATH).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub runsc: Option<PathBuf>,
+    /// gVisor's platform: `systrap` (works everywhere), `ptrace` or `kvm`.
+    #[arg(
+        long,
+        global = true,
+        value_name = "PLATFORM",
+        default_value = "systrap"
+    )]
+    pub runsc_platform: Platform,
+}
+
+impl RuntimeArgs {
+    /// Puts the runtime choice into `options`; with `--runtime gvisor`, checks `runsc` now, so
+    /// a missing or too old one is refused before anything starts.
+    pub fn apply(&self, options: &mut SandboxOptions) -> anyhow::Result<()> {
+        options.runtime = self.runtime;
+        options.gvisor = GvisorSettings::new(self.runsc.clone(), self.runsc_platform);
+        if self.runtime == RuntimeKind::Gvisor {
+            if options.isolation != Isolation::Full {
+                bail!("--runtime gvisor cannot be combined with --insecure-no-isolation");
+            }
+            let runsc = options
+                .gvisor
+                .check()
+                .map_err(|e| anyhow::anyhow!("--runtime gvisor: {e}"))?;
+            tracing::info!(runsc = %runsc.path.display(), release = runsc.release, platform = %runsc.platform, "gVisor runtime");
+        }
+        Ok(())
+    }
 }
 
 /// The operator's egress options (`hookbox tool`; `hookbox serve` has the same flags).
@@ -103,6 +152,7 @@ impl StoreArgs {
             );
             options.isolation = Isolation::InsecureNone;
         }
+        self.runtime.apply(&mut options)?;
         let credentials = crate::credentials::StoreCredentials::open(
             &data_dir,
             self.database.database.as_deref(),

@@ -102,6 +102,8 @@ pub struct TestArgs {
     /// directory (paths like /.agents/... then do not resolve). A warning is printed every run.
     #[arg(long)]
     insecure_no_isolation: bool,
+    #[command(flatten)]
+    runtime: super::env::RuntimeArgs,
 }
 
 fn parse_tool(s: &str) -> Result<ToolName, String> {
@@ -306,7 +308,7 @@ fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
     };
     let network = read_network(args.network.as_deref())?;
     let engine = HookEngine::new(
-        command_runner(&args.root, args.insecure_no_isolation)?,
+        command_runner(&args.root, args.insecure_no_isolation, &args.runtime)?,
         http_poster(
             &args.environment_id,
             network.as_ref(),
@@ -428,6 +430,7 @@ fn render_dispatch(loaded: &Loaded, dispatch: &Dispatch) -> String {
 fn command_runner(
     root: &std::path::Path,
     insecure_no_isolation: bool,
+    runtime: &super::env::RuntimeArgs,
 ) -> anyhow::Result<Arc<dyn CommandRunner>> {
     let root = root
         .canonicalize()
@@ -445,8 +448,10 @@ fn command_runner(
             "this kernel lacks {feature}, which the sandbox needs; refusing to run hooks without isolation (--insecure-no-isolation overrides, unsafely)"
         );
     }
-    let layout = SandboxLayout::for_tree(root.clone(), options.identities())
+    runtime.apply(&mut options)?;
+    let mut layout = SandboxLayout::for_tree(root.clone(), options.identities())
         .with_context(|| format!("preparing a sandbox for {}", root.display()))?;
+    layout.runtime = options.runtime;
     Ok(Arc::new(
         SandboxRunner::new(Arc::new(options), layout)
             .with_context(|| format!("preparing a sandbox for {}", root.display()))?,

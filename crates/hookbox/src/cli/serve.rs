@@ -126,6 +126,8 @@ pub struct ServeArgs {
     /// lack a sandbox feature; a warning is printed at start and logged on every tool call.
     #[arg(long)]
     pub insecure_no_isolation: bool,
+    #[command(flatten)]
+    pub runtime: super::env::RuntimeArgs,
     /// Close an opened environment (its network namespace, egress proxy and CA) after this many
     /// seconds without use; it is reopened from disk on next use.
     #[arg(long, value_name = "SECS", default_value_t = hookbox_server::sandbox::DEFAULT_IDLE_TIMEOUT.as_secs())]
@@ -351,6 +353,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         eprintln!("{NO_ISOLATION_WARNING}");
         sandbox.isolation = Isolation::InsecureNone;
     }
+    args.runtime.apply(&mut sandbox)?;
     if let Some(range) = args.sandbox_uid_range {
         sandbox.identities = Some(range);
     }

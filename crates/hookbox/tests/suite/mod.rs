@@ -1,6 +1,7 @@
 mod answers_cli;
 mod drain_cli;
 mod env_cli;
+mod gvisor_cli;
 mod hooks_cli;
 mod lifecycle_cli;
 mod postgres_cli;

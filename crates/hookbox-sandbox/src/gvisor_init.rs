@@ -1,0 +1,352 @@
+//! The init of a gVisor container: hookbox's launcher, run by runsc as the container's first
+//! process (see [`crate::gvisor`]), serving calls the way the namespaces launcher's warm init
+//! does, with what gVisor lacks done another way.
+//!
+//! - Its request socket is fd 0 (runsc passes stdio through as host descriptors). The first
+//!   message (`S`) brings the warm spec in a memfd, and, when the environment allows egress, the
+//!   egress channel; init answers `R` once ready.
+//! - Each call (`C`, with the same six descriptors as under namespaces) is cloned into its own
+//!   PID, mount and IPC namespace and confined by [`crate::launcher::call_init`] (limits,
+//!   capabilities, seccomp; gVisor has no Landlock). gVisor has no pidfds and no descriptor
+//!   crosses back out, so the call's reply socket stands in for one: init answers `P`, kills the
+//!   call's PID namespace when hookbox writes to or closes its end, and closes its own end once
+//!   the call has been reaped, which is how hookbox learns that it ended.
+//! - Egress: gVisor's network stack is the sandbox's own (`--network=none`, loopback only), so
+//!   hookbox's proxy cannot listen inside it. A relay process listens on the proxy's port on
+//!   the sandbox's `127.0.0.1` and, for each connection, asks hookbox for a socket over the
+//!   egress channel (`E`; hookbox serves the other end with the environment's proxy) and
+//!   copies bytes both ways. Programs keep the same `HTTP(S)_PROXY` as under namespaces.
+//!
+//! Like the launcher, this module must stay single-threaded and free of async.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+use nix::poll::{PollFd, PollFlags, PollTimeout};
+use nix::sys::signal::{SigSet, SigmaskHow, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::Pid;
+
+use crate::launcher::{LaunchError, Result, report};
+use crate::spec::LaunchSpec;
+
+/// The request socket runsc hands the container's init.
+const CONTROL_FD: i32 = 0;
+
+/// One running call: its pid (PID 1 of its namespace) and our end of its reply socket.
+struct Call {
+    reply: OwnedFd,
+    killed: bool,
+}
+
+/// Entry point inside the container. Setup failures go to stderr, which runsc passes to hookbox.
+pub fn main() -> i32 {
+    match run() {
+        Ok(code) => code,
+        Err(err) => {
+            report(&mut None, &err.to_string());
+            crate::spec::EXIT_SETUP_FAILED
+        }
+    }
+}
+
+fn run() -> Result<i32> {
+    // SAFETY: fd 0 is the request socket runsc passed for us alone; nothing else owns it.
+    let control = unsafe { OwnedFd::from_raw_fd(CONTROL_FD) };
+    let _ = rustix::io::fcntl_setfd(&control, rustix::io::FdFlags::CLOEXEC);
+    let first = recv_blocking(&control)?;
+    if first.payload != b"S" || first.fds.is_empty() {
+        return Err(LaunchError::ReadSpec(
+            "the first message on the request socket is not the spec".into(),
+        ));
+    }
+    let mut fds = first.fds.into_iter();
+    let spec: LaunchSpec = {
+        let mut bytes = Vec::new();
+        let file = fds.next().map(File::from);
+        file.ok_or_else(|| LaunchError::ReadSpec("no spec".into()))?
+            .read_to_end(&mut bytes)
+            .map_err(|e| LaunchError::ReadSpec(e.to_string()))?;
+        serde_json::from_slice(&bytes).map_err(|e| LaunchError::ReadSpec(e.to_string()))?
+    };
+    let egress = fds.next();
+    let _ = nix::unistd::setsid();
+    // gVisor brings its loopback up itself (`--network=none` is loopback only).
+    let programs = crate::seccomp::build_gvisor()?;
+    let relay = match (egress, spec.egress_port) {
+        (Some(channel), Some(port)) => Some(start_relay(channel, port)?),
+        _ => None,
+    };
+
+    let mut mask = SigSet::empty();
+    mask.add(Signal::SIGCHLD);
+    nix::sys::signal::sigprocmask(SigmaskHow::SIG_BLOCK, Some(&mask), None)
+        .map_err(LaunchError::Wait)?;
+    let sigchld = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
+        .map_err(LaunchError::Wait)?;
+    crate::fdpass::send(control.as_fd(), b"R", &[]).map_err(LaunchError::WarmSocket)?;
+
+    let mut calls: HashMap<i32, Call> = HashMap::new();
+    let mut accepting = true;
+    while accepting || !calls.is_empty() {
+        let pids: Vec<i32> = calls.keys().copied().collect();
+        let (control_ready, sigchld_ready, replies_ready) = {
+            let mut polled = Vec::with_capacity(calls.len() + 2);
+            polled.push(PollFd::new(sigchld.as_fd(), PollFlags::POLLIN));
+            if accepting {
+                polled.push(PollFd::new(control.as_fd(), PollFlags::POLLIN));
+            }
+            for pid in &pids {
+                if let Some(call) = calls.get(pid) {
+                    polled.push(PollFd::new(call.reply.as_fd(), PollFlags::POLLIN));
+                }
+            }
+            match nix::poll::poll(&mut polled, PollTimeout::NONE) {
+                Ok(_) | Err(nix::Error::EINTR) => {}
+                Err(e) => return Err(LaunchError::Wait(e)),
+            }
+            let ready = |p: &PollFd| p.revents().is_some_and(|r| !r.is_empty());
+            let offset = if accepting { 2 } else { 1 };
+            (
+                accepting && ready(&polled[1]),
+                ready(&polled[0]),
+                pids.iter()
+                    .zip(&polled[offset..])
+                    .filter(|(_, p)| ready(p))
+                    .map(|(pid, _)| *pid)
+                    .collect::<Vec<_>>(),
+            )
+        };
+        if sigchld_ready {
+            while let Ok(Some(_)) = sigchld.read_signal() {}
+        }
+        reap(&mut calls, relay);
+        for pid in replies_ready {
+            if let Some(call) = calls.get_mut(&pid) {
+                // hookbox wrote (a kill) or closed its end (it stopped waiting): either way the
+                // call's whole PID namespace goes.
+                let mut byte = [0u8; 16];
+                let _ = rustix::io::read(&call.reply, &mut byte);
+                if !call.killed {
+                    let _ = nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL);
+                    call.killed = true;
+                }
+            }
+        }
+        if control_ready {
+            match crate::fdpass::recv(&control) {
+                Ok(message) if message.payload.is_empty() && message.fds.is_empty() => {
+                    accepting = false;
+                }
+                Ok(message) => {
+                    if let Ok(fds) = <[OwnedFd; 6]>::try_from(message.fds)
+                        && let Some((pid, reply)) = start_call(&spec, &programs, &control, fds)
+                    {
+                        let killed = false;
+                        calls.insert(pid, Call { reply, killed });
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(_) => accepting = false,
+            }
+        }
+    }
+    if let Some(relay) = relay {
+        let _ = nix::sys::signal::kill(relay, Signal::SIGKILL);
+        let _ = waitpid(relay, None);
+    }
+    Ok(0)
+}
+
+/// Reaps every child that ended; a call's entry goes with it (closing our end of its reply
+/// socket tells hookbox). The relay ending is logged to stderr: egress stops working.
+fn reap(calls: &mut HashMap<i32, Call>, relay: Option<Pid>) {
+    let pids: Vec<i32> = calls.keys().copied().collect();
+    for pid in pids {
+        match waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::Exited(..)) | Ok(WaitStatus::Signaled(..)) | Err(_) => {
+                // Said, not only closed: a descriptor gVisor imported from the host may be
+                // closed on the host later than here.
+                if let Some(call) = calls.remove(&pid) {
+                    let _ = crate::fdpass::send(call.reply.as_fd(), b"X", &[]);
+                }
+            }
+            Ok(_) => {}
+        }
+    }
+    if let Some(relay) = relay
+        && let Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) =
+            waitpid(relay, Some(WaitPidFlag::WNOHANG))
+    {
+        report(&mut None, "the egress relay ended");
+    }
+}
+
+/// Clones one call into fresh PID, mount and IPC namespaces; answers `P` on its reply socket
+/// (or why it could not start) and returns its pid with our end of that socket.
+fn start_call(
+    spec: &LaunchSpec,
+    programs: &crate::seccomp::Programs,
+    control: &OwnedFd,
+    fds: [OwnedFd; 6],
+) -> Option<(i32, OwnedFd)> {
+    let flags = libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC;
+    // SAFETY: a fork-like clone (no new stack, no shared memory) of this single-threaded
+    // process.
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            (flags | libc::SIGCHLD) as libc::c_ulong,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    };
+    let [call, stdin, stdout, stderr, status, reply] = fds;
+    if pid == 0 {
+        drop(reply);
+        // SAFETY: closing our copy of the request socket; the call never uses it.
+        unsafe { libc::close(control.as_raw_fd()) };
+        std::process::exit(crate::launcher::call_init(
+            spec,
+            programs,
+            call,
+            [stdin, stdout, stderr],
+            status,
+        ));
+    }
+    if pid < 0 {
+        let err = std::io::Error::last_os_error();
+        let _ = crate::fdpass::send(
+            reply.as_fd(),
+            format!("cannot start the call (clone PID/mount/IPC namespaces): {err}").as_bytes(),
+            &[],
+        );
+        return None;
+    }
+    let _ = crate::fdpass::send(reply.as_fd(), b"P", &[]);
+    Some((pid as i32, reply))
+}
+
+/// Starts the egress relay: a child listening on `127.0.0.1:port` in gVisor's network stack.
+fn start_relay(channel: OwnedFd, port: u16) -> Result<Pid> {
+    let listener = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, port))
+        .map_err(LaunchError::Loopback)?;
+    // SAFETY: this process is single-threaded; the child only runs the relay loop.
+    match unsafe { nix::unistd::fork() }.map_err(LaunchError::Fork)? {
+        nix::unistd::ForkResult::Child => {
+            // SAFETY: the relay's own children are reaped by the kernel.
+            unsafe { libc::signal(libc::SIGCHLD, libc::SIG_IGN) };
+            // SAFETY: closing our copy of the request socket; the relay never uses it.
+            unsafe { libc::close(CONTROL_FD) };
+            relay(listener, channel);
+            std::process::exit(0);
+        }
+        nix::unistd::ForkResult::Parent { child } => Ok(child),
+    }
+}
+
+/// Accepts connections until the channel to hookbox is gone; each is copied to a socket that
+/// hookbox's proxy serves, in a child of its own.
+fn relay(listener: std::net::TcpListener, channel: OwnedFd) {
+    loop {
+        let Ok((client, _)) = listener.accept() else {
+            continue;
+        };
+        if crate::fdpass::send(channel.as_fd(), b"E", &[]).is_err() {
+            return;
+        }
+        let upstream = match recv_blocking(&channel) {
+            Ok(message) if message.payload == b"F" => match message.fds.into_iter().next() {
+                Some(fd) => fd,
+                None => continue,
+            },
+            Ok(message) if message.payload.is_empty() => return,
+            Ok(_) => continue,
+            Err(_) => return,
+        };
+        // SAFETY: the relay is single-threaded; the child copies and exits.
+        match unsafe { nix::unistd::fork() } {
+            Ok(nix::unistd::ForkResult::Child) => {
+                drop(listener);
+                drop(channel);
+                splice(OwnedFd::from(client), upstream);
+                std::process::exit(0);
+            }
+            Ok(nix::unistd::ForkResult::Parent { .. }) | Err(_) => {}
+        }
+    }
+}
+
+/// Copies bytes both ways between `a` and `b` until both directions reached end of stream,
+/// passing each half-close on.
+fn splice(a: OwnedFd, b: OwnedFd) {
+    let mut open = [true, true]; // a -> b, b -> a
+    let mut buf = vec![0u8; 64 * 1024];
+    while open[0] || open[1] {
+        let directions: Vec<usize> = (0..2).filter(|d| open[*d]).collect();
+        let mut fds: Vec<PollFd> = directions
+            .iter()
+            .map(|d| {
+                PollFd::new(
+                    if *d == 0 { a.as_fd() } else { b.as_fd() },
+                    PollFlags::POLLIN,
+                )
+            })
+            .collect();
+        match nix::poll::poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) | Err(nix::Error::EINTR) => {}
+            Err(_) => return,
+        }
+        let ready: Vec<bool> = fds
+            .iter()
+            .map(|p| p.revents().is_some_and(|r| !r.is_empty()))
+            .collect();
+        drop(fds);
+        for (direction, ready) in directions.iter().zip(ready) {
+            if !ready {
+                continue;
+            }
+            let (from, to) = if *direction == 0 { (&a, &b) } else { (&b, &a) };
+            match rustix::io::read(from, &mut buf) {
+                Ok(0) | Err(_) => {
+                    open[*direction] = false;
+                    let _ = rustix::net::shutdown(to, rustix::net::Shutdown::Write);
+                }
+                Ok(n) => {
+                    if !write_all(to.as_fd(), &buf[..n]) {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn write_all(fd: BorrowedFd<'_>, mut bytes: &[u8]) -> bool {
+    while !bytes.is_empty() {
+        match rustix::io::write(fd, bytes) {
+            Ok(0) => return false,
+            Ok(n) => bytes = &bytes[n..],
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
+/// One message from a socket, waiting for it ([`crate::fdpass::send`] is non-blocking; these
+/// sockets are blocking, so a receive waits).
+fn recv_blocking(socket: &OwnedFd) -> Result<crate::fdpass::Message> {
+    loop {
+        match crate::fdpass::recv(socket) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            other => return other.map_err(LaunchError::WarmSocket),
+        }
+    }
+}
