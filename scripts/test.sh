@@ -33,6 +33,7 @@ echo "test.sh: replicas without a shared disk, on PostgreSQL and Garage"
 HOOKBOX_TEST_POSTGRES_URL="$pg_url" HOOKBOX_TEST_SNAPSHOT_URL="$os_url" \
     cargo test -p hookbox --test all --locked "$@" -- --ignored replicas_without_a_shared_disk
 tests/conformance/run.sh --reference
+tests/conformance/run.sh --reference --runtime gvisor
 tests/mcp/run.sh
 tests/console/run.sh
 tests/deb/run.sh

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Conformance: the unmodified google-genai SDK (from PyPI) against `hookbox serve` with the
-# offline agent and the real sandbox. Usage: tests/conformance/run.sh [--reference]
+# offline agent and the real sandbox. Usage: tests/conformance/run.sh [--reference] [--runtime R]
 #   --reference      also run the reference documentation's three examples (reference_check.py),
 #                    with a local HTTPS telemetry receiver reached through the egress proxy
+#   --runtime R      run the server's environments under runtime R (`namespaces`, `gvisor`)
 #   HOOKBOX_BIN      use this hookbox binary instead of building one
 #   GENAI_VERSION    pip requirement (default: google-genai>=3.3.0)
 #   CONFORMANCE_VENV where the virtualenv lives (default: <target dir>/conformance-venv, reused)
@@ -14,7 +15,15 @@ target_dir="${CARGO_TARGET_DIR:-$root/target}"
 venv="${CONFORMANCE_VENV:-$target_dir/conformance-venv}"
 requirement="${GENAI_VERSION:-google-genai>=3.3.0}"
 reference=0
-[[ "${1:-}" == "--reference" ]] && reference=1
+runtime=namespaces
+while (( $# )); do
+  case "$1" in
+    --reference) reference=1 ;;
+    --runtime) runtime="${2:?--runtime needs a value}"; shift ;;
+    *) echo "usage: $0 [--reference] [--runtime namespaces|gvisor]" >&2; exit 2 ;;
+  esac
+  shift
+done
 
 if [[ -z "${HOOKBOX_BIN:-}" ]]; then
   cargo build --quiet --locked --manifest-path "$root/Cargo.toml" -p hookbox
@@ -49,7 +58,8 @@ wait_for() {
   grep -q "$pattern" "$file" 2>/dev/null
 }
 
-serve_args=()
+serve_args=(--runtime "$runtime")
+echo "conformance: environments run under $runtime"
 if (( reference )); then
   # telemetry.example.com of example 3: an HTTPS receiver on loopback with a test CA. hookbox's
   # egress reaches it only through these operator flags (loopback is blocked otherwise).

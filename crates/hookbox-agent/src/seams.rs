@@ -119,6 +119,9 @@ pub struct EnvironmentSetup {
     pub project: String,
     /// The environment's disk cap in bytes (`0`: none); `None`: the backend's default.
     pub disk_limit_bytes: Option<u64>,
+    /// The isolation runtime by name (`namespaces`, `gvisor`); `None`: the backend's default.
+    /// A fork ignores it: it keeps its parent's.
+    pub runtime: Option<String>,
 }
 
 /// Size of an environment's files.

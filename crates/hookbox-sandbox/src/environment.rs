@@ -709,7 +709,13 @@ impl Store {
         };
         let limits = &self.options.limits;
         let cgroups: EnvCgroups = match self.options.isolation {
-            Isolation::Full => cgroup::setup(id, limits.max_processes, limits.memory_bytes),
+            Isolation::Full => {
+                let tasks = match meta.runtime {
+                    RuntimeKind::Namespaces => limits.max_processes,
+                    RuntimeKind::Gvisor => limits.max_processes + crate::gvisor::HOST_TASKS,
+                };
+                cgroup::setup(id, tasks, limits.memory_bytes)
+            }
             Isolation::InsecureNone => EnvCgroups::default(),
         };
         if self.options.isolation == Isolation::Full

@@ -31,6 +31,12 @@ pub const MIN_RELEASE: u32 = 20240729;
 /// package builds) get distinct unprivileged host ids instead of failing.
 pub const ID_SPAN: u32 = 65536;
 
+/// Host tasks a gVisor sandbox needs beyond its programs' own (the application kernel's
+/// threads, its gofer, systrap's stubs): added to an environment's process cap in its host
+/// cgroup, which is the only cap there is (gVisor's own pids controller and `RLIMIT_NPROC` do
+/// not refuse forks in this release). About 60 are in use while idle.
+pub const HOST_TASKS: u64 = 256;
+
 /// The environment variable that tells the launcher it is the init of a gVisor container.
 pub const INIT_MARKER: &str = "HOOKBOX_GVISOR_INIT";
 
@@ -40,10 +46,19 @@ pub const INIT_PATH: &str = "/.hookbox-init";
 /// The environment variable that tells the launcher to wrap `runsc` (see [`wrap`]).
 pub const WRAP_MARKER: &str = "HOOKBOX_GVISOR_WRAP";
 
-/// What the wrapper reads from fd 3: the paths to make read-only, and the runsc command.
+/// One host path the sandbox binds, staged by the wrapper at `staged` (see [`wrap`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Staged {
+    pub source: PathBuf,
+    pub staged: PathBuf,
+    pub dir: bool,
+    pub writable: bool,
+}
+
+/// What the wrapper reads from fd 3: the host paths to stage, and the runsc command.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Wrap {
-    pub read_only: Vec<PathBuf>,
+    pub staged: Vec<Staged>,
     pub program: PathBuf,
     pub args: Vec<String>,
 }
@@ -170,30 +185,32 @@ impl Runsc {
 
     /// The global flags of every runsc command for a sandbox whose state lives in `state`.
     fn global_args(&self, state: &Path) -> Vec<String> {
-        vec![
+        let mut args = match std::env::var_os(crate::vars::HOOKBOX_RUNSC_DEBUG_LOG) {
+            Some(dir) => vec![
+                "--debug".to_owned(),
+                format!("--debug-log={}/", Path::new(&dir).display()),
+            ],
+            None => Vec::new(),
+        };
+        args.extend([
             format!("--root={}", state.display()),
             format!("--platform={}", self.platform),
             // gVisor's own network stack with only loopback; egress is relayed by the init.
-            "--network=none".into(),
+            "--network=none".to_owned(),
             // hookbox's cgroup is around runsc's processes; runsc must not make its own.
-            "--ignore-cgroups".into(),
+            "--ignore-cgroups".to_owned(),
             // The tree is written by hookbox's file tools from outside: never cache it.
-            "--file-access-mounts=shared".into(),
+            "--file-access-mounts=shared".to_owned(),
             // No overlay on the root (it is read-only, empty mountpoints only).
-            "--overlay2=none".into(),
-            "--host-uds=none".into(),
-        ]
+            "--overlay2=none".to_owned(),
+            "--host-uds=none".to_owned(),
+        ]);
+        args
     }
 
     /// What creates, starts and waits for container `id` of `bundle`, run through the wrapper
-    /// (see [`wrap`]) with `read_only` made read-only on the host.
-    pub fn run_wrapped(
-        &self,
-        state: &Path,
-        bundle: &Path,
-        id: &str,
-        read_only: Vec<PathBuf>,
-    ) -> Wrap {
+    /// (see [`wrap`]) with `staged` in place.
+    pub fn run_wrapped(&self, state: &Path, bundle: &Path, id: &str, staged: Vec<Staged>) -> Wrap {
         let mut args = self.global_args(state);
         args.extend([
             "run".to_owned(),
@@ -201,7 +218,7 @@ impl Runsc {
             id.to_owned(),
         ]);
         Wrap {
-            read_only,
+            staged,
             program: self.path.clone(),
             args,
         }
@@ -229,14 +246,21 @@ impl Runsc {
 }
 
 /// The wrapper around `runsc run` (the launcher binary with [`WRAP_MARKER`] set, single
-/// threaded): in a private mount namespace and an empty network namespace of its own, binds
-/// every path in `wrap.read_only` over itself read-only, then execs runsc. gVisor honours a
-/// read-only OCI mount inside its kernel, but its gofer opens host files with the host's
-/// permissions (this release truncated a file of a read-only bind on `O_TRUNC` while reporting
-/// `EROFS`); the host kernel's read-only mount makes that impossible. The mounts exist only
-/// in the wrapper's namespace, which runsc's processes inherit.
+/// threaded), still host root: in a private mount namespace and an empty network namespace of
+/// its own, binds every host path the sandbox uses at its staged place in the bundle (opened
+/// without following a final symlink), read-only unless writable, then execs runsc. Two reasons:
+/// - runsc's gofer works as the environment's unprivileged uid, which cannot traverse the data
+///   dir's 0700 parents; the staged paths lie beneath the bundle, which it can (as the
+///   namespaces launcher stages under `/tmp`);
+/// - gVisor honours a read-only OCI mount inside its kernel, but its gofer opens host files with
+///   the host's permissions (this release truncated a file of a read-only bind on `O_TRUNC`
+///   while reporting `EROFS`); the host kernel's read-only mount makes that impossible.
+///
+/// The mounts exist only in the wrapper's namespace, which runsc's processes inherit, and go
+/// with them.
 pub fn wrap(wrap: &Wrap) -> std::io::Result<std::convert::Infallible> {
     use nix::mount::MsFlags;
+    use rustix::fs::{Mode, OFlags};
     nix::sched::unshare(
         nix::sched::CloneFlags::CLONE_NEWNS | nix::sched::CloneFlags::CLONE_NEWNET,
     )?;
@@ -247,8 +271,28 @@ pub fn wrap(wrap: &Wrap) -> std::io::Result<std::convert::Infallible> {
         MsFlags::MS_REC | MsFlags::MS_PRIVATE,
         None::<&str>,
     )?;
-    for path in &wrap.read_only {
-        crate::launcher::bind(path, path, false).map_err(std::io::Error::other)?;
+    for staged in &wrap.staged {
+        let fd = rustix::fs::open(
+            &staged.source,
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| staging_error(&staged.source, e.into()))?;
+        let is_dir = rustix::fs::fstat(&fd)
+            .map(|st| rustix::fs::FileType::from_raw_mode(st.st_mode).is_dir())
+            .map_err(|e| staging_error(&staged.source, e.into()))?;
+        if is_dir != staged.dir {
+            return Err(staging_error(
+                &staged.source,
+                std::io::Error::other("changed kind since the bundle was written"),
+            ));
+        }
+        let through = PathBuf::from(format!(
+            "/proc/self/fd/{}",
+            std::os::fd::AsRawFd::as_raw_fd(&fd)
+        ));
+        crate::launcher::bind(&through, &staged.staged, staged.writable)
+            .map_err(|e| staging_error(&staged.source, std::io::Error::other(e)))?;
     }
     let program = std::ffi::CString::new(wrap.program.as_os_str().as_encoded_bytes())
         .map_err(std::io::Error::other)?;
@@ -258,6 +302,10 @@ pub fn wrap(wrap: &Wrap) -> std::io::Result<std::convert::Infallible> {
     }
     let envp: [std::ffi::CString; 0] = [];
     Ok(nix::unistd::execve(&program, &argv, &envp)?)
+}
+
+fn staging_error(path: &Path, e: std::io::Error) -> std::io::Error {
+    std::io::Error::new(e.kind(), format!("staging {}: {e}", path.display()))
 }
 
 /// `20240729` from `runsc version 0.0~20240729.0` or `runsc version release-20240729.0`.
@@ -315,24 +363,32 @@ pub(crate) fn generated_etc(hostname: &str) -> [(&'static str, String); 5] {
 
 /// Writes the OCI bundle of `spec`'s warm sandbox into `dir` (which must be empty): `rootfs/`
 /// with a mountpoint for every mount, `etc/` with the generated files, and `config.json`.
-/// `launcher` is the host binary bound at [`INIT_PATH`], run with `args`. Returns the host
-/// paths bound read-only, which [`wrap`] makes read-only on the host too.
+/// `launcher` is the host binary bound at [`INIT_PATH`], run with `args`. Every bind's source
+/// is a place under `stage/` that [`wrap`] binds the host path at; returns those.
 pub fn write_bundle(
     dir: &Path,
     spec: &LaunchSpec,
     launcher: &Path,
     args: &[String],
-) -> Result<Vec<PathBuf>, GvisorError> {
+) -> Result<Vec<Staged>, GvisorError> {
     let err = |path: &Path| {
         let path = path.to_path_buf();
         move |source| GvisorError::Bundle { path, source }
     };
     let rootfs = dir.join("rootfs");
     let generated = dir.join("etc");
-    std::fs::create_dir_all(&rootfs).map_err(err(&rootfs))?;
-    std::fs::create_dir_all(&generated).map_err(err(&generated))?;
+    let stage = dir.join("stage");
+    for path in [&rootfs, &generated, &stage] {
+        std::fs::create_dir_all(path).map_err(err(path))?;
+    }
+    // The gofer (the environment's uid) must traverse to the rootfs and the staged binds.
+    for path in [dir, &stage] {
+        std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o711))
+            .map_err(err(path))?;
+    }
     let mut bundle = Bundle {
         rootfs: &rootfs,
+        stage: &stage,
         mounts: vec![
             json!({"destination": "/proc", "type": "proc", "source": "proc"}),
             json!({"destination": "/dev", "type": "tmpfs", "source": "tmpfs",
@@ -343,7 +399,7 @@ pub fn write_bundle(
             json!({"destination": "/sys", "type": "tmpfs", "source": "sys",
                    "options": ["ro", "nosuid", "nodev", "noexec", "mode=555", "size=4k"]}),
         ],
-        read_only: Vec::new(),
+        staged: Vec::new(),
     };
     for dir in ["proc", "dev", "sys"] {
         bundle.mountpoint(dir, true).map_err(err(&rootfs))?;
@@ -420,7 +476,7 @@ pub fn write_bundle(
     let text = serde_json::to_vec_pretty(&config).map_err(std::io::Error::other);
     text.and_then(|bytes| std::fs::write(&path, bytes))
         .map_err(err(&path))?;
-    Ok(bundle.read_only)
+    Ok(bundle.staged)
 }
 
 /// Capabilities of the container's init (inside gVisor's user namespace).
@@ -441,8 +497,9 @@ const INIT_CAPABILITIES: &[&str] = &[
 
 struct Bundle<'a> {
     rootfs: &'a Path,
+    stage: &'a Path,
     mounts: Vec<Value>,
-    read_only: Vec<PathBuf>,
+    staged: Vec<Staged>,
 }
 
 impl Bundle<'_> {
@@ -471,12 +528,11 @@ impl Bundle<'_> {
         let Ok(resolved) = std::fs::canonicalize(host) else {
             return Ok(());
         };
-        let meta = std::fs::metadata(&resolved)?;
+        let dir = std::fs::metadata(&resolved)?.is_dir();
         if !self.inside_bind(rel) {
-            self.mountpoint(rel, meta.is_dir())?;
+            self.mountpoint(rel, dir)?;
         }
-        self.push(&resolved, rel, false);
-        Ok(())
+        self.push(&resolved, rel, dir, false)
     }
 
     /// Whether `rel` lies beneath a directory already bound (where its mountpoint comes from
@@ -498,28 +554,38 @@ impl Bundle<'_> {
         dir: bool,
         writable: bool,
     ) -> Result<(), GvisorError> {
+        let bundle_err = |path: PathBuf| move |source| GvisorError::Bundle { path, source };
         if !self.inside_bind(rel) {
             self.mountpoint(rel, dir)
-                .map_err(|source| GvisorError::Bundle {
-                    path: self.rootfs.join(rel),
-                    source,
-                })?;
+                .map_err(bundle_err(self.rootfs.join(rel)))?;
         }
-        self.push(source, rel, writable);
-        Ok(())
+        self.push(source, rel, dir, writable)
+            .map_err(bundle_err(source.to_path_buf()))
     }
 
-    fn push(&mut self, source: &Path, rel: &str, writable: bool) {
-        let mode = if writable { "rw" } else { "ro" };
-        if !writable {
-            self.read_only.push(source.to_path_buf());
+    /// A bind of host `source` at `rel`, staged: the OCI source is a fresh mountpoint under
+    /// `stage/`, which the wrapper binds `source` on.
+    fn push(&mut self, source: &Path, rel: &str, dir: bool, writable: bool) -> std::io::Result<()> {
+        let staged = self.stage.join(self.staged.len().to_string());
+        if dir {
+            std::fs::create_dir(&staged)?;
+        } else {
+            std::fs::File::create(&staged)?;
         }
+        let mode = if writable { "rw" } else { "ro" };
         self.mounts.push(json!({
             "destination": format!("/{rel}"),
             "type": "bind",
-            "source": source,
+            "source": staged,
             "options": ["rbind", mode, "nosuid", "nodev"],
         }));
+        self.staged.push(Staged {
+            source: source.to_path_buf(),
+            staged,
+            dir,
+            writable,
+        });
+        Ok(())
     }
 }
 

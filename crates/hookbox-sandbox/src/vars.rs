@@ -8,3 +8,6 @@ pub const HOOKBOX_SANDBOX_EXEC: &str = "HOOKBOX_SANDBOX_EXEC";
 pub const HOME: &str = "HOME";
 /// `XDG_DATA_HOME`, for the default data dir.
 pub const XDG_DATA_HOME: &str = "XDG_DATA_HOME";
+/// A directory for runsc's debug logs (`--debug --debug-log=DIR/`): for diagnosing a gVisor
+/// sandbox that does not start. The logs name every mount and syscall; never set it in production.
+pub const HOOKBOX_RUNSC_DEBUG_LOG: &str = "HOOKBOX_RUNSC_DEBUG_LOG";

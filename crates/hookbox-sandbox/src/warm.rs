@@ -142,7 +142,7 @@ impl WarmSandbox {
             .prefix("hookbox-gvisor-")
             .tempdir()
             .map_err(spawn)?;
-        let read_only =
+        let staged =
             crate::gvisor::write_bundle(bundle.path(), &key, &launcher.program, &launcher.args)
                 .map_err(|e| RunnerError::Sandbox(e.to_string()))?;
         let id = bundle
@@ -155,7 +155,7 @@ impl WarmSandbox {
         let (status_read, status_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
             .map_err(|e| spawn(e.into()))?;
         let (ours, theirs) = fdpass::pair().map_err(spawn)?;
-        let wrap = runsc.run_wrapped(&state, bundle.path(), &id, read_only);
+        let wrap = runsc.run_wrapped(&state, bundle.path(), &id, staged);
         let wrap_fd = crate::runner::spec_memfd(&wrap).map_err(spawn)?;
         let mut cmd = std::process::Command::new(&launcher.program);
         cmd.args(&launcher.args)

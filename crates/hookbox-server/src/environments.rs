@@ -143,6 +143,8 @@ pub async fn create(
                 env: parent.env.clone(),
                 project: project.to_string(),
                 disk_limit_bytes: Some(disk),
+                // A fork keeps its parent's runtime.
+                runtime: None,
             };
             let id = state.inner.environments.fork(from, &setup).await?;
             // The child starts here, where its files are.

@@ -284,6 +284,11 @@ pub(crate) async fn create_environment(
     let (_creating, disk) = state.inner.quotas.create_environment(project).await?;
     setup.project = project.to_string();
     setup.disk_limit_bytes = Some(disk);
+    setup.runtime = state
+        .inner
+        .quotas
+        .runtime(project)
+        .map(|r| r.name().to_owned());
     let id = state.inner.environments.create(&setup).await?;
     let now = hookbox_store::time::now_rfc3339();
     let record = EnvironmentRecord {

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use axum::http::StatusCode;
 use hookbox_agent::seams::{OutputSink, ToolExecution, ToolExecutor};
 use hookbox_protocol::ToolCall;
+use hookbox_sandbox::spec::RuntimeKind;
 use hookbox_store::{Cluster, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -196,27 +197,45 @@ impl QuotaOverrides {
     }
 }
 
-/// The quota part of the config file (`--config`, TOML):
+/// The config file (`--config`, TOML): quotas, and the runtime of new environments:
 ///
 /// ```toml
+/// [defaults]                    # every project
+/// runtime = "gvisor"            # or "namespaces"; absent: `hookbox serve --runtime`
 /// [quotas]                      # every project
 /// environments = 100
-/// [projects.team-a.quotas]      # one project
+/// [projects.team-a]             # one project
+/// runtime = "namespaces"
+/// [projects.team-a.quotas]
 /// sandbox_processes = 8
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct QuotaConfig {
     #[serde(default)]
+    pub defaults: DefaultsConfig,
+    #[serde(default)]
     pub quotas: QuotaOverrides,
     #[serde(default)]
     pub projects: HashMap<String, ProjectConfig>,
+}
+
+/// `[defaults]` of the config file.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DefaultsConfig {
+    /// The runtime of every project's new environments.
+    #[serde(default)]
+    pub runtime: Option<RuntimeKind>,
 }
 
 /// `[projects.NAME]` of the config file.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProjectConfig {
+    /// The runtime of this project's new environments (over `[defaults]`).
+    #[serde(default)]
+    pub runtime: Option<RuntimeKind>,
     #[serde(default)]
     pub quotas: QuotaOverrides,
 }
@@ -239,6 +258,20 @@ impl QuotaConfig {
                 .map_err(|e| format!("[projects.{name}.quotas]: {e}"))?;
         }
         Ok(())
+    }
+
+    /// The runtime `project`'s new environments get from the file (`None`: the server's).
+    pub fn runtime(&self, project: &str) -> Option<RuntimeKind> {
+        self.projects
+            .get(project)
+            .and_then(|p| p.runtime)
+            .or(self.defaults.runtime)
+    }
+
+    /// Whether any project's environments run under `runtime` by this file.
+    pub fn names_runtime(&self, runtime: RuntimeKind) -> bool {
+        self.defaults.runtime == Some(runtime)
+            || self.projects.values().any(|p| p.runtime == Some(runtime))
     }
 
     /// The quotas of `project` before stored overrides.
@@ -555,6 +588,11 @@ impl QuotaBook {
     /// Holds `project`'s environment-creation lock and checks there is room for one more
     /// environment; the caller creates it while holding the returned guard. Also returns the
     /// disk cap the new environment gets.
+    /// The runtime the config file gives `project`'s new environments.
+    pub fn runtime(&self, project: &str) -> Option<RuntimeKind> {
+        self.config.runtime(project)
+    }
+
     pub async fn create_environment(
         &self,
         project: &str,

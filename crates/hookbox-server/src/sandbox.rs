@@ -531,8 +531,13 @@ fn spec(setup: &EnvironmentSetup) -> Result<EnvironmentSpec, ProviderError> {
         network,
         project: (!setup.project.is_empty()).then(|| setup.project.clone()),
         disk_limit_bytes: setup.disk_limit_bytes,
-        // The server's default (`--runtime`); a fork keeps its parent's (Store::fork).
-        runtime: None,
+        // Absent: the server's `--runtime`; a fork keeps its parent's (Store::fork).
+        runtime: setup
+            .runtime
+            .as_deref()
+            .map(str::parse)
+            .transpose()
+            .map_err(ProviderError::InvalidSource)?,
     })
 }
 

@@ -26,6 +26,7 @@ use hookbox_sandbox::network::{EgressOperator, EgressOptions};
 use hookbox_sandbox::runner::{Launcher, SandboxOptions};
 use hookbox_sandbox::slots::SlotRegistry;
 use hookbox_sandbox::spec::Isolation;
+use hookbox_sandbox::spec::RuntimeKind;
 use hookbox_server::cluster::ClusterConfig;
 use hookbox_server::quota::QuotaConfig;
 use hookbox_server::sandbox::{CacheLimits, Clock, SandboxBackend};
@@ -354,6 +355,18 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         sandbox.isolation = Isolation::InsecureNone;
     }
     args.runtime.apply(&mut sandbox)?;
+    if quotas.names_runtime(RuntimeKind::Gvisor) && sandbox.runtime != RuntimeKind::Gvisor {
+        // The config gives some project gVisor: refuse a missing runsc now, not at its first
+        // environment.
+        if sandbox.isolation != Isolation::Full {
+            bail!(
+                "the config file gives a project runtime = \"gvisor\", which cannot run with --insecure-no-isolation"
+            );
+        }
+        sandbox.gvisor.check().map_err(|e| {
+            anyhow::anyhow!("the config file gives a project runtime = \"gvisor\": {e}")
+        })?;
+    }
     if let Some(range) = args.sandbox_uid_range {
         sandbox.identities = Some(range);
     }
