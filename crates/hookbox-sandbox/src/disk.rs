@@ -62,7 +62,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> DiskError {
 
 /// Runs `cmd` to completion within [`TOOL_TIMEOUT`], killing it past that.
 fn run(tool: &'static str, cmd: Command, path: &Path) -> Result<()> {
-    crate::bounded::run(cmd, TOOL_TIMEOUT).map_err(|message| DiskError::Tool {
+    hookbox_isolation::bounded::run(cmd, TOOL_TIMEOUT).map_err(|message| DiskError::Tool {
         tool,
         path: path.to_path_buf(),
         message,

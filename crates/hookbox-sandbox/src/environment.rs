@@ -24,16 +24,16 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::cgroup::{self, EnvCgroups};
-use crate::features::{self, Feature};
 use crate::network::{self, EgressOptions, EnvNetwork, NetworkError};
 use crate::runner::{SandboxLayout, SandboxOptions, SandboxRunner, UidRange};
 use crate::source::{
     self, Buckets, EnvironmentSpec, GcsFromEnv, Materialiser, Source, SourceError, SourceOrigin,
 };
-use crate::spec::{Identity, Isolation, RuntimeKind};
 use crate::tools::{self, ToolError, ToolOutput, Trees};
 use crate::vars;
+use hookbox_isolation::cgroup::{self, EnvCgroups};
+use hookbox_isolation::features::{self, Feature};
+use hookbox_isolation::spec::{Identity, Isolation, RuntimeKind};
 
 /// The metadata file in an environment's directory.
 pub const META_FILE: &str = "environment.json";
@@ -89,7 +89,7 @@ pub enum EnvError {
     /// The environment's runtime cannot be used here (no usable `runsc`, not root, ...).
     #[error("runtime {runtime}: {message}")]
     Runtime {
-        runtime: crate::spec::RuntimeKind,
+        runtime: hookbox_isolation::spec::RuntimeKind,
         message: String,
     },
 }
@@ -246,7 +246,7 @@ struct HostSide {
 fn id_span(runtime: RuntimeKind) -> u32 {
     match runtime {
         RuntimeKind::Namespaces => 1,
-        RuntimeKind::Gvisor => crate::gvisor::ID_SPAN,
+        RuntimeKind::Gvisor => hookbox_isolation::gvisor::ID_SPAN,
     }
 }
 
@@ -258,7 +258,7 @@ impl Store {
     /// recorded by existing environments, so environments never share a host uid.
     ///
     /// An environment holds `span` ids from its own on (gVisor maps a range, see
-    /// [`crate::gvisor::ID_SPAN`]); ranges start on a multiple of the span from the range's
+    /// [`hookbox_isolation::gvisor::ID_SPAN`]); ranges start on a multiple of the span from the range's
     /// first id and never overlap another environment's ids.
     fn allocate_identity(&self, range: UidRange, span: u32) -> Result<Identity> {
         let taken: Vec<(u64, u64)> = self
@@ -303,7 +303,9 @@ impl Store {
             RuntimeKind::Gvisor => {
                 let refuse = |message: String| EnvError::Runtime { runtime, message };
                 if self.options.isolation != Isolation::Full {
-                    return Err(refuse(crate::gvisor::GvisorError::NoIsolation.to_string()));
+                    return Err(refuse(
+                        hookbox_isolation::gvisor::GvisorError::NoIsolation.to_string(),
+                    ));
                 }
                 self.options.gvisor.check().map(drop).map_err(refuse)
             }
@@ -712,7 +714,9 @@ impl Store {
             Isolation::Full => {
                 let tasks = match meta.runtime {
                     RuntimeKind::Namespaces => limits.max_processes,
-                    RuntimeKind::Gvisor => limits.max_processes + crate::gvisor::HOST_TASKS,
+                    RuntimeKind::Gvisor => {
+                        limits.max_processes + hookbox_isolation::gvisor::HOST_TASKS
+                    }
                 };
                 cgroup::setup(id, tasks, limits.memory_bytes)
             }
@@ -801,7 +805,7 @@ fn copy_tree(from: &Path, to: &Path) -> Result<()> {
     cp.args(["-a", "--reflink=auto", "--"])
         .arg(from.join("."))
         .arg(to);
-    crate::bounded::run(cp, COPY_TIMEOUT).map_err(|message| EnvError::Io {
+    hookbox_isolation::bounded::run(cp, COPY_TIMEOUT).map_err(|message| EnvError::Io {
         path: from.to_path_buf(),
         source: std::io::Error::other(format!("cp -a: {message}")),
     })

@@ -1,16 +1,15 @@
-//! hookbox's isolated environments and the six built-in tools.
+//! hookbox's environments and the six built-in tools.
 //!
-//! Owns: the launcher that builds a sandbox from Linux primitives ([`launcher`]), the launch spec
-//! ([`spec`]), the seccomp deny list ([`seccomp`]), per-environment cgroups ([`cgroup`]), kernel
-//! feature detection ([`features`]), an environment's egress wiring ([`network`]), the
-//! [`runner::SandboxRunner`] that runs command hooks and
-//! `code_execution` inside an environment, the file tools ([`tools`]), environments on disk and
-//! their sources ([`environment`], [`source`]), and the tool-call lifecycle
-//! ([`environment::Environment::call_tool`]).
+//! Owns: environments on disk and their sources ([`environment`], [`source`], [`disk`]), an
+//! environment's egress wiring ([`network`]), per-project process slots ([`slots`]), the
+//! [`runner::SandboxRunner`] that turns an environment into launch specs and runs command hooks
+//! and `code_execution` through its runtime, the file tools ([`tools`]), and the tool-call
+//! lifecycle ([`environment::Environment::call_tool`]).
 //!
-//! Must not: interpret hooks configuration or handler output (that is `hookbox-hooks`), resolve
-//! paths in a tree with anything but `hookbox-rootfs`, or talk to the network on the sandbox's
-//! behalf (that is `hookbox-egress`).
+//! Must not: build sandboxes itself (that is `hookbox-isolation`: the launcher, warm sandboxes,
+//! the namespaces and gVisor runtimes), interpret hooks configuration or handler output (that
+//! is `hookbox-hooks`), resolve paths in a tree with anything but `hookbox-rootfs`, or talk to
+//! the network on the sandbox's behalf (that is `hookbox-egress`).
 //!
 //! # Opening a store (the API the binary and the server use)
 //! ```ignore
@@ -29,15 +28,12 @@
 //! [`environment::EnvironmentMeta`] values returned by the store have `transform` header values
 //! redacted.
 //!
-//! # Decisions
-//! - One sandbox per open environment, built by a re-executed single-threaded launcher
-//!   (`hookbox-sandbox-exec`, or `hookbox __sandbox-exec`) and kept ([`warm`]); each tool call
-//!   and command hook is cloned inside it into its own PID, mount and IPC namespaces with its own
-//!   `/proc`, limits, Landlock and seccomp, and handed over with its stdio through a socket
-//!   ([`fdpass`]). With `SandboxOptions::warm` off, one sandbox per call. The spec travels as
-//!   JSON in a memfd on fd 3, failures come back as text on fd 4.
-//! - Namespaces: user (uid/gid 0 inside mapped to hookbox's own uid/gid), mount, PID, IPC, UTS,
-//!   and a network namespace (see Network below).
+//! # Decisions (the sandbox itself: see `hookbox-isolation`)
+//! - Runtime: each environment records the runtime it was created with
+//!   ([`environment::EnvironmentMeta::runtime`], `namespaces` unless the spec, the project's
+//!   config or `--runtime` says `gvisor`); a fork keeps it. gVisor environments hold a range of
+//!   [`hookbox_isolation::gvisor::ID_SPAN`] host ids and a host process cap raised by
+//!   [`hookbox_isolation::gvisor::HOST_TASKS`] for gVisor's own threads.
 //! - Network ([`network`]): the environment's `network` is validated at creation and kept in its
 //!   metadata; absent means disabled. Disabled (or an empty allowlist): each sandbox gets a
 //!   fresh namespace with only `lo` ([`spec::Network::Isolated`]; the calls of a
@@ -65,21 +61,6 @@
 //! - Environments with egress need hookbox to run as root (creating and joining the namespace
 //!   needs `CAP_SYS_ADMIN`); disabled ones do not. With `--insecure-no-isolation` no proxy is set
 //!   up and the policy does not confine programs (http hooks still go through egress).
-//! - Root: a tmpfs, read-only after setup, with the host's `/usr`, `/bin`, `/sbin`, `/lib*` bound
-//!   read-only, a curated read-only `/etc` (generated `passwd`, `group`, `hosts`, `hostname`,
-//!   `resolv.conf`; `ssl/certs` but never `ssl/private`), a minimal `/dev`, a fresh `/proc`, and
-//!   every top-level directory of the environment's tree bound writable (`/workspace` is the cwd
-//!   and `HOME`). Names the host provides (`usr`, `etc`, ...) are refused as source targets.
-//! - Landlock: read/execute everywhere, writes only beneath the writable binds, `/dev/shm` and the
-//!   harmless devices; abstract unix sockets and signals scoped. Seccomp: a deny list returning
-//!   `EPERM` ([`seccomp::DENIED`], each entry with why), namespace flags of `clone`, `TIOCSTI`;
-//!   `clone3` returns `ENOSYS`. The capability bounding set keeps only file/process basics
-//!   (`CHOWN`, `DAC_*`, `FOWNER`, `FSETID`, `KILL`, `SET[UG]ID`, `NET_BIND_SERVICE`), so root in
-//!   the sandbox cannot reconfigure its network namespace. `setsid` (no TIOCSTI), parent-death
-//!   signals on launcher and init, `no_new_privs`.
-//! - Limits: per-environment cgroup (`hookbox/<env_id>`; v2 if it offers the controller, else v1)
-//!   for processes (default 512) and memory (default 4 GiB); `RLIMIT_NPROC`/`RLIMIT_AS` only as a
-//!   fallback, and as root without a pids cgroup the environment refuses to open.
 //! - Repository sources ([`source`]): API clients ([`source::SourceOrigin::Client`]) may name
 //!   `https://` URLs only, the operator (CLI) also local paths and `file://`; every https clone
 //!   goes through an egress proxy over the environment's own policy (disabled by default, so
@@ -91,24 +72,14 @@
 //! - `--insecure-no-isolation` runs the program directly with the tree's `workspace` as cwd;
 //!   sandbox paths such as `/.agents/...` do not resolve in that mode.
 
-mod bounded;
-pub mod cgroup;
 pub mod disk;
 pub mod environment;
-pub mod fdpass;
-pub mod features;
-pub mod gvisor;
-mod gvisor_init;
-pub mod launcher;
 pub mod network;
 pub mod runner;
-pub mod seccomp;
 pub mod slots;
 pub mod source;
-pub mod spec;
 pub mod tools;
 pub mod vars;
-pub mod warm;
 
 pub use environment::Store;
 pub use network::{EgressOperator, EgressOptions};

@@ -25,7 +25,7 @@ use hookbox_egress::{
 use serde_json::Value;
 use tokio::sync::OnceCell;
 
-use crate::spec::FileBind;
+use hookbox_isolation::spec::FileBind;
 
 /// Where the environment's CA bundle (system roots + the environment's CA) is bound in every
 /// sandbox with egress; the CA variables (`SSL_CERT_FILE`, ...) name this path.
@@ -49,10 +49,7 @@ pub const SYSTEM_CA_BUNDLES: &[&str] = &[
 /// Largest system bundle read (Debian's is about 200 KiB).
 const MAX_SYSTEM_BUNDLE: u64 = 8 << 20;
 
-/// Where `/etc/resolv.conf` points inside every sandbox: loopback of the sandbox's own network
-/// namespace, where nothing answers on port 53, so a lookup fails at once instead of becoming a
-/// channel out. Names are resolved by the proxy, outside.
-pub const SANDBOX_RESOLV_CONF: &str = "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n";
+pub use hookbox_isolation::spec::SANDBOX_RESOLV_CONF;
 
 /// What the operator decides for every environment of a hookbox process. Defaults are the safe
 /// ones: no re-admitted ranges, no extra roots, no pins.
@@ -238,6 +235,12 @@ impl JoinedNetwork {
     /// The proxy's URL as sandbox programs see it.
     pub fn proxy_url(&self) -> &str {
         &self.proxy.url
+    }
+
+    /// Where a gVisor sandbox's relayed connections go: this proxy.
+    pub fn relay_sink(&self) -> hookbox_isolation::runtime::RelaySink {
+        let server = self.server.clone();
+        Arc::new(move |stream| server.serve_stream(stream))
     }
 }
 

@@ -6,7 +6,7 @@
 //! status pipe afterwards so that a sandbox that could not be built is an error, never a silent
 //! "allow". It must not re-implement supervision (timeouts, output caps, killing the group).
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,20 +14,21 @@ use std::time::Duration;
 use async_trait::async_trait;
 use hookbox_hooks::runner::{
     CommandOutput, CommandRequest, CommandRunner, OutputTap, RunnerError, supervise_spawned,
-    supervise_with_tap,
 };
 use hookbox_rootfs::{EntryKind, RootDir};
 
-use crate::cgroup::EnvCgroups;
-use crate::launcher::monotonic_ns;
 use crate::network::{EnvNetwork, JoinedNetwork};
 use crate::slots::{ProcessSlots, SlotGuard, SlotsExhausted};
-use crate::spec::{
-    Bind, Identity, Isolation, LaunchSpec, Limits, NETNS_FD, Network, RuntimeKind, SPEC_FD,
-    STATUS_FD,
+use hookbox_isolation::cgroup::EnvCgroups;
+use hookbox_isolation::launcher::monotonic_ns;
+use hookbox_isolation::runtime::{Runtime, SandboxNet};
+use hookbox_isolation::spec::{
+    Bind, Identity, Isolation, LaunchSpec, Limits, Network, RuntimeKind,
 };
-use crate::vars;
-use crate::warm::WarmSandbox;
+use hookbox_isolation::warm::WarmSandbox;
+
+/// The program that builds sandboxes (re-exported: [`SandboxOptions::launcher`] is one).
+pub use hookbox_isolation::runtime::Launcher;
 
 /// What sees a program's stdout as it is written (re-exported for the sandbox's users).
 pub use hookbox_hooks::runner::OutputTap as StdoutTap;
@@ -69,34 +70,6 @@ const ETC_ENTRIES: &[&str] = &[
     "python3.11",
     "gitconfig",
 ];
-
-/// The program that builds sandboxes: a binary path plus the arguments that select launcher mode.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Launcher {
-    pub program: PathBuf,
-    pub args: Vec<String>,
-}
-
-impl Launcher {
-    /// `hookbox-sandbox-exec` (or any binary whose main is [`crate::launcher::main`]).
-    pub fn standalone(program: impl Into<PathBuf>) -> Self {
-        Self {
-            program: program.into(),
-            args: Vec::new(),
-        }
-    }
-
-    /// `$HOOKBOX_SANDBOX_EXEC` if set, else the current executable with `hidden_subcommand`.
-    pub fn from_env_or_current_exe(hidden_subcommand: &str) -> std::io::Result<Self> {
-        match std::env::var_os(vars::HOOKBOX_SANDBOX_EXEC) {
-            Some(path) => Ok(Self::standalone(PathBuf::from(path))),
-            None => Ok(Self {
-                program: std::env::current_exe()?,
-                args: vec![hidden_subcommand.to_owned()],
-            }),
-        }
-    }
-}
 
 /// Resource caps for an environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -199,12 +172,12 @@ pub struct SandboxOptions {
 pub struct GvisorSettings {
     /// `runsc` to use; `None`: the first on `PATH`.
     pub runsc: Option<PathBuf>,
-    pub platform: crate::gvisor::Platform,
-    checked: Arc<std::sync::OnceLock<Result<crate::gvisor::Runsc, String>>>,
+    pub platform: hookbox_isolation::gvisor::Platform,
+    checked: Arc<std::sync::OnceLock<Result<hookbox_isolation::gvisor::Runsc, String>>>,
 }
 
 impl GvisorSettings {
-    pub fn new(runsc: Option<PathBuf>, platform: crate::gvisor::Platform) -> Self {
+    pub fn new(runsc: Option<PathBuf>, platform: hookbox_isolation::gvisor::Platform) -> Self {
         Self {
             runsc,
             platform,
@@ -213,10 +186,10 @@ impl GvisorSettings {
     }
 
     /// The checked `runsc`, or why there is none usable (the same answer every time).
-    pub fn check(&self) -> Result<&crate::gvisor::Runsc, String> {
+    pub fn check(&self) -> Result<&hookbox_isolation::gvisor::Runsc, String> {
         self.checked
             .get_or_init(|| {
-                crate::gvisor::Runsc::detect(self.runsc.as_deref(), self.platform)
+                hookbox_isolation::gvisor::Runsc::detect(self.runsc.as_deref(), self.platform)
                     .map_err(|e| e.to_string())
             })
             .as_ref()
@@ -241,6 +214,20 @@ impl SandboxOptions {
             runtime: RuntimeKind::Namespaces,
             gvisor: GvisorSettings::default(),
         }
+    }
+
+    /// The runtime that builds `kind`'s sandboxes (gVisor: with the checked `runsc`).
+    pub fn runtime_for(&self, kind: RuntimeKind) -> Result<Arc<dyn Runtime>, RunnerError> {
+        let launcher = self.launcher.clone();
+        Ok(match kind {
+            RuntimeKind::Namespaces => {
+                Arc::new(hookbox_isolation::runtime::Namespaces { launcher })
+            }
+            RuntimeKind::Gvisor => Arc::new(hookbox_isolation::runtime::Gvisor {
+                launcher,
+                runsc: self.gvisor.check().map_err(RunnerError::Sandbox)?.clone(),
+            }),
+        })
     }
 
     /// The identities in force: none without isolation.
@@ -268,7 +255,7 @@ pub struct SandboxLayout {
     /// namespace). `None`: a fresh namespace with only loopback.
     pub netns: Option<Arc<OwnedFd>>,
     /// The unprivileged host identity sandboxed root maps to (see [`LaunchSpec::identity`]);
-    /// under gVisor, the first of [`crate::gvisor::ID_SPAN`] ids.
+    /// under gVisor, the first of [`hookbox_isolation::gvisor::ID_SPAN`] ids.
     pub identity: Option<Identity>,
     /// The kernel the environment's programs run on.
     pub runtime: RuntimeKind,
@@ -611,7 +598,7 @@ impl SandboxRunner {
         let gvisor = spec.runtime == RuntimeKind::Gvisor;
         if gvisor && spec.isolation != Isolation::Full {
             return Err(RunnerError::Sandbox(
-                crate::gvisor::GvisorError::NoIsolation.to_string(),
+                hookbox_isolation::gvisor::GvisorError::NoIsolation.to_string(),
             ));
         }
         let warm = gvisor || (self.options.warm && spec.isolation == Isolation::Full);
@@ -673,14 +660,16 @@ impl SandboxRunner {
             return Ok(sandbox.clone());
         }
         retire(current.take());
-        let launcher = &self.options.launcher;
-        let sandbox = Arc::new(if gvisor {
-            let runsc = self.options.gvisor.check().map_err(RunnerError::Sandbox)?;
-            WarmSandbox::start_gvisor(runsc, launcher, key.clone(), joined.network.as_deref())
-                .await?
-        } else {
-            WarmSandbox::start(launcher, key.clone(), netns).await?
-        });
+        let runtime = self.options.runtime_for(key.runtime)?;
+        let relay = match (gvisor, &joined.network) {
+            (true, Some(network)) => Some(network.relay_sink()),
+            _ => None,
+        };
+        let sandbox = Arc::new(
+            runtime
+                .start(key.clone(), SandboxNet { netns, relay })
+                .await?,
+        );
         *current = Some(sandbox.clone());
         Ok(sandbox)
     }
@@ -702,33 +691,20 @@ impl SandboxRunner {
         output_limit: usize,
         tap: Option<OutputTap>,
     ) -> Result<(CommandOutput, Vec<(String, i128)>), RunnerError> {
-        let spec_fd = spec_memfd(spec).map_err(RunnerError::Spawn)?;
-        let (status_read, status_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
-            .map_err(|e| RunnerError::Spawn(e.into()))?;
-        let mut cmd = tokio::process::Command::new(&self.options.launcher.program);
-        cmd.args(&self.options.launcher.args).env_clear();
-        let mut inherited: Vec<(OwnedFd, i32)> =
-            vec![(spec_fd, SPEC_FD), (status_write, STATUS_FD)];
-        if let Some(ns) = &netns {
-            inherited.push((ns.try_clone().map_err(RunnerError::Spawn)?, NETNS_FD));
-        }
-        // SAFETY: the closure runs between fork and exec and only calls fcntl and dup2, which
-        // are async-signal-safe; it allocates nothing.
-        unsafe {
-            cmd.pre_exec(move || place_fds(&inherited));
-        }
-        tracing::debug!(launcher = %self.options.launcher.program.display(), tree = %self.layout.tree.display(), "launching sandbox");
-        let output = supervise_with_tap(cmd, stdin, timeout, output_limit, tap).await;
-        // Every writer is gone now: the launcher exited (or was killed) and our copy was dropped
-        // with the command, so a non-blocking read sees the whole report if there is one.
-        let (report, stages, _) = read_status(&status_read);
-        if !report.is_empty() {
-            return Err(RunnerError::Sandbox(report));
-        }
+        let output = hookbox_isolation::runtime::launch_cold(
+            &self.options.launcher,
+            spec,
+            netns,
+            stdin,
+            timeout,
+            output_limit,
+            tap,
+        )
+        .await;
         if self.options.isolation == Isolation::InsecureNone {
             tracing::warn!("ran WITHOUT isolation (--insecure-no-isolation)");
         }
-        output.map(|o| (o, stages))
+        output
     }
 
     /// The environment's tree on the host.
@@ -784,41 +760,6 @@ fn transient(err: &RunnerError) -> bool {
     }
 }
 
-pub(crate) fn spec_memfd(spec: &impl serde::Serialize) -> std::io::Result<OwnedFd> {
-    use std::io::{Seek, Write};
-    let fd = rustix::fs::memfd_create("hookbox-launch-spec", rustix::fs::MemfdFlags::CLOEXEC)?;
-    let mut file = std::fs::File::from(fd);
-    file.write_all(&serde_json::to_vec(spec).map_err(std::io::Error::other)?)?;
-    file.rewind()?;
-    Ok(OwnedFd::from(file))
-}
-
-/// The most fds [`place_fds`] places.
-const MAX_PLACED: usize = 4;
-
-/// Between fork and exec: puts each fd at its agreed number, without CLOEXEC. Goes through
-/// temporary high fds first so that a source already sitting on another target is not clobbered.
-/// Allocates nothing (a fixed array), as code between fork and exec must not.
-pub(crate) fn place_fds(fds: &[(OwnedFd, i32)]) -> std::io::Result<()> {
-    let mut temps: [(i32, i32); MAX_PLACED] = [(-1, -1); MAX_PLACED];
-    for (temp, (source, target)) in temps.iter_mut().zip(fds) {
-        // SAFETY: F_DUPFD_CLOEXEC on an fd we own duplicates it; no memory is touched.
-        let dup = unsafe { libc::fcntl(source.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10) };
-        if dup < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        *temp = (dup, *target);
-    }
-    for (temp, target) in temps.iter().take(fds.len()) {
-        // SAFETY: dup2 onto a small fixed number in the child about to exec; the target is not
-        // one of our temporaries (those are >= 10).
-        if unsafe { libc::dup2(*temp, *target) } < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
-
 /// When one timed launch ([`SandboxRunner::run_argv_timed`]) reached each stage, in
 /// `CLOCK_MONOTONIC` nanoseconds: `started` just before the spawn, each launcher stage as it
 /// ended, `ended` once the process tree was gone and its output read.
@@ -841,38 +782,4 @@ impl StageTimes {
         out.push(("program_and_teardown".into(), self.ended - last));
         out
     }
-}
-
-/// The launcher's failure report (empty: none), its stage-timing lines, and the exit status a
-/// warm call reported.
-pub(crate) fn read_status(fd: &OwnedFd) -> (String, Vec<(String, i128)>, Option<i32>) {
-    let _ = rustix::fs::fcntl_setfl(fd, rustix::fs::OFlags::NONBLOCK);
-    let mut buf = vec![0u8; 8192];
-    let mut out = Vec::new();
-    while let Ok(n) = rustix::io::read(fd, &mut buf) {
-        if n == 0 {
-            break;
-        }
-        out.extend_from_slice(&buf[..n]);
-        if out.len() > 64 * 1024 {
-            break;
-        }
-    }
-    let text = String::from_utf8_lossy(&out);
-    let mut report = String::new();
-    let mut stages = Vec::new();
-    let mut exit = None;
-    for line in text.split_inclusive('\n') {
-        if let Some(timing) = line.strip_prefix(crate::spec::STAGE_MARK) {
-            let mut parts = timing.split_whitespace();
-            if let (Some(name), Some(Ok(ns))) = (parts.next(), parts.next().map(str::parse)) {
-                stages.push((name.to_owned(), ns));
-            }
-        } else if let Some(code) = line.strip_prefix(crate::spec::EXIT_MARK) {
-            exit = code.trim().parse().ok();
-        } else {
-            report.push_str(line);
-        }
-    }
-    (report.trim().to_owned(), stages, exit)
 }

@@ -958,7 +958,7 @@ mod tests {
             Arc::new(hookbox_egress::credentials::FileCredentialStore::open(data).unwrap());
         let launcher = hookbox_sandbox::runner::Launcher::standalone("/nonexistent");
         let mut options = hookbox_sandbox::runner::SandboxOptions::new(launcher);
-        options.isolation = hookbox_sandbox::spec::Isolation::InsecureNone;
+        options.isolation = hookbox_isolation::spec::Isolation::InsecureNone;
         Store::open(
             data,
             options,

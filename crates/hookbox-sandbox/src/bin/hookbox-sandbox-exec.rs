@@ -1,5 +1,5 @@
-//! The sandbox launcher as a standalone binary; see `hookbox_sandbox::launcher`.
+//! The sandbox launcher as a standalone binary; see `hookbox_isolation::launcher`.
 
 fn main() {
-    std::process::exit(hookbox_sandbox::launcher::main());
+    std::process::exit(hookbox_isolation::launcher::main());
 }

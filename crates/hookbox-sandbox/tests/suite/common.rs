@@ -4,11 +4,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hookbox_hooks::runner::CommandOutput;
+use hookbox_isolation::spec::Identity;
+use hookbox_isolation::spec::RuntimeKind;
 use hookbox_sandbox::runner::{
     GvisorSettings, Launcher, SandboxLayout, SandboxOptions, SandboxRunner,
 };
-use hookbox_sandbox::spec::Identity;
-use hookbox_sandbox::spec::RuntimeKind;
 
 pub const LAUNCHER: &str = env!("CARGO_BIN_EXE_hookbox-sandbox-exec");
 

@@ -53,7 +53,7 @@ pub fn run(args: ToolArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// `hookbox __sandbox-exec`: become the sandbox launcher (see hookbox_sandbox::launcher).
+/// `hookbox __sandbox-exec`: become the sandbox launcher (see hookbox_isolation::launcher).
 pub fn sandbox_exec() -> ! {
-    std::process::exit(hookbox_sandbox::launcher::main())
+    std::process::exit(hookbox_isolation::launcher::main())
 }

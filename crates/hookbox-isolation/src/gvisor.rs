@@ -339,7 +339,7 @@ fn find_on_path(name: &str) -> Option<PathBuf> {
         })
 }
 
-/// The files that the namespaces launcher generates in the sandbox's `/etc`.
+/// The files generated in every sandbox's `/etc` (by the namespaces launcher, or in the bundle).
 pub(crate) fn generated_etc(hostname: &str) -> [(&'static str, String); 5] {
     [
         (
@@ -356,7 +356,7 @@ pub(crate) fn generated_etc(hostname: &str) -> [(&'static str, String); 5] {
         // DNS must not be a channel out: nothing answers here, names are resolved by the proxy.
         (
             "resolv.conf",
-            crate::network::SANDBOX_RESOLV_CONF.to_owned(),
+            crate::spec::SANDBOX_RESOLV_CONF.to_owned(),
         ),
     ]
 }

@@ -199,7 +199,7 @@ pub(crate) fn stage(spec: &LaunchSpec, status: &mut Option<File>, name: &str) {
 
 /// `CLOCK_MONOTONIC` in nanoseconds: the clock stage timings are read on, on both sides of the
 /// launch.
-pub(crate) fn monotonic_ns() -> i128 {
+pub fn monotonic_ns() -> i128 {
     let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
     now.tv_sec as i128 * 1_000_000_000 + now.tv_nsec as i128
 }
@@ -892,14 +892,7 @@ fn build_root(spec: &LaunchSpec) -> Result<()> {
             Err(_) => {}
         }
     }
-    let generated = [
-        ("passwd", "root:x:0:0:root:/workspace:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n".to_owned()),
-        ("group", "root:x:0:\nnogroup:x:65534:\n".to_owned()),
-        ("hostname", format!("{}\n", spec.hostname)),
-        ("hosts", format!("127.0.0.1 localhost {0}\n::1 localhost {0}\n", spec.hostname)),
-        // DNS must not be a channel out: nothing answers here, names are resolved by the proxy.
-        ("resolv.conf", crate::network::SANDBOX_RESOLV_CONF.to_owned()),
-    ];
+    let generated = crate::gvisor::generated_etc(&spec.hostname);
     for (name, content) in generated {
         let path = etc.join(name);
         std::fs::write(&path, content).map_err(prepare_err(&path))?;

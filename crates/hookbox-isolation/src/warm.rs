@@ -82,12 +82,12 @@ impl WarmSandbox {
 
     /// Builds the sandbox for `key` (which must have `warm` set) with `launcher`.
     pub async fn start(
-        launcher: &crate::runner::Launcher,
+        launcher: &crate::runtime::Launcher,
         key: LaunchSpec,
         netns: Option<Arc<OwnedFd>>,
     ) -> Result<Self, RunnerError> {
         let spawn = |e: std::io::Error| RunnerError::Spawn(e);
-        let spec_fd = crate::runner::spec_memfd(&key).map_err(spawn)?;
+        let spec_fd = crate::runtime::spec_memfd(&key).map_err(spawn)?;
         let (status_read, status_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
             .map_err(|e| spawn(e.into()))?;
         let (ours, theirs) = fdpass::pair().map_err(spawn)?;
@@ -110,7 +110,7 @@ impl WarmSandbox {
         // are async-signal-safe; it allocates nothing.
         unsafe {
             std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
-                crate::runner::place_fds(&inherited)
+                crate::runtime::place_fds(&inherited)
             });
         }
         let child = cmd.spawn().map_err(spawn)?;
@@ -133,9 +133,9 @@ impl WarmSandbox {
     /// until the init inside says it is ready.
     pub async fn start_gvisor(
         runsc: &crate::gvisor::Runsc,
-        launcher: &crate::runner::Launcher,
+        launcher: &crate::runtime::Launcher,
         key: LaunchSpec,
-        joined: Option<&crate::network::JoinedNetwork>,
+        relay: Option<crate::runtime::RelaySink>,
     ) -> Result<Self, RunnerError> {
         let spawn = |e: std::io::Error| RunnerError::Spawn(e);
         let bundle = tempfile::Builder::new()
@@ -156,7 +156,7 @@ impl WarmSandbox {
             .map_err(|e| spawn(e.into()))?;
         let (ours, theirs) = fdpass::pair().map_err(spawn)?;
         let wrap = runsc.run_wrapped(&state, bundle.path(), &id, staged);
-        let wrap_fd = crate::runner::spec_memfd(&wrap).map_err(spawn)?;
+        let wrap_fd = crate::runtime::spec_memfd(&wrap).map_err(spawn)?;
         let mut cmd = std::process::Command::new(&launcher.program);
         cmd.args(&launcher.args)
             .env_clear()
@@ -172,7 +172,7 @@ impl WarmSandbox {
         unsafe {
             std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
                 cgroups.join()?;
-                crate::runner::place_fds(&inherited)?;
+                crate::runtime::place_fds(&inherited)?;
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
@@ -182,11 +182,11 @@ impl WarmSandbox {
         let child = cmd.spawn().map_err(spawn)?;
         drop(cmd);
         rustix::io::ioctl_fionbio(&ours, true).map_err(|e| spawn(e.into()))?;
-        let spec_fd = crate::runner::spec_memfd(&key).map_err(spawn)?;
-        let egress = match joined {
-            Some(joined) => {
+        let spec_fd = crate::runtime::spec_memfd(&key).map_err(spawn)?;
+        let egress = match relay {
+            Some(sink) => {
                 let (host, guest) = fdpass::pair().map_err(spawn)?;
-                Some((host, guest, joined.server.clone()))
+                Some((host, guest, sink))
             }
             None => None,
         };
@@ -211,9 +211,9 @@ impl WarmSandbox {
             .await
             .map_err(|e| RunnerError::Sandbox(format!("the gVisor sandbox's socket: {e}")))?;
         drop(fds);
-        if let Some((host, guest, server)) = egress {
+        if let Some((host, guest, sink)) = egress {
             drop(guest);
-            let task = tokio::spawn(serve_relayed(host, server));
+            let task = tokio::spawn(serve_relayed(host, sink));
             if let Some(container) = sandbox.container.as_mut() {
                 container.egress = Some(task.abort_handle());
             }
@@ -230,7 +230,7 @@ impl WarmSandbox {
             other => {
                 // Whatever it said, the launcher wrote why it stopped (if it did) before exiting.
                 sandbox.stop();
-                let (report, _, _) = crate::runner::read_status(&status_read);
+                let (report, _, _) = crate::runtime::read_status(&status_read);
                 Err(RunnerError::Sandbox(if !report.is_empty() {
                     report
                 } else {
@@ -274,7 +274,7 @@ impl WarmSandbox {
         stdout_tap: Option<OutputTap>,
     ) -> Result<(Spawned, tokio::sync::oneshot::Receiver<CallStatus>), RunnerError> {
         let spawn = |e: std::io::Error| RunnerError::Spawn(e);
-        let spec_fd = crate::runner::spec_memfd(call).map_err(spawn)?;
+        let spec_fd = crate::runtime::spec_memfd(call).map_err(spawn)?;
         let cloexec = rustix::pipe::PipeFlags::CLOEXEC;
         let (stdin_read, stdin_write) =
             rustix::pipe::pipe_with(cloexec).map_err(|e| spawn(e.into()))?;
@@ -329,7 +329,7 @@ impl WarmSandbox {
                 let _kill_on_drop = KillOnDrop(handle.clone());
                 handle.ended().await?;
                 // The call's init wrote everything before it exited; nobody else holds the pipe.
-                let (report, stages, exit) = crate::runner::read_status(&status_read);
+                let (report, stages, exit) = crate::runtime::read_status(&status_read);
                 let termination = match exit {
                     Some(code) => Termination::Exited(code),
                     None => Termination::Signaled(libc::SIGKILL),
@@ -463,8 +463,8 @@ impl Drop for KillOnDrop {
 }
 
 /// Serves a gVisor sandbox's egress channel: each `E` asks for one connection to the proxy,
-/// answered with (`F`) one end of a fresh socket pair whose other end the proxy serves.
-async fn serve_relayed(channel: OwnedFd, server: hookbox_egress::EgressProxy) {
+/// answered with (`F`) one end of a fresh socket pair whose other end goes to `sink`.
+async fn serve_relayed(channel: OwnedFd, sink: crate::runtime::RelaySink) {
     let channel = match rustix::io::ioctl_fionbio(&channel, true)
         .map_err(std::io::Error::from)
         .and_then(|()| register(channel, Interest::READABLE | Interest::WRITABLE))
@@ -491,7 +491,7 @@ async fn serve_relayed(channel: OwnedFd, server: hookbox_egress::EgressProxy) {
             .set_nonblocking(true)
             .and_then(|()| tokio::net::UnixStream::from_std(ours));
         match served {
-            Ok(stream) => server.serve_stream(stream),
+            Ok(stream) => sink(stream),
             Err(error) => tracing::warn!(%error, "gVisor egress relay"),
         }
         let theirs = OwnedFd::from(theirs);

@@ -8,6 +8,10 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+/// The sandbox's `/etc/resolv.conf`: a resolver on loopback where nothing answers, so DNS is
+/// not a way out (names are resolved by the egress proxy).
+pub const SANDBOX_RESOLV_CONF: &str = "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n";
+
 /// The fd number on which the launcher finds the JSON spec.
 pub const SPEC_FD: i32 = 3;
 /// The fd number on which the launcher reports a setup or exec failure (text), then exits with

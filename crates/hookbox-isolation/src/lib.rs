@@ -1,0 +1,60 @@
+//! How a sandbox is built and run: everything between a launch spec and a running, confined
+//! program.
+//!
+//! Owns: the launch spec ([`spec`]); the launcher, the small single-threaded program that builds
+//! a sandbox from Linux primitives ([`launcher`]); warm sandboxes and the call protocol
+//! ([`warm`], [`fdpass`]); the seccomp deny list ([`seccomp`]); per-environment cgroups
+//! ([`cgroup`]); kernel feature detection ([`features`]); the isolation runtimes behind one
+//! trait ([`runtime::Runtime`]: [`runtime::Namespaces`], [`runtime::Gvisor`]) and gVisor's host
+//! side ([`gvisor`]) and init; bounded host helper programs ([`bounded`]).
+//!
+//! Must not: know environments, hooks configuration, network policy or the API. It takes a
+//! [`spec::LaunchSpec`] and a network to join (or to relay to) and gives back a program's
+//! output; what goes into the spec is the environments crate's (`hookbox-sandbox`) business.
+//! codex-rs keeps `linux-sandbox` apart from the code that uses it the same way.
+//!
+//! # Decisions
+//! - One sandbox per open environment, built by a re-executed single-threaded launcher
+//!   (`hookbox-sandbox-exec`, or `hookbox __sandbox-exec`) and kept ([`warm`]); each tool call
+//!   and command hook is cloned inside it into its own PID, mount and IPC namespaces with its own
+//!   `/proc`, limits, Landlock and seccomp, and handed over with its stdio through a socket
+//!   ([`fdpass`]). With `SandboxOptions::warm` off, one sandbox per call. The spec travels as
+//!   JSON in a memfd on fd 3, failures come back as text on fd 4.
+//! - Namespaces: user (uid/gid 0 inside mapped to hookbox's own uid/gid), mount, PID, IPC, UTS,
+//!   and a network namespace (see Network below).
+//! - Root: a tmpfs, read-only after setup, with the host's `/usr`, `/bin`, `/sbin`, `/lib*` bound
+//!   read-only, a curated read-only `/etc` (generated `passwd`, `group`, `hosts`, `hostname`,
+//!   `resolv.conf`; `ssl/certs` but never `ssl/private`), a minimal `/dev`, a fresh `/proc`, and
+//!   every top-level directory of the environment's tree bound writable (`/workspace` is the cwd
+//!   and `HOME`). Names the host provides (`usr`, `etc`, ...) are refused as source targets.
+//! - Landlock: read/execute everywhere, writes only beneath the writable binds, `/dev/shm` and the
+//!   harmless devices; abstract unix sockets and signals scoped. Seccomp: a deny list returning
+//!   `EPERM` ([`seccomp::DENIED`], each entry with why), namespace flags of `clone`, `TIOCSTI`;
+//!   `clone3` returns `ENOSYS`. The capability bounding set keeps only file/process basics
+//!   (`CHOWN`, `DAC_*`, `FOWNER`, `FSETID`, `KILL`, `SET[UG]ID`, `NET_BIND_SERVICE`), so root in
+//!   the sandbox cannot reconfigure its network namespace. `setsid` (no TIOCSTI), parent-death
+//!   signals on launcher and init, `no_new_privs`.
+//! - Limits: per-environment cgroup (`hookbox/<env_id>`; v2 if it offers the controller, else v1)
+//!   for processes (default 512) and memory (default 4 GiB); `RLIMIT_NPROC`/`RLIMIT_AS` only as a
+//!   fallback, and as root without a pids cgroup the environment refuses to open.
+//! - gVisor ([`gvisor`], `--runtime gvisor`): one runsc container per warm sandbox, from an OCI
+//!   bundle written from the same spec (read-only root of mountpoints, the same binds and
+//!   generated `/etc`), `--network=none`, `--host-uds=none`, `--ignore-cgroups` inside the
+//!   environment's cgroup, started through a wrapper that stages every bind as host root and
+//!   read-only on the host. Its init is the launcher, fed over fd 0: calls get their own PID,
+//!   mount and IPC namespaces, limits, capabilities and seccomp (no Landlock: ENOSYS); their end
+//!   and kill go over their reply socket (no pidfd crosses out of gVisor). Egress is relayed from
+//!   gVisor's own loopback to the environment's proxy over unix sockets passed in.
+
+pub mod bounded;
+pub mod cgroup;
+pub mod fdpass;
+pub mod features;
+pub mod gvisor;
+mod gvisor_init;
+pub mod launcher;
+pub mod runtime;
+pub mod seccomp;
+pub mod spec;
+pub mod vars;
+pub mod warm;
