@@ -171,6 +171,7 @@ pub async fn supervise_with_tap(
         ended: Box::pin(async move { child.wait().await.map(termination_of) }),
         kill: Box::new(move || group.kill()),
         stdout_tap: tap,
+        writers_gone_at_end: false,
     };
     supervise_spawned(spawned, started, stdin, timeout, output_limit).await
 }
@@ -192,6 +193,11 @@ pub struct Spawned {
     pub kill: Box<dyn Fn() + Send + Sync>,
     /// Sees stdout as it is captured.
     pub stdout_tap: Option<OutputTap>,
+    /// When `ended` resolves, no writer of stdout or stderr is left (the runtime saw the whole
+    /// tree go), so what is in the pipes then is all there is: they are drained at once
+    /// instead of waiting for EOF. For runtimes whose pipes reach EOF late (gVisor releases a
+    /// host descriptor after the process that held it is gone).
+    pub writers_gone_at_end: bool,
 }
 
 impl fmt::Debug for Spawned {
@@ -217,6 +223,7 @@ pub async fn supervise_spawned(
         mut ended,
         kill,
         stdout_tap,
+        writers_gone_at_end,
     } = spawned;
     // A handler may never read stdin; writing happens on its own task so it cannot block us,
     // and a broken pipe is expected rather than an error.
@@ -266,8 +273,10 @@ pub async fn supervise_spawned(
         task.abort();
     }
 
-    let (stdout, stdout_truncated) = collect(stdout_reader).await;
-    let (stderr, stderr_truncated) = collect(stderr_reader).await;
+    // `ended` has resolved by now on every path (the leader ended, or was killed and seen to).
+    let drain_now = writers_gone_at_end;
+    let (stdout, stdout_truncated) = collect(stdout_reader, drain_now).await;
+    let (stderr, stderr_truncated) = collect(stderr_reader, drain_now).await;
     Ok(CommandOutput {
         termination,
         stdout,
@@ -425,10 +434,19 @@ fn spawn_tapped_reader<R: AsyncRead + AsFd + Unpin + Send + 'static>(
 
 /// Waits for the reader to reach EOF; past [`DRAIN_GRACE`] it tells it to take what is in the
 /// pipe and stop. `truncated` when the output hit the limit or the pipe never reached EOF.
-async fn collect(reader: Reader) -> (Vec<u8>, bool) {
+/// `drain_now`: no writer is left, so the reader takes what is in the pipe at once, and that
+/// counts as EOF.
+async fn collect(reader: Reader, drain_now: bool) -> (Vec<u8>, bool) {
     let Reader { sink, task, stop } = reader;
     let mut escaped = false;
     if let Some(mut task) = task {
+        if drain_now {
+            let _ = stop.send(true);
+            let _ = task.await;
+            let mut captured = sink.lock().unwrap_or_else(|p| p.into_inner());
+            let truncated = captured.truncated;
+            return (std::mem::take(&mut captured.bytes), truncated);
+        }
         let eof = match tokio::time::timeout(DRAIN_GRACE, &mut task).await {
             Ok(done) => done.unwrap_or(false),
             Err(_) => {
@@ -485,9 +503,22 @@ mod tests {
         let (read, holder) = held_pipe(b"partial");
         let (overflow, _overflow_rx) = watch::channel(false);
         let reader = spawn_reader(Some(read), 1024, overflow);
-        let (bytes, truncated) = collect(reader).await;
+        let (bytes, truncated) = collect(reader, false).await;
         assert_eq!(bytes, b"partial");
         assert!(truncated);
+        drop(holder);
+    }
+
+    // A runtime that saw every writer go (gVisor closes host descriptors late): the pipe is
+    // taken as it is, whole and not truncated, although its write end is still open here.
+    #[tokio::test]
+    async fn collect_with_every_writer_gone_takes_the_pipe_at_once_untruncated() {
+        let (read, holder) = held_pipe(b"all of it");
+        let (overflow, _overflow_rx) = watch::channel(false);
+        let reader = spawn_reader(Some(read), 1024, overflow);
+        let (bytes, truncated) = collect(reader, true).await;
+        assert_eq!(bytes, b"all of it");
+        assert!(!truncated);
         drop(holder);
     }
 }

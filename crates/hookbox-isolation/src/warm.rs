@@ -342,6 +342,8 @@ impl WarmSandbox {
                 Ok(termination)
             }
         };
+        // gVisor: the init reaped the call's PID 1 (so its whole namespace) before saying so.
+        let writers_gone_at_end = matches!(handle, CallHandle::Reply(_));
         let kill = move || handle.kill();
         let spawned = Spawned {
             stdin: Some(
@@ -359,6 +361,7 @@ impl WarmSandbox {
             ended: Box::pin(ended),
             kill: Box::new(kill),
             stdout_tap,
+            writers_gone_at_end,
         };
         Ok((spawned, status_rx))
     }

@@ -8,8 +8,9 @@
 //! database and a data dir, and two replicas forwarding every interaction to the other, with the
 //! ratios to SQLite; checkpointing to an object store after every interaction, off and on; and
 //! what cluster-wide quotas cost (counted in PostgreSQL, against a lone server's memory).
+//! `--only-runtimes` compares warm sandboxes under namespaces and gVisor at concurrency 16.
 //! Run: `cargo bench -p hookbox-server --bench load [-- --per-level N] [--total N]
-//! [--only-snapshots] [--only-quotas]`.
+//! [--only-snapshots] [--only-quotas] [--only-runtimes]`.
 //!
 //! The bench binary is also its own sandbox launcher (`__sandbox-exec`), as `hookbox` is.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -107,6 +108,8 @@ struct Setup {
     disk: Option<u64>,
     /// Snapshots to this object store (checkpoint after every interaction).
     snapshots: Option<String>,
+    /// The environments' runtime.
+    runtime: hookbox_isolation::spec::RuntimeKind,
 }
 
 /// Serves the API over `store` and the environments in `data` on `listener`.
@@ -126,6 +129,7 @@ fn serve_on(
     let options = SandboxOptions {
         warm: setup.warm,
         disk_limit_bytes: setup.disk,
+        runtime: setup.runtime,
         ..SandboxOptions::new(launcher)
     };
     let envs = EnvStore::open(data, options, EgressOptions::new(credentials)).unwrap();
@@ -400,6 +404,7 @@ async fn snapshot_rows(client: &reqwest::Client, per_level: usize) {
             warm: true,
             disk: Some(1 << 30),
             snapshots,
+            ..Setup::default()
         })
         .await;
         for _ in 0..16 {
@@ -504,6 +509,39 @@ async fn quota_rows(client: &reqwest::Client, per_level: usize) {
     );
 }
 
+/// Warm sandboxes at concurrency 16 under each runtime, with gVisor's rate as a ratio of the
+/// namespaces one (same gate, same interaction).
+async fn runtime_rows(client: &reqwest::Client, per_level: usize) {
+    use hookbox_isolation::spec::RuntimeKind;
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    println!("runtime     concurrency  interactions  per_second  p50_ms  p99_ms");
+    let mut rates = Vec::new();
+    for runtime in [RuntimeKind::Namespaces, RuntimeKind::Gvisor] {
+        let (addr, body, _dir) = start_with(Setup {
+            warm: true,
+            runtime,
+            ..Setup::default()
+        })
+        .await;
+        for _ in 0..16 {
+            one(client.clone(), addr, body.clone()).await;
+        }
+        let (rate, p50, p99, n) = level(client, addr, &body, 16, per_level).await;
+        println!(
+            "{:<10}  {:>11}  {n:>12}  {rate:>10.1}  {:>6.1}  {:>6.1}",
+            runtime.name(),
+            16,
+            ms(p50),
+            ms(p99)
+        );
+        rates.push(rate);
+    }
+    println!(
+        "gvisor/namespaces interactions per second at concurrency 16: {:.2}x",
+        rates[1] / rates[0]
+    );
+}
+
 async fn bench() {
     let per_level: usize = std::env::args()
         .skip_while(|a| a != "--per-level")
@@ -523,6 +561,10 @@ async fn bench() {
     }
     if std::env::args().any(|a| a == "--only-quotas") {
         quota_rows(&client, per_level).await;
+        return;
+    }
+    if std::env::args().any(|a| a == "--only-runtimes") {
+        runtime_rows(&client, per_level).await;
         return;
     }
     println!("sandboxes  concurrency  interactions  per_second  p50_ms  p99_ms  p99/p50");

@@ -127,3 +127,39 @@ async fn a_fork_with_sources_or_of_a_missing_environment_is_refused_and_leaves_n
     );
     assert_eq!(store.list().unwrap().len(), 1);
 }
+
+/// An environment keeps the runtime it was created with, whatever the store's default, and so
+/// does its fork (only in the gVisor run of the suite, which has runsc).
+#[tokio::test]
+async fn an_environment_and_its_fork_keep_their_runtime() {
+    use hookbox_isolation::spec::RuntimeKind;
+    if !gvisor() {
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let mut namespaces_default = options();
+    namespaces_default.runtime = RuntimeKind::Namespaces;
+    let store = store_with(data.path(), namespaces_default);
+    let parent = create(&store, json!({"runtime": "gvisor"}));
+    assert_eq!(parent.runtime, RuntimeKind::Gvisor);
+    let child = store.fork(&parent.id, &spec(json!({}))).unwrap();
+    assert_eq!(child.runtime, RuntimeKind::Gvisor);
+    let plain = create(&store, json!({}));
+    assert_eq!(plain.runtime, RuntimeKind::Namespaces);
+    for (id, kernel) in [(&child.id, "gVisor"), (&plain.id, "")] {
+        let env = store.open_env(id).unwrap();
+        let out = bash_ok(&env, "dmesg 2>/dev/null | head -1; true").await;
+        let line = out["stdout"].as_str().unwrap();
+        match kernel {
+            "" => assert!(!line.contains("gVisor"), "{line}"),
+            k => assert!(line.contains(k), "{line}"),
+        }
+    }
+    // gVisor environments hold a range of host ids; a namespaces one never lands inside it.
+    let span = u64::from(hookbox_isolation::gvisor::ID_SPAN);
+    for gv in [&parent, &child] {
+        let start = u64::from(gv.sandbox_uid.unwrap());
+        let other = u64::from(plain.sandbox_uid.unwrap());
+        assert!(other < start || other >= start + span);
+    }
+}

@@ -180,4 +180,22 @@ fn config_files_with_typos_or_bad_values_are_refused() {
     assert!(bad.validate().unwrap_err().contains("16 MiB"));
     let bad: QuotaConfig = toml::from_str("[projects.\"Bad Name\".quotas]\nburst = 1\n").unwrap();
     assert!(bad.validate().unwrap_err().contains("Bad Name"));
+    let unknown = toml::from_str::<QuotaConfig>("[defaults]\nruntime = \"firecracker\"\n");
+    assert!(unknown.unwrap_err().to_string().contains("firecracker"));
+}
+
+#[test]
+fn the_config_gives_projects_a_runtime_over_its_defaults() {
+    use hookbox_isolation::spec::RuntimeKind;
+    let config: QuotaConfig = toml::from_str(
+        "[defaults]\nruntime = \"gvisor\"\n[projects.trusted]\nruntime = \"namespaces\"\n[projects.other.quotas]\nburst = 5\n",
+    )
+    .unwrap();
+    assert_eq!(config.runtime("trusted"), Some(RuntimeKind::Namespaces));
+    assert_eq!(config.runtime("other"), Some(RuntimeKind::Gvisor));
+    assert_eq!(config.runtime("unnamed"), Some(RuntimeKind::Gvisor));
+    assert!(config.names_runtime(RuntimeKind::Gvisor));
+    let plain: QuotaConfig = toml::from_str("[quotas]\nburst = 5\n").unwrap();
+    assert_eq!(plain.runtime("any"), None);
+    assert!(!plain.names_runtime(RuntimeKind::Gvisor));
 }

@@ -157,3 +157,30 @@ fn which(name: &str) -> Result<std::path::PathBuf, ()> {
         .find(|p| p.is_file())
         .ok_or(())
 }
+
+#[test]
+fn serve_refuses_a_config_that_needs_gvisor_without_a_usable_runsc() {
+    let data = hookbox_test_support::DataDir::new();
+    let config = data.path().join("config.toml");
+    std::fs::write(&config, "[projects.team-a]\nruntime = \"gvisor\"\n").unwrap();
+    let out = hookbox_in(
+        data.path(),
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+            data.path().to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+            "--runsc",
+            "/nonexistent/runsc",
+        ],
+    );
+    assert!(!out.status.success());
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("runtime = \"gvisor\"") && stderr.contains("/nonexistent/runsc"),
+        "{stderr}"
+    );
+}
