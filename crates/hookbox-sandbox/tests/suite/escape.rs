@@ -653,3 +653,48 @@ async fn host_tls_private_keys_are_not_in_the_sandbox() {
     let stdout = text(&out.stdout);
     assert!(stdout.ends_with("private=1\ncerts=0\n"), "{stdout}");
 }
+
+/// Under gVisor, a syscall its kernel does not implement is a clear `ENOSYS` for the program,
+/// and one that would act on the kernel acts on gVisor's: clearing the kernel log inside leaves
+/// the host's log as it was (a marker written to it before is still there).
+#[tokio::test]
+async fn under_gvisor_unimplemented_syscalls_fail_cleanly_and_never_reach_the_host() {
+    if !gvisor() || !rustix::process::geteuid().is_root() {
+        return;
+    }
+    let marker = format!("hookbox-test-marker-{}", std::process::id());
+    std::fs::write("/dev/kmsg", format!("{marker}\n")).unwrap();
+    let env = env();
+    let script = format!(
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n\
+         print('landlock', libc.syscall({}, 0, 0, 1), ctypes.get_errno())\n\
+         print('syslog_clear', libc.syscall({}, 5, 0, 0), ctypes.get_errno())\n",
+        libc::SYS_landlock_create_ruleset,
+        libc::SYS_syslog
+    );
+    let out = env
+        .runner
+        .run_argv(
+            vec!["/usr/bin/python3".into(), "-c".into(), script],
+            Vec::new(),
+            Duration::from_secs(20),
+            1 << 20,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        text(&out.stdout),
+        format!("landlock -1 {0}\nsyslog_clear -1 {0}\n", libc::ENOSYS),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        text(&sh(&env, "echo still-serving").await.stdout),
+        "still-serving\n"
+    );
+    let host_log = std::process::Command::new("dmesg").output().unwrap();
+    assert!(
+        text(&host_log.stdout).contains(&marker),
+        "the host's kernel log lost the marker"
+    );
+}
