@@ -206,11 +206,12 @@ impl WarmSandbox {
         if let Some((_, guest, _)) = &egress {
             fds.push(guest.as_fd());
         }
-        sandbox
-            .send(b"S", &fds)
-            .await
-            .map_err(|e| RunnerError::Sandbox(format!("the gVisor sandbox's socket: {e}")))?;
+        let sent = sandbox.send(b"S", &fds).await;
         drop(fds);
+        if let Err(e) = sent {
+            // The wrapper or runsc may have stopped already (a bind it could not stage).
+            return Err(sandbox.failed(status_read, format!("the gVisor sandbox's socket: {e}")));
+        }
         if let Some((host, guest, sink)) = egress {
             drop(guest);
             let task = tokio::spawn(serve_relayed(host, sink));
@@ -227,24 +228,26 @@ impl WarmSandbox {
         let ready = tokio::time::timeout(START_TIMEOUT, sandbox.recv()).await;
         match ready {
             Ok(Ok(message)) if message.payload == b"R" => Ok(sandbox),
-            other => {
-                // Whatever it said, the launcher wrote why it stopped (if it did) before exiting.
-                sandbox.stop();
-                let (report, _, _) = crate::runtime::read_status(&status_read);
-                Err(RunnerError::Sandbox(if !report.is_empty() {
-                    report
-                } else {
-                    match other {
-                        Err(_) => format!(
-                            "the warm sandbox was not ready within {}s",
-                            START_TIMEOUT.as_secs()
-                        ),
-                        Ok(Err(e)) => format!("the warm sandbox's socket: {e}"),
-                        Ok(Ok(_)) => "the warm sandbox ended before it was ready".into(),
-                    }
-                }))
-            }
+            other => Err(sandbox.failed(
+                status_read,
+                match other {
+                    Err(_) => format!(
+                        "the warm sandbox was not ready within {}s",
+                        START_TIMEOUT.as_secs()
+                    ),
+                    Ok(Err(e)) => format!("the warm sandbox's socket: {e}"),
+                    Ok(Ok(_)) => "the warm sandbox ended before it was ready".into(),
+                },
+            )),
         }
+    }
+
+    /// Stops a sandbox that did not start and says why: the launcher's (or runsc's) own report
+    /// when it wrote one before exiting, else `otherwise`.
+    fn failed(self, status_read: OwnedFd, otherwise: String) -> RunnerError {
+        self.stop();
+        let (report, _, _) = crate::runtime::read_status(&status_read);
+        RunnerError::Sandbox(if report.is_empty() { otherwise } else { report })
     }
 
     async fn recv(&self) -> std::io::Result<fdpass::Message> {
@@ -368,8 +371,10 @@ impl WarmSandbox {
 
     /// Waits (bounded by [`STOP_GRACE`]) for the launcher to exit after our socket closed, then
     /// kills its group if it has not. Blocking: the sandbox's init exits as soon as its last
-    /// call has, which is before anyone drops the sandbox.
-    fn stop(&self) {
+    /// call has, which is before anyone drops the sandbox. Idempotent; a gVisor container that
+    /// did not end cleanly is also killed and deleted with runsc, so none of its processes is
+    /// left in the environment's cgroup when this returns.
+    pub fn stop(&self) {
         let Some(mut child) = self
             .launcher
             .lock()
@@ -395,11 +400,14 @@ impl WarmSandbox {
                 matches!(nix::poll::poll(&mut fds, millis), Ok(n) if n > 0)
             })
             .unwrap_or(false);
+        // A gVisor sandbox that died (a fork bomb at the host cap, an OOM kill) leaves its
+        // `runsc run` with a failure status while its other processes may still be going.
+        let clean = exited && matches!(child.try_wait(), Ok(Some(status)) if status.success());
         if let Some(container) = &self.container {
             if let Some(task) = &container.egress {
                 task.abort();
             }
-            if !exited {
+            if !clean {
                 container.runsc.remove(&container.state(), &container.id);
             }
         }

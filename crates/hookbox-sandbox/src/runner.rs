@@ -624,6 +624,9 @@ impl SandboxRunner {
                 // once; a second failure is the answer.
                 tracing::warn!(error = %err, "warm sandbox unusable; building a new one");
                 self.discard(&sandbox).await;
+                // Gone for good before another takes its place in the environment's cgroup.
+                let dead = sandbox.clone();
+                let _ = tokio::task::spawn_blocking(move || dead.stop()).await;
                 sandbox = self.warm_sandbox(&key, joined).await?;
                 sandbox.call(&call, tap).await?
             }
