@@ -259,18 +259,11 @@ impl Runsc {
 /// The mounts exist only in the wrapper's namespace, which runsc's processes inherit, and go
 /// with them.
 pub fn wrap(wrap: &Wrap) -> std::io::Result<std::convert::Infallible> {
-    use nix::mount::MsFlags;
     use rustix::fs::{Mode, OFlags};
     nix::sched::unshare(
         nix::sched::CloneFlags::CLONE_NEWNS | nix::sched::CloneFlags::CLONE_NEWNET,
     )?;
-    nix::mount::mount(
-        None::<&str>,
-        "/",
-        None::<&str>,
-        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
-        None::<&str>,
-    )?;
+    crate::launcher::make_private().map_err(std::io::Error::other)?;
     for staged in &wrap.staged {
         let fd = rustix::fs::open(
             &staged.source,

@@ -834,7 +834,7 @@ fn file_mountpoint(target: &Path) -> Result<()> {
 }
 
 /// Stops mount events propagating between this mount namespace and the one it was copied from.
-fn make_private() -> Result<()> {
+pub(crate) fn make_private() -> Result<()> {
     nix::mount::mount(
         None::<&str>,
         "/",

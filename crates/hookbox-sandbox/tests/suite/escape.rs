@@ -468,17 +468,7 @@ async fn fork_bomb_is_capped_by_the_pids_cgroup() {
     assert!(children > 0 && children < CAP, "{report}");
     let peak = hookbox_isolation::cgroup::read_pids_counter(&cgroups, "pids.peak").unwrap();
     assert!(peak <= CAP, "peak {peak}");
-    let events = std::fs::read_to_string(
-        cgroups
-            .dirs
-            .iter()
-            .find(|d| d.join("pids.events").exists())
-            .unwrap()
-            .join("pids.events"),
-    )
-    .unwrap();
-    let hits: u64 = events.split_whitespace().nth(1).unwrap().parse().unwrap();
-    assert!(hits > 0, "the bomb never hit the limit: {events}");
+    assert_hit_the_pids_limit(&cgroups);
     // The host can still fork.
     assert!(
         std::process::Command::new("true")
@@ -520,17 +510,7 @@ async fn fork_bomb_under_gvisor() {
     assert!(out.as_ref().map_or(true, |o| !o.success()), "{out:?}");
     let peak = hookbox_isolation::cgroup::read_pids_counter(&cgroups, "pids.peak").unwrap();
     assert!(peak <= CAP, "peak {peak}");
-    let events = std::fs::read_to_string(
-        cgroups
-            .dirs
-            .iter()
-            .find(|d| d.join("pids.events").exists())
-            .unwrap()
-            .join("pids.events"),
-    )
-    .unwrap();
-    let hits: u64 = events.split_whitespace().nth(1).unwrap().parse().unwrap();
-    assert!(hits > 0, "the bomb never hit the limit: {events}");
+    assert_hit_the_pids_limit(&cgroups);
     // gVisor tears the bomb's processes down after the sandbox ended; until it has, the next
     // sandbox shares the cap with them and can be refused too. The environment recovers within
     // a few calls (each a real call; none sleeps).
@@ -718,4 +698,19 @@ async fn under_gvisor_unimplemented_syscalls_fail_cleanly_and_never_reach_the_ho
         text(&host_log.stdout).contains(&marker),
         "the host's kernel log lost the marker"
     );
+}
+
+/// The environment's pids cgroup refused at least one fork.
+fn assert_hit_the_pids_limit(cgroups: &hookbox_isolation::cgroup::EnvCgroups) {
+    let events = std::fs::read_to_string(
+        cgroups
+            .dirs
+            .iter()
+            .find(|d| d.join("pids.events").exists())
+            .unwrap()
+            .join("pids.events"),
+    )
+    .unwrap();
+    let hits: u64 = events.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert!(hits > 0, "the bomb never hit the limit: {events}");
 }

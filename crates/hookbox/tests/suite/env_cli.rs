@@ -2,20 +2,9 @@
 
 use std::io::{Read as _, Write as _};
 use std::net::TcpListener;
-use std::process::{Command, Output};
+use std::process::Command;
 
-fn hookbox_in(data: &std::path::Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hookbox"))
-        .args(args)
-        .env("HOOKBOX_DATA_DIR", data)
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap()
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use super::support::{hookbox_in, text};
 
 #[test]
 fn an_invalid_network_is_refused_naming_the_json_path() {

@@ -2,20 +2,7 @@
 //! what is needed, and an environment created under gVisor keeps it and runs on gVisor's kernel
 //! with the reference's hooks (when `runsc` is installed, as `scripts/setup.sh` does).
 
-use std::process::{Command, Output};
-
-fn hookbox_in(data: &std::path::Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hookbox"))
-        .args(args)
-        .env("HOOKBOX_DATA_DIR", data)
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap()
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use super::support::{hookbox_in, text};
 
 #[test]
 fn a_missing_or_old_runsc_is_refused_naming_the_release_needed() {

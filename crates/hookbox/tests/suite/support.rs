@@ -74,3 +74,17 @@ pub fn filtered(text: &str, root: &Path) -> String {
 fn regex_lite(pattern: &str) -> regex::Regex {
     regex::Regex::new(pattern).unwrap()
 }
+
+/// Runs the binary with `args` and its data dir at `data` (`HOOKBOX_DATA_DIR`), logs off.
+pub fn hookbox_in(data: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hookbox"))
+        .args(args)
+        .env("HOOKBOX_DATA_DIR", data)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap()
+}
+
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
