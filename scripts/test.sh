@@ -8,13 +8,17 @@
 # verify-full; the web console is driven in a headless Chromium. Snapshots run
 # against a throwaway Garage object store (scripts/objectstore.sh), and two replicas with separate
 # data dirs carry environments through it. Last, the .deb is built, installed with dpkg and run as
-# its systemd unit would run it. The sandbox suite runs twice: under namespaces and under gVisor.
+# its systemd unit would run it. The sandbox suite, the end-to-end suite (with its replicas on
+# PostgreSQL and Garage), the SDK conformance run, the MCP run and the console run twice: under
+# namespaces and under gVisor (HOOKBOX_RUNTIME=gvisor, which the binary reads as --runtime).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 cargo test --workspace --locked "$@"
 echo "test.sh: the sandbox suite again under gVisor (--runtime gvisor)"
 HOOKBOX_TEST_RUNTIME=gvisor cargo test -p hookbox-sandbox --test all --locked "$@"
+echo "test.sh: the end-to-end suite again under gVisor"
+HOOKBOX_RUNTIME=gvisor cargo test -p hookbox --test all --locked "$@"
 pg_url=$(scripts/postgres.sh start)
 pg_tls_url=$(scripts/postgres.sh start --tls)
 os_url=$(scripts/objectstore.sh start)
@@ -32,8 +36,13 @@ HOOKBOX_TEST_SNAPSHOT_URL="$os_url" cargo test -p hookbox-snapshot --locked "$@"
 echo "test.sh: replicas without a shared disk, on PostgreSQL and Garage"
 HOOKBOX_TEST_POSTGRES_URL="$pg_url" HOOKBOX_TEST_SNAPSHOT_URL="$os_url" \
     cargo test -p hookbox --test all --locked "$@" -- --ignored replicas_without_a_shared_disk
+echo "test.sh: replicas (one database; no shared disk) again under gVisor"
+HOOKBOX_RUNTIME=gvisor HOOKBOX_TEST_POSTGRES_URL="$pg_url" HOOKBOX_TEST_SNAPSHOT_URL="$os_url" \
+    cargo test -p hookbox --test all --locked "$@" -- --ignored replicas_without_a_shared_disk two_replicas
 tests/conformance/run.sh --reference
 tests/conformance/run.sh --reference --runtime gvisor
 tests/mcp/run.sh
+HOOKBOX_RUNTIME=gvisor tests/mcp/run.sh
 tests/console/run.sh
+HOOKBOX_RUNTIME=gvisor tests/console/run.sh
 tests/deb/run.sh

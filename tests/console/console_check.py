@@ -163,6 +163,11 @@ try:
         gone_row.click()
         why = wait.until(ec.presence_of_element_located((By.ID, "e-error")))
         check("environments: an expired one says when it expired", "expired at" in why.text and gone in why.text, why.text)
+        # The kernel the sandbox runs on is the runtime asked for (HOOKBOX_RUNTIME, as hookbox reads).
+        kernel = post("/v1beta/interactions", {"agent": agent, "input": "run `dmesg 2>&1 | head -1`", "environment": env})
+        gvisor = os.environ.get("HOOKBOX_RUNTIME", "namespaces") == "gvisor"
+        check(f"console: runs on the {'gVisor' if gvisor else 'host'} kernel",
+              ("Starting gVisor" in json.dumps(kernel)) == gvisor, kernel)
     finally:
         browser.quit()
 finally:

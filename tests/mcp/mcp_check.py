@@ -66,6 +66,10 @@ async def exercise(session, label):
     check(f"{label}: the denied command did not run", "survived" in text(r), text(r))
     r = await session.call_tool("code_execution", {"code": "exit 3", "language": "bash"})
     check(f"{label}: a failing command is a tool error", is_error(r), text(r))
+    # The kernel the sandbox runs on is the runtime asked for (HOOKBOX_RUNTIME, as hookbox reads).
+    r = await session.call_tool("code_execution", {"code": "dmesg 2>&1 | head -1", "language": "bash"})
+    gvisor = os.environ.get("HOOKBOX_RUNTIME", "namespaces") == "gvisor"
+    check(f"{label}: runs on the {'gVisor' if gvisor else 'host'} kernel", ("Starting gVisor" in text(r)) == gvisor, text(r))
 
 
 async def over_stdio():
@@ -77,6 +81,8 @@ async def over_stdio():
             "--source", f"inline:.agents/hooks-scripts/gate.py=@{fixtures}/gate.py",
             "--source", "inline:tmp/forbidden/keep=precious",
         ],
+        # The SDK passes only a few variables by default; HOOKBOX_RUNTIME must reach hookbox.
+        env=dict(os.environ),
     )
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:

@@ -63,6 +63,13 @@ pub struct Wrap {
     pub args: Vec<String>,
 }
 
+/// Every warm sandbox's bundle is a directory of the system temp dir named with this prefix.
+pub const BUNDLE_PREFIX: &str = "hookbox-gvisor-";
+
+/// A bundle younger than this is never swept: its sandbox may be starting, before it holds the
+/// bundle's lock.
+const SWEEP_GRACE: Duration = Duration::from_secs(60);
+
 /// How long one `runsc` housekeeping command (`--version`, `kill`, `delete`) may take.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -242,6 +249,69 @@ impl Runsc {
                 tracing::debug!(container = id, command = args[0], %message, "runsc housekeeping");
             }
         }
+    }
+}
+
+/// Opens bundle directory `dir` (never through a symlink) and takes an exclusive lock on it,
+/// without waiting. The lock lives as long as the returned descriptor, which is close-on-exec:
+/// a process that dies (even by `kill -9`) releases it, so a locked bundle is a live one.
+pub fn lock_bundle(dir: &Path) -> std::io::Result<std::os::fd::OwnedFd> {
+    use rustix::fs::{FlockOperation, Mode, OFlags};
+    let fd = rustix::fs::open(
+        dir,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive)?;
+    Ok(fd)
+}
+
+impl Runsc {
+    /// Removes what a hookbox that died without stopping its sandboxes left in `tmp`: every
+    /// bundle directory older than [`SWEEP_GRACE`] that no live process holds locked (see
+    /// [`lock_bundle`]). A container still registered in its state directory is killed and
+    /// deleted with runsc first. Symlinks are never followed. Returns how many were removed.
+    pub fn sweep_bundles(&self, tmp: &Path) -> usize {
+        let Ok(entries) = std::fs::read_dir(tmp) else {
+            return 0;
+        };
+        let mut removed = 0;
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(id) = name.to_str().filter(|n| n.starts_with(BUNDLE_PREFIX)) else {
+                continue;
+            };
+            let path = entry.path();
+            let old_dir = std::fs::symlink_metadata(&path).is_ok_and(|m| {
+                m.file_type().is_dir()
+                    && m.modified()
+                        .ok()
+                        .and_then(|t| t.elapsed().ok())
+                        .is_some_and(|age| age >= SWEEP_GRACE)
+            });
+            if !old_dir {
+                continue;
+            }
+            // Held until the directory is gone: no sandbox can take it meanwhile.
+            let Ok(_lock) = lock_bundle(&path) else {
+                continue;
+            };
+            let state = path.join("state");
+            let registered = std::fs::read_dir(&state).is_ok_and(|mut d| d.next().is_some());
+            if registered {
+                self.remove(&state, id);
+            }
+            match std::fs::remove_dir_all(&path) {
+                Ok(()) => {
+                    removed += 1;
+                    tracing::info!(bundle = %path.display(), "removed a stale gVisor bundle");
+                }
+                Err(e) => {
+                    tracing::warn!(bundle = %path.display(), error = %e, "cannot remove a stale gVisor bundle");
+                }
+            }
+        }
+        removed
     }
 }
 
@@ -606,5 +676,44 @@ mod tests {
             assert_eq!(name.parse::<Platform>().unwrap().name(), name);
         }
         assert!("vm".parse::<Platform>().unwrap_err().contains("systrap"));
+    }
+
+    #[test]
+    fn a_sweep_removes_only_old_unlocked_bundles() {
+        let tmp = tempfile::tempdir().unwrap();
+        let make = |name: &str, age: Duration| {
+            let dir = tmp.path().join(name);
+            std::fs::create_dir_all(dir.join("rootfs/etc")).unwrap();
+            std::fs::write(dir.join("rootfs/etc/hosts"), "x").unwrap();
+            std::fs::create_dir(dir.join("state")).unwrap();
+            let then = std::time::SystemTime::now() - age;
+            std::fs::File::open(&dir)
+                .unwrap()
+                .set_modified(then)
+                .unwrap();
+            dir
+        };
+        let old = Duration::from_secs(3600);
+        let stale = make(&format!("{BUNDLE_PREFIX}stale"), old);
+        let live = make(&format!("{BUNDLE_PREFIX}live"), old);
+        let young = make(&format!("{BUNDLE_PREFIX}young"), Duration::ZERO);
+        let other = make("someone-elses", old);
+        // A symlink named like a bundle, to a directory that must survive.
+        let target = make("target", old);
+        std::os::unix::fs::symlink(&target, tmp.path().join(format!("{BUNDLE_PREFIX}link")))
+            .unwrap();
+        let _held = lock_bundle(&live).unwrap();
+        // A second lock on a held bundle is refused at once.
+        assert!(lock_bundle(&live).is_err());
+        let runsc = Runsc {
+            path: PathBuf::from("/nonexistent/runsc"),
+            release: MIN_RELEASE,
+            platform: Platform::Systrap,
+        };
+        assert_eq!(runsc.sweep_bundles(tmp.path()), 1);
+        assert!(!stale.exists());
+        for kept in [&live, &young, &other, &target] {
+            assert!(kept.join("rootfs/etc/hosts").exists(), "{}", kept.display());
+        }
     }
 }

@@ -143,7 +143,11 @@ fn run() -> Result<i32> {
                 }
                 Ok(message) => {
                     if let Ok(fds) = <[OwnedFd; 6]>::try_from(message.fds)
-                        && let Some((pid, reply)) = start_call(&spec, &programs, &control, fds)
+                        && let Some((pid, reply)) = {
+                            let others: Vec<i32> =
+                                calls.values().map(|c| c.reply.as_raw_fd()).collect();
+                            start_call(&spec, &programs, &control, &others, fds)
+                        }
                     {
                         let killed = false;
                         calls.insert(pid, Call { reply, killed });
@@ -187,11 +191,13 @@ fn reap(calls: &mut HashMap<i32, Call>, relay: Option<Pid>) {
 }
 
 /// Clones one call into fresh PID, mount and IPC namespaces; answers `P` on its reply socket
-/// (or why it could not start) and returns its pid with our end of that socket.
+/// (or why it could not start) and returns its pid with our end of that socket. `others` are
+/// the running calls' reply sockets, which the new call closes: it must not hold them open.
 fn start_call(
     spec: &LaunchSpec,
     programs: &crate::seccomp::Programs,
     control: &OwnedFd,
+    others: &[i32],
     fds: [OwnedFd; 6],
 ) -> Option<(i32, OwnedFd)> {
     let flags = libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC;
@@ -210,8 +216,13 @@ fn start_call(
     let [call, stdin, stdout, stderr, status, reply] = fds;
     if pid == 0 {
         drop(reply);
-        // SAFETY: closing our copy of the request socket; the call never uses it.
+        // SAFETY: closing our copies of the request socket and of the other calls' reply
+        // sockets; this process never uses them.
         unsafe { libc::close(control.as_raw_fd()) };
+        for fd in others {
+            // SAFETY: as above.
+            unsafe { libc::close(*fd) };
+        }
         std::process::exit(crate::launcher::call_init(
             spec,
             programs,

@@ -60,6 +60,8 @@ struct Container {
     runsc: crate::gvisor::Runsc,
     id: String,
     bundle: tempfile::TempDir,
+    /// The bundle's lock (see [`crate::gvisor::lock_bundle`]): a sweep leaves it alone.
+    _lock: OwnedFd,
     egress: Option<tokio::task::AbortHandle>,
 }
 
@@ -138,10 +140,17 @@ impl WarmSandbox {
         relay: Option<crate::runtime::RelaySink>,
     ) -> Result<Self, RunnerError> {
         let spawn = |e: std::io::Error| RunnerError::Spawn(e);
+        // Once per process, what an earlier hookbox left behind when it died goes first.
+        static SWEPT: std::sync::Once = std::sync::Once::new();
+        SWEPT.call_once(|| {
+            let runsc = runsc.clone();
+            tokio::task::spawn_blocking(move || runsc.sweep_bundles(&std::env::temp_dir()));
+        });
         let bundle = tempfile::Builder::new()
-            .prefix("hookbox-gvisor-")
+            .prefix(crate::gvisor::BUNDLE_PREFIX)
             .tempdir()
             .map_err(spawn)?;
+        let lock = crate::gvisor::lock_bundle(bundle.path()).map_err(spawn)?;
         let staged =
             crate::gvisor::write_bundle(bundle.path(), &key, &launcher.program, &launcher.args)
                 .map_err(|e| RunnerError::Sandbox(e.to_string()))?;
@@ -199,6 +208,7 @@ impl WarmSandbox {
                 runsc: runsc.clone(),
                 id,
                 bundle,
+                _lock: lock,
                 egress: None,
             }),
         };

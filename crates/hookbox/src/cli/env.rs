@@ -51,11 +51,12 @@ pub struct RuntimeArgs {
         long,
         global = true,
         value_name = "RUNTIME",
+        env = "HOOKBOX_RUNTIME",
         default_value = "namespaces"
     )]
     pub runtime: RuntimeKind,
     /// The `runsc` binary for gVisor environments (default: the first on PATH).
-    #[arg(long, global = true, value_name = "PATH")]
+    #[arg(long, global = true, value_name = "PATH", env = "HOOKBOX_RUNSC")]
     pub runsc: Option<PathBuf>,
     /// gVisor's platform: `systrap` (works everywhere), `ptrace` or `kvm`.
     #[arg(

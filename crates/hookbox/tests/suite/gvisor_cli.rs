@@ -160,6 +160,10 @@ fn serve_refuses_a_config_that_needs_gvisor_without_a_usable_runsc() {
             data.path().to_str().unwrap(),
             "--config",
             config.to_str().unwrap(),
+            // The default runtime stays namespaces (even when the suite runs under
+            // HOOKBOX_RUNTIME=gvisor): the config alone needs gVisor here.
+            "--runtime",
+            "namespaces",
             "--runsc",
             "/nonexistent/runsc",
         ],
