@@ -8,7 +8,8 @@
 #   5. runs the reference documentation's first example (the security gate) against it with the
 #      unmodified google-genai SDK;
 #   6. stops it with the unit's KillSignal (SIGTERM) and checks it exited 0 and left no mount;
-#   7. purges the package.
+#   7. does 4 to 6 again with HOOKBOX_RUNTIME=gvisor, as /etc/default/hookbox would set it;
+#   8. purges the package.
 # Ends with `N passed, M failed`.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -72,51 +73,69 @@ fi
 # Start it the way the unit does.
 exec_start=$(sed -n 's/^ExecStart=//p' "$unit")
 caps=$(sed -n 's/^CapabilityBoundingSet=//p' "$unit" | tr 'A-Z' 'a-z' | sed 's/cap_//g; s/ /,+/g')
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 set -a
 # shellcheck disable=SC1091
 . /etc/default/hookbox
 set +a
-HOOKBOX_ARGS="--listen 127.0.0.1:$port"
-read -ra words <<<"$exec_start"
-argv=()
-for w in "${words[@]}"; do
-    if [ "$w" = '$HOOKBOX_ARGS' ]; then
-        read -ra extra <<<"$HOOKBOX_ARGS"
-        argv+=("${extra[@]}")
-    else
-        argv+=("$w")
+# One start of the installed binary as the unit starts it, the reference's first example
+# against it, and a stop with the unit's KillSignal. $1 names the run in the checks; the rest
+# are extra words for HOOKBOX_ARGS.
+log=""
+out=""
+serve_as_unit() {
+    local label=$1
+    shift
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    HOOKBOX_ARGS="--listen 127.0.0.1:$port $*"
+    read -ra words <<<"$exec_start"
+    argv=()
+    for w in "${words[@]}"; do
+        if [ "$w" = '$HOOKBOX_ARGS' ]; then
+            read -ra extra <<<"$HOOKBOX_ARGS"
+            argv+=("${extra[@]}")
+        else
+            argv+=("$w")
+        fi
+    done
+    mkdir -m 0700 "$state" # StateDirectory=hookbox, StateDirectoryMode=0700
+    log=$(mktemp)
+    setpriv --bounding-set "-all,+$caps" -- "${argv[@]}" >"$log" 2>&1 &
+    pid=$!
+    for _ in $(seq 300); do
+        grep -q "listening on" "$log" && break
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.05
+    done
+    check "$label: the installed hookbox serves as the unit starts it" grep -q "listening on http://127.0.0.1:$port" "$log"
+    if [ "${HOOKBOX_RUNTIME:-}" = gvisor ]; then
+        check "$label: it found runsc and runs environments under gVisor" grep -q "^runtime: gvisor (runsc release" "$log"
     fi
-done
-mkdir -m 0700 "$state" # StateDirectory=hookbox, StateDirectoryMode=0700
-log=$(mktemp)
-setpriv --bounding-set "-all,+$caps" -- "${argv[@]}" >"$log" 2>&1 &
-pid=$!
-for _ in $(seq 300); do
-    grep -q "listening on" "$log" && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.05
-done
-check "the installed hookbox serves as the unit starts it" grep -q "listening on http://127.0.0.1:$port" "$log"
+
+    out=$(HOOKBOX_BASE_URL="http://127.0.0.1:$port" HOOKBOX_TEST_KEY=local \
+        "$venv/bin/python" "$root/tests/conformance/reference/1_security_gate.py" 2>&1 || true)
+    check "$label: the reference's first example: the gate's reason reaches the SDK" \
+        grep -q "Destructive command blocked by security gate." <<<"$out"
+
+    kill -TERM "$pid"
+    status=0
+    wait "$pid" || status=$?
+    pid=""
+    check "$label: SIGTERM: a clean exit" test "$status" -eq 0
+    check "$label: no mount left under $state" sh -c "! awk -v d='$state/' 'index(\$5, d) == 1' /proc/self/mountinfo | grep -q ."
+    if (( failed )); then
+        echo "--- hookbox serve (installed, $label) log ---"
+        tail -n 40 "$log"
+        echo "--- example output ---"
+        echo "$out" | tail -n 20
+    fi
+    awk -v d="$state/" 'index($5, d) == 1 {print $5}' /proc/self/mountinfo | sort -r | xargs -r -n1 umount -l
+    rm -rf "$state"
+}
 
 [[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"
 "$venv/bin/pip" install --quiet --disable-pip-version-check "google-genai>=3.3.0"
-out=$(HOOKBOX_BASE_URL="http://127.0.0.1:$port" HOOKBOX_TEST_KEY=local \
-    "$venv/bin/python" "$root/tests/conformance/reference/1_security_gate.py" 2>&1 || true)
-check "the reference's first example: the gate's reason reaches the SDK" \
-    grep -q "Destructive command blocked by security gate." <<<"$out"
-
-kill -TERM "$pid"
-status=0
-wait "$pid" || status=$?
-pid=""
-check "SIGTERM: a clean exit" test "$status" -eq 0
-check "no mount left under $state" sh -c "! awk -v d='$state/' 'index(\$5, d) == 1' /proc/self/mountinfo | grep -q ."
-if (( failed )); then
-    echo "--- hookbox serve (installed) log ---"
-    tail -n 40 "$log"
-    echo "--- example output ---"
-    echo "$out" | tail -n 20
-fi
+serve_as_unit namespaces
+# The same unit with gVisor, as /etc/default/hookbox would ask for it (HOOKBOX_RUNTIME).
+HOOKBOX_RUNTIME=gvisor serve_as_unit gvisor
 echo "$passed passed, $failed failed"
 (( failed == 0 ))

@@ -367,6 +367,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             anyhow::anyhow!("the config file gives a project runtime = \"gvisor\": {e}")
         })?;
     }
+    let runtime_label = runtime_label(&sandbox, quotas.names_runtime(RuntimeKind::Gvisor));
     if let Some(range) = args.sandbox_uid_range {
         sandbox.identities = Some(range);
     }
@@ -490,7 +491,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     if let Some((bound, _)) = &metrics {
         println!("metrics: http://{bound}/metrics");
     }
-    println!("{}", banner(addr, &data_dir, &model_label, has_keys));
+    println!(
+        "{}",
+        banner(addr, &data_dir, &model_label, &runtime_label, has_keys)
+    );
     if args.insecure_no_isolation {
         println!("\n{NO_ISOLATION_WARNING}");
     }
@@ -633,8 +637,36 @@ struct SnapshotArgs {
     local_cache_bytes: Option<u64>,
 }
 
+/// The banner's `runtime:` line: what new environments run on, and the checked `runsc` when
+/// gVisor is in use (by default, or for projects that `config_names_gvisor`).
+fn runtime_label(sandbox: &SandboxOptions, config_names_gvisor: bool) -> String {
+    let runsc = || match sandbox.gvisor.check() {
+        Ok(runsc) => format!(
+            "runsc release {} at {}, {}",
+            runsc.release,
+            runsc.path.display(),
+            runsc.platform
+        ),
+        Err(e) => e,
+    };
+    match sandbox.runtime {
+        RuntimeKind::Gvisor => format!("gvisor ({})", runsc()),
+        RuntimeKind::Namespaces if config_names_gvisor => format!(
+            "namespaces; gvisor for the projects the config file names ({})",
+            runsc()
+        ),
+        RuntimeKind::Namespaces => "namespaces".to_owned(),
+    }
+}
+
 /// What `serve` prints on stdout once it listens.
-pub fn banner(addr: SocketAddr, data_dir: &Path, model: &str, keyed: bool) -> String {
+pub fn banner(
+    addr: SocketAddr,
+    data_dir: &Path,
+    model: &str,
+    runtime: &str,
+    keyed: bool,
+) -> String {
     let url = format!("http://{addr}");
     let (mode, key) = if keyed {
         ("API keys required", "<your API key>")
@@ -645,6 +677,7 @@ pub fn banner(addr: SocketAddr, data_dir: &Path, model: &str, keyed: bool) -> St
         "hookbox is listening on {url} ({mode})\n\
          data dir: {}\n\
          model: {model}\n\
+         runtime: {runtime}\n\
          \n\
          Point the google-genai SDK (>= 3.3.0) at it:\n\
          \n\

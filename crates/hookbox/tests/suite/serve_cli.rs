@@ -92,6 +92,21 @@ fn banner_says_where_and_how_to_connect() {
         .banner
         .replace(&dir.path().display().to_string(), "[DATA]")
         .replace(&port, "[PORT]");
+    // The runtime line says what this run of the suite asked for (HOOKBOX_RUNTIME).
+    let runtime = banner
+        .lines()
+        .find(|l| l.starts_with("runtime: "))
+        .unwrap_or_default()
+        .to_owned();
+    if std::env::var("HOOKBOX_RUNTIME").as_deref() == Ok("gvisor") {
+        assert!(
+            runtime.starts_with("runtime: gvisor (runsc release "),
+            "{runtime}"
+        );
+    } else {
+        assert_eq!(runtime, "runtime: namespaces");
+    }
+    let banner = banner.replace(&runtime, "runtime: [RUNTIME]");
     insta::assert_snapshot!(banner);
     let resp = http(&server.addr, "GET", "/v1/environments", "");
     assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
