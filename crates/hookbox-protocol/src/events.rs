@@ -27,8 +27,12 @@ pub const EGRESS_DENIED: &str = "egress.denied";
 /// How many environments have a checkpoint scheduled or running (pending_checkpoints).
 pub const PENDING_CHECKPOINTS: &str = "snapshot.pending";
 
+/// One webhook delivery attempt ended (webhook_id, event, outcome: `delivered`, `retrying`,
+/// `gave_up`; status, attempt).
+pub const WEBHOOK_DELIVERY: &str = "webhook.delivery";
+
 /// Every name above.
-pub const ALL: [&str; 10] = [
+pub const ALL: [&str; 11] = [
     HOOK_RAN,
     HOOK_FAILED,
     TOOL_FINISHED,
@@ -39,4 +43,5 @@ pub const ALL: [&str; 10] = [
     EGRESS_ALLOWED,
     EGRESS_DENIED,
     PENDING_CHECKPOINTS,
+    WEBHOOK_DELIVERY,
 ];

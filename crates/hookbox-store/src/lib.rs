@@ -15,6 +15,7 @@ pub mod pg_tls;
 pub mod postgres;
 pub mod sqlite;
 pub mod time;
+pub mod webhooks;
 
 use async_trait::async_trait;
 use hookbox_protocol::api::{
@@ -27,6 +28,9 @@ use serde_json::{Map, Value};
 pub use crypto::SecretKey;
 pub use postgres::{PostgresCluster, PostgresOptions, PostgresStore};
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
+pub use webhooks::{
+    AttemptOutcome, ClaimedDelivery, DeliveryRecord, DeliveryStatus, SigningKey, WebhookRecord,
+};
 
 /// The associated data that binds a credential's ciphertext to its project and id. The default
 /// project keeps the form used before projects existed, so rows sealed then stay readable.
@@ -524,6 +528,92 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn get_agent(&self, project: &str, id: &str) -> Result<Option<Agent>>;
     async fn list_agents(&self, project: &str, page: &Page) -> Result<Paged<Agent>>;
     async fn delete_agent(&self, project: &str, id: &str) -> Result<bool>;
+
+    /// Stores a new webhook of `project` with its first signing secret (sealed).
+    /// [`Error::AlreadyExists`] on a taken id.
+    async fn create_webhook(
+        &self,
+        project: &str,
+        record: &WebhookRecord,
+        key: &SigningKey,
+    ) -> Result<()>;
+    /// The webhook, its live secrets shown truncated.
+    async fn get_webhook(
+        &self,
+        project: &str,
+        id: &str,
+        now: &str,
+    ) -> Result<Option<WebhookRecord>>;
+    async fn list_webhooks(
+        &self,
+        project: &str,
+        page: &Page,
+        now: &str,
+    ) -> Result<Paged<WebhookRecord>>;
+    /// Applies a (validated) partial update; the record after it, `None` if there is none.
+    async fn update_webhook(
+        &self,
+        project: &str,
+        id: &str,
+        update: &hookbox_protocol::webhooks::WebhookUpdate,
+        now: &str,
+    ) -> Result<Option<WebhookRecord>>;
+    /// Makes `new` the current secret; the previous ones expire at `previous_expire` (`None`:
+    /// now). The record after it, `None` if there is none.
+    async fn rotate_webhook_secret(
+        &self,
+        project: &str,
+        id: &str,
+        new: &SigningKey,
+        previous_expire: Option<&str>,
+        now: &str,
+    ) -> Result<Option<WebhookRecord>>;
+    /// Deletes the webhook and every delivery of it; `false` if it did not exist.
+    async fn delete_webhook(&self, project: &str, id: &str) -> Result<bool>;
+    /// The secrets a delivery is signed with at `now`, in full. Only for the deliverer: never
+    /// return them to a client.
+    async fn webhook_signing_keys(
+        &self,
+        project: &str,
+        id: &str,
+        now: &str,
+    ) -> Result<Option<Vec<SigningKey>>>;
+    /// Writes one delivery of event `kind` (with `data`) for every webhook of `project` that
+    /// wants it, or only for webhook `only` (a ping); their ids. Interaction events are written
+    /// by [`Store::update_status`] and the recoveries themselves, in their transaction.
+    async fn enqueue_webhook_event(
+        &self,
+        project: &str,
+        kind: &str,
+        data: &Value,
+        only: Option<&str>,
+        now: &str,
+    ) -> Result<Vec<String>>;
+    /// Claims up to `limit` pending deliveries due at `now_ms` (of enabled webhooks; pings
+    /// always) until `lease_until_ms`: another claim skips them until then, so a claimer that
+    /// dies only delays them.
+    async fn claim_webhook_deliveries(
+        &self,
+        now_ms: i64,
+        lease_until_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<ClaimedDelivery>>;
+    /// Records how an attempt of delivery `id` ended, and counts it for its webhook.
+    async fn finish_webhook_delivery(
+        &self,
+        id: &str,
+        outcome: &AttemptOutcome,
+        now: &str,
+    ) -> Result<()>;
+    /// Deliveries of one webhook, newest first.
+    async fn list_webhook_deliveries(
+        &self,
+        project: &str,
+        webhook_id: &str,
+        page: &Page,
+    ) -> Result<Paged<DeliveryRecord>>;
+    /// When the next pending delivery of an enabled webhook falls due (unix ms), if any.
+    async fn next_webhook_delivery_ms(&self) -> Result<Option<i64>>;
 
     /// Creates a managed project. [`Error::AlreadyExists`] on a taken name.
     async fn create_project(&self, project: &ProjectRecord) -> Result<()>;

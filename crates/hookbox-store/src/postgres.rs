@@ -23,6 +23,10 @@ use tokio::sync::broadcast;
 use tokio_postgres::Row;
 
 use crate::crypto::SecretKey;
+use crate::webhooks::{
+    self, AttemptOutcome, ClaimedDelivery, DeliveryRecord, DeliveryStatus, SigningKey,
+    WebhookRecord,
+};
 use crate::{
     ApiKeyRecord, Claim, Cluster, EnvironmentChange, EnvironmentRecord, Error, InteractionFilter,
     Page, Paged, ProjectRecord, ProjectUsage, Replica, Result, StatusUpdate, Store,
@@ -137,6 +141,40 @@ CREATE TABLE rate_buckets (
     tokens DOUBLE PRECISION NOT NULL,
     updated TIMESTAMPTZ NOT NULL
 );
+"#,
+    ),
+    // Webhooks (secrets sealed like credentials) and their outbox; SQLite's version 3.
+    (
+        5,
+        r#"
+CREATE TABLE webhooks (
+    seq BIGINT GENERATED ALWAYS AS IDENTITY,
+    project TEXT NOT NULL,
+    id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    record_json TEXT NOT NULL,
+    nonce BYTEA NOT NULL,
+    ciphertext BYTEA NOT NULL,
+    PRIMARY KEY (project, id)
+);
+CREATE TABLE webhook_deliveries (
+    seq BIGINT GENERATED ALWAYS AS IDENTITY,
+    id TEXT PRIMARY KEY,
+    project TEXT NOT NULL,
+    webhook_id TEXT NOT NULL,
+    event_type TEXT NOT NULL,
+    payload_json TEXT NOT NULL,
+    status TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_attempt_ms BIGINT,
+    last_status INTEGER,
+    last_error TEXT,
+    created TEXT NOT NULL,
+    created_ms BIGINT NOT NULL,
+    updated TEXT NOT NULL
+);
+CREATE INDEX webhook_deliveries_due ON webhook_deliveries(status, next_attempt_ms);
+CREATE INDEX webhook_deliveries_webhook ON webhook_deliveries(project, webhook_id, seq);
 "#,
     ),
 ];
@@ -747,21 +785,32 @@ impl Cluster for PostgresCluster {
             code: "replica_stopped".into(),
             message: reason.to_owned(),
         }])?;
-        let client = self.pool.get().await.map_err(pool_err)?;
-        let ids: Vec<String> = client
+        let mut client = self.pool.get().await.map_err(pool_err)?;
+        let tx = client.transaction().await?;
+        let reaped: Vec<(String, String, Option<String>)> = tx
             .query(
                 &format!(
                     "UPDATE interactions SET status = 'failed', errors_json = $1, updated = $2
                      WHERE {ACTIVE} AND replica IS NOT NULL AND replica <> $3
                        AND replica NOT IN (SELECT id FROM replicas WHERE expires_at > now())
-                     RETURNING id"
+                     RETURNING id, project, environment_id"
                 ),
                 &[&errors, &now, &self.state.replica.id],
             )
             .await?
             .iter()
-            .map(|r| r.get(0))
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
             .collect();
+        for (id, project, environment) in &reaped {
+            let data = crate::webhooks::interaction_data(
+                id,
+                InteractionStatus::Failed,
+                environment.as_deref(),
+            );
+            enqueue_in(&tx, project, "interaction.failed", &data, None, now).await?;
+        }
+        tx.commit().await?;
+        let ids: Vec<String> = reaped.into_iter().map(|(id, _, _)| id).collect();
         for id in &ids {
             client
                 .execute("SELECT pg_notify($1, $2)", &[&CHANGES_CHANNEL, id])
@@ -960,6 +1009,103 @@ impl Cluster for PostgresCluster {
     }
 }
 
+/// A webhook's record with its sealed keys opened (`FOR UPDATE` when `lock`).
+async fn read_webhook(
+    c: &impl GenericClient,
+    key: &SecretKey,
+    project: &str,
+    id: &str,
+    lock: bool,
+) -> Result<Option<(WebhookRecord, Vec<SigningKey>)>> {
+    let sql = if lock {
+        "SELECT record_json, nonce, ciphertext FROM webhooks WHERE project = $1 AND id = $2 FOR UPDATE"
+    } else {
+        "SELECT record_json, nonce, ciphertext FROM webhooks WHERE project = $1 AND id = $2"
+    };
+    let Some(row) = c.query_opt(sql, &[&project, &id]).await? else {
+        return Ok(None);
+    };
+    let record: WebhookRecord = serde_json::from_str(row.get::<_, &str>(0))?;
+    let plain = key
+        .open(
+            &webhooks::secrets_aad(project, id),
+            row.get::<_, &[u8]>(1),
+            row.get::<_, &[u8]>(2),
+        )
+        .map_err(|_| Error::Decrypt(format!("webhook {id}")))?;
+    Ok(Some((record, serde_json::from_slice(&plain)?)))
+}
+
+/// Writes a webhook's record (and, when given, its keys sealed anew).
+async fn write_webhook(
+    c: &impl GenericClient,
+    key: &SecretKey,
+    project: &str,
+    record: &WebhookRecord,
+    keys: Option<&[SigningKey]>,
+) -> Result<()> {
+    let id = &record.webhook.id;
+    let json = serde_json::to_string(record)?;
+    let state = record.webhook.state.as_str();
+    match keys {
+        Some(keys) => {
+            let (nonce, ct) = key.seal(
+                &webhooks::secrets_aad(project, id),
+                &serde_json::to_vec(keys)?,
+            )?;
+            c.execute(
+                "UPDATE webhooks SET state = $3, record_json = $4, nonce = $5, ciphertext = $6 WHERE project = $1 AND id = $2",
+                &[&project, id, &state, &json, &nonce, &ct],
+            )
+            .await?;
+        }
+        None => {
+            c.execute(
+                "UPDATE webhooks SET state = $3, record_json = $4 WHERE project = $1 AND id = $2",
+                &[&project, id, &state, &json],
+            )
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes one pending delivery of `kind` for each webhook of `project` that wants it (only
+/// `only`, when given), in `c`'s transaction; their ids.
+async fn enqueue_in(
+    c: &impl GenericClient,
+    project: &str,
+    kind: &str,
+    data: &Value,
+    only: Option<&str>,
+    now: &str,
+) -> Result<Vec<String>> {
+    let rows = c
+        .query(
+            "SELECT record_json FROM webhooks WHERE project = $1 AND ($2::TEXT IS NULL OR id = $2) ORDER BY seq",
+            &[&project, &only],
+        )
+        .await?;
+    let now_ms = webhooks::now_ms();
+    let mut ids = Vec::new();
+    for row in rows {
+        let record: WebhookRecord = serde_json::from_str(row.get::<_, &str>(0))?;
+        if !webhooks::wants(&record, kind) {
+            continue;
+        }
+        let id = webhooks::new_delivery_id();
+        let body = webhooks::event_body(&id, kind, now, data)?;
+        c.execute(
+            "INSERT INTO webhook_deliveries (id, project, webhook_id, event_type, payload_json, status, next_attempt_ms, created, created_ms, updated)
+             VALUES ($1, $2, $3, $4, $5, 'pending', $6, $7, $6, $7)",
+            &[&id, &project, &record.webhook.id, &kind, &body, &now_ms, &now],
+        )
+        .await?;
+        ids.push(id);
+    }
+    Ok(ids)
+}
+
 #[async_trait]
 impl Store for PostgresStore {
     async fn create_interaction(&self, project: &str, interaction: &Interaction) -> Result<()> {
@@ -1048,17 +1194,34 @@ impl Store for PostgresStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         self.check_fence(&tx, interaction_id).await?;
-        let n = tx
-            .execute(
-                "UPDATE interactions SET status = $2, usage_json = COALESCE($3, usage_json), errors_json = $4, updated = $5 WHERE id = $1",
-                &[&interaction_id, &update.status.as_str(), &usage, &errors, &update.updated],
+        let Some(row) = tx
+            .query_opt(
+                "SELECT status, project, environment_id FROM interactions WHERE id = $1 FOR UPDATE",
+                &[&interaction_id],
             )
-            .await?;
-        if n == 0 {
+            .await?
+        else {
             return Err(Error::NotFound {
                 what: "interaction",
                 id: interaction_id.to_owned(),
             });
+        };
+        let (old, project, environment): (String, String, Option<String>) =
+            (row.get(0), row.get(1), row.get(2));
+        tx.execute(
+            "UPDATE interactions SET status = $2, usage_json = COALESCE($3, usage_json), errors_json = $4, updated = $5 WHERE id = $1",
+            &[&interaction_id, &update.status.as_str(), &usage, &errors, &update.updated],
+        )
+        .await?;
+        if let Some(kind) =
+            crate::webhooks::interaction_event(InteractionStatus::parse(&old), update.status)
+        {
+            let data = crate::webhooks::interaction_data(
+                interaction_id,
+                update.status,
+                environment.as_deref(),
+            );
+            enqueue_in(&tx, &project, kind, &data, None, &update.updated).await?;
         }
         self.notify(&tx, interaction_id).await?;
         tx.commit().await?;
@@ -1185,21 +1348,37 @@ impl Store for PostgresStore {
             Some(_) => format!(" AND ({DEAD_REPLICA})"),
             None => String::new(),
         };
-        let mut rows = self
-            .client()
-            .await?
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let mut rows = tx
             .query(
                 &format!(
-                    "UPDATE interactions SET status = 'failed', errors_json = $1, updated = $2 WHERE {ACTIVE}{only_dead} RETURNING seq, id"
+                    "UPDATE interactions SET status = 'failed', errors_json = $1, updated = $2 WHERE {ACTIVE}{only_dead} RETURNING seq, id, project, environment_id"
                 ),
                 &[&errors, &now],
             )
             .await?
             .iter()
-            .map(|r| (r.get::<_, i64>(0), r.get::<_, String>(1)))
+            .map(|r| {
+                (
+                    r.get::<_, i64>(0),
+                    r.get::<_, String>(1),
+                    r.get::<_, String>(2),
+                    r.get::<_, Option<String>>(3),
+                )
+            })
             .collect::<Vec<_>>();
         rows.sort();
-        Ok(rows.into_iter().map(|(_, id)| id).collect())
+        for (_, id, project, environment) in &rows {
+            let data = crate::webhooks::interaction_data(
+                id,
+                InteractionStatus::Failed,
+                environment.as_deref(),
+            );
+            enqueue_in(&tx, project, "interaction.failed", &data, None, now).await?;
+        }
+        tx.commit().await?;
+        Ok(rows.into_iter().map(|(_, id, _, _)| id).collect())
     }
 
     async fn put_environment(&self, project: &str, env: &EnvironmentRecord) -> Result<()> {
@@ -1425,6 +1604,354 @@ impl Store for PostgresStore {
 
     async fn delete_agent(&self, project: &str, id: &str) -> Result<bool> {
         AGENTS.delete(&self.client().await?, project, id).await
+    }
+
+    async fn create_webhook(
+        &self,
+        project: &str,
+        record: &WebhookRecord,
+        key: &SigningKey,
+    ) -> Result<()> {
+        let id = &record.webhook.id;
+        let (nonce, ct) = self.key.seal(
+            &webhooks::secrets_aad(project, id),
+            &serde_json::to_vec(&[key])?,
+        )?;
+        let n = self
+            .client()
+            .await?
+            .execute(
+                "INSERT INTO webhooks (project, id, state, record_json, nonce, ciphertext) VALUES ($1, $2, $3, $4, $5, $6)
+                 ON CONFLICT (project, id) DO NOTHING",
+                &[
+                    &project,
+                    id,
+                    &record.webhook.state.as_str(),
+                    &serde_json::to_string(record)?,
+                    &nonce,
+                    &ct,
+                ],
+            )
+            .await?;
+        if n == 0 {
+            return Err(Error::AlreadyExists {
+                what: "webhook",
+                id: id.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    async fn get_webhook(
+        &self,
+        project: &str,
+        id: &str,
+        now: &str,
+    ) -> Result<Option<WebhookRecord>> {
+        let client = self.client().await?;
+        Ok(read_webhook(&client, &self.key, project, id, false)
+            .await?
+            .map(|(mut record, keys)| {
+                webhooks::show_secrets(&mut record, &keys, now);
+                record
+            }))
+    }
+
+    async fn list_webhooks(
+        &self,
+        project: &str,
+        page: &Page,
+        now: &str,
+    ) -> Result<Paged<WebhookRecord>> {
+        let client = self.client().await?;
+        let (after, limit) = page_bounds(page);
+        let rows = client
+            .query(
+                "SELECT seq, id FROM webhooks WHERE seq > $1 AND project = $3 ORDER BY seq LIMIT $2",
+                &[&after, &(limit + 1), &project],
+            )
+            .await?
+            .iter()
+            .map(|r| (r.get::<_, i64>(0), r.get::<_, String>(1)))
+            .collect::<Vec<_>>();
+        let page = finish_page(rows, limit);
+        let mut items = Vec::new();
+        for id in page.items {
+            if let Some((mut record, keys)) =
+                read_webhook(&client, &self.key, project, &id, false).await?
+            {
+                webhooks::show_secrets(&mut record, &keys, now);
+                items.push(record);
+            }
+        }
+        Ok(Paged {
+            items,
+            next_page_token: page.next_page_token,
+        })
+    }
+
+    async fn update_webhook(
+        &self,
+        project: &str,
+        id: &str,
+        update: &hookbox_protocol::webhooks::WebhookUpdate,
+        now: &str,
+    ) -> Result<Option<WebhookRecord>> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let Some((mut record, keys)) = read_webhook(&tx, &self.key, project, id, true).await?
+        else {
+            return Ok(None);
+        };
+        webhooks::apply_update(&mut record, update, now);
+        write_webhook(&tx, &self.key, project, &record, None).await?;
+        tx.commit().await?;
+        webhooks::show_secrets(&mut record, &keys, now);
+        Ok(Some(record))
+    }
+
+    async fn rotate_webhook_secret(
+        &self,
+        project: &str,
+        id: &str,
+        new: &SigningKey,
+        previous_expire: Option<&str>,
+        now: &str,
+    ) -> Result<Option<WebhookRecord>> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let Some((mut record, keys)) = read_webhook(&tx, &self.key, project, id, true).await?
+        else {
+            return Ok(None);
+        };
+        let keys = webhooks::rotate(keys, new.clone(), previous_expire, now);
+        record.webhook.update_time = now.to_owned();
+        write_webhook(&tx, &self.key, project, &record, Some(&keys)).await?;
+        tx.commit().await?;
+        webhooks::show_secrets(&mut record, &keys, now);
+        Ok(Some(record))
+    }
+
+    async fn delete_webhook(&self, project: &str, id: &str) -> Result<bool> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let n = tx
+            .execute(
+                "DELETE FROM webhooks WHERE project = $1 AND id = $2",
+                &[&project, &id],
+            )
+            .await?;
+        tx.execute(
+            "DELETE FROM webhook_deliveries WHERE project = $1 AND webhook_id = $2",
+            &[&project, &id],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(n > 0)
+    }
+
+    async fn webhook_signing_keys(
+        &self,
+        project: &str,
+        id: &str,
+        now: &str,
+    ) -> Result<Option<Vec<SigningKey>>> {
+        let client = self.client().await?;
+        Ok(read_webhook(&client, &self.key, project, id, false)
+            .await?
+            .map(|(_, keys)| keys.into_iter().filter(|k| k.live_at(now)).collect()))
+    }
+
+    async fn enqueue_webhook_event(
+        &self,
+        project: &str,
+        kind: &str,
+        data: &Value,
+        only: Option<&str>,
+        now: &str,
+    ) -> Result<Vec<String>> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let ids = enqueue_in(&tx, project, kind, data, only, now).await?;
+        tx.commit().await?;
+        Ok(ids)
+    }
+
+    async fn claim_webhook_deliveries(
+        &self,
+        now_ms: i64,
+        lease_until_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<ClaimedDelivery>> {
+        let rows = self
+            .client()
+            .await?
+            .query(
+                "UPDATE webhook_deliveries d SET next_attempt_ms = $2
+                 FROM webhooks w
+                 WHERE d.id IN (
+                     SELECT d2.id FROM webhook_deliveries d2
+                     JOIN webhooks w2 ON w2.project = d2.project AND w2.id = d2.webhook_id
+                     WHERE d2.status = 'pending' AND d2.next_attempt_ms <= $1
+                       AND (w2.state = 'enabled' OR d2.event_type = $4)
+                     ORDER BY d2.next_attempt_ms, d2.seq LIMIT $3
+                     FOR UPDATE OF d2 SKIP LOCKED)
+                   AND w.project = d.project AND w.id = d.webhook_id
+                 RETURNING d.id, d.project, d.webhook_id, d.event_type, d.payload_json, d.attempts, d.created_ms, w.record_json, d.seq",
+                &[
+                    &now_ms,
+                    &lease_until_ms,
+                    &i64::from(limit),
+                    &hookbox_protocol::webhooks::PING_EVENT,
+                ],
+            )
+            .await?;
+        // RETURNING has no order; hand them out oldest first, as SQLite does.
+        let mut rows = rows;
+        rows.sort_by_key(|r| r.get::<_, i64>(8));
+        rows.iter()
+            .map(|r| {
+                let record: WebhookRecord = serde_json::from_str(r.get::<_, &str>(7))?;
+                Ok(ClaimedDelivery {
+                    id: r.get(0),
+                    project: r.get(1),
+                    webhook_id: r.get(2),
+                    event_type: r.get(3),
+                    payload: r.get(4),
+                    attempts: u32::try_from(r.get::<_, i32>(5)).unwrap_or(0),
+                    created_ms: r.get(6),
+                    uri: record.webhook.uri,
+                })
+            })
+            .collect()
+    }
+
+    async fn finish_webhook_delivery(
+        &self,
+        id: &str,
+        outcome: &AttemptOutcome,
+        now: &str,
+    ) -> Result<()> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let Some(row) = tx
+            .query_opt(
+                "SELECT project, webhook_id FROM webhook_deliveries WHERE id = $1",
+                &[&id],
+            )
+            .await?
+        else {
+            // Deleted with its webhook meanwhile.
+            return Ok(());
+        };
+        let (project, webhook_id): (String, String) = (row.get(0), row.get(1));
+        let webhook = read_webhook(&tx, &self.key, &project, &webhook_id, true).await?;
+        match outcome {
+            AttemptOutcome::Delivered { status } => {
+                tx.execute(
+                    "UPDATE webhook_deliveries SET status = 'delivered', attempts = attempts + 1, next_attempt_ms = NULL, last_status = $2, last_error = NULL, updated = $3 WHERE id = $1",
+                    &[&id, &i32::from(*status), &now],
+                )
+                .await?;
+                if let Some((mut record, _)) = webhook
+                    && (record.consecutive_failures > 0 || record.last_error.is_some())
+                {
+                    record.consecutive_failures = 0;
+                    record.last_error = None;
+                    write_webhook(&tx, &self.key, &project, &record, None).await?;
+                }
+            }
+            AttemptOutcome::Failed {
+                error,
+                status,
+                retry_at_ms,
+                disable_after,
+            } => {
+                let state = if retry_at_ms.is_some() {
+                    "pending"
+                } else {
+                    "failed"
+                };
+                tx.execute(
+                    "UPDATE webhook_deliveries SET status = $2, attempts = attempts + 1, next_attempt_ms = $3, last_status = $4, last_error = $5, updated = $6 WHERE id = $1",
+                    &[&id, &state, retry_at_ms, &status.map(i32::from), error, &now],
+                )
+                .await?;
+                if let Some((mut record, _)) = webhook {
+                    webhooks::count_failure(&mut record, error, *disable_after, now);
+                    write_webhook(&tx, &self.key, &project, &record, None).await?;
+                }
+            }
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn list_webhook_deliveries(
+        &self,
+        project: &str,
+        webhook_id: &str,
+        page: &Page,
+    ) -> Result<Paged<DeliveryRecord>> {
+        let before = page
+            .token
+            .as_deref()
+            .and_then(|t| t.parse::<i64>().ok())
+            .unwrap_or(i64::MAX);
+        let limit = i64::from(page.limit());
+        let rows = self
+            .client()
+            .await?
+            .query(
+                "SELECT seq, id, event_type, status, attempts, created, updated, last_status, last_error, next_attempt_ms
+                 FROM webhook_deliveries WHERE project = $1 AND webhook_id = $2 AND seq < $3
+                 ORDER BY seq DESC LIMIT $4",
+                &[&project, &webhook_id, &before, &(limit + 1)],
+            )
+            .await?;
+        let rows = rows
+            .iter()
+            .map(|r| {
+                let status = DeliveryStatus::parse(r.get::<_, &str>(3))?;
+                Ok((
+                    r.get::<_, i64>(0),
+                    DeliveryRecord {
+                        id: r.get(1),
+                        webhook_id: webhook_id.to_owned(),
+                        event_type: r.get(2),
+                        status,
+                        attempts: u32::try_from(r.get::<_, i32>(4)).unwrap_or(0),
+                        created: r.get(5),
+                        updated: r.get(6),
+                        last_status: r
+                            .get::<_, Option<i32>>(7)
+                            .and_then(|s| u16::try_from(s).ok()),
+                        last_error: r.get(8),
+                        next_attempt_ms: r
+                            .get::<_, Option<i64>>(9)
+                            .filter(|_| status == DeliveryStatus::Pending),
+                    },
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let page = finish_page(rows, limit);
+        Ok(Paged {
+            items: page.items,
+            next_page_token: page.next_page_token,
+        })
+    }
+
+    async fn next_webhook_delivery_ms(&self) -> Result<Option<i64>> {
+        Ok(self
+            .client()
+            .await?
+            .query_one(
+                "SELECT MIN(d.next_attempt_ms) FROM webhook_deliveries d JOIN webhooks w ON w.project = d.project AND w.id = d.webhook_id
+                 WHERE d.status = 'pending' AND (w.state = 'enabled' OR d.event_type = $1)",
+                &[&hookbox_protocol::webhooks::PING_EVENT],
+            )
+            .await?
+            .get::<_, Option<i64>>(0))
     }
 
     async fn create_project(&self, project: &ProjectRecord) -> Result<()> {

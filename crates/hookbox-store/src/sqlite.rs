@@ -19,6 +19,10 @@ use hookbox_protocol::api::{
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::crypto::SecretKey;
+use crate::webhooks::{
+    self, AttemptOutcome, ClaimedDelivery, DeliveryRecord, DeliveryStatus, SigningKey,
+    WebhookRecord,
+};
 use crate::{
     ApiKeyRecord, EnvironmentChange, EnvironmentRecord, Error, InteractionFilter, Page, Paged,
     ProjectRecord, ProjectUsage, Result, StatusUpdate, Store, apply_credential_update,
@@ -147,10 +151,43 @@ CREATE TABLE api_keys (
 );
 "#,
     ),
+    // Webhooks (secrets sealed like credentials) and their outbox.
+    (
+        3,
+        r#"
+CREATE TABLE webhooks (
+    project TEXT NOT NULL,
+    id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    record_json TEXT NOT NULL,
+    nonce BLOB NOT NULL,
+    ciphertext BLOB NOT NULL,
+    PRIMARY KEY (project, id)
+);
+CREATE TABLE webhook_deliveries (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    project TEXT NOT NULL,
+    webhook_id TEXT NOT NULL,
+    event_type TEXT NOT NULL,
+    payload_json TEXT NOT NULL,
+    status TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_attempt_ms INTEGER,
+    last_status INTEGER,
+    last_error TEXT,
+    created TEXT NOT NULL,
+    created_ms INTEGER NOT NULL,
+    updated TEXT NOT NULL
+);
+CREATE INDEX webhook_deliveries_due ON webhook_deliveries(status, next_attempt_ms);
+CREATE INDEX webhook_deliveries_webhook ON webhook_deliveries(project, webhook_id, seq);
+"#,
+    ),
 ];
 
 /// The latest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// SQLite-backed [`Store`].
 #[derive(Debug, Clone)]
@@ -418,6 +455,102 @@ fn read_interaction(conn: &Connection, project: &str, id: &str) -> Result<Option
     Ok(Some(interaction))
 }
 
+/// A webhook's record with its sealed keys opened, read inside `conn`'s transaction.
+fn read_webhook(
+    conn: &Connection,
+    key: &SecretKey,
+    project: &str,
+    id: &str,
+) -> Result<Option<(WebhookRecord, Vec<SigningKey>)>> {
+    let row = conn
+        .prepare_cached(
+            "SELECT record_json, nonce, ciphertext FROM webhooks WHERE project = ?1 AND id = ?2",
+        )?
+        .query_row(params![project, id], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, Vec<u8>>(1)?,
+                r.get::<_, Vec<u8>>(2)?,
+            ))
+        })
+        .optional()?;
+    let Some((json, nonce, ct)) = row else {
+        return Ok(None);
+    };
+    let record: WebhookRecord = serde_json::from_str(&json)?;
+    let plain = key
+        .open(&webhooks::secrets_aad(project, id), &nonce, &ct)
+        .map_err(|_| Error::Decrypt(format!("webhook {id}")))?;
+    Ok(Some((record, serde_json::from_slice(&plain)?)))
+}
+
+/// Writes a webhook's record (and, when given, its keys sealed anew).
+fn write_webhook(
+    conn: &Connection,
+    key: &SecretKey,
+    project: &str,
+    record: &WebhookRecord,
+    keys: Option<&[SigningKey]>,
+) -> Result<()> {
+    let id = &record.webhook.id;
+    let json = serde_json::to_string(record)?;
+    let state = record.webhook.state.as_str();
+    match keys {
+        Some(keys) => {
+            let (nonce, ct) = key.seal(
+                &webhooks::secrets_aad(project, id),
+                &serde_json::to_vec(keys)?,
+            )?;
+            conn.prepare_cached(
+                "UPDATE webhooks SET state = ?3, record_json = ?4, nonce = ?5, ciphertext = ?6 WHERE project = ?1 AND id = ?2",
+            )?
+            .execute(params![project, id, state, json, nonce, ct])?;
+        }
+        None => {
+            conn.prepare_cached(
+                "UPDATE webhooks SET state = ?3, record_json = ?4 WHERE project = ?1 AND id = ?2",
+            )?
+            .execute(params![project, id, state, json])?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes one pending delivery of `kind` for each webhook of `project` that wants it (only
+/// `only`, when given), inside `conn`'s transaction; their ids.
+fn enqueue_in(
+    conn: &Connection,
+    project: &str,
+    kind: &str,
+    data: &Value,
+    only: Option<&str>,
+    now: &str,
+) -> Result<Vec<String>> {
+    let records = conn
+        .prepare_cached(
+            "SELECT record_json FROM webhooks WHERE project = ?1 AND (?2 IS NULL OR id = ?2) ORDER BY rowid",
+        )?
+        .query_map(params![project, only], |r| r.get::<_, String>(0))?
+        .collect::<rusqlite::Result<Vec<String>>>()?;
+    let now_ms = webhooks::now_ms();
+    let mut ids = Vec::new();
+    for json in records {
+        let record: WebhookRecord = serde_json::from_str(&json)?;
+        if !webhooks::wants(&record, kind) {
+            continue;
+        }
+        let id = webhooks::new_delivery_id();
+        let body = webhooks::event_body(&id, kind, now, data)?;
+        conn.prepare_cached(
+            "INSERT INTO webhook_deliveries (id, project, webhook_id, event_type, payload_json, status, next_attempt_ms, created, created_ms, updated)
+             VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?7, ?6, ?7)",
+        )?
+        .execute(params![id, project, record.webhook.id, kind, body, now_ms, now])?;
+        ids.push(id);
+    }
+    Ok(ids)
+}
+
 #[async_trait]
 impl Store for SqliteStore {
     async fn create_interaction(&self, project: &str, interaction: &Interaction) -> Result<()> {
@@ -499,15 +632,36 @@ impl Store for SqliteStore {
         let errors = serde_json::to_string(&update.errors)?;
         let status = update.status.as_str();
         let updated = update.updated.clone();
+        let new_status = update.status;
         self.with(move |conn, _| {
-            let n = conn
+            let tx = conn.transaction()?;
+            let Some((old, project, environment)) = tx
                 .prepare_cached(
-                    "UPDATE interactions SET status = ?2, usage_json = COALESCE(?3, usage_json), errors_json = ?4, updated = ?5 WHERE id = ?1",
+                    "SELECT status, project, environment_id FROM interactions WHERE id = ?1",
                 )?
-                .execute(params![id, status, usage, errors, updated])?;
-            if n == 0 {
+                .query_row(params![id], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, Option<String>>(2)?,
+                    ))
+                })
+                .optional()?
+            else {
                 return Err(Error::NotFound { what: "interaction", id });
+            };
+            tx.prepare_cached(
+                "UPDATE interactions SET status = ?2, usage_json = COALESCE(?3, usage_json), errors_json = ?4, updated = ?5 WHERE id = ?1",
+            )?
+            .execute(params![id, status, usage, errors, updated])?;
+            if let Some(kind) =
+                crate::webhooks::interaction_event(InteractionStatus::parse(&old), new_status)
+            {
+                let data =
+                    crate::webhooks::interaction_data(&id, new_status, environment.as_deref());
+                enqueue_in(&tx, &project, kind, &data, None, &updated)?;
             }
+            tx.commit()?;
             Ok(())
         })
         .await
@@ -620,16 +774,30 @@ impl Store for SqliteStore {
         let now = now.to_owned();
         self.with(move |conn, _| {
             let tx = conn.transaction()?;
-            let ids = tx
-                .prepare("SELECT id FROM interactions WHERE status IN ('queued', 'in_progress') ORDER BY rowid")?
-                .query_map([], |r| r.get::<_, String>(0))?
-                .collect::<rusqlite::Result<Vec<String>>>()?;
+            let rows = tx
+                .prepare("SELECT id, project, environment_id FROM interactions WHERE status IN ('queued', 'in_progress') ORDER BY rowid")?
+                .query_map([], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, Option<String>>(2)?,
+                    ))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
             tx.execute(
                 "UPDATE interactions SET status = 'failed', errors_json = ?1, updated = ?2 WHERE status IN ('queued', 'in_progress')",
                 params![errors, now],
             )?;
+            for (id, project, environment) in &rows {
+                let data = crate::webhooks::interaction_data(
+                    id,
+                    InteractionStatus::Failed,
+                    environment.as_deref(),
+                );
+                enqueue_in(&tx, project, "interaction.failed", &data, None, &now)?;
+            }
             tx.commit()?;
-            Ok(ids)
+            Ok(rows.into_iter().map(|(id, _, _)| id).collect())
         })
         .await
     }
@@ -878,6 +1046,391 @@ impl Store for SqliteStore {
         let (project, id) = (project.to_owned(), id.to_owned());
         self.with(move |conn, _| AGENTS.delete(conn, &project, &id))
             .await
+    }
+
+    async fn create_webhook(
+        &self,
+        project: &str,
+        record: &WebhookRecord,
+        key: &SigningKey,
+    ) -> Result<()> {
+        let (project, record, signing) = (project.to_owned(), record.clone(), key.clone());
+        self.with(move |conn, key| {
+            let id = record.webhook.id.clone();
+            let (nonce, ct) = key.seal(
+                &webhooks::secrets_aad(&project, &id),
+                &serde_json::to_vec(&[signing])?,
+            )?;
+            let n = conn.execute(
+                "INSERT OR IGNORE INTO webhooks (project, id, state, record_json, nonce, ciphertext) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![
+                    project,
+                    id,
+                    record.webhook.state.as_str(),
+                    serde_json::to_string(&record)?,
+                    nonce,
+                    ct
+                ],
+            )?;
+            if n == 0 {
+                return Err(Error::AlreadyExists { what: "webhook", id });
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn get_webhook(
+        &self,
+        project: &str,
+        id: &str,
+        now: &str,
+    ) -> Result<Option<WebhookRecord>> {
+        let (project, id, now) = (project.to_owned(), id.to_owned(), now.to_owned());
+        self.with(move |conn, key| {
+            Ok(
+                read_webhook(conn, key, &project, &id)?.map(|(mut record, keys)| {
+                    webhooks::show_secrets(&mut record, &keys, &now);
+                    record
+                }),
+            )
+        })
+        .await
+    }
+
+    async fn list_webhooks(
+        &self,
+        project: &str,
+        page: &Page,
+        now: &str,
+    ) -> Result<Paged<WebhookRecord>> {
+        let (project, page, now) = (project.to_owned(), page.clone(), now.to_owned());
+        self.with(move |conn, key| {
+            let rows = paged_json(
+                conn,
+                "SELECT rowid, id FROM webhooks WHERE rowid > ?1 AND project = ?3 ORDER BY rowid LIMIT ?2",
+                &project,
+                &page,
+            )?;
+            let mut items = Vec::new();
+            for (_, id) in rows.items {
+                if let Some((mut record, keys)) = read_webhook(conn, key, &project, &id)? {
+                    webhooks::show_secrets(&mut record, &keys, &now);
+                    items.push(record);
+                }
+            }
+            Ok(Paged {
+                items,
+                next_page_token: rows.next_page_token,
+            })
+        })
+        .await
+    }
+
+    async fn update_webhook(
+        &self,
+        project: &str,
+        id: &str,
+        update: &hookbox_protocol::webhooks::WebhookUpdate,
+        now: &str,
+    ) -> Result<Option<WebhookRecord>> {
+        let (project, id, update, now) = (
+            project.to_owned(),
+            id.to_owned(),
+            update.clone(),
+            now.to_owned(),
+        );
+        self.with(move |conn, key| {
+            let tx = conn.transaction()?;
+            let Some((mut record, keys)) = read_webhook(&tx, key, &project, &id)? else {
+                return Ok(None);
+            };
+            webhooks::apply_update(&mut record, &update, &now);
+            write_webhook(&tx, key, &project, &record, None)?;
+            tx.commit()?;
+            webhooks::show_secrets(&mut record, &keys, &now);
+            Ok(Some(record))
+        })
+        .await
+    }
+
+    async fn rotate_webhook_secret(
+        &self,
+        project: &str,
+        id: &str,
+        new: &SigningKey,
+        previous_expire: Option<&str>,
+        now: &str,
+    ) -> Result<Option<WebhookRecord>> {
+        let (project, id, new, previous_expire, now) = (
+            project.to_owned(),
+            id.to_owned(),
+            new.clone(),
+            previous_expire.map(str::to_owned),
+            now.to_owned(),
+        );
+        self.with(move |conn, key| {
+            let tx = conn.transaction()?;
+            let Some((mut record, keys)) = read_webhook(&tx, key, &project, &id)? else {
+                return Ok(None);
+            };
+            let keys = webhooks::rotate(keys, new, previous_expire.as_deref(), &now);
+            record.webhook.update_time = now.clone();
+            write_webhook(&tx, key, &project, &record, Some(&keys))?;
+            tx.commit()?;
+            webhooks::show_secrets(&mut record, &keys, &now);
+            Ok(Some(record))
+        })
+        .await
+    }
+
+    async fn delete_webhook(&self, project: &str, id: &str) -> Result<bool> {
+        let (project, id) = (project.to_owned(), id.to_owned());
+        self.with(move |conn, _| {
+            let tx = conn.transaction()?;
+            let n = tx.execute(
+                "DELETE FROM webhooks WHERE project = ?1 AND id = ?2",
+                params![project, id],
+            )?;
+            tx.execute(
+                "DELETE FROM webhook_deliveries WHERE project = ?1 AND webhook_id = ?2",
+                params![project, id],
+            )?;
+            tx.commit()?;
+            Ok(n > 0)
+        })
+        .await
+    }
+
+    async fn webhook_signing_keys(
+        &self,
+        project: &str,
+        id: &str,
+        now: &str,
+    ) -> Result<Option<Vec<SigningKey>>> {
+        let (project, id, now) = (project.to_owned(), id.to_owned(), now.to_owned());
+        self.with(move |conn, key| {
+            Ok(read_webhook(conn, key, &project, &id)?
+                .map(|(_, keys)| keys.into_iter().filter(|k| k.live_at(&now)).collect()))
+        })
+        .await
+    }
+
+    async fn enqueue_webhook_event(
+        &self,
+        project: &str,
+        kind: &str,
+        data: &Value,
+        only: Option<&str>,
+        now: &str,
+    ) -> Result<Vec<String>> {
+        let (project, kind, data, only, now) = (
+            project.to_owned(),
+            kind.to_owned(),
+            data.clone(),
+            only.map(str::to_owned),
+            now.to_owned(),
+        );
+        self.with(move |conn, _| {
+            let tx = conn.transaction()?;
+            let ids = enqueue_in(&tx, &project, &kind, &data, only.as_deref(), &now)?;
+            tx.commit()?;
+            Ok(ids)
+        })
+        .await
+    }
+
+    async fn claim_webhook_deliveries(
+        &self,
+        now_ms: i64,
+        lease_until_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<ClaimedDelivery>> {
+        self.with(move |conn, _| {
+            let tx = conn.transaction()?;
+            let rows = tx
+                .prepare_cached(
+                    "SELECT d.id, d.project, d.webhook_id, d.event_type, d.payload_json, d.attempts, d.created_ms, w.record_json
+                     FROM webhook_deliveries d JOIN webhooks w ON w.project = d.project AND w.id = d.webhook_id
+                     WHERE d.status = 'pending' AND d.next_attempt_ms <= ?1
+                       AND (w.state = 'enabled' OR d.event_type = ?3)
+                     ORDER BY d.next_attempt_ms, d.seq LIMIT ?2",
+                )?
+                .query_map(
+                    params![now_ms, i64::from(limit), hookbox_protocol::webhooks::PING_EVENT],
+                    |r| {
+                        Ok((
+                            r.get::<_, String>(0)?,
+                            r.get::<_, String>(1)?,
+                            r.get::<_, String>(2)?,
+                            r.get::<_, String>(3)?,
+                            r.get::<_, String>(4)?,
+                            r.get::<_, i64>(5)?,
+                            r.get::<_, i64>(6)?,
+                            r.get::<_, String>(7)?,
+                        ))
+                    },
+                )?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let mut claimed = Vec::new();
+            for (id, project, webhook_id, event_type, payload, attempts, created_ms, record) in rows
+            {
+                tx.prepare_cached(
+                    "UPDATE webhook_deliveries SET next_attempt_ms = ?2 WHERE id = ?1",
+                )?
+                .execute(params![id, lease_until_ms])?;
+                let record: WebhookRecord = serde_json::from_str(&record)?;
+                claimed.push(ClaimedDelivery {
+                    id,
+                    project,
+                    webhook_id,
+                    event_type,
+                    uri: record.webhook.uri,
+                    payload,
+                    attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
+                    created_ms,
+                });
+            }
+            tx.commit()?;
+            Ok(claimed)
+        })
+        .await
+    }
+
+    async fn finish_webhook_delivery(
+        &self,
+        id: &str,
+        outcome: &AttemptOutcome,
+        now: &str,
+    ) -> Result<()> {
+        let (id, outcome, now) = (id.to_owned(), outcome.clone(), now.to_owned());
+        self.with(move |conn, key| {
+            let tx = conn.transaction()?;
+            let Some((project, webhook_id)) = tx
+                .prepare_cached("SELECT project, webhook_id FROM webhook_deliveries WHERE id = ?1")?
+                .query_row(params![id], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+                .optional()?
+            else {
+                // Deleted with its webhook meanwhile.
+                return Ok(());
+            };
+            let webhook = read_webhook(&tx, key, &project, &webhook_id)?;
+            match &outcome {
+                AttemptOutcome::Delivered { status } => {
+                    tx.prepare_cached(
+                        "UPDATE webhook_deliveries SET status = 'delivered', attempts = attempts + 1, next_attempt_ms = NULL, last_status = ?2, last_error = NULL, updated = ?3 WHERE id = ?1",
+                    )?
+                    .execute(params![id, status, now])?;
+                    if let Some((mut record, _)) = webhook
+                        && (record.consecutive_failures > 0 || record.last_error.is_some())
+                    {
+                        record.consecutive_failures = 0;
+                        record.last_error = None;
+                        write_webhook(&tx, key, &project, &record, None)?;
+                    }
+                }
+                AttemptOutcome::Failed {
+                    error,
+                    status,
+                    retry_at_ms,
+                    disable_after,
+                } => {
+                    let state = if retry_at_ms.is_some() { "pending" } else { "failed" };
+                    tx.prepare_cached(
+                        "UPDATE webhook_deliveries SET status = ?2, attempts = attempts + 1, next_attempt_ms = ?3, last_status = ?4, last_error = ?5, updated = ?6 WHERE id = ?1",
+                    )?
+                    .execute(params![id, state, retry_at_ms, status, error, now])?;
+                    if let Some((mut record, _)) = webhook {
+                        webhooks::count_failure(&mut record, error, *disable_after, &now);
+                        write_webhook(&tx, key, &project, &record, None)?;
+                    }
+                }
+            }
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn list_webhook_deliveries(
+        &self,
+        project: &str,
+        webhook_id: &str,
+        page: &Page,
+    ) -> Result<Paged<DeliveryRecord>> {
+        let (project, webhook_id) = (project.to_owned(), webhook_id.to_owned());
+        let before = page
+            .token
+            .as_deref()
+            .and_then(|t| t.parse::<i64>().ok())
+            .unwrap_or(i64::MAX);
+        let limit = i64::from(page.limit());
+        self.with(move |conn, _| {
+            let rows = conn
+                .prepare_cached(
+                    "SELECT seq, id, event_type, status, attempts, created, updated, last_status, last_error, next_attempt_ms
+                     FROM webhook_deliveries WHERE project = ?1 AND webhook_id = ?2 AND seq < ?3
+                     ORDER BY seq DESC LIMIT ?4",
+                )?
+                .query_map(params![project, webhook_id, before, limit + 1], |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        (
+                            r.get::<_, String>(1)?,
+                            r.get::<_, String>(2)?,
+                            r.get::<_, String>(3)?,
+                            r.get::<_, i64>(4)?,
+                            r.get::<_, String>(5)?,
+                            r.get::<_, String>(6)?,
+                            r.get::<_, Option<i64>>(7)?,
+                            r.get::<_, Option<String>>(8)?,
+                            r.get::<_, Option<i64>>(9)?,
+                        ),
+                    ))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let page = finish_page(rows, limit);
+            let items = page
+                .items
+                .into_iter()
+                .map(
+                    |(_, (id, event_type, status, attempts, created, updated, last_status, last_error, next))| {
+                        let status = DeliveryStatus::parse(&status)?;
+                        Ok(DeliveryRecord {
+                            id,
+                            webhook_id: webhook_id.clone(),
+                            event_type,
+                            status,
+                            attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
+                            created,
+                            updated,
+                            last_status: last_status.and_then(|s| u16::try_from(s).ok()),
+                            last_error,
+                            next_attempt_ms: next.filter(|_| status == DeliveryStatus::Pending),
+                        })
+                    },
+                )
+                .collect::<Result<Vec<_>>>()?;
+            Ok(Paged {
+                items,
+                next_page_token: page.next_page_token,
+            })
+        })
+        .await
+    }
+
+    async fn next_webhook_delivery_ms(&self) -> Result<Option<i64>> {
+        self.with(move |conn, _| {
+            Ok(conn
+                .prepare_cached(
+                    "SELECT MIN(d.next_attempt_ms) FROM webhook_deliveries d JOIN webhooks w ON w.project = d.project AND w.id = d.webhook_id
+                     WHERE d.status = 'pending' AND (w.state = 'enabled' OR d.event_type = ?1)",
+                )?
+                .query_row(params![hookbox_protocol::webhooks::PING_EVENT], |r| {
+                    r.get::<_, Option<i64>>(0)
+                })?)
+        })
+        .await
     }
 
     async fn create_project(&self, project: &ProjectRecord) -> Result<()> {

@@ -1,0 +1,345 @@
+//! Webhooks as stored, and their outbox: what both backends share.
+//!
+//! A webhook's record holds the resource (without any secret) and its delivery bookkeeping; its
+//! signing secrets are sealed like credentials, bound to the project and id. Every event is
+//! written to `webhook_deliveries`, one row per subscribed webhook, **in the transaction that
+//! made it happen** (an interaction's status change), so a crash can neither lose an event nor
+//! send one for a change that did not commit. The deliverer claims due rows for a while (a
+//! claim that is not finished, because its replica died, falls due again), which makes delivery
+//! at-least-once; the row's id is the `webhook-id` receivers deduplicate on.
+
+use hookbox_protocol::api::InteractionStatus;
+use hookbox_protocol::webhooks::{
+    PING_EVENT, SigningSecretInfo, Webhook, WebhookEvent, WebhookState, WebhookUpdate,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::{Error, Result};
+
+/// A webhook as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WebhookRecord {
+    /// The resource as shown (`new_signing_secret` is never set here).
+    pub webhook: Webhook,
+    /// Failed delivery attempts since the last success; at the deliverer's limit the webhook is
+    /// `disabled_due_to_failed_deliveries`.
+    #[serde(default)]
+    pub consecutive_failures: u32,
+    /// The last failure, for operators (never a secret: the receiver's status or a transport
+    /// error).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+/// One signing secret in full. Lives only sealed in the store and in the deliverer's memory.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SigningKey {
+    pub secret: String,
+    /// RFC 3339; `None` for the current secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expire_time: Option<String>,
+}
+
+impl std::fmt::Debug for SigningKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SigningKey")
+            .field("secret", &"<redacted>")
+            .field("expire_time", &self.expire_time)
+            .finish()
+    }
+}
+
+impl SigningKey {
+    /// How the secret is shown: its prefix and first characters.
+    pub fn info(&self) -> SigningSecretInfo {
+        let shown: String = self.secret.chars().take(12).collect();
+        SigningSecretInfo {
+            truncated_secret: format!("{shown}…"),
+            expire_time: self.expire_time.clone(),
+        }
+    }
+
+    /// Whether it still signs at `now` (RFC 3339, same format as `expire_time`).
+    pub fn live_at(&self, now: &str) -> bool {
+        self.expire_time.as_deref().is_none_or(|t| t > now)
+    }
+}
+
+/// The associated data that binds a webhook's sealed secrets to its project and id.
+pub(crate) fn secrets_aad(project: &str, id: &str) -> String {
+    format!("webhook:{project}/{id}")
+}
+
+/// What a rotation does to the secrets: `new` becomes current; the others expire at
+/// `previous_expire` (`None`: at once, they are dropped). Expired ones are dropped too.
+pub(crate) fn rotate(
+    keys: Vec<SigningKey>,
+    new: SigningKey,
+    previous_expire: Option<&str>,
+    now: &str,
+) -> Vec<SigningKey> {
+    let mut out = vec![new];
+    if let Some(until) = previous_expire {
+        for mut key in keys.into_iter().filter(|k| k.live_at(now)) {
+            // An older secret already expiring sooner keeps its own time.
+            if key.expire_time.as_deref().is_none_or(|t| t > until) {
+                key.expire_time = Some(until.to_owned());
+            }
+            out.push(key);
+        }
+    }
+    out
+}
+
+/// The record after `update` (validated by the caller) at `now`.
+pub(crate) fn apply_update(record: &mut WebhookRecord, update: &WebhookUpdate, now: &str) {
+    let webhook = &mut record.webhook;
+    if let Some(name) = &update.name {
+        webhook.name = Some(name.clone());
+    }
+    if let Some(uri) = &update.uri {
+        webhook.uri = uri.clone();
+    }
+    if let Some(events) = &update.subscribed_events {
+        webhook.subscribed_events = events.clone();
+    }
+    if let Some(state) = update.state {
+        if state == WebhookState::Enabled {
+            record.consecutive_failures = 0;
+        }
+        webhook.state = state;
+    }
+    webhook.update_time = now.to_owned();
+}
+
+/// The shown secrets of a record: its live keys at `now`.
+pub(crate) fn show_secrets(record: &mut WebhookRecord, keys: &[SigningKey], now: &str) {
+    record.webhook.signing_secrets = keys
+        .iter()
+        .filter(|k| k.live_at(now))
+        .map(SigningKey::info)
+        .collect();
+}
+
+/// Whether a delivery of `kind` goes to `record`: enabled and subscribed (a ping goes to the
+/// one webhook it names, whatever it subscribed to).
+pub(crate) fn wants(record: &WebhookRecord, kind: &str) -> bool {
+    kind == PING_EVENT
+        || (record.webhook.state == WebhookState::Enabled
+            && record.webhook.subscribed_events.iter().any(|e| e == kind))
+}
+
+/// The event an interaction's change of status from `old` to `new` emits, if any.
+pub fn interaction_event(
+    old: Option<InteractionStatus>,
+    new: InteractionStatus,
+) -> Option<&'static str> {
+    if old == Some(new) {
+        return None;
+    }
+    match new {
+        InteractionStatus::Completed => Some("interaction.completed"),
+        InteractionStatus::Failed => Some("interaction.failed"),
+        InteractionStatus::RequiresAction => Some("interaction.requires_action"),
+        _ => None,
+    }
+}
+
+/// The `data` of an interaction event.
+pub fn interaction_data(
+    interaction_id: &str,
+    status: InteractionStatus,
+    environment_id: Option<&str>,
+) -> Value {
+    let mut data = json!({"interaction_id": interaction_id, "status": status.as_str()});
+    if let Some(env) = environment_id {
+        data["environment_id"] = json!(env);
+    }
+    data
+}
+
+/// A new delivery id (the `webhook-id` header and the body's `id`).
+pub(crate) fn new_delivery_id() -> String {
+    format!("msg_{:032x}", rand::random::<u128>())
+}
+
+/// The body of delivery `id`.
+pub(crate) fn event_body(id: &str, kind: &str, timestamp: &str, data: &Value) -> Result<String> {
+    Ok(serde_json::to_string(&WebhookEvent {
+        id: id.to_owned(),
+        kind: kind.to_owned(),
+        timestamp: timestamp.to_owned(),
+        data: data.clone(),
+    })?)
+}
+
+/// A delivery the deliverer claimed: what it needs to send it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimedDelivery {
+    pub id: String,
+    pub project: String,
+    pub webhook_id: String,
+    pub event_type: String,
+    pub uri: String,
+    /// The exact body to send (and sign).
+    pub payload: String,
+    /// Attempts made before this one.
+    pub attempts: u32,
+    /// Unix seconds of the event (the body's timestamp), for the signature's timestamp on the
+    /// first attempt; later attempts sign with their own time.
+    pub created_ms: i64,
+}
+
+/// How one attempt ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AttemptOutcome {
+    /// The receiver answered 2xx.
+    Delivered { status: u16 },
+    /// It did not; `retry_at_ms` is when to try again (`None`: no attempts left, the delivery
+    /// is `failed`). At `disable_after` failures in a row the webhook is disabled.
+    Failed {
+        error: String,
+        status: Option<u16>,
+        retry_at_ms: Option<i64>,
+        disable_after: u32,
+    },
+}
+
+/// The status of a delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryStatus {
+    Pending,
+    Delivered,
+    Failed,
+}
+
+impl DeliveryStatus {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            DeliveryStatus::Pending => "pending",
+            DeliveryStatus::Delivered => "delivered",
+            DeliveryStatus::Failed => "failed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "pending" => Ok(DeliveryStatus::Pending),
+            "delivered" => Ok(DeliveryStatus::Delivered),
+            "failed" => Ok(DeliveryStatus::Failed),
+            other => Err(Error::Config(format!("unknown delivery status `{other}`"))),
+        }
+    }
+}
+
+/// A delivery as listed (hookbox's own extension: `GET /webhooks/{id}/deliveries`, the console).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeliveryRecord {
+    pub id: String,
+    pub webhook_id: String,
+    pub event_type: String,
+    pub status: DeliveryStatus,
+    pub attempts: u32,
+    pub created: String,
+    pub updated: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_status: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// Unix milliseconds of the next attempt, while pending.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_attempt_ms: Option<i64>,
+}
+
+/// The record after a failed attempt: one more failure, and disabled at the limit.
+pub(crate) fn count_failure(
+    record: &mut WebhookRecord,
+    error: &str,
+    disable_after: u32,
+    now: &str,
+) {
+    record.consecutive_failures = record.consecutive_failures.saturating_add(1);
+    record.last_error = Some(error.to_owned());
+    if disable_after > 0
+        && record.consecutive_failures >= disable_after
+        && record.webhook.state == WebhookState::Enabled
+    {
+        record.webhook.state = WebhookState::DisabledDueToFailedDeliveries;
+        record.webhook.update_time = now.to_owned();
+        tracing::warn!(
+            webhook_id = %record.webhook.id,
+            failures = record.consecutive_failures,
+            "webhook disabled after failed deliveries"
+        );
+    }
+}
+
+/// Unix milliseconds now.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(secret: &str, expire: Option<&str>) -> SigningKey {
+        SigningKey {
+            secret: secret.into(),
+            expire_time: expire.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn a_rotation_keeps_live_secrets_until_the_overlap_ends() {
+        let now = "2026-12-04T10:00:00Z";
+        let keys = vec![
+            key("whsec_current", None),
+            key("whsec_older", Some("2026-12-04T12:00:00Z")),
+            key("whsec_gone", Some("2026-12-04T09:00:00Z")),
+        ];
+        let rotated = rotate(
+            keys.clone(),
+            key("whsec_new", None),
+            Some("2026-12-05T10:00:00Z"),
+            now,
+        );
+        let shown: Vec<_> = rotated
+            .iter()
+            .map(|k| (k.secret.as_str(), k.expire_time.as_deref()))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                ("whsec_new", None),
+                ("whsec_current", Some("2026-12-05T10:00:00Z")),
+                ("whsec_older", Some("2026-12-04T12:00:00Z")),
+            ]
+        );
+        let immediate = rotate(keys, key("whsec_new", None), None, now);
+        assert_eq!(immediate.len(), 1);
+        assert!(!format!("{immediate:?}").contains("whsec_new"));
+    }
+
+    #[test]
+    fn only_changes_into_an_end_state_emit_events() {
+        use InteractionStatus::*;
+        assert_eq!(
+            interaction_event(Some(InProgress), Completed),
+            Some("interaction.completed")
+        );
+        assert_eq!(interaction_event(None, Failed), Some("interaction.failed"));
+        assert_eq!(
+            interaction_event(Some(InProgress), RequiresAction),
+            Some("interaction.requires_action")
+        );
+        assert_eq!(interaction_event(Some(Completed), Completed), None);
+        assert_eq!(interaction_event(Some(InProgress), Cancelled), None);
+        assert_eq!(interaction_event(Some(Queued), InProgress), None);
+    }
+}
