@@ -41,6 +41,7 @@ HOOKBOX_RUNTIME=gvisor HOOKBOX_TEST_POSTGRES_URL="$pg_url" HOOKBOX_TEST_SNAPSHOT
     cargo test -p hookbox --test all --locked "$@" -- --ignored replicas_without_a_shared_disk two_replicas
 tests/conformance/run.sh --reference
 tests/conformance/run.sh --reference --runtime gvisor
+tests/webhooks/run.sh
 tests/mcp/run.sh
 HOOKBOX_RUNTIME=gvisor tests/mcp/run.sh
 tests/console/run.sh

@@ -12,6 +12,8 @@ pub enum Origin {
     Sandbox,
     /// An http hook handler, through [`crate::EgressPoster`].
     Hook,
+    /// A webhook delivery, through [`crate::EgressPoster::for_webhooks`].
+    Webhook,
 }
 
 /// How the connection is carried.

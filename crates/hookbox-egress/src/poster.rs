@@ -23,11 +23,41 @@ use crate::proxy::{open_http1, outbound_request, send};
 #[derive(Debug, Clone)]
 pub struct EgressPoster {
     egress: Arc<Egress>,
+    origin: Origin,
 }
 
 impl EgressPoster {
     pub fn new(egress: Arc<Egress>) -> Self {
-        Self { egress }
+        Self {
+            egress,
+            origin: Origin::Hook,
+        }
+    }
+
+    /// The poster webhook deliveries leave through: any host, but every SSRF defence of
+    /// egress (no loopback, private, link-local or metadata address unless the operator
+    /// admitted its CIDR), https verified against the system roots and `extra_ca_file`, no
+    /// header or credential injected. Audited as [`Origin::Webhook`].
+    pub fn for_webhooks(
+        operator_allowed_cidrs: Vec<crate::ssrf::Cidr>,
+        extra_ca_file: Option<std::path::PathBuf>,
+    ) -> Result<Self, crate::tls::TlsError> {
+        let credentials: Arc<dyn crate::credentials::CredentialStore> = Arc::new(NoCredentials);
+        let mut config = crate::egress::EgressConfig::new(
+            "webhooks",
+            crate::policy::NetworkPolicy::Allowlist(vec![crate::policy::AllowEntry {
+                pattern: crate::policy::DomainPattern::Any,
+                transform: Vec::new(),
+                credential: None,
+            }]),
+            credentials,
+        );
+        config.operator_allowed_cidrs = operator_allowed_cidrs;
+        config.extra_ca_file = extra_ca_file;
+        Ok(Self {
+            egress: Arc::new(Egress::new(config)?),
+            origin: Origin::Webhook,
+        })
     }
 
     async fn post_inner(&self, request: &HttpRequest) -> Result<HttpResponse, HttpError> {
@@ -50,20 +80,20 @@ impl EgressPoster {
         let port = authority.port_u16().unwrap_or(if tls { 443 } else { 80 });
         let host = authority.host();
         let target = egress.authorize(host, port).map_err(|d| {
-            egress.audit(Origin::Hook, mode, host, port, Err(&d));
+            egress.audit(self.origin, mode, host, port, Err(&d));
             HttpError::Blocked(d.to_string())
         })?;
         let injected = egress.injected(&target, tls).map_err(|d| {
-            egress.audit(Origin::Hook, mode, &target.host_str, port, Err(&d));
+            egress.audit(self.origin, mode, &target.host_str, port, Err(&d));
             HttpError::Blocked(d.to_string())
         })?;
         let tcp = egress.connect(&target).await.map_err(|e| {
             if let EgressError::Denied(d) = &e {
-                egress.audit(Origin::Hook, mode, &target.host_str, port, Err(d));
+                egress.audit(self.origin, mode, &target.host_str, port, Err(d));
             }
             to_http_error(e)
         })?;
-        egress.audit(Origin::Hook, mode, &target.host_str, port, Ok(()));
+        egress.audit(self.origin, mode, &target.host_str, port, Ok(()));
 
         let mut req = Request::new(Full::new(Bytes::from(request.body.clone())));
         *req.method_mut() = Method::POST;
@@ -119,6 +149,41 @@ impl EgressPoster {
             body: out,
             truncated,
         })
+    }
+}
+
+/// The credential store of a poster that injects nothing: every id is unknown.
+#[derive(Debug)]
+struct NoCredentials;
+
+impl crate::credentials::CredentialStore for NoCredentials {
+    fn create(
+        &self,
+        id: &str,
+        _: crate::credentials::CredentialSpec,
+    ) -> crate::credentials::Result<crate::credentials::CredentialMeta> {
+        Err(crate::credentials::CredentialError::Invalid(format!(
+            "{id}: webhook deliveries have no credentials"
+        )))
+    }
+    fn list(&self) -> crate::credentials::Result<Vec<crate::credentials::CredentialMeta>> {
+        Ok(Vec::new())
+    }
+    fn get(&self, id: &str) -> crate::credentials::Result<crate::credentials::CredentialMeta> {
+        Err(crate::credentials::CredentialError::NotFound(id.to_owned()))
+    }
+    fn update(
+        &self,
+        id: &str,
+        _: crate::credentials::CredentialUpdate,
+    ) -> crate::credentials::Result<crate::credentials::CredentialMeta> {
+        Err(crate::credentials::CredentialError::NotFound(id.to_owned()))
+    }
+    fn remove(&self, id: &str) -> crate::credentials::Result<()> {
+        Err(crate::credentials::CredentialError::NotFound(id.to_owned()))
+    }
+    fn reveal(&self, id: &str) -> crate::credentials::Result<crate::credentials::Injection> {
+        Err(crate::credentials::CredentialError::NotFound(id.to_owned()))
     }
 }
 

@@ -709,6 +709,8 @@ async fn drive(
     if let Err(e) = inner.store.update_status(&run.id, &update).await {
         tracing::error!(interaction_id = %run.id, error = %e, "could not store the final status");
     }
+    // The store wrote the webhook events with the status; send them now.
+    inner.wake_webhooks();
     tracing::info!(name: hookbox_protocol::events::INTERACTION_FINISHED, interaction_id = %run.id, status = %update.status, "interaction finished");
     let ended = inner.store.get_interaction(&run.project, &run.id).await;
     drop(run.running);

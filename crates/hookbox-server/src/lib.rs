@@ -21,6 +21,7 @@ pub mod quota;
 mod resources;
 pub mod sandbox;
 mod stream;
+mod webhooks;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -127,6 +128,16 @@ struct Inner {
     cluster: Option<cluster::ClusterConfig>,
     lifecycle: lifecycle::Lifecycle,
     drain: drain::DrainState,
+    /// Wakes the webhook deliverer after an event was written (see [`AppState::deliver_webhooks_with`]).
+    webhooks: std::sync::OnceLock<Arc<tokio::sync::Notify>>,
+}
+
+impl Inner {
+    fn wake_webhooks(&self) {
+        if let Some(waker) = self.webhooks.get() {
+            waker.notify_one();
+        }
+    }
 }
 
 impl AppState {
@@ -157,6 +168,7 @@ impl AppState {
                 cluster,
                 lifecycle: services.lifecycle,
                 drain: drain::DrainState::default(),
+                webhooks: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -175,6 +187,17 @@ impl AppState {
             );
         }
         Ok(ids)
+    }
+
+    /// Tells the server that a webhook deliverer runs, woken by `waker` when this server wrote
+    /// an event (an interaction ended, a ping), so it goes out at once rather than at the next
+    /// poll. Without one, events still wait in the store.
+    pub fn deliver_webhooks_with(&self, waker: Arc<tokio::sync::Notify>) {
+        let _ = self.inner.webhooks.set(waker);
+    }
+
+    pub(crate) fn wake_webhooks(&self) {
+        self.inner.wake_webhooks();
     }
 
     /// Number of interactions currently running.
@@ -224,6 +247,15 @@ fn api_routes() -> Router<AppState> {
             "/agents/{id}",
             get(resources::get_agent).delete(resources::delete_agent),
         )
+        .route("/webhooks", post(webhooks::create).get(webhooks::list))
+        .route(
+            "/webhooks/{id}",
+            get(webhooks::get)
+                .patch(webhooks::update)
+                .delete(webhooks::delete)
+                .post(webhooks::action),
+        )
+        .route("/webhooks/{id}/deliveries", get(webhooks::deliveries))
 }
 
 fn upload_routes() -> Router<AppState> {
@@ -382,7 +414,7 @@ async fn readyz(
 
 async fn fallback(method: Method, uri: Uri) -> ApiError {
     ApiError::not_found(format!(
-        "No such endpoint: {method} {}. hookbox serves /v1, /v1beta and /v1alpha paths (interactions, environments, credentials, agents).",
+        "No such endpoint: {method} {}. hookbox serves /v1, /v1beta and /v1alpha paths (interactions, environments, credentials, agents, webhooks).",
         uri.path()
     ))
 }

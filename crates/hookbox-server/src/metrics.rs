@@ -88,7 +88,14 @@ pub struct Metrics {
     pending_checkpoints: Gauge,
     snapshots: Family<SnapshotLabels, Counter>,
     snapshot_bytes: Counter,
+    webhook_deliveries: Family<OutcomeLabel, Counter>,
     enabled: AtomicBool,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabel {
+    /// `delivered`, `retrying`, `gave_up`.
+    outcome: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -166,6 +173,12 @@ impl Metrics {
             "Snapshot and expiry operations on environments, by operation (checkpoint, checkpoint_failed, restore, evict, expire)",
             snapshots.clone(),
         );
+        let webhook_deliveries = Family::<OutcomeLabel, Counter>::default();
+        registry.register(
+            "webhook_deliveries",
+            "Webhook delivery attempts, by outcome (delivered, retrying, gave_up)",
+            webhook_deliveries.clone(),
+        );
         let snapshot_bytes = Counter::default();
         registry.register(
             "snapshot_uploaded_bytes",
@@ -175,6 +188,7 @@ impl Metrics {
         Self {
             snapshots,
             snapshot_bytes,
+            webhook_deliveries,
             registry,
             sandbox_start_seconds,
             open_environments,
@@ -227,6 +241,7 @@ pub fn layer_targets() -> tracing_subscriber::filter::Targets {
         .with_target("hookbox_sandbox::runner", Level::DEBUG)
         .with_target("hookbox_snapshot", Level::INFO)
         .with_target("hookbox_snapshot::manager", Level::DEBUG)
+        .with_target("hookbox_webhooks", Level::INFO)
 }
 
 /// The fields of one event that metrics use.
@@ -323,7 +338,7 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for MetricsLayer {
     /// interaction.finished (status), tool.finished (tool, outcome, duration_ms), hook.ran /
     /// hook.failed (event, tool, group, handler_type, decision, duration_ms), model.turn (model,
     /// duration_ms), sandbox.started (warm, duration_ms), environments.open
-    /// (open_environments), egress.allowed / egress.denied (rule).
+    /// (open_environments), egress.allowed / egress.denied (rule), webhook.delivery (outcome).
     fn on_event(&self, event: &tracing::Event<'_>, _ctx: Context<'_, S>) {
         let metrics = Metrics::global();
         if !metrics.enabled.load(Ordering::Relaxed) {
@@ -430,6 +445,12 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for MetricsLayer {
                         .open_environments
                         .set(i64::try_from(n).unwrap_or(i64::MAX));
                 }
+            }
+            names::WEBHOOK_DELIVERY => {
+                metrics
+                    .webhook_deliveries
+                    .get_or_create(&OutcomeLabel { outcome: f.outcome })
+                    .inc();
             }
             names::EGRESS_ALLOWED | names::EGRESS_DENIED => {
                 let outcome = if name == names::EGRESS_ALLOWED {

@@ -169,6 +169,27 @@ pub struct ServeArgs {
     /// stops at once.
     #[arg(long, value_name = "SECS", default_value_t = DEFAULT_SHUTDOWN_GRACE, value_parser = parse_grace)]
     pub shutdown_grace: f64,
+    /// Webhook deliveries: attempts per delivery, the first included, before it is `failed`.
+    #[arg(long, value_name = "N", default_value_t = 12, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub webhook_max_attempts: u32,
+    /// Webhook deliveries: seconds before the first retry; doubled after each failed attempt
+    /// (at most an hour), each wait scaled by a random factor from 0.5 to 1.
+    #[arg(long, value_name = "SECS", default_value_t = 5.0, value_parser = parse_retry_base)]
+    pub webhook_retry_base: f64,
+    /// Failed delivery attempts in a row (no success between) after which a webhook's state is
+    /// `disabled_due_to_failed_deliveries` until it is updated to `enabled`; 0: never.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub webhook_disable_after: u32,
+}
+
+/// `--webhook-retry-base`: seconds, from 0.01 to an hour.
+fn parse_retry_base(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(secs) if (0.01..=3600.0).contains(&secs) => Ok(secs),
+        _ => Err(format!(
+            "`{text}` is not a number of seconds from 0.01 to 3600"
+        )),
+    }
 }
 
 /// `--shutdown-grace`: seconds, from 0 (stop at once) to a day.
@@ -381,8 +402,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     let egress = EgressOptions::new(Arc::new(StoreCredentials::new(store.clone()))).with_operator(
         EgressOperator {
-            allowed_cidrs: args.egress_allow_cidrs,
-            extra_ca_file: args.egress_extra_ca,
+            allowed_cidrs: args.egress_allow_cidrs.clone(),
+            extra_ca_file: args.egress_extra_ca.clone(),
             resolve_pins: args.egress_resolve,
         },
     );
@@ -440,6 +461,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let heartbeat = cluster
         .as_ref()
         .map(|c| tokio::spawn(hookbox_server::cluster::run(c.cluster.clone())));
+    let webhook_store = store.clone();
     let state = AppState::replica(
         Services {
             store,
@@ -471,6 +493,34 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let expiry = tokio::spawn(hookbox_server::lifecycle::run_expiry(state.clone()));
+    // Webhook deliveries leave through egress's SSRF guard, with the operator's CIDRs and CAs.
+    let poster = hookbox_egress::EgressPoster::for_webhooks(
+        args.egress_allow_cidrs.clone(),
+        args.egress_extra_ca.clone(),
+    )
+    .context("cannot set up webhook deliveries (--egress-extra-ca?)")?;
+    let deliverer = Arc::new(hookbox_webhooks::Deliverer::new(
+        webhook_store,
+        Arc::new(poster),
+        hookbox_webhooks::DeliveryOptions {
+            max_attempts: args.webhook_max_attempts,
+            retry_base: Duration::from_secs_f64(args.webhook_retry_base),
+            disable_after: args.webhook_disable_after,
+            ..Default::default()
+        },
+    ));
+    state.deliver_webhooks_with(deliverer.waker());
+    let (stop_webhooks, webhooks_stopped) = tokio::sync::oneshot::channel::<()>();
+    let mut webhooks = tokio::spawn({
+        let deliverer = deliverer.clone();
+        async move {
+            deliverer
+                .run(async move {
+                    let _ = webhooks_stopped.await;
+                })
+                .await;
+        }
+    });
 
     let metrics = match args.metrics_listen {
         Some(at) => {
@@ -542,6 +592,16 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
                 .await;
         }
         stopped += state.stop_running(STOP_WAIT).await;
+    }
+    // The interactions' last events are in the store; attempts in flight finish, the rest wait
+    // there for the next start.
+    let _ = stop_webhooks.send(());
+    if tokio::time::timeout(STOP_WAIT, &mut webhooks)
+        .await
+        .is_err()
+    {
+        tracing::warn!("webhook attempts still running; they are retried after the restart");
+        webhooks.abort();
     }
     sweeper.abort();
     expiry.abort();
