@@ -2,7 +2,8 @@
 # The whole test suite: set-up, then every crate's unit and integration tests and the
 # end-to-end suite that drives the hookbox binary, then the SDK conformance suite (the unmodified
 # google-genai SDK from PyPI, in a venv, against `hookbox serve`, with the reference's examples),
-# and `hookbox mcp` against the official MCP Python SDK (stdio and streamable HTTP). The store's
+# webhooks through the SDK to a receiver that verifies with the standardwebhooks library, and
+# `hookbox mcp` against the official MCP Python SDK (stdio and streamable HTTP). The store's
 # suite runs twice: on SQLite, and on a throwaway PostgreSQL cluster (scripts/postgres.sh); two
 # replicas share it end to end (and hand over at a clean stop); a TLS-only cluster checks
 # verify-full; the web console is driven in a headless Chromium. Snapshots run
