@@ -6,6 +6,7 @@
 
 pub mod api;
 pub mod events;
+pub mod triggers;
 pub mod webhooks;
 
 use std::fmt;

@@ -15,6 +15,7 @@ pub mod pg_tls;
 pub mod postgres;
 pub mod sqlite;
 pub mod time;
+pub mod triggers;
 pub mod webhooks;
 
 use async_trait::async_trait;
@@ -28,6 +29,7 @@ use serde_json::{Map, Value};
 pub use crypto::SecretKey;
 pub use postgres::{PostgresCluster, PostgresOptions, PostgresStore};
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
+pub use triggers::{RunStart, TriggerRecord};
 pub use webhooks::{
     AttemptOutcome, ClaimedDelivery, DeliveryRecord, DeliveryStatus, SigningKey, WebhookRecord,
 };
@@ -614,6 +616,65 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     ) -> Result<Paged<DeliveryRecord>>;
     /// When the next pending delivery of an enabled webhook falls due (unix ms), if any.
     async fn next_webhook_delivery_ms(&self) -> Result<Option<i64>>;
+
+    /// Stores a new trigger of `project`. [`Error::AlreadyExists`] on a taken id.
+    async fn create_trigger(&self, project: &str, record: &TriggerRecord) -> Result<()>;
+    async fn get_trigger(&self, project: &str, id: &str) -> Result<Option<TriggerRecord>>;
+    async fn list_triggers(&self, project: &str, page: &Page) -> Result<Paged<TriggerRecord>>;
+    /// Applies a (validated) update; `resume_next_ms` is the next run if it resumes. The record
+    /// after it, `None` if there is none.
+    async fn update_trigger(
+        &self,
+        project: &str,
+        id: &str,
+        update: &hookbox_protocol::triggers::TriggerUpdate,
+        resume_next_ms: Option<i64>,
+        now: &str,
+    ) -> Result<Option<TriggerRecord>>;
+    /// Deletes the trigger and its executions; `false` if it did not exist.
+    async fn delete_trigger(&self, project: &str, id: &str) -> Result<bool>;
+    /// Active triggers of every project whose next run is due at `now_ms`, oldest due first.
+    async fn due_triggers(&self, now_ms: i64, limit: u32) -> Result<Vec<(String, TriggerRecord)>>;
+    /// Starts a run of trigger `id`, recorded as an execution scheduled at `scheduled`.
+    /// `claim`: for a scheduled run, the `next_run_ms` the caller read and the one after it;
+    /// the run is [`RunStart::Lost`] unless the stored one is still the first (another replica
+    /// took it), and the trigger then moves on to the second. `None`: a manual run (`run`).
+    /// Recorded `skipped` while an earlier execution of the trigger still runs.
+    async fn start_trigger_execution(
+        &self,
+        project: &str,
+        id: &str,
+        claim: Option<(i64, Option<i64>)>,
+        scheduled: &str,
+        now: &str,
+    ) -> Result<RunStart>;
+    /// Links a started execution to the interaction it created (and ends it at once if that
+    /// interaction already ended).
+    async fn attach_trigger_interaction(
+        &self,
+        project: &str,
+        execution_id: &str,
+        interaction_id: &str,
+        environment_id: Option<&str>,
+        now: &str,
+    ) -> Result<()>;
+    /// Ends a running execution (a time-out, an interaction that could not be created) and
+    /// counts it for its trigger; `false` if it had ended already.
+    async fn end_trigger_execution(
+        &self,
+        project: &str,
+        execution_id: &str,
+        status: hookbox_protocol::triggers::ExecutionStatus,
+        error: Option<&str>,
+        now: &str,
+    ) -> Result<bool>;
+    /// Executions of one trigger, newest first.
+    async fn list_trigger_executions(
+        &self,
+        project: &str,
+        trigger_id: &str,
+        page: &Page,
+    ) -> Result<Paged<hookbox_protocol::triggers::TriggerExecution>>;
 
     /// Creates a managed project. [`Error::AlreadyExists`] on a taken name.
     async fn create_project(&self, project: &ProjectRecord) -> Result<()>;

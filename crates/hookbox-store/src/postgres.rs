@@ -18,11 +18,13 @@ use hookbox_protocol::api::{
     Agent, Credential, CredentialConfig, CredentialStatus, CredentialType, CredentialUpdate,
     Interaction, InteractionError, InteractionStatus, Step, Usage,
 };
+use hookbox_protocol::triggers::{ExecutionStatus, TriggerExecution};
 use serde_json::{Map, Value};
 use tokio::sync::broadcast;
 use tokio_postgres::Row;
 
 use crate::crypto::SecretKey;
+use crate::triggers::{self, RunStart, TriggerRecord};
 use crate::webhooks::{
     self, AttemptOutcome, ClaimedDelivery, DeliveryRecord, DeliveryStatus, SigningKey,
     WebhookRecord,
@@ -175,6 +177,33 @@ CREATE TABLE webhook_deliveries (
 );
 CREATE INDEX webhook_deliveries_due ON webhook_deliveries(status, next_attempt_ms);
 CREATE INDEX webhook_deliveries_webhook ON webhook_deliveries(project, webhook_id, seq);
+"#,
+    ),
+    // Triggers (scheduled interactions) and their executions; SQLite's version 4.
+    (
+        6,
+        r#"
+CREATE TABLE triggers (
+    seq BIGINT GENERATED ALWAYS AS IDENTITY,
+    project TEXT NOT NULL,
+    id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    next_run_ms BIGINT,
+    record_json TEXT NOT NULL,
+    PRIMARY KEY (project, id)
+);
+CREATE INDEX triggers_due ON triggers(status, next_run_ms);
+CREATE TABLE trigger_executions (
+    seq BIGINT GENERATED ALWAYS AS IDENTITY,
+    id TEXT PRIMARY KEY,
+    project TEXT NOT NULL,
+    trigger_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    interaction_id TEXT,
+    record_json TEXT NOT NULL
+);
+CREATE INDEX trigger_executions_trigger ON trigger_executions(project, trigger_id, seq);
+CREATE INDEX trigger_executions_interaction ON trigger_executions(interaction_id);
 "#,
     ),
 ];
@@ -808,6 +837,7 @@ impl Cluster for PostgresCluster {
                 environment.as_deref(),
             );
             enqueue_in(&tx, project, "interaction.failed", &data, None, now).await?;
+            end_executions_of(&tx, id, InteractionStatus::Failed, now).await?;
         }
         tx.commit().await?;
         let ids: Vec<String> = reaped.into_iter().map(|(id, _, _)| id).collect();
@@ -1106,6 +1136,114 @@ async fn enqueue_in(
     Ok(ids)
 }
 
+async fn read_trigger(
+    c: &impl GenericClient,
+    project: &str,
+    id: &str,
+    lock: bool,
+) -> Result<Option<TriggerRecord>> {
+    let sql = if lock {
+        "SELECT record_json FROM triggers WHERE project = $1 AND id = $2 FOR UPDATE"
+    } else {
+        "SELECT record_json FROM triggers WHERE project = $1 AND id = $2"
+    };
+    Ok(c.query_opt(sql, &[&project, &id])
+        .await?
+        .map(|r| serde_json::from_str(r.get::<_, &str>(0)))
+        .transpose()?)
+}
+
+async fn write_trigger(
+    c: &impl GenericClient,
+    project: &str,
+    record: &TriggerRecord,
+) -> Result<()> {
+    c.execute(
+        "UPDATE triggers SET status = $3, next_run_ms = $4, record_json = $5 WHERE project = $1 AND id = $2",
+        &[
+            &project,
+            &record.trigger.id,
+            &record.trigger.status.as_str(),
+            &record.next_run_ms,
+            &serde_json::to_string(record)?,
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+async fn read_execution(
+    c: &impl GenericClient,
+    project: &str,
+    id: &str,
+) -> Result<Option<TriggerExecution>> {
+    Ok(c.query_opt(
+        "SELECT record_json FROM trigger_executions WHERE project = $1 AND id = $2 FOR UPDATE",
+        &[&project, &id],
+    )
+    .await?
+    .map(|r| serde_json::from_str(r.get::<_, &str>(0)))
+    .transpose()?)
+}
+
+async fn write_execution(c: &impl GenericClient, execution: &TriggerExecution) -> Result<()> {
+    c.execute(
+        "UPDATE trigger_executions SET status = $2, interaction_id = $3, record_json = $4 WHERE id = $1",
+        &[
+            &execution.id,
+            &execution.status.as_str(),
+            &execution.interaction_id,
+            &serde_json::to_string(execution)?,
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Ends `execution` of `project` (and counts it for its trigger), in `c`'s transaction.
+async fn end_execution_in(
+    c: &impl GenericClient,
+    project: &str,
+    mut execution: TriggerExecution,
+    status: ExecutionStatus,
+    error: Option<String>,
+    now: &str,
+) -> Result<bool> {
+    let mut trigger = read_trigger(c, project, &execution.trigger_id, true).await?;
+    if !triggers::end_execution(trigger.as_mut(), &mut execution, status, error, now) {
+        return Ok(false);
+    }
+    write_execution(c, &execution).await?;
+    if let Some(trigger) = &trigger {
+        write_trigger(c, project, trigger).await?;
+    }
+    Ok(true)
+}
+
+/// Ends the running executions that created interaction `id`, now that it ended `status`.
+async fn end_executions_of(
+    c: &impl GenericClient,
+    interaction_id: &str,
+    status: InteractionStatus,
+    now: &str,
+) -> Result<()> {
+    let Some((end, error)) = triggers::execution_end(status) else {
+        return Ok(());
+    };
+    let rows = c
+        .query(
+            "SELECT project, record_json FROM trigger_executions WHERE interaction_id = $1 AND status = 'in_progress' FOR UPDATE",
+            &[&interaction_id],
+        )
+        .await?;
+    for row in rows {
+        let project: String = row.get(0);
+        let execution: TriggerExecution = serde_json::from_str(row.get::<_, &str>(1))?;
+        end_execution_in(c, &project, execution, end, error.clone(), now).await?;
+    }
+    Ok(())
+}
+
 #[async_trait]
 impl Store for PostgresStore {
     async fn create_interaction(&self, project: &str, interaction: &Interaction) -> Result<()> {
@@ -1223,6 +1361,7 @@ impl Store for PostgresStore {
             );
             enqueue_in(&tx, &project, kind, &data, None, &update.updated).await?;
         }
+        end_executions_of(&tx, interaction_id, update.status, &update.updated).await?;
         self.notify(&tx, interaction_id).await?;
         tx.commit().await?;
         if let Some(cluster) = &self.cluster
@@ -1376,6 +1515,7 @@ impl Store for PostgresStore {
                 environment.as_deref(),
             );
             enqueue_in(&tx, project, "interaction.failed", &data, None, now).await?;
+            end_executions_of(&tx, id, InteractionStatus::Failed, now).await?;
         }
         tx.commit().await?;
         Ok(rows.into_iter().map(|(_, id, _, _)| id).collect())
@@ -1952,6 +2092,258 @@ impl Store for PostgresStore {
             )
             .await?
             .get::<_, Option<i64>>(0))
+    }
+
+    async fn create_trigger(&self, project: &str, record: &TriggerRecord) -> Result<()> {
+        let n = self
+            .client()
+            .await?
+            .execute(
+                "INSERT INTO triggers (project, id, status, next_run_ms, record_json) VALUES ($1, $2, $3, $4, $5)
+                 ON CONFLICT (project, id) DO NOTHING",
+                &[
+                    &project,
+                    &record.trigger.id,
+                    &record.trigger.status.as_str(),
+                    &record.next_run_ms,
+                    &serde_json::to_string(record)?,
+                ],
+            )
+            .await?;
+        if n == 0 {
+            return Err(Error::AlreadyExists {
+                what: "trigger",
+                id: record.trigger.id.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    async fn get_trigger(&self, project: &str, id: &str) -> Result<Option<TriggerRecord>> {
+        read_trigger(&self.client().await?, project, id, false).await
+    }
+
+    async fn list_triggers(&self, project: &str, page: &Page) -> Result<Paged<TriggerRecord>> {
+        let (after, limit) = page_bounds(page);
+        let rows = self
+            .client()
+            .await?
+            .query(
+                "SELECT seq, record_json FROM triggers WHERE seq > $1 AND project = $3 ORDER BY seq LIMIT $2",
+                &[&after, &(limit + 1), &project],
+            )
+            .await?
+            .iter()
+            .map(|r| Ok((r.get::<_, i64>(0), serde_json::from_str(r.get::<_, &str>(1))?)))
+            .collect::<Result<Vec<(i64, TriggerRecord)>>>()?;
+        Ok(finish_page(rows, limit))
+    }
+
+    async fn update_trigger(
+        &self,
+        project: &str,
+        id: &str,
+        update: &hookbox_protocol::triggers::TriggerUpdate,
+        resume_next_ms: Option<i64>,
+        now: &str,
+    ) -> Result<Option<TriggerRecord>> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let Some(mut record) = read_trigger(&tx, project, id, true).await? else {
+            return Ok(None);
+        };
+        triggers::apply_update(&mut record, update, resume_next_ms, now);
+        write_trigger(&tx, project, &record).await?;
+        tx.commit().await?;
+        Ok(Some(record))
+    }
+
+    async fn delete_trigger(&self, project: &str, id: &str) -> Result<bool> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let n = tx
+            .execute(
+                "DELETE FROM triggers WHERE project = $1 AND id = $2",
+                &[&project, &id],
+            )
+            .await?;
+        tx.execute(
+            "DELETE FROM trigger_executions WHERE project = $1 AND trigger_id = $2",
+            &[&project, &id],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(n > 0)
+    }
+
+    async fn due_triggers(&self, now_ms: i64, limit: u32) -> Result<Vec<(String, TriggerRecord)>> {
+        self.client()
+            .await?
+            .query(
+                "SELECT project, record_json FROM triggers WHERE status = 'active' AND next_run_ms <= $1 ORDER BY next_run_ms LIMIT $2",
+                &[&now_ms, &i64::from(limit)],
+            )
+            .await?
+            .iter()
+            .map(|r| Ok((r.get(0), serde_json::from_str(r.get::<_, &str>(1))?)))
+            .collect()
+    }
+
+    async fn start_trigger_execution(
+        &self,
+        project: &str,
+        id: &str,
+        claim: Option<(i64, Option<i64>)>,
+        scheduled: &str,
+        now: &str,
+    ) -> Result<RunStart> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        // FOR UPDATE: two replicas claiming the same run take turns here; the second then sees
+        // the moved next_run_ms and loses.
+        let Some(mut record) = read_trigger(&tx, project, id, true).await? else {
+            return Ok(RunStart::Lost);
+        };
+        if let Some((expected, next)) = claim {
+            if record.next_run_ms != Some(expected)
+                || record.trigger.status != hookbox_protocol::triggers::TriggerStatus::Active
+            {
+                return Ok(RunStart::Lost);
+            }
+            record.set_next_run(next);
+        }
+        let busy = tx
+            .query_opt(
+                "SELECT 1 FROM trigger_executions WHERE project = $1 AND trigger_id = $2 AND status = 'in_progress' LIMIT 1",
+                &[&project, &id],
+            )
+            .await?
+            .is_some();
+        let mut execution = TriggerExecution {
+            id: triggers::new_execution_id(),
+            trigger_id: id.to_owned(),
+            status: ExecutionStatus::InProgress,
+            scheduled_time: Some(scheduled.to_owned()),
+            start_time: Some(now.to_owned()),
+            end_time: None,
+            interaction_id: None,
+            environment_id: record.trigger.environment_id.clone(),
+            error: None,
+        };
+        if busy {
+            execution.status = ExecutionStatus::Skipped;
+            execution.end_time = Some(now.to_owned());
+            execution.error = Some("the previous execution was still running".into());
+        } else {
+            record.trigger.last_run_time = Some(now.to_owned());
+        }
+        tx.execute(
+            "INSERT INTO trigger_executions (id, project, trigger_id, status, record_json) VALUES ($1, $2, $3, $4, $5)",
+            &[
+                &execution.id,
+                &project,
+                &id,
+                &execution.status.as_str(),
+                &serde_json::to_string(&execution)?,
+            ],
+        )
+        .await?;
+        write_trigger(&tx, project, &record).await?;
+        tx.commit().await?;
+        Ok(if busy {
+            RunStart::Skipped(execution)
+        } else {
+            RunStart::Run(execution)
+        })
+    }
+
+    async fn attach_trigger_interaction(
+        &self,
+        project: &str,
+        execution_id: &str,
+        interaction_id: &str,
+        environment_id: Option<&str>,
+        now: &str,
+    ) -> Result<()> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let Some(mut execution) = read_execution(&tx, project, execution_id).await? else {
+            return Ok(());
+        };
+        execution.interaction_id = Some(interaction_id.to_owned());
+        if let Some(env) = environment_id {
+            execution.environment_id = Some(env.to_owned());
+        }
+        write_execution(&tx, &execution).await?;
+        if let Some(mut trigger) = read_trigger(&tx, project, &execution.trigger_id, true).await? {
+            trigger.trigger.previous_interaction_id = Some(interaction_id.to_owned());
+            write_trigger(&tx, project, &trigger).await?;
+        }
+        // It may have ended before it was linked.
+        let status = tx
+            .query_opt(
+                "SELECT status FROM interactions WHERE id = $1",
+                &[&interaction_id],
+            )
+            .await?
+            .and_then(|r| InteractionStatus::parse(r.get::<_, &str>(0)));
+        if let Some(status) = status {
+            end_executions_of(&tx, interaction_id, status, now).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn end_trigger_execution(
+        &self,
+        project: &str,
+        execution_id: &str,
+        status: ExecutionStatus,
+        error: Option<&str>,
+        now: &str,
+    ) -> Result<bool> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let Some(execution) = read_execution(&tx, project, execution_id).await? else {
+            return Ok(false);
+        };
+        let ended = end_execution_in(
+            &tx,
+            project,
+            execution,
+            status,
+            error.map(str::to_owned),
+            now,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(ended)
+    }
+
+    async fn list_trigger_executions(
+        &self,
+        project: &str,
+        trigger_id: &str,
+        page: &Page,
+    ) -> Result<Paged<TriggerExecution>> {
+        let before = page
+            .token
+            .as_deref()
+            .and_then(|t| t.parse::<i64>().ok())
+            .unwrap_or(i64::MAX);
+        let limit = i64::from(page.limit());
+        let rows = self
+            .client()
+            .await?
+            .query(
+                "SELECT seq, record_json FROM trigger_executions WHERE project = $1 AND trigger_id = $2 AND seq < $3 ORDER BY seq DESC LIMIT $4",
+                &[&project, &trigger_id, &before, &(limit + 1)],
+            )
+            .await?
+            .iter()
+            .map(|r| Ok((r.get::<_, i64>(0), serde_json::from_str(r.get::<_, &str>(1))?)))
+            .collect::<Result<Vec<(i64, TriggerExecution)>>>()?;
+        Ok(finish_page(rows, limit))
     }
 
     async fn create_project(&self, project: &ProjectRecord) -> Result<()> {

@@ -16,9 +16,11 @@ use hookbox_protocol::api::{
     Agent, Credential, CredentialConfig, CredentialStatus, CredentialType, CredentialUpdate,
     Interaction, InteractionError, InteractionStatus, Step, Usage,
 };
+use hookbox_protocol::triggers::{ExecutionStatus, TriggerExecution};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::crypto::SecretKey;
+use crate::triggers::{self, RunStart, TriggerRecord};
 use crate::webhooks::{
     self, AttemptOutcome, ClaimedDelivery, DeliveryRecord, DeliveryStatus, SigningKey,
     WebhookRecord,
@@ -184,10 +186,36 @@ CREATE INDEX webhook_deliveries_due ON webhook_deliveries(status, next_attempt_m
 CREATE INDEX webhook_deliveries_webhook ON webhook_deliveries(project, webhook_id, seq);
 "#,
     ),
+    // Triggers (scheduled interactions) and their executions.
+    (
+        4,
+        r#"
+CREATE TABLE triggers (
+    project TEXT NOT NULL,
+    id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    next_run_ms INTEGER,
+    record_json TEXT NOT NULL,
+    PRIMARY KEY (project, id)
+);
+CREATE INDEX triggers_due ON triggers(status, next_run_ms);
+CREATE TABLE trigger_executions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    project TEXT NOT NULL,
+    trigger_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    interaction_id TEXT,
+    record_json TEXT NOT NULL
+);
+CREATE INDEX trigger_executions_trigger ON trigger_executions(project, trigger_id, seq);
+CREATE INDEX trigger_executions_interaction ON trigger_executions(interaction_id);
+"#,
+    ),
 ];
 
 /// The latest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// SQLite-backed [`Store`].
 #[derive(Debug, Clone)]
@@ -551,6 +579,102 @@ fn enqueue_in(
     Ok(ids)
 }
 
+fn read_trigger(conn: &Connection, project: &str, id: &str) -> Result<Option<TriggerRecord>> {
+    let json: Option<String> = conn
+        .prepare_cached("SELECT record_json FROM triggers WHERE project = ?1 AND id = ?2")?
+        .query_row(params![project, id], |r| r.get(0))
+        .optional()?;
+    Ok(json.map(|j| serde_json::from_str(&j)).transpose()?)
+}
+
+fn write_trigger(conn: &Connection, project: &str, record: &TriggerRecord) -> Result<()> {
+    conn.prepare_cached(
+        "UPDATE triggers SET status = ?3, next_run_ms = ?4, record_json = ?5 WHERE project = ?1 AND id = ?2",
+    )?
+    .execute(params![
+        project,
+        record.trigger.id,
+        record.trigger.status.as_str(),
+        record.next_run_ms,
+        serde_json::to_string(record)?
+    ])?;
+    Ok(())
+}
+
+fn read_execution(conn: &Connection, project: &str, id: &str) -> Result<Option<TriggerExecution>> {
+    let json: Option<String> = conn
+        .prepare_cached(
+            "SELECT record_json FROM trigger_executions WHERE project = ?1 AND id = ?2",
+        )?
+        .query_row(params![project, id], |r| r.get(0))
+        .optional()?;
+    Ok(json.map(|j| serde_json::from_str(&j)).transpose()?)
+}
+
+fn write_execution(conn: &Connection, execution: &TriggerExecution) -> Result<()> {
+    conn.prepare_cached(
+        "UPDATE trigger_executions SET status = ?2, interaction_id = ?3, record_json = ?4 WHERE id = ?1",
+    )?
+    .execute(params![
+        execution.id,
+        execution.status.as_str(),
+        execution.interaction_id,
+        serde_json::to_string(execution)?
+    ])?;
+    Ok(())
+}
+
+/// Ends `execution` of `project` (and counts it for its trigger), inside `conn`'s transaction.
+fn end_execution_in(
+    conn: &Connection,
+    project: &str,
+    mut execution: TriggerExecution,
+    status: ExecutionStatus,
+    error: Option<String>,
+    now: &str,
+) -> Result<bool> {
+    let mut trigger = read_trigger(conn, project, &execution.trigger_id)?;
+    if !triggers::end_execution(trigger.as_mut(), &mut execution, status, error, now) {
+        return Ok(false);
+    }
+    write_execution(conn, &execution)?;
+    if let Some(trigger) = &trigger {
+        write_trigger(conn, project, trigger)?;
+    }
+    Ok(true)
+}
+
+/// Ends the running executions that created interaction `id`, now that it ended `status`.
+fn end_executions_of(
+    conn: &Connection,
+    interaction_id: &str,
+    status: InteractionStatus,
+    now: &str,
+) -> Result<()> {
+    let Some((end, error)) = triggers::execution_end(status) else {
+        return Ok(());
+    };
+    let rows = conn
+        .prepare_cached(
+            "SELECT project, record_json FROM trigger_executions WHERE interaction_id = ?1 AND status = 'in_progress'",
+        )?
+        .query_map(params![interaction_id], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    for (project, json) in rows {
+        end_execution_in(
+            conn,
+            &project,
+            serde_json::from_str(&json)?,
+            end,
+            error.clone(),
+            now,
+        )?;
+    }
+    Ok(())
+}
+
 #[async_trait]
 impl Store for SqliteStore {
     async fn create_interaction(&self, project: &str, interaction: &Interaction) -> Result<()> {
@@ -661,6 +785,7 @@ impl Store for SqliteStore {
                     crate::webhooks::interaction_data(&id, new_status, environment.as_deref());
                 enqueue_in(&tx, &project, kind, &data, None, &updated)?;
             }
+            end_executions_of(&tx, &id, new_status, &updated)?;
             tx.commit()?;
             Ok(())
         })
@@ -795,6 +920,7 @@ impl Store for SqliteStore {
                     environment.as_deref(),
                 );
                 enqueue_in(&tx, project, "interaction.failed", &data, None, &now)?;
+                end_executions_of(&tx, id, InteractionStatus::Failed, &now)?;
             }
             tx.commit()?;
             Ok(rows.into_iter().map(|(id, _, _)| id).collect())
@@ -1429,6 +1555,292 @@ impl Store for SqliteStore {
                 .query_row(params![hookbox_protocol::webhooks::PING_EVENT], |r| {
                     r.get::<_, Option<i64>>(0)
                 })?)
+        })
+        .await
+    }
+
+    async fn create_trigger(&self, project: &str, record: &TriggerRecord) -> Result<()> {
+        let (project, record) = (project.to_owned(), record.clone());
+        self.with(move |conn, _| {
+            let id = record.trigger.id.clone();
+            let n = conn.execute(
+                "INSERT OR IGNORE INTO triggers (project, id, status, next_run_ms, record_json) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![
+                    project,
+                    id,
+                    record.trigger.status.as_str(),
+                    record.next_run_ms,
+                    serde_json::to_string(&record)?
+                ],
+            )?;
+            if n == 0 {
+                return Err(Error::AlreadyExists { what: "trigger", id });
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn get_trigger(&self, project: &str, id: &str) -> Result<Option<TriggerRecord>> {
+        let (project, id) = (project.to_owned(), id.to_owned());
+        self.with(move |conn, _| read_trigger(conn, &project, &id))
+            .await
+    }
+
+    async fn list_triggers(&self, project: &str, page: &Page) -> Result<Paged<TriggerRecord>> {
+        let (project, page) = (project.to_owned(), page.clone());
+        self.with(move |conn, _| {
+            let rows = paged_json(
+                conn,
+                "SELECT rowid, record_json FROM triggers WHERE rowid > ?1 AND project = ?3 ORDER BY rowid LIMIT ?2",
+                &project,
+                &page,
+            )?;
+            Ok(Paged {
+                items: rows
+                    .items
+                    .into_iter()
+                    .map(|(_, j)| serde_json::from_str(&j))
+                    .collect::<std::result::Result<_, _>>()?,
+                next_page_token: rows.next_page_token,
+            })
+        })
+        .await
+    }
+
+    async fn update_trigger(
+        &self,
+        project: &str,
+        id: &str,
+        update: &hookbox_protocol::triggers::TriggerUpdate,
+        resume_next_ms: Option<i64>,
+        now: &str,
+    ) -> Result<Option<TriggerRecord>> {
+        let (project, id, update, now) = (
+            project.to_owned(),
+            id.to_owned(),
+            update.clone(),
+            now.to_owned(),
+        );
+        self.with(move |conn, _| {
+            let tx = conn.transaction()?;
+            let Some(mut record) = read_trigger(&tx, &project, &id)? else {
+                return Ok(None);
+            };
+            triggers::apply_update(&mut record, &update, resume_next_ms, &now);
+            write_trigger(&tx, &project, &record)?;
+            tx.commit()?;
+            Ok(Some(record))
+        })
+        .await
+    }
+
+    async fn delete_trigger(&self, project: &str, id: &str) -> Result<bool> {
+        let (project, id) = (project.to_owned(), id.to_owned());
+        self.with(move |conn, _| {
+            let tx = conn.transaction()?;
+            let n = tx.execute(
+                "DELETE FROM triggers WHERE project = ?1 AND id = ?2",
+                params![project, id],
+            )?;
+            tx.execute(
+                "DELETE FROM trigger_executions WHERE project = ?1 AND trigger_id = ?2",
+                params![project, id],
+            )?;
+            tx.commit()?;
+            Ok(n > 0)
+        })
+        .await
+    }
+
+    async fn due_triggers(&self, now_ms: i64, limit: u32) -> Result<Vec<(String, TriggerRecord)>> {
+        self.with(move |conn, _| {
+            conn.prepare_cached(
+                "SELECT project, record_json FROM triggers WHERE status = 'active' AND next_run_ms <= ?1 ORDER BY next_run_ms LIMIT ?2",
+            )?
+            .query_map(params![now_ms, i64::from(limit)], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+            })?
+            .map(|row| {
+                let (project, json) = row?;
+                Ok((project, serde_json::from_str(&json)?))
+            })
+            .collect()
+        })
+        .await
+    }
+
+    async fn start_trigger_execution(
+        &self,
+        project: &str,
+        id: &str,
+        claim: Option<(i64, Option<i64>)>,
+        scheduled: &str,
+        now: &str,
+    ) -> Result<RunStart> {
+        let (project, id, scheduled, now) = (
+            project.to_owned(),
+            id.to_owned(),
+            scheduled.to_owned(),
+            now.to_owned(),
+        );
+        self.with(move |conn, _| {
+            let tx = conn.transaction()?;
+            let Some(mut record) = read_trigger(&tx, &project, &id)? else {
+                return Ok(RunStart::Lost);
+            };
+            if let Some((expected, next)) = claim {
+                if record.next_run_ms != Some(expected)
+                    || record.trigger.status != hookbox_protocol::triggers::TriggerStatus::Active
+                {
+                    return Ok(RunStart::Lost);
+                }
+                record.set_next_run(next);
+            }
+            let busy = tx
+                .prepare_cached(
+                    "SELECT 1 FROM trigger_executions WHERE project = ?1 AND trigger_id = ?2 AND status = 'in_progress'",
+                )?
+                .exists(params![project, id])?;
+            let mut execution = TriggerExecution {
+                id: triggers::new_execution_id(),
+                trigger_id: id.clone(),
+                status: ExecutionStatus::InProgress,
+                scheduled_time: Some(scheduled),
+                start_time: Some(now.clone()),
+                end_time: None,
+                interaction_id: None,
+                environment_id: record.trigger.environment_id.clone(),
+                error: None,
+            };
+            if busy {
+                execution.status = ExecutionStatus::Skipped;
+                execution.end_time = Some(now.clone());
+                execution.error = Some("the previous execution was still running".into());
+            } else {
+                record.trigger.last_run_time = Some(now.clone());
+            }
+            tx.prepare_cached(
+                "INSERT INTO trigger_executions (id, project, trigger_id, status, record_json) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?
+            .execute(params![
+                execution.id,
+                project,
+                id,
+                execution.status.as_str(),
+                serde_json::to_string(&execution)?
+            ])?;
+            write_trigger(&tx, &project, &record)?;
+            tx.commit()?;
+            Ok(if busy {
+                RunStart::Skipped(execution)
+            } else {
+                RunStart::Run(execution)
+            })
+        })
+        .await
+    }
+
+    async fn attach_trigger_interaction(
+        &self,
+        project: &str,
+        execution_id: &str,
+        interaction_id: &str,
+        environment_id: Option<&str>,
+        now: &str,
+    ) -> Result<()> {
+        let (project, execution_id, interaction_id, environment_id, now) = (
+            project.to_owned(),
+            execution_id.to_owned(),
+            interaction_id.to_owned(),
+            environment_id.map(str::to_owned),
+            now.to_owned(),
+        );
+        self.with(move |conn, _| {
+            let tx = conn.transaction()?;
+            let Some(mut execution) = read_execution(&tx, &project, &execution_id)? else {
+                return Ok(());
+            };
+            execution.interaction_id = Some(interaction_id.clone());
+            if environment_id.is_some() {
+                execution.environment_id = environment_id;
+            }
+            write_execution(&tx, &execution)?;
+            if let Some(mut trigger) = read_trigger(&tx, &project, &execution.trigger_id)? {
+                trigger.trigger.previous_interaction_id = Some(interaction_id.clone());
+                write_trigger(&tx, &project, &trigger)?;
+            }
+            // It may have ended before it was linked.
+            let status: Option<String> = tx
+                .prepare_cached("SELECT status FROM interactions WHERE id = ?1")?
+                .query_row(params![interaction_id], |r| r.get(0))
+                .optional()?;
+            if let Some(status) = status.as_deref().and_then(InteractionStatus::parse) {
+                end_executions_of(&tx, &interaction_id, status, &now)?;
+            }
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn end_trigger_execution(
+        &self,
+        project: &str,
+        execution_id: &str,
+        status: ExecutionStatus,
+        error: Option<&str>,
+        now: &str,
+    ) -> Result<bool> {
+        let (project, execution_id, error, now) = (
+            project.to_owned(),
+            execution_id.to_owned(),
+            error.map(str::to_owned),
+            now.to_owned(),
+        );
+        self.with(move |conn, _| {
+            let tx = conn.transaction()?;
+            let Some(execution) = read_execution(&tx, &project, &execution_id)? else {
+                return Ok(false);
+            };
+            let ended = end_execution_in(&tx, &project, execution, status, error, &now)?;
+            tx.commit()?;
+            Ok(ended)
+        })
+        .await
+    }
+
+    async fn list_trigger_executions(
+        &self,
+        project: &str,
+        trigger_id: &str,
+        page: &Page,
+    ) -> Result<Paged<TriggerExecution>> {
+        let (project, trigger_id) = (project.to_owned(), trigger_id.to_owned());
+        let before = page
+            .token
+            .as_deref()
+            .and_then(|t| t.parse::<i64>().ok())
+            .unwrap_or(i64::MAX);
+        let limit = i64::from(page.limit());
+        self.with(move |conn, _| {
+            let rows = conn
+                .prepare_cached(
+                    "SELECT seq, record_json FROM trigger_executions WHERE project = ?1 AND trigger_id = ?2 AND seq < ?3 ORDER BY seq DESC LIMIT ?4",
+                )?
+                .query_map(params![project, trigger_id, before, limit + 1], |r| {
+                    Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let page = finish_page(rows, limit);
+            Ok(Paged {
+                items: page
+                    .items
+                    .into_iter()
+                    .map(|(_, j)| serde_json::from_str(&j))
+                    .collect::<std::result::Result<_, _>>()?,
+                next_page_token: page.next_page_token,
+            })
         })
         .await
     }

@@ -4,6 +4,7 @@ mod interactions;
 mod postgres;
 mod projects;
 mod resources;
+mod triggers;
 mod webhooks;
 
 use std::sync::Arc;
