@@ -2,7 +2,8 @@
 # The whole test suite: set-up, then every crate's unit and integration tests and the
 # end-to-end suite that drives the hookbox binary, then the SDK conformance suite (the unmodified
 # google-genai SDK from PyPI, in a venv, against `hookbox serve`, with the reference's examples),
-# webhooks through the SDK to a receiver that verifies with the standardwebhooks library, and
+# webhooks through the SDK to a receiver that verifies with the standardwebhooks library,
+# triggers through the SDK (real minute boundaries, on two replicas of one PostgreSQL database), and
 # `hookbox mcp` against the official MCP Python SDK (stdio and streamable HTTP). The store's
 # suite runs twice: on SQLite, and on a throwaway PostgreSQL cluster (scripts/postgres.sh); two
 # replicas share it end to end (and hand over at a clean stop); a TLS-only cluster checks
@@ -43,6 +44,7 @@ HOOKBOX_RUNTIME=gvisor HOOKBOX_TEST_POSTGRES_URL="$pg_url" HOOKBOX_TEST_SNAPSHOT
 tests/conformance/run.sh --reference
 tests/conformance/run.sh --reference --runtime gvisor
 tests/webhooks/run.sh
+HOOKBOX_TEST_POSTGRES_URL="$pg_url" tests/triggers/run.sh
 tests/mcp/run.sh
 HOOKBOX_RUNTIME=gvisor tests/mcp/run.sh
 tests/console/run.sh

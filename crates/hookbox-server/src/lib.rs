@@ -20,7 +20,9 @@ pub mod metrics;
 pub mod quota;
 mod resources;
 pub mod sandbox;
+mod schedule;
 mod stream;
+pub mod triggers;
 mod webhooks;
 
 use std::collections::HashMap;
@@ -256,6 +258,17 @@ fn api_routes() -> Router<AppState> {
                 .post(webhooks::action),
         )
         .route("/webhooks/{id}/deliveries", get(webhooks::deliveries))
+        .route("/triggers", post(triggers::create).get(triggers::list))
+        .route(
+            "/triggers/{id}",
+            get(triggers::get)
+                .patch(triggers::update)
+                .delete(triggers::delete),
+        )
+        .route(
+            "/triggers/{id}/executions",
+            get(triggers::list_executions).post(triggers::run),
+        )
 }
 
 fn upload_routes() -> Router<AppState> {
@@ -414,7 +427,7 @@ async fn readyz(
 
 async fn fallback(method: Method, uri: Uri) -> ApiError {
     ApiError::not_found(format!(
-        "No such endpoint: {method} {}. hookbox serves /v1, /v1beta and /v1alpha paths (interactions, environments, credentials, agents, webhooks).",
+        "No such endpoint: {method} {}. hookbox serves /v1, /v1beta and /v1alpha paths (interactions, environments, credentials, agents, webhooks, triggers).",
         uri.path()
     ))
 }

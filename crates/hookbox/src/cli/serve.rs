@@ -510,6 +510,14 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         },
     ));
     state.deliver_webhooks_with(deliverer.waker());
+    // Triggers: every replica looks for due runs; the store lets one fire each.
+    let (stop_triggers, triggers_stopped) = tokio::sync::oneshot::channel::<()>();
+    let scheduler = tokio::spawn(hookbox_server::triggers::run_scheduler(
+        state.clone(),
+        async move {
+            let _ = triggers_stopped.await;
+        },
+    ));
     let (stop_webhooks, webhooks_stopped) = tokio::sync::oneshot::channel::<()>();
     let mut webhooks = tokio::spawn({
         let deliverer = deliverer.clone();
@@ -563,6 +571,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     // Drain: nothing new starts here; what runs gets the grace period to finish.
     state.begin_drain();
+    let _ = stop_triggers.send(());
     let drain_started = tokio::time::Instant::now();
     let mut hurried = false;
     tokio::select! {
@@ -605,6 +614,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     sweeper.abort();
     expiry.abort();
+    scheduler.abort();
     let report = backend_for_stop
         .shutdown(if hurried { Duration::ZERO } else { grace })
         .await;
