@@ -163,6 +163,31 @@ try:
         gone_row.click()
         why = wait.until(ec.presence_of_element_located((By.ID, "e-error")))
         check("environments: an expired one says when it expired", "expired at" in why.text and gone in why.text, why.text)
+        # Triggers with their executions, and webhooks with their deliveries.
+        trig = post("/v1beta/triggers", {"interaction": {"agent": agent, "input": "run `true`", "environment": env},
+                                         "schedule": "0 0 1 1 *", "time_zone": "UTC", "display_name": "yearly <b>x</b>"})
+        execution = post("/v1beta/triggers/" + trig["id"] + "/executions", {})
+        WebDriverWait(None, 60, poll_frequency=0.2).until(lambda _: any(
+            x["status"] == "completed" for x in get("/v1beta/triggers/" + trig["id"] + "/executions")["trigger_executions"]))
+        browser.get(base + "/console#/triggers")
+        browser.refresh()
+        wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, f'#trigger-list tr[data-id="{trig["id"]}"]'))).click()
+        ran = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, f'#executions tr[data-id="{execution["id"]}"]')))
+        check("triggers: an execution with its status and interaction",
+              ran.get_attribute("data-status") == "completed" and execution["interaction_id"] in ran.text, ran.text)
+        check("triggers: the name is shown as text", "yearly <b>x</b>" in browser.find_element(By.ID, "trigger-list").text)
+        browser.save_screenshot(os.path.join(shots, "triggers.png"))
+        hook = post("/v1beta/webhooks", {"uri": "http://127.0.0.2:9/hook", "subscribed_events": ["interaction.completed"]})
+        post("/v1beta/webhooks/" + hook["id"] + ":ping", {})
+        WebDriverWait(None, 60, poll_frequency=0.2).until(lambda _: any(
+            d["attempts"] >= 1 for d in get("/v1beta/webhooks/" + hook["id"] + "/deliveries")["deliveries"]))
+        browser.get(base + "/console#/webhooks")
+        browser.refresh()
+        wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, f'#webhook-list tr[data-id="{hook["id"]}"]'))).click()
+        delivery = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "#deliveries tr")))
+        check("webhooks: a delivery with its attempts and why it failed",
+              "webhook.ping" in delivery.text and "SSRF" in delivery.text, delivery.text)
+        browser.save_screenshot(os.path.join(shots, "webhooks.png"))
         # The kernel the sandbox runs on is the runtime asked for (HOOKBOX_RUNTIME, as hookbox reads).
         kernel = post("/v1beta/interactions", {"agent": agent, "input": "run `dmesg 2>&1 | head -1`", "environment": env})
         gvisor = os.environ.get("HOOKBOX_RUNTIME", "namespaces") == "gvisor"
