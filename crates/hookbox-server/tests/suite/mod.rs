@@ -7,6 +7,7 @@ mod quotas;
 mod resources;
 mod sockets;
 mod streaming;
+mod triggers;
 
 use std::sync::Arc;
 
@@ -25,6 +26,8 @@ use tower::ServiceExt;
 pub struct Harness {
     pub dir: tempfile::TempDir,
     pub state: AppState,
+    /// The store the server uses, for setting up what the API cannot (a clock gone by).
+    pub store: Arc<dyn hookbox_store::Store>,
 }
 
 impl Harness {
@@ -55,8 +58,9 @@ impl Harness {
         .unwrap();
         let local = Arc::new(LocalBackend::new(dir.path().join("envs")));
         std::fs::create_dir_all(dir.path().join("envs")).unwrap();
+        let store: Arc<dyn hookbox_store::Store> = Arc::new(store);
         let state = AppState::new(Services {
-            store: Arc::new(store),
+            store: store.clone(),
             model: Arc::new(OfflineModel::new().unwrap()),
             executor: Arc::new(Gate(local.clone())),
             environments: local,
@@ -67,7 +71,7 @@ impl Harness {
             sandbox_slots: None,
             lifecycle: Default::default(),
         });
-        Harness { dir, state }
+        Harness { dir, state, store }
     }
 
     pub async fn call(

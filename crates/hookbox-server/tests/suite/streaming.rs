@@ -128,9 +128,10 @@ async fn failed_runs_stream_an_error_event() {
             &Default::default(),
         )
         .unwrap();
+        let store: std::sync::Arc<dyn hookbox_store::Store> = std::sync::Arc::new(store);
         let local = std::sync::Arc::new(hookbox_test_support::LocalBackend::new(dir.path()));
         let state = hookbox_server::AppState::new(hookbox_server::Services {
-            store: std::sync::Arc::new(store),
+            store: store.clone(),
             model: std::sync::Arc::new(hookbox_agent::offline::OfflineModel::new().unwrap()),
             executor: local.clone(),
             environments: local,
@@ -141,7 +142,7 @@ async fn failed_runs_stream_an_error_event() {
             sandbox_slots: None,
             lifecycle: Default::default(),
         });
-        Harness { dir, state }
+        Harness { dir, state, store }
     };
     let (events, _) = stream_create(&h, "run `true`").await;
     let n = events.len();
