@@ -95,7 +95,13 @@ async fn runs_missed_while_down_fire_once_and_the_schedule_goes_on_from_then() {
         runs[0]["scheduled_time"],
         hookbox_store::time::format_unix(due / 1000)
     );
-    // The next minute's tick fires the next run, once.
+    // Runs never overlap: once that one completed (polled, bounded), the next minute's tick
+    // fires the next run, once.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while executions(&h, id).await[0]["status"] != "completed" {
+        assert!(std::time::Instant::now() < deadline, "{:?}", executions(&h, id).await);
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     assert_eq!(
         hookbox_server::triggers::tick(&h.state, next)
             .await
