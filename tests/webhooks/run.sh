@@ -13,7 +13,7 @@ if [[ -z "${HOOKBOX_BIN:-}" ]]; then
   HOOKBOX_BIN="$target_dir/debug/hookbox"
 fi
 [[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"
-"$venv/bin/pip" install --quiet --disable-pip-version-check "google-genai>=3.3.0" "standardwebhooks>=1.0"
+"$venv/bin/pip" install --quiet --disable-pip-version-check "google-genai>=3.3.0" "standardwebhooks>=1.0" cryptography
 data="$(mktemp -d)"
 cleanup() {
   awk -v d="$data/" 'index($5, d) == 1 {print $5}' /proc/self/mountinfo | sort -r | xargs -r -n1 umount -l

@@ -10,6 +10,8 @@ receiver on 127.0.0.1 that verifies every delivery with the Standard Webhooks re
    immediate rotation only the newest verifies;
 5. a target the SSRF guard refuses (127.0.0.2, outside the admitted 127.0.0.1/32) fails, and
    after --webhook-disable-after failures the webhook is disabled_due_to_failed_deliveries;
+   https is verified: a receiver whose test CA --egress-extra-ca names gets its delivery, the
+   same receiver by an address its certificate does not name does not;
 6. update, delete, another project's webhook is a 404; metrics count deliveries.
 
 argv: HOOKBOX_BIN DATA_DIR. Ends with `N passed, M failed`.
@@ -220,12 +222,21 @@ finally:
     server.kill()
     server.wait()
 
-# 5. SSRF and disabling, on a server that gives up fast (its metrics on an address of its own).
+# 5. SSRF and disabling, on a server that gives up fast (its metrics on an address of its own);
+# https verified, against an HTTPS receiver with a test CA that only --egress-extra-ca names.
 metrics_port_probe = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
 metrics_port = metrics_port_probe.server_address[1]
 metrics_port_probe.server_close()
+tls_dir = os.path.join(data, "tls")
+os.makedirs(tls_dir)
+tls_receiver = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__file__), "..", "conformance",
+                                                             "telemetry_receiver.py"), tls_dir],
+                                stdout=subprocess.PIPE, text=True)
+tls_port = int(tls_receiver.stdout.readline())
 server, base = serve(os.path.join(data, "fast"), "--webhook-retry-base", "0.05", "--webhook-max-attempts", "2",
-                     "--webhook-disable-after", "2", "--metrics-listen", f"127.0.0.1:{metrics_port}")
+                     "--webhook-disable-after", "2", "--metrics-listen", f"127.0.0.1:{metrics_port}",
+                     "--egress-resolve", f"telemetry.example.com:443=127.0.0.1:{tls_port}",
+                     "--egress-extra-ca", os.path.join(tls_dir, "ca.pem"))
 try:
     c = client(base)
     blocked = c.webhooks.create(uri="http://127.0.0.2:9/hook", subscribed_events=["interaction.failed"])
@@ -249,6 +260,34 @@ try:
     c.webhooks.ping(id=ok.id)
     got = receiver.wait_for(lambda i: event(i).get("data", {}).get("webhook_id") == ok.id)
     check("ping: delivered to an admitted receiver", got is not None and verifies(ok.new_signing_secret, got))
+    secure = c.webhooks.create(uri="https://telemetry.example.com/hooks", subscribed_events=["interaction.completed"])
+    c.webhooks.ping(id=secure.id)
+    events_file = os.path.join(tls_dir, "events.jsonl")
+
+    def tls_delivery():
+        if not os.path.exists(events_file):
+            return None
+        with open(events_file) as f:
+            return next((json.loads(l) for l in f if secure.id in l), None)
+    got = None
+    deadline = time.monotonic() + 60
+    while got is None and time.monotonic() < deadline:
+        got = tls_delivery()
+        time.sleep(0.05)
+    headers = {k.lower(): v for k, v in (got or {}).get("headers", {}).items()}
+    check("https: delivered to a receiver whose CA --egress-extra-ca names",
+          got is not None and got["path"] == "/hooks" and headers.get("webhook-signature", "").startswith("v1,"), got)
+    # The same receiver by its address: its certificate does not name it.
+    mismatch = c.webhooks.create(uri=f"https://127.0.0.1:{tls_port}/hooks", subscribed_events=["interaction.completed"])
+    c.webhooks.ping(id=mismatch.id)
+    failed = None
+    deadline = time.monotonic() + 60
+    while failed is None and time.monotonic() < deadline:
+        listed = raw(base, "GET", f"/v1beta/webhooks/{mismatch.id}/deliveries")["deliveries"]
+        failed = next((d for d in listed if d["status"] == "failed"), None)
+        time.sleep(0.05)
+    check("https: a certificate that does not name the host fails the delivery",
+          failed is not None and "TLS" in (failed.get("last_error") or ""), failed)
     text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=30).read().decode()
     lines = [l for l in text.splitlines() if l.startswith("hookbox_webhook_deliveries_total")]
     count = lambda outcome: sum(float(l.split()[-1]) for l in lines if f'outcome="{outcome}"' in l)
@@ -257,6 +296,8 @@ try:
 finally:
     server.kill()
     server.wait()
+    tls_receiver.kill()
+    tls_receiver.wait()
 
 passed = sum(ok for _, ok in results)
 print(f"{passed} passed, {len(results) - passed} failed")

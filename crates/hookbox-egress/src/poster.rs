@@ -37,10 +37,13 @@ impl EgressPoster {
     /// The poster webhook deliveries leave through: any host, but every SSRF defence of
     /// egress (no loopback, private, link-local or metadata address unless the operator
     /// admitted its CIDR), https verified against the system roots and `extra_ca_file`, no
-    /// header or credential injected. Audited as [`Origin::Webhook`].
+    /// header or credential injected; names resolved through `resolve_pins` first (the
+    /// operator's `--egress-resolve`, still checked against the blocked ranges). Audited as
+    /// [`Origin::Webhook`].
     pub fn for_webhooks(
         operator_allowed_cidrs: Vec<crate::ssrf::Cidr>,
         extra_ca_file: Option<std::path::PathBuf>,
+        resolve_pins: &[crate::egress::ResolvePin],
     ) -> Result<Self, crate::tls::TlsError> {
         let credentials: Arc<dyn crate::credentials::CredentialStore> = Arc::new(NoCredentials);
         let mut config = crate::egress::EgressConfig::new(
@@ -54,6 +57,12 @@ impl EgressPoster {
         );
         config.operator_allowed_cidrs = operator_allowed_cidrs;
         config.extra_ca_file = extra_ca_file;
+        if !resolve_pins.is_empty() {
+            config.resolver = Arc::new(crate::egress::StaticResolver::from_pins(
+                resolve_pins,
+                Some(Arc::new(crate::egress::SystemResolver)),
+            ));
+        }
         Ok(Self {
             egress: Arc::new(Egress::new(config)?),
             origin: Origin::Webhook,

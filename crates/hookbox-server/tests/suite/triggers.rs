@@ -99,7 +99,11 @@ async fn runs_missed_while_down_fire_once_and_the_schedule_goes_on_from_then() {
     // fires the next run, once.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while executions(&h, id).await[0]["status"] != "completed" {
-        assert!(std::time::Instant::now() < deadline, "{:?}", executions(&h, id).await);
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{:?}",
+            executions(&h, id).await
+        );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     assert_eq!(

@@ -404,7 +404,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         EgressOperator {
             allowed_cidrs: args.egress_allow_cidrs.clone(),
             extra_ca_file: args.egress_extra_ca.clone(),
-            resolve_pins: args.egress_resolve,
+            resolve_pins: args.egress_resolve.clone(),
         },
     );
     let environments = EnvStore::open(&data_dir, sandbox, egress)
@@ -497,6 +497,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let poster = hookbox_egress::EgressPoster::for_webhooks(
         args.egress_allow_cidrs.clone(),
         args.egress_extra_ca.clone(),
+        &args.egress_resolve,
     )
     .context("cannot set up webhook deliveries (--egress-extra-ca?)")?;
     let deliverer = Arc::new(hookbox_webhooks::Deliverer::new(
