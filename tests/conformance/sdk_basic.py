@@ -144,5 +144,42 @@ check("agent used by interaction", "via-agent" in via.output_text, via.output_te
 client.agents.delete("conf_agent")
 expect_error("agent delete", lambda: client.agents.get("conf_agent"), 404, "not found")
 
+# --- function tools (the client runs them) -----------------------------------------------
+weather = {"type": "function", "name": "get_weather", "description": "The weather in a city.",
+           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+clock = {"type": "function", "name": "get_time", "description": "The time in a city.",
+         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}
+asked = client.interactions.create(
+    agent=AGENT, tools=[{"type": "code_execution"}, weather, clock],
+    input='call `get_weather` with `{"city": "Berlin"}` and call `get_time` with `{"city": "Berlin"}`')
+calls = [s for s in asked.steps if s.type == "function_call"]
+check("function: the turn ends requires_action", asked.status == "requires_action", asked.status)
+check("function: both calls together, with their arguments",
+      [c.name for c in calls] == ["get_weather", "get_time"] and calls[0].arguments == {"city": "Berlin"}
+      and calls[0].id != calls[1].id, [(c.name, c.arguments, c.id) for c in calls])
+check("function: no result step (the client runs it)", not any(s.type == "function_result" for s in asked.steps))
+results = [{"type": "function_result", "call_id": c.id, "name": c.name, "result": f"{c.name}: sunny"} for c in calls]
+expect_error("function: a missing result is a 400 naming it",
+             lambda: client.interactions.create(agent=AGENT, previous_interaction_id=asked.id, input=results[:1],
+                                                tools=[weather, clock]), 400, calls[1].id)
+expect_error("function: an unknown call_id is a 400 naming it",
+             lambda: client.interactions.create(agent=AGENT, previous_interaction_id=asked.id,
+                                                input=results + [{"type": "function_result", "call_id": "call_nope", "result": "x"}],
+                                                tools=[weather, clock]), 400, "call_nope")
+expect_error("function: answering an interaction that waits for nothing is a 400",
+             lambda: client.interactions.create(agent=AGENT, previous_interaction_id=via.id, input=results,
+                                                tools=[weather, clock]), 400, "requires_action")
+expect_error("function: a function named like a sandbox tool is a 400",
+             lambda: client.interactions.create(agent=AGENT, input="hi",
+                                                tools=[{"type": "function", "name": "code_execution"}]), 400, "tools[0].name")
+answered = client.interactions.create(agent=AGENT, previous_interaction_id=asked.id, input=results, tools=[weather, clock])
+check("function: the results continue the loop to an answer", answered.status == "completed"
+      and "get_weather: sunny" in answered.output_text and "get_time: sunny" in answered.output_text, answered.output_text)
+check("function: in the same environment", answered.environment_id == asked.environment_id)
+stream_events = [e.event_type for e in client.interactions.create(
+    agent=AGENT, tools=[weather], stream=True, input='call `get_weather` with `{"city": "Oslo"}`')]
+check("function: streaming shows the status change",
+      "interaction.status_update" in stream_events and stream_events[-1] == "interaction.completed", stream_events)
+
 print(f"{passes} passed, {len(failures)} failed" + (": " + ", ".join(failures) if failures else ""))
 sys.exit(1 if failures else 0)

@@ -169,6 +169,16 @@ try:
     check("completed: a wrong secret does not verify", item is not None and not verifies(
         "whsec_" + "A" * 43 + "=", item))
 
+    # interaction.requires_action: a function tool the client runs.
+    asks = c.webhooks.create(uri=receiver.url, subscribed_events=["interaction.requires_action"])
+    waiting = c.interactions.create(agent=AGENT, input="call `lookup` with `{}`",
+                                    tools=[{"type": "function", "name": "lookup"}])
+    item = receiver.wait_for(lambda i: event(i).get("type") == "interaction.requires_action"
+                             and event(i)["data"]["interaction_id"] == waiting.id)
+    check("requires_action: delivered when a function call waits for the client",
+          waiting.status == "requires_action" and item is not None and verifies(asks.new_signing_secret, item), item)
+    c.webhooks.delete(id=asks.id)
+
     # 3. kill -9 with a delivery pending.
     receiver.status = 503
     env = done.environment_id

@@ -41,6 +41,9 @@ pub struct LoopContext<'a> {
     pub model_name: Option<&'a str>,
     pub system_instruction: Option<&'a str>,
     pub tools: &'a [ToolName],
+    /// The client's `function` tools: their calls are not run here; the run ends
+    /// `requires_action` with them (every call of that turn emitted first).
+    pub functions: &'a [crate::model::FunctionDecl],
 }
 
 /// How a run ended.
@@ -90,6 +93,7 @@ pub async fn run(
             system_instruction: ctx.system_instruction,
             steps: &conversation,
             tools: ctx.tools,
+            functions: ctx.functions,
         };
         let model_started = std::time::Instant::now();
         let span = tracing::info_span!(
@@ -143,6 +147,7 @@ pub async fn run(
         if let Some(text) = turn.text.filter(|t| !t.is_empty()) {
             emit(&mut conversation, steps, Step::model_text(text)).await;
         }
+        let mut for_the_client = 0;
         for call in turn.calls {
             let id = call
                 .id
@@ -154,6 +159,12 @@ pub async fn run(
                 call_step(&id, &call.name, &call.args, call.signature.clone()),
             )
             .await;
+            // A client function: the client runs it and answers with a function_result; hooks
+            // never see it (the reference).
+            if ctx.functions.iter().any(|f| f.name == call.name) {
+                for_the_client += 1;
+                continue;
+            }
             let (output, is_error, hooks) = tokio::select! {
                 r = execute(&ctx, &call.name, &call.args, steps) => r,
                 _ = wait_cancelled(&mut cancel) => return cancelled(usage),
@@ -164,6 +175,13 @@ pub async fn run(
                 result_step(&id, &call.name, output, is_error, hooks),
             )
             .await;
+        }
+        if for_the_client > 0 {
+            return LoopOutcome {
+                status: InteractionStatus::RequiresAction,
+                usage,
+                errors: Vec::new(),
+            };
         }
     }
     LoopOutcome {

@@ -102,6 +102,9 @@ impl GeminiModel {
                 let (description, parameters) = declaration(*t);
                 json!({"name": t.as_str(), "description": description, "parameters": parameters})
             })
+            .chain(request.functions.iter().map(|f| {
+                json!({"name": f.name, "description": f.description, "parameters": f.parameters})
+            }))
             .collect();
         let mut body = json!({"contents": contents});
         if !declarations.is_empty() {

@@ -17,6 +17,18 @@ pub struct ModelRequest<'a> {
     pub steps: &'a [Step],
     /// Tools the model may call.
     pub tools: &'a [ToolName],
+    /// The client's own `function` tools (the interaction's `tools`): offered beside the
+    /// sandbox tools; a call of one ends the turn `requires_action` for the client to answer.
+    pub functions: &'a [FunctionDecl],
+}
+
+/// A `function` tool of the interaction's `tools`, which the client runs itself.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FunctionDecl {
+    pub name: String,
+    pub description: String,
+    /// JSON schema of its arguments (`{"type": "object"}` when the client gave none).
+    pub parameters: Value,
 }
 
 /// A tool call the model asked for.

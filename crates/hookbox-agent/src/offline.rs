@@ -14,6 +14,9 @@
 //! - no verb: a span starting with `/`, `./` or `~/` without spaces is read (`view_file`),
 //!   anything else is run (`code_execution`)
 //! - `read it` / `read it back` after a span → `view_file` of that span's path, after it
+//! - `` call `NAME` with `{JSON}` `` → a call of the client's `function` tool NAME with those
+//!   arguments (`{}` without a `with` span); consecutive calls go out together in one turn (in
+//!   parallel), and the interaction then waits (`requires_action`) for their results
 //!
 //! With no backtick span it answers with this grammar and calls no tool. It never loops: each
 //! turn looks at how many tool results follow the last `user_input`.
@@ -31,7 +34,12 @@ use crate::tools::{ToolStep, as_tool_step, output_as_text};
 pub struct Operation {
     pub tool: &'static str,
     pub args: Value,
+    /// For a client function call (`tool` is [`FUNCTION`]): its name.
+    pub function: Option<String>,
 }
+
+/// [`Operation::tool`] of a call of a client `function` tool.
+pub const FUNCTION: &str = "function";
 
 /// The deterministic offline model.
 #[derive(Debug)]
@@ -45,7 +53,7 @@ pub struct OfflineModel {
 /// Shown when the input names nothing to do.
 pub const HELP: &str = "The offline agent performs only operations named with backticks: \
 run `CMD`; read `PATH`; create `PATH` containing 'TEXT'; list `PATH`; delete `PATH`; \
-replace 'OLD' with 'NEW' in `PATH`.";
+replace 'OLD' with 'NEW' in `PATH`; call `FUNCTION` with `{JSON}`.";
 
 impl OfflineModel {
     pub fn new() -> crate::Result<Self> {
@@ -65,10 +73,15 @@ impl OfflineModel {
         let spans: Vec<_> = self.span.captures_iter(input).collect();
         let mut ops = Vec::new();
         let mut prev_end = 0;
+        let mut skip_next = false;
         for (i, cap) in spans.iter().enumerate() {
             let (Some(whole), Some(inner)) = (cap.get(0), cap.get(1)) else {
                 continue;
             };
+            if std::mem::take(&mut skip_next) {
+                prev_end = whole.end();
+                continue;
+            }
             let before = &input[prev_end..whole.start()];
             let after_end = spans
                 .get(i + 1)
@@ -81,6 +94,22 @@ impl OfflineModel {
                 (target.starts_with('/') || target.starts_with("./") || target.starts_with("~/"))
                     && !target.contains(char::is_whitespace);
             let op = match last_verb(before) {
+                Some(Verb::Call) => {
+                    // `with `{JSON}``: the next span holds the arguments.
+                    let args = match spans.get(i + 1).and_then(|c| c.get(1)) {
+                        Some(next) if after.trim().eq_ignore_ascii_case("with") => {
+                            skip_next = true;
+                            serde_json::from_str(next.as_str())
+                                .unwrap_or_else(|_| json!({"invalid_arguments": next.as_str()}))
+                        }
+                        _ => json!({}),
+                    };
+                    Operation {
+                        tool: FUNCTION,
+                        args,
+                        function: Some(target.to_owned()),
+                    }
+                }
                 Some(Verb::Run) => Operation::code(target),
                 Some(Verb::Read) => Operation::path("view_file", target),
                 Some(Verb::List) => Operation::path("list_dir", target),
@@ -94,6 +123,7 @@ impl OfflineModel {
                     Operation {
                         tool: "write_to_file",
                         args: json!({"path": target, "content": content}),
+                        function: None,
                     }
                 }
                 Some(Verb::Replace) => match self.replace.captures(before) {
@@ -104,13 +134,14 @@ impl OfflineModel {
                             "old_content": c.get(1).or_else(|| c.get(2)).map_or("", |m| m.as_str()),
                             "new_content": c.get(3).or_else(|| c.get(4)).map_or("", |m| m.as_str()),
                         }),
+                        function: None,
                     },
                     None => Operation::path("view_file", target),
                 },
                 None if path_like => Operation::path("view_file", target),
                 None => Operation::code(target),
             };
-            let is_path_op = op.tool != "code_execution";
+            let is_path_op = op.tool != "code_execution" && op.tool != FUNCTION;
             ops.push(op);
             if is_path_op && self.read_back.is_match(after) {
                 ops.push(Operation::path("view_file", target));
@@ -125,6 +156,7 @@ impl Operation {
         Operation {
             tool: "code_execution",
             args: json!({"code": code, "language": "bash"}),
+            function: None,
         }
     }
 
@@ -132,12 +164,19 @@ impl Operation {
         Operation {
             tool,
             args: json!({"path": path}),
+            function: None,
         }
+    }
+
+    /// The name the model calls it by.
+    fn call_name(&self) -> &str {
+        self.function.as_deref().unwrap_or(self.tool)
     }
 
     fn describe_failure(&self) -> String {
         let arg = |k: &str| self.args.get(k).and_then(Value::as_str).unwrap_or("");
         match self.tool {
+            FUNCTION => format!("`{}` failed", self.call_name()),
             "code_execution" => format!("Could not run `{}`", arg("code")),
             "view_file" => format!("Could not read `{}`", arg("path")),
             "write_to_file" => format!("Could not write `{}`", arg("path")),
@@ -150,6 +189,7 @@ impl Operation {
     fn describe(&self) -> String {
         let arg = |k: &str| self.args.get(k).and_then(Value::as_str).unwrap_or("");
         match self.tool {
+            FUNCTION => format!("Called `{}`", self.call_name()),
             "code_execution" => format!("Ran `{}`", arg("code")),
             "view_file" => format!("Read `{}`", arg("path")),
             "write_to_file" => format!("Wrote `{}`", arg("path")),
@@ -201,6 +241,7 @@ enum Verb {
     List,
     Delete,
     Replace,
+    Call,
 }
 
 fn last_verb(text: &str) -> Option<Verb> {
@@ -213,6 +254,7 @@ fn last_verb(text: &str) -> Option<Verb> {
             "list" => Some(Verb::List),
             "delete" | "remove" => Some(Verb::Delete),
             "replace" => Some(Verb::Replace),
+            "call" => Some(Verb::Call),
             _ => None,
         })
 }
@@ -247,13 +289,25 @@ impl Model for OfflineModel {
             });
         }
         if let Some(next) = ops.get(results.len()) {
+            // Consecutive client function calls go out together (in parallel).
+            let together = if next.tool == FUNCTION {
+                ops[results.len()..]
+                    .iter()
+                    .take_while(|op| op.tool == FUNCTION)
+                    .count()
+            } else {
+                1
+            };
             return Ok(ModelTurn {
-                calls: vec![ModelCall {
-                    id: None,
-                    name: next.tool.to_owned(),
-                    args: next.args.clone(),
-                    signature: None,
-                }],
+                calls: ops[results.len()..results.len() + together]
+                    .iter()
+                    .map(|op| ModelCall {
+                        id: None,
+                        name: op.call_name().to_owned(),
+                        args: op.args.clone(),
+                        signature: None,
+                    })
+                    .collect(),
                 ..ModelTurn::default()
             });
         }
@@ -262,7 +316,10 @@ impl Model for OfflineModel {
             .zip(&results)
             .map(|(op, (out, is_error))| {
                 let out = out.trim_end();
-                let shows_output = matches!(op.tool, "code_execution" | "view_file" | "list_dir");
+                let shows_output = matches!(
+                    op.tool,
+                    "code_execution" | "view_file" | "list_dir" | FUNCTION
+                );
                 match (is_error, out.is_empty() || !shows_output) {
                     (true, _) => format!("{}: {out}", op.describe_failure()),
                     (false, true) => format!("{}: done.", op.describe()),

@@ -95,6 +95,10 @@ impl OpenAiModel {
                 json!({"type": "function", "function": {
                     "name": t.as_str(), "description": description, "parameters": parameters}})
             })
+            .chain(request.functions.iter().map(|f| {
+                json!({"type": "function", "function": {
+                    "name": f.name, "description": f.description, "parameters": f.parameters}})
+            }))
             .collect();
         let mut body = json!({
             "model": request.model.unwrap_or(&self.model),

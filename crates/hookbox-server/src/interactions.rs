@@ -349,6 +349,140 @@ async fn history(
     Ok((chain.into_iter().flatten().collect(), env))
 }
 
+/// The `function` tools of `tools` (the client runs them): checked names, unique, never one of
+/// the sandbox's own tools. Other tool types are echoed and otherwise ignored here.
+fn function_tools(tools: Option<&[Value]>) -> ApiResult<Vec<hookbox_agent::model::FunctionDecl>> {
+    let mut functions: Vec<hookbox_agent::model::FunctionDecl> = Vec::new();
+    for (i, tool) in tools.unwrap_or_default().iter().enumerate() {
+        if tool.get("type").and_then(Value::as_str) != Some("function") {
+            continue;
+        }
+        let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
+        let valid = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+        if !valid {
+            return Err(ApiError::bad_request(format!(
+                "Invalid `tools[{i}].name` `{name}`: 1-64 letters, digits, `_`, `-` or `.`, starting with a letter or `_`."
+            )));
+        }
+        if name.parse::<ToolName>().is_ok() {
+            return Err(ApiError::bad_request(format!(
+                "Invalid `tools[{i}].name`: `{name}` is one of the sandbox's own tools; give the function another name."
+            )));
+        }
+        if functions.iter().any(|f| f.name == name) {
+            return Err(ApiError::bad_request(format!(
+                "Invalid `tools[{i}].name`: `{name}` is declared twice."
+            )));
+        }
+        let parameters = match tool.get("parameters") {
+            None | Some(Value::Null) => serde_json::json!({"type": "object"}),
+            Some(p @ Value::Object(_)) => p.clone(),
+            Some(_) => {
+                return Err(ApiError::bad_request(format!(
+                    "Invalid `tools[{i}].parameters`: expected a JSON schema object."
+                )));
+            }
+        };
+        functions.push(hookbox_agent::model::FunctionDecl {
+            name: name.to_owned(),
+            description: tool
+                .get("description")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            parameters,
+        });
+    }
+    Ok(functions)
+}
+
+/// Checks `function_result` steps of a continuation against what `previous` waits for: it
+/// must be `requires_action`, and every pending `function_call` of its last turn must get
+/// exactly one result (no unknown `call_id`, none missing).
+fn check_function_results(previous: Option<&Interaction>, new_steps: &[Step]) -> ApiResult<()> {
+    let answered: Vec<&str> = new_steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::FunctionResult { call_id, .. } => Some(call_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    let Some(previous) = previous else {
+        if answered.is_empty() {
+            return Ok(());
+        }
+        return Err(ApiError::bad_request(
+            "`function_result` input answers an interaction: set `previous_interaction_id` to the one that is `requires_action`.",
+        ));
+    };
+    if previous.status != InteractionStatus::RequiresAction {
+        if answered.is_empty() {
+            return Ok(());
+        }
+        return Err(ApiError::bad_request(format!(
+            "Interaction `{}` (previous_interaction_id) is `{}`, not `requires_action`: it waits for no `function_result`.",
+            previous.id, previous.status
+        )));
+    }
+    let turn = &previous.steps[hookbox_agent::model::current_turn_start(&previous.steps)..];
+    let results: Vec<&str> =
+        turn.iter()
+            .filter_map(|s| match s {
+                Step::FunctionResult { call_id, .. }
+                | Step::CodeExecutionResult { call_id, .. } => Some(call_id.as_str()),
+                _ => None,
+            })
+            .collect();
+    let pending: Vec<(&str, &str)> = turn
+        .iter()
+        .filter_map(|s| match s {
+            Step::FunctionCall { id, name, .. } if !results.contains(&id.as_str()) => {
+                Some((id.as_str(), name.as_str()))
+            }
+            _ => None,
+        })
+        .collect();
+    for (i, id) in answered.iter().enumerate() {
+        if !pending.iter().any(|(p, _)| p == id) {
+            return Err(ApiError::bad_request(format!(
+                "Invalid `input`: `function_result` {i} answers call_id `{id}`, which interaction `{}` does not wait for (it waits for: {}).",
+                previous.id,
+                pending
+                    .iter()
+                    .map(|(p, n)| format!("`{p}` ({n})"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        if answered[..i].contains(id) {
+            return Err(ApiError::bad_request(format!(
+                "Invalid `input`: call_id `{id}` is answered twice."
+            )));
+        }
+    }
+    let missing: Vec<String> = pending
+        .iter()
+        .filter(|(p, _)| !answered.contains(p))
+        .map(|(p, n)| format!("`{p}` ({n})"))
+        .collect();
+    if !missing.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "Invalid `input`: interaction `{}` also waits for a `function_result` for {}.",
+            previous.id,
+            missing.join(", ")
+        )));
+    }
+    Ok(())
+}
+
 /// `POST /interactions`.
 pub async fn create(
     State(state): State<AppState>,
@@ -367,6 +501,14 @@ pub async fn create(
     let new_steps = input_steps(input)?;
     if new_steps.is_empty() {
         return Err(ApiError::bad_request("`input` is empty."));
+    }
+    let functions = function_tools(req.tools.as_deref())?;
+    let previous = match req.previous_interaction_id.as_deref() {
+        Some(prev) => state.inner.store.get_interaction(&project, prev).await?,
+        None => None,
+    };
+    if req.previous_interaction_id.is_none() || previous.is_some() {
+        check_function_results(previous.as_ref(), &new_steps)?;
     }
     let (history, previous_env) = match req.previous_interaction_id.as_deref() {
         Some(prev) => history(&state, &project, prev).await?,
@@ -487,6 +629,7 @@ pub async fn create(
         conversation,
         first_index: interaction.steps.len(),
         keep: req.store != Some(false),
+        functions,
     };
     let (events_rx, handle) = start(&state, run)?;
     drop(events_rx);
@@ -542,6 +685,8 @@ struct RunSpec {
     conversation: Vec<Step>,
     first_index: usize,
     keep: bool,
+    /// The client's `function` tools.
+    functions: Vec<hookbox_agent::model::FunctionDecl>,
 }
 
 /// Registers and spawns the run. The returned receiver exists so callers can subscribe before
@@ -628,6 +773,7 @@ async fn drive(
         model_name: run.model_name.as_deref(),
         system_instruction: run.system_instruction.as_deref(),
         tools: &ToolName::ALL,
+        functions: &run.functions,
     };
     let persist = async {
         let mut index = run.first_index;

@@ -112,6 +112,15 @@ pub fn final_events(i: &Interaction) -> Vec<StreamEvent> {
             event_id: None,
         });
     }
+    // Waiting for the client (function calls): said as a status change before the end.
+    if i.status == hookbox_protocol::api::InteractionStatus::RequiresAction {
+        events.push(StreamEvent::StatusUpdate {
+            interaction_id: i.id.clone(),
+            status: i.status,
+            usage: None,
+            event_id: None,
+        });
+    }
     events.push(StreamEvent::InteractionCompleted {
         interaction: summary(i),
         event_id: None,

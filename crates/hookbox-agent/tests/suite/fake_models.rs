@@ -210,3 +210,41 @@ async fn openai_unparseable_arguments_fail_the_run() {
     assert_eq!(outcome.status, InteractionStatus::Failed);
     assert!(outcome.errors[0].message.contains("not JSON"));
 }
+
+#[test]
+fn client_functions_are_declared_beside_the_sandbox_tools() {
+    let functions = [hookbox_agent::model::FunctionDecl {
+        name: "get_weather".into(),
+        description: "The weather".into(),
+        parameters: serde_json::json!({"type": "object", "properties": {"city": {"type": "string"}}}),
+    }];
+    let steps = [hookbox_protocol::api::Step::user_text("weather?")];
+    let request = hookbox_agent::ModelRequest {
+        model: None,
+        system_instruction: None,
+        steps: &steps,
+        tools: &[hookbox_protocol::ToolName::CodeExecution],
+        functions: &functions,
+    };
+    let gemini = hookbox_agent::gemini::GeminiModel::body(&request);
+    let declared: Vec<&str> = gemini["tools"][0]["functionDeclarations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(declared, ["code_execution", "get_weather"]);
+    assert_eq!(
+        gemini["tools"][0]["functionDeclarations"][1]["parameters"]["properties"]["city"]["type"],
+        "string"
+    );
+    let openai =
+        hookbox_agent::openai::OpenAiModel::new("http://127.0.0.1:9/v1", "m", None).body(&request);
+    let declared: Vec<&str> = openai["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(declared, ["code_execution", "get_weather"]);
+}

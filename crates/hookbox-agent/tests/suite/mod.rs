@@ -39,6 +39,17 @@ pub async fn run_loop(
     input: &str,
     config: LoopConfig,
 ) -> (LoopOutcome, Vec<Step>) {
+    run_conversation(model, executor, vec![Step::user_text(input)], &[], config).await
+}
+
+/// Runs the loop on `conversation` with the client's `functions`; the outcome and the new steps.
+pub async fn run_conversation(
+    model: &dyn Model,
+    executor: &dyn ToolExecutor,
+    conversation: Vec<Step>,
+    functions: &[hookbox_agent::model::FunctionDecl],
+    config: LoopConfig,
+) -> (LoopOutcome, Vec<Step>) {
     let (tx, mut rx) = mpsc::channel(64);
     let (_cancel_tx, cancel_rx) = watch::channel(false);
     let ctx = LoopContext {
@@ -48,6 +59,7 @@ pub async fn run_loop(
         model_name: None,
         system_instruction: Some("Be brief."),
         tools: &ToolName::ALL,
+        functions,
     };
     let collect = tokio::spawn(async move {
         let mut steps = Vec::new();
@@ -58,7 +70,7 @@ pub async fn run_loop(
         }
         steps
     });
-    let outcome = run(ctx, config, vec![Step::user_text(input)], &tx, cancel_rx).await;
+    let outcome = run(ctx, config, conversation, &tx, cancel_rx).await;
     drop(tx);
     (outcome, collect.await.unwrap())
 }

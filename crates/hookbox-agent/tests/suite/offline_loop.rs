@@ -107,3 +107,76 @@ async fn no_operation_answers_with_the_grammar() {
     assert_eq!(outcome.status, InteractionStatus::Completed);
     assert_eq!(output_text(&steps), hookbox_agent::offline::HELP);
 }
+
+#[tokio::test]
+async fn client_functions_end_the_turn_together_and_their_results_continue_it() {
+    let (_dir, local) = backend(&[]).await;
+    let gate = Gate(local);
+    let model = OfflineModel::new().unwrap();
+    let functions: Vec<hookbox_agent::model::FunctionDecl> = ["get_weather", "get_time"]
+        .iter()
+        .map(|n| hookbox_agent::model::FunctionDecl {
+            name: (*n).into(),
+            description: format!("{n} of a city"),
+            parameters: serde_json::json!({"type": "object"}),
+        })
+        .collect();
+    let input = Step::user_text(
+        "call `get_weather` with `{\"city\": \"Berlin\"}` and call `get_time` with `{\"city\": \"Berlin\"}`",
+    );
+    let (outcome, steps) = super::run_conversation(
+        &model,
+        &gate,
+        vec![input.clone()],
+        &functions,
+        LoopConfig::default(),
+    )
+    .await;
+    assert_eq!(outcome.status, InteractionStatus::RequiresAction);
+    let calls: Vec<_> = steps
+        .iter()
+        .map(|s| match s {
+            Step::FunctionCall {
+                id,
+                name,
+                arguments,
+                ..
+            } => (id.clone(), name.clone(), arguments["city"].clone()),
+            other => panic!("only the calls, not {other:?}"),
+        })
+        .collect();
+    assert_eq!(calls.len(), 2, "{steps:?}");
+    assert_eq!(
+        (calls[0].1.as_str(), calls[1].1.as_str()),
+        ("get_weather", "get_time")
+    );
+    assert_ne!(calls[0].0, calls[1].0);
+    assert_eq!(calls[0].2, "Berlin");
+
+    // The client answers both; the same loop goes on and answers with the results.
+    let mut conversation = vec![input];
+    conversation.extend(steps);
+    for (id, name, _) in &calls {
+        conversation.push(Step::FunctionResult {
+            call_id: id.clone(),
+            result: serde_json::json!(format!("{name}: sunny at noon")),
+            name: Some(name.clone()),
+            is_error: None,
+            hooks: None,
+        });
+    }
+    let (outcome, steps) = super::run_conversation(
+        &model,
+        &gate,
+        conversation,
+        &functions,
+        LoopConfig::default(),
+    )
+    .await;
+    assert_eq!(outcome.status, InteractionStatus::Completed);
+    let answer = output_text(&steps);
+    assert!(
+        answer.contains("Called `get_weather`") && answer.contains("get_time: sunny at noon"),
+        "{answer}"
+    );
+}
