@@ -181,5 +181,17 @@ stream_events = [e.event_type for e in client.interactions.create(
 check("function: streaming shows the status change",
       "interaction.status_update" in stream_events and stream_events[-1] == "interaction.completed", stream_events)
 
+# --- additional_context (hookbox extension): text the model sees with the tool's result ---------
+context_hooks = json.dumps({"ctx": {
+    "pre_tool_execution": [{"matcher": "code_execution", "hooks": [{"type": "command",
+        "command": "cat >/dev/null; echo '{\"decision\": \"allow\", \"additional_context\": \"remember the style guide\"}'"}]}],
+    "post_tool_execution": [{"matcher": "*", "hooks": [{"type": "command",
+        "command": "cat >/dev/null; echo '{\"additional_context\": \"2 tests failed\"}'"}]}]}})
+ctx = client.interactions.create(agent=AGENT, input="run `echo ran`", environment={"type": "remote", "sources": [
+    {"type": "inline", "target": ".agents/hooks.json", "content": context_hooks}]})
+check("additional_context: the model sees both hooks' context with the result",
+      "ran" in ctx.output_text and "[context from hooks] remember the style guide" in ctx.output_text
+      and "[context from hooks] 2 tests failed" in ctx.output_text, ctx.output_text)
+
 print(f"{passes} passed, {len(failures)} failed" + (": " + ", ".join(failures) if failures else ""))
 sys.exit(1 if failures else 0)

@@ -203,6 +203,17 @@ impl Operation {
 /// A tool result as the answer shows it: a file's `content` (view_file), a command's stdout and
 /// stderr with a non-zero exit status (code_execution), a plain string as is, other JSON as JSON.
 fn render(output: &Value) -> String {
+    let mut text = render_result(output);
+    // Hooks' additional_context (hookbox extension), shown after the result.
+    if let Some(context) = output.get("additional_context").and_then(Value::as_array) {
+        for line in context.iter().filter_map(Value::as_str) {
+            text.push_str(&format!("\n[context from hooks] {line}"));
+        }
+    }
+    text
+}
+
+fn render_result(output: &Value) -> String {
     if let Some(content) = output.get("content").and_then(Value::as_str) {
         return content.to_owned();
     }

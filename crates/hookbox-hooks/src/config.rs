@@ -572,6 +572,13 @@ impl Parser<'_> {
                 );
                 continue;
             }
+            if key == "additional_context" {
+                self.warn(
+                    &path.key(key),
+                    "\"additional_context\" is ignored here: it is part of a hook's answer (printed or returned by the handler, e.g. {\"decision\": \"allow\", \"additional_context\": \"...\"}), not a handler setting",
+                );
+                continue;
+            }
             self.warn(
                 &path.key(key),
                 format!(
@@ -785,6 +792,18 @@ mod tests {
         assert!(
             d.message.contains(r#""write_file" → "write_to_file""#),
             "{d}"
+        );
+    }
+
+    #[test]
+    fn misplaced_additional_context_is_explained() {
+        let (_, diags) = parse_str(
+            r#"{"g":{"pre_tool_execution":[{"matcher":"*","hooks":[{"type":"command","command":"x","additional_context":"y"}]}]}}"#,
+        );
+        assert_eq!(diags.len(), 1, "{diags:?}");
+        assert!(
+            diags[0].message.contains("part of a hook's answer"),
+            "{diags:?}"
         );
     }
 

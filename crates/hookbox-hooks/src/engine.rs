@@ -36,6 +36,9 @@ use crate::runner::{CommandRequest, CommandRunner, DEFAULT_OUTPUT_LIMIT, Termina
 /// The longest deny reason passed on to the model; longer ones are cut.
 pub const MAX_REASON_LEN: usize = 8 * 1024;
 
+/// Longest `additional_context` kept from one handler's answer (characters).
+pub const MAX_CONTEXT_LEN: usize = 4 * 1024;
+
 /// How much of a handler's stderr or bad output is kept in the trace.
 const EXCERPT_LEN: usize = 512;
 
@@ -155,6 +158,10 @@ pub struct HandlerTrace {
     /// The start of what the handler wrote to stderr, if anything.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stderr: Option<String>,
+    /// The `additional_context` the handler answered (hookbox extension): text the model sees
+    /// with the tool's result.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub additional_context: Option<String>,
     /// Something about the handler's answer a person should know (an extension used where it
     /// has no effect).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -174,6 +181,10 @@ pub struct Dispatch {
     /// The arguments after pre hooks rewrote them (`updated_args`); absent when none did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub updated_args: Option<serde_json::Value>,
+    /// Every handler's `additional_context`, in the order they ran (hookbox extension; only
+    /// when a handler answers one): the model sees it with the tool's result.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub additional_context: Vec<String>,
 }
 
 /// Checks rewritten arguments against a tool's argument schema: `Err(why)` when they do not fit.
@@ -268,6 +279,7 @@ impl HookEngine {
         let mut decision = Decision::Allow;
         let mut trace = Vec::new();
         let mut updated_args = None;
+        let mut additional_context = Vec::new();
 
         for (group, rule) in matching_rules(config, event, tool) {
             for handler in &rule.handlers {
@@ -287,7 +299,7 @@ impl HookEngine {
                         reason = Empty,
                         failure = Empty
                     );
-                    let (outcome, stderr, warning) = tracing::Instrument::instrument(
+                    let (outcome, stderr, warning, context) = tracing::Instrument::instrument(
                         self.run_handler(event, tool, handler, &body),
                         span.clone(),
                     )
@@ -295,6 +307,10 @@ impl HookEngine {
                     let mut entry =
                         trace_entry(group, rule, handler, outcome, stderr, handler_started);
                     entry.warning = warning;
+                    if let Some(context) = context {
+                        additional_context.push(context.clone());
+                        entry.additional_context = Some(context);
+                    }
                     record_handler(&span, &entry);
                     span.in_scope(|| log_handler(event.as_str(), tool, &entry));
                     match &entry.outcome {
@@ -359,6 +375,7 @@ impl HookEngine {
             trace,
             duration_ms: millis(started.elapsed()),
             updated_args,
+            additional_context,
         };
         tracing::debug!(
             tool = %tool,
@@ -377,7 +394,7 @@ impl HookEngine {
         tool: ToolName,
         handler: &Handler,
         body: &[u8],
-    ) -> (Outcome, Option<String>, Option<String>) {
+    ) -> (Outcome, Option<String>, Option<String>, Option<String>) {
         let (result, stderr) = match &handler.kind {
             HandlerKind::Command { command } => self.run_command(command, handler, body).await,
             HandlerKind::Http { url, headers } => {
@@ -390,6 +407,13 @@ impl HookEngine {
             false => Outcome::FailedOpen { failure },
         };
         let mut warning = None;
+        let mut context = None;
+        if let Ok(stdout) = &result {
+            match answer_context(stdout) {
+                Ok(found) => context = found,
+                Err(why) => warning = Some(why),
+            }
+        }
         let outcome = match (event, result) {
             (HookEvent::PreToolExecution, Ok(stdout)) => match interpret(&stdout) {
                 Ok(Verdict::Allow(None)) => Outcome::Allow,
@@ -417,7 +441,7 @@ impl HookEngine {
             }
             (HookEvent::PostToolExecution, Err(failure)) => Outcome::Failed { failure },
         };
-        (outcome, stderr, warning)
+        (outcome, stderr, warning, context)
     }
 
     fn validate(&self, tool: ToolName, args: &serde_json::Value) -> Result<(), String> {
@@ -528,6 +552,26 @@ enum Verdict {
     Deny(String),
 }
 
+/// The `additional_context` of a handler's JSON answer (hookbox extension), cut to
+/// [`MAX_CONTEXT_LEN`]; `Err` says why one that is there is ignored. Output that is not a JSON
+/// object has none.
+fn answer_context(output: &[u8]) -> Result<Option<String>, String> {
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(output.trim_ascii()) else {
+        return Ok(None);
+    };
+    match value.get("additional_context") {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::String(text)) if text.trim().is_empty() => Ok(None),
+        Some(serde_json::Value::String(text)) => {
+            Ok(Some(truncate_chars(text.trim(), MAX_CONTEXT_LEN)))
+        }
+        Some(other) => Err(format!(
+            "additional_context must be a string, found {}; ignored",
+            crate::diagnostic::describe(other)
+        )),
+    }
+}
+
 /// Whether a post hook's output is a JSON object carrying `updated_args` (which only pre hooks
 /// may use).
 fn mentions_updated_args(output: &[u8]) -> bool {
@@ -583,6 +627,7 @@ fn trace_entry(
         outcome,
         duration_ms: millis(started.elapsed()),
         stderr,
+        additional_context: None,
         warning: None,
     }
 }

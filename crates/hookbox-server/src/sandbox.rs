@@ -708,8 +708,44 @@ impl SandboxBackend {
             ToolResult::Error { error } => ToolExecution::error(error),
             ToolResult::Denied { reason } => ToolExecution::denied(reason),
         };
+        // Hooks that answered `additional_context` (hookbox extension): the model sees it with
+        // the result. Without one, the result is exactly the tool's.
+        let context: Vec<String> = outcome
+            .pre
+            .additional_context
+            .iter()
+            .chain(
+                outcome
+                    .post
+                    .iter()
+                    .flat_map(|p| p.additional_context.iter()),
+            )
+            .cloned()
+            .collect();
+        if !context.is_empty() {
+            execution.output = with_context(std::mem::take(&mut execution.output), &context);
+        }
         execution.trace = trace;
         execution
+    }
+}
+
+/// A tool result with the hooks' `additional_context`: appended to a text result, as an
+/// `additional_context` list in a JSON one.
+fn with_context(output: Value, context: &[String]) -> Value {
+    match output {
+        Value::String(mut text) => {
+            for line in context {
+                text.push_str("\n[context from hooks] ");
+                text.push_str(line);
+            }
+            Value::String(text)
+        }
+        Value::Object(mut map) => {
+            map.insert("additional_context".into(), json!(context));
+            Value::Object(map)
+        }
+        other => json!({"result": other, "additional_context": context}),
     }
 }
 

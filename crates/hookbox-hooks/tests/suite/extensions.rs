@@ -224,3 +224,79 @@ async fn updated_args_in_a_post_hook_are_ignored_with_a_warning() {
             .contains("only in pre_tool_execution")
     );
 }
+
+#[tokio::test]
+async fn additional_context_is_collected_from_pre_and_post_answers_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let pre = single(
+        "pre_tool_execution",
+        "code_execution",
+        json!([
+            command(
+                r#"cat > /dev/null; echo '{"decision": "allow", "additional_context": "the repo uses pnpm"}'"#,
+                5.0
+            ),
+            command(
+                r#"cat > /dev/null; echo '{"decision": "deny", "reason": "no rm", "additional_context": "use git clean instead"}'"#,
+                5.0
+            ),
+            command(
+                r#"cat > /dev/null; echo '{"decision": "allow", "additional_context": 3}'"#,
+                5.0
+            )
+        ]),
+    );
+    let d = engine_in(dir.path())
+        .pre_tool(&pre, &call(ToolName::CodeExecution), "env_1")
+        .await;
+    assert!(matches!(d.decision, Decision::Deny { .. }));
+    assert_eq!(
+        d.additional_context,
+        ["the repo uses pnpm", "use git clean instead"]
+    );
+    assert_eq!(
+        d.trace[0].additional_context.as_deref(),
+        Some("the repo uses pnpm")
+    );
+    // A post hook's context counts too; one that is not a string is ignored, saying so.
+    let post = single(
+        "post_tool_execution",
+        "*",
+        json!([
+            command(
+                r#"cat > /dev/null; echo '{"additional_context": "tests: 3 failed"}'"#,
+                5.0
+            ),
+            command(
+                r#"cat > /dev/null; echo '{"additional_context": ["x"]}'"#,
+                5.0
+            )
+        ]),
+    );
+    let d = engine_in(dir.path())
+        .post_tool(&post, &call(ToolName::CodeExecution), "env_1", None)
+        .await;
+    assert_eq!(d.additional_context, ["tests: 3 failed"]);
+    assert!(
+        d.trace[1]
+            .warning
+            .as_deref()
+            .is_some_and(|w| w.contains("must be a string")),
+        "{:?}",
+        d.trace[1]
+    );
+    // Without it nothing changes in what is shown.
+    let plain = single(
+        "pre_tool_execution",
+        "*",
+        json!([command("echo '{\"decision\": \"allow\"}'", 5.0)]),
+    );
+    let d = engine_in(dir.path())
+        .pre_tool(&plain, &call(ToolName::CodeExecution), "env_1")
+        .await;
+    assert!(
+        !serde_json::to_string(&d)
+            .unwrap()
+            .contains("additional_context")
+    );
+}
