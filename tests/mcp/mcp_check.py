@@ -56,6 +56,9 @@ async def exercise(session, label):
     check(f"{label}: replace_file_content", not is_error(r), text(r))
     r = await session.call_tool("list_dir", {"path": "/workspace"})
     check(f"{label}: list_dir", not is_error(r) and "notes.txt" in text(r), text(r))
+    if label == "http":
+        check(f"{label}: a hook's additional_context reaches the caller",
+              "[context from hooks] the notes are drafts" in text(r), text(r))
     r = await session.call_tool("code_execution", {"code": "cat /workspace/notes.txt; id -u", "language": "bash"})
     check(f"{label}: code_execution runs in the sandbox", not is_error(r) and "alpha gamma" in text(r), text(r))
     r = await session.call_tool("delete_file", {"path": "/workspace/notes.txt"})
@@ -90,10 +93,16 @@ async def over_stdio():
 
 
 async def over_http():
+    # A workspace hooks file beside the gate: a post hook that gives the model context.
+    context_hooks = os.path.join(data, "context-hooks.json")
+    with open(context_hooks, "w") as f:
+        json.dump({"ctx": {"post_tool_execution": [{"matcher": "list_dir", "hooks": [{"type": "command",
+                   "command": "cat >/dev/null; echo '{\"additional_context\": \"the notes are drafts\"}'"}]}]}}, f)
     created = subprocess.run(
         [hookbox, "env", "create", "--data-dir", data, "--disk-limit", "0",
          "--source", f"inline:.agents/hooks.json=@{fixtures}/hooks.json",
          "--source", f"inline:.agents/hooks-scripts/gate.py=@{fixtures}/gate.py",
+         "--source", f"inline:workspace/.agents/hooks.json=@{context_hooks}",
          "--source", "inline:tmp/forbidden/keep=precious"],
         capture_output=True, text=True, check=True)
     env_id = created.stdout.strip()

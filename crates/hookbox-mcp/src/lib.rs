@@ -63,22 +63,46 @@ impl SandboxTools {
             decision = match outcome.result { ToolResult::Denied { .. } => "deny", _ => "allow" },
             "mcp tool call"
         );
+        // Hooks that answered `additional_context` (hookbox extension): one more text block,
+        // which the caller's model sees with the result.
+        let context: Vec<String> = outcome
+            .pre
+            .additional_context
+            .iter()
+            .chain(
+                outcome
+                    .post
+                    .iter()
+                    .flat_map(|p| p.additional_context.iter()),
+            )
+            .map(|c| format!("[context from hooks] {c}"))
+            .collect();
+        let with_context = |mut content: Vec<ContentBlock>| {
+            if !context.is_empty() {
+                content.push(ContentBlock::text(context.join("\n")));
+            }
+            content
+        };
         match outcome.result {
             ToolResult::Ok { output } => {
                 let failed = tool == ToolName::CodeExecution
                     && output.get("exit_code").and_then(Value::as_i64) != Some(0);
                 let text = hookbox_agent::tools::output_as_text(&output);
-                let content = vec![ContentBlock::text(text)];
+                let content = with_context(vec![ContentBlock::text(text)]);
                 if failed {
                     CallToolResult::error(content)
                 } else {
                     CallToolResult::success(content)
                 }
             }
-            ToolResult::Error { error } => CallToolResult::error(vec![ContentBlock::text(error)]),
-            ToolResult::Denied { reason } => CallToolResult::error(vec![ContentBlock::text(
-                format!("Denied by a pre_tool_execution hook: {reason}"),
-            )]),
+            ToolResult::Error { error } => {
+                CallToolResult::error(with_context(vec![ContentBlock::text(error)]))
+            }
+            ToolResult::Denied { reason } => {
+                CallToolResult::error(with_context(vec![ContentBlock::text(format!(
+                    "Denied by a pre_tool_execution hook: {reason}"
+                ))]))
+            }
         }
     }
 }
