@@ -437,6 +437,8 @@ pub struct ProjectUsage {
     pub environments: u64,
     pub credentials: u64,
     pub agents: u64,
+    pub webhooks: u64,
+    pub triggers: u64,
 }
 
 impl ProjectUsage {

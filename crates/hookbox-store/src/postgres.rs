@@ -2417,6 +2417,8 @@ impl Store for PostgresStore {
             environments: count_in_project(&client, "environments", name).await?,
             credentials: count_in_project(&client, "credentials", name).await?,
             agents: count_in_project(&client, "agents", name).await?,
+            webhooks: count_in_project(&client, "webhooks", name).await?,
+            triggers: count_in_project(&client, "triggers", name).await?,
         })
     }
 

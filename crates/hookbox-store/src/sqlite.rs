@@ -1915,6 +1915,8 @@ impl Store for SqliteStore {
                 environments: count("environments")?,
                 credentials: count("credentials")?,
                 agents: count("agents")?,
+                webhooks: count("webhooks")?,
+                triggers: count("triggers")?,
             })
         })
         .await

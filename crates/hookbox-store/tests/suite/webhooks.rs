@@ -206,8 +206,11 @@ async fn webhooks_are_per_project_and_their_secrets_are_sealed_and_rotate() {
     assert_eq!(updated.webhook.update_time, "2026-12-04T11:00:00Z");
     assert_eq!(updated.webhook.uri, got.webhook.uri);
 
+    // A project holding a webhook is not empty (it cannot be removed with it left behind).
+    assert_eq!(store.project_usage(P).await.unwrap().webhooks, 1);
     assert!(store.delete_webhook(P, "wh_1").await.unwrap());
     assert!(store.get_webhook(P, "wh_1", NOW).await.unwrap().is_none());
+    assert_eq!(store.project_usage(P).await.unwrap().webhooks, 0);
 }
 
 #[tokio::test]

@@ -173,11 +173,13 @@ pub fn run_project(args: ProjectArgs) -> anyhow::Result<ExitCode> {
                 let usage = store.project_usage(&name).await?;
                 if !usage.is_empty() {
                     bail!(
-                        "project `{name}` still holds {} interactions, {} environments, {} credentials and {} agents; delete them first",
+                        "project `{name}` still holds {} interactions, {} environments, {} credentials, {} agents, {} webhooks and {} triggers; delete them first",
                         usage.interactions,
                         usage.environments,
                         usage.credentials,
-                        usage.agents
+                        usage.agents,
+                        usage.webhooks,
+                        usage.triggers
                     );
                 }
                 store.delete_project(&name).await?;
