@@ -207,7 +207,8 @@ fn render(output: &Value) -> String {
     // Hooks' additional_context (hookbox extension), shown after the result.
     if let Some(context) = output.get("additional_context").and_then(Value::as_array) {
         for line in context.iter().filter_map(Value::as_str) {
-            text.push_str(&format!("\n[context from hooks] {line}"));
+            text.push('\n');
+            text.push_str(line);
         }
     }
     text

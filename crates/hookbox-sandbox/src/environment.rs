@@ -874,6 +874,19 @@ pub struct ToolCallOutcome {
     pub original_args: Option<Value>,
 }
 
+impl ToolCallOutcome {
+    /// What the hooks answered as `additional_context` (hookbox extension), pre hooks first,
+    /// each as the model is shown it: `[context from hooks] TEXT`.
+    pub fn context_lines(&self) -> Vec<String> {
+        self.pre
+            .additional_context
+            .iter()
+            .chain(self.post.iter().flat_map(|p| p.additional_context.iter()))
+            .map(|c| format!("[context from hooks] {c}"))
+            .collect()
+    }
+}
+
 /// An opened environment, ready for tool calls.
 #[derive(Debug)]
 pub struct Environment {

@@ -697,6 +697,7 @@ impl SandboxBackend {
             hooks = %trace,
             "tool call finished"
         );
+        let context = outcome.context_lines();
         let mut execution = match outcome.result {
             ToolResult::Ok { output } => {
                 let (output, is_error) = tool_output(call.name, output);
@@ -710,18 +711,6 @@ impl SandboxBackend {
         };
         // Hooks that answered `additional_context` (hookbox extension): the model sees it with
         // the result. Without one, the result is exactly the tool's.
-        let context: Vec<String> = outcome
-            .pre
-            .additional_context
-            .iter()
-            .chain(
-                outcome
-                    .post
-                    .iter()
-                    .flat_map(|p| p.additional_context.iter()),
-            )
-            .cloned()
-            .collect();
         if !context.is_empty() {
             execution.output = with_context(std::mem::take(&mut execution.output), &context);
         }
@@ -730,13 +719,13 @@ impl SandboxBackend {
     }
 }
 
-/// A tool result with the hooks' `additional_context`: appended to a text result, as an
+/// A tool result with the hooks' `additional_context` lines: appended to a text result, as an
 /// `additional_context` list in a JSON one.
 fn with_context(output: Value, context: &[String]) -> Value {
     match output {
         Value::String(mut text) => {
             for line in context {
-                text.push_str("\n[context from hooks] ");
+                text.push('\n');
                 text.push_str(line);
             }
             Value::String(text)
