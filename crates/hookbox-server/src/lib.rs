@@ -462,6 +462,36 @@ pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8], what: &str
         .map_err(|e| ApiError::bad_request(format!("Invalid {what}: {e}.")))
 }
 
+/// `?update_mask=a,b` of a `PATCH` (webhooks, triggers).
+#[derive(Debug, Default, serde::Deserialize)]
+pub(crate) struct UpdateQuery {
+    #[serde(default)]
+    pub update_mask: Option<String>,
+}
+
+impl UpdateQuery {
+    /// Whether field `name` is to be applied: always without a mask, else when the mask names
+    /// it. A mask naming a field outside `allowed` is a 400.
+    pub(crate) fn applies(&self, allowed: &[&str]) -> ApiResult<impl Fn(&str) -> bool + use<>> {
+        let fields: Option<Vec<String>> = self
+            .update_mask
+            .as_deref()
+            .filter(|m| !m.trim().is_empty())
+            .map(|m| m.split(',').map(|f| f.trim().to_owned()).collect());
+        if let Some(bad) = fields
+            .iter()
+            .flatten()
+            .find(|f| !allowed.contains(&f.as_str()))
+        {
+            return Err(ApiError::bad_request(format!(
+                "Invalid `update_mask`: `{bad}` cannot be updated ({} can).",
+                allowed.join(", ")
+            )));
+        }
+        Ok(move |name: &str| fields.as_ref().is_none_or(|f| f.iter().any(|x| x == name)))
+    }
+}
+
 /// `environments/{id}` or `{id}` → `{id}`.
 pub(crate) fn strip_resource_prefix<'a>(id: &'a str, prefix: &str) -> &'a str {
     id.strip_prefix(prefix)

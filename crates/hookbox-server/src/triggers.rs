@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 use crate::environments::PageQuery;
 use crate::error::{ApiError, ApiResult};
 use crate::schedule::Schedule;
-use crate::{AppState, Project, new_id, parse_json};
+use crate::{AppState, Project, UpdateQuery, new_id, parse_json};
 
 /// The longest `execution_timeout_seconds`.
 const MAX_TIMEOUT_SECS: u32 = 86_400;
@@ -202,16 +202,9 @@ pub async fn get(
         .ok_or_else(|| not_found(&id))
 }
 
-/// Query of `PATCH /triggers/{id}`.
-#[derive(Debug, Default, Deserialize)]
-pub struct UpdateQuery {
-    #[serde(default)]
-    pub update_mask: Option<String>,
-}
-
 /// `PATCH /triggers/{id}`: rename, pause (`status: paused`) or resume (`status: active`,
 /// which clears the failure count and schedules the next run from now).
-pub async fn update(
+pub(crate) async fn update(
     State(state): State<AppState>,
     Extension(project): Extension<Project>,
     Path(id): Path<String>,
@@ -219,22 +212,12 @@ pub async fn update(
     body: Bytes,
 ) -> ApiResult<Json<Trigger>> {
     let mut update: TriggerUpdate = parse_json(&body, "trigger update")?;
-    if let Some(mask) = q.update_mask.as_deref().filter(|m| !m.trim().is_empty()) {
-        let fields: Vec<&str> = mask.split(',').map(str::trim).collect();
-        if let Some(bad) = fields
-            .iter()
-            .find(|f| !["display_name", "status"].contains(f))
-        {
-            return Err(ApiError::bad_request(format!(
-                "Invalid `update_mask`: `{bad}` cannot be updated (display_name and status can)."
-            )));
-        }
-        if !fields.contains(&"display_name") {
-            update.display_name = None;
-        }
-        if !fields.contains(&"status") {
-            update.status = None;
-        }
+    let applies = q.applies(&["display_name", "status"])?;
+    if !applies("display_name") {
+        update.display_name = None;
+    }
+    if !applies("status") {
+        update.status = None;
     }
     if update.status == Some(TriggerStatus::Error) {
         return Err(ApiError::bad_request(

@@ -11,12 +11,12 @@ use hookbox_protocol::webhooks::{
     SUBSCRIBABLE_EVENTS, Webhook, WebhookInput, WebhookListResponse, WebhookState, WebhookUpdate,
 };
 use hookbox_store::{DeliveryRecord, SigningKey, WebhookRecord};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::environments::PageQuery;
 use crate::error::{ApiError, ApiResult};
-use crate::{AppState, Project, new_id, parse_json};
+use crate::{AppState, Project, UpdateQuery, new_id, parse_json};
 
 /// How long previous secrets keep signing after a rotation, by default.
 const ROTATION_OVERLAP_SECS: i64 = 24 * 3600;
@@ -156,13 +156,6 @@ pub async fn get(
         .ok_or_else(|| not_found(&id))
 }
 
-/// Query of `PATCH /webhooks/{id}`.
-#[derive(Debug, Default, Deserialize)]
-pub struct UpdateQuery {
-    #[serde(default)]
-    pub update_mask: Option<String>,
-}
-
 /// `PATCH /webhooks/{id}[?update_mask=a,b]`: the fields present (and named by the mask, when
 /// there is one) are applied.
 pub async fn update(
@@ -173,28 +166,18 @@ pub async fn update(
     body: Bytes,
 ) -> ApiResult<Json<Webhook>> {
     let mut update: WebhookUpdate = parse_json(&body, "webhook update")?;
-    if let Some(mask) = q.update_mask.as_deref().filter(|m| !m.trim().is_empty()) {
-        let fields: Vec<&str> = mask.split(',').map(str::trim).collect();
-        for field in &fields {
-            if !["name", "state", "subscribed_events", "uri"].contains(field) {
-                return Err(ApiError::bad_request(format!(
-                    "Invalid `update_mask`: `{field}` cannot be updated (name, state, subscribed_events, uri can)."
-                )));
-            }
-        }
-        let keep = |f: &str| fields.contains(&f);
-        if !keep("name") {
-            update.name = None;
-        }
-        if !keep("state") {
-            update.state = None;
-        }
-        if !keep("subscribed_events") {
-            update.subscribed_events = None;
-        }
-        if !keep("uri") {
-            update.uri = None;
-        }
+    let applies = q.applies(&["name", "state", "subscribed_events", "uri"])?;
+    if !applies("name") {
+        update.name = None;
+    }
+    if !applies("state") {
+        update.state = None;
+    }
+    if !applies("subscribed_events") {
+        update.subscribed_events = None;
+    }
+    if !applies("uri") {
+        update.uri = None;
     }
     if let Some(uri) = &update.uri {
         check_uri(uri)?;
@@ -356,6 +339,23 @@ mod tests {
             assert!(check_uri(bad).is_err(), "{bad}");
         }
         assert!(check_uri(&format!("https://h/{}", "a".repeat(MAX_URI_LEN))).is_err());
+    }
+
+    #[test]
+    fn an_update_mask_names_only_updatable_fields() {
+        let q = UpdateQuery {
+            update_mask: Some("name, state".into()),
+        };
+        let applies = q.applies(&["name", "state", "uri"]).unwrap();
+        assert!(applies("name") && applies("state") && !applies("uri"));
+        assert!(UpdateQuery::default().applies(&["name"]).unwrap()("name"));
+        let bad = UpdateQuery {
+            update_mask: Some("secret".into()),
+        }
+        .applies(&["name"])
+        .err()
+        .unwrap();
+        assert!(bad.message.contains("`secret`"), "{bad:?}");
     }
 
     #[test]
