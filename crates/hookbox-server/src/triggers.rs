@@ -2,7 +2,7 @@
 //! `list_executions`), and the scheduler that fires them.
 //!
 //! A trigger is an interaction request run on a cron schedule in a time zone
-//! ([`crate::schedule`]). Every replica runs [`run_scheduler`]; a due run is claimed in the
+//! (`schedule.rs`). Every replica runs [`run_scheduler`]; a due run is claimed in the
 //! store by moving the trigger's `next_run_ms` in the transaction that writes the execution, so
 //! it fires exactly once however many replicas see it due. The interaction is created through
 //! the same path as `POST /interactions` (quotas, environments, placement among replicas), in
