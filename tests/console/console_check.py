@@ -40,7 +40,8 @@ def serve(data_dir, *extra):
     return proc, url
 
 
-server, base = serve(os.path.join(data, "d"))
+# blocked.example: a name that resolves (pinned) to an address the SSRF guard blocks.
+server, base = serve(os.path.join(data, "d"), "--egress-resolve", "blocked.example:9=127.0.0.2:9")
 # A second server whose environments expire after 1 s, for the expired status.
 ttl_config = os.path.join(data, "ttl.toml")
 with open(ttl_config, "w") as f:
@@ -177,7 +178,7 @@ try:
               ran.get_attribute("data-status") == "completed" and execution["interaction_id"] in ran.text, ran.text)
         check("triggers: the name is shown as text", "yearly <b>x</b>" in browser.find_element(By.ID, "trigger-list").text)
         browser.save_screenshot(os.path.join(shots, "triggers.png"))
-        hook = post("/v1beta/webhooks", {"uri": "http://127.0.0.2:9/hook", "subscribed_events": ["interaction.completed"]})
+        hook = post("/v1beta/webhooks", {"uri": "http://blocked.example:9/hook", "subscribed_events": ["interaction.completed"]})
         post("/v1beta/webhooks/" + hook["id"] + ":ping", {})
         WebDriverWait(None, 60, poll_frequency=0.2).until(lambda _: any(
             d["attempts"] >= 1 for d in get("/v1beta/webhooks/" + hook["id"] + "/deliveries")["deliveries"]))

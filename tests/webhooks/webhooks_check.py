@@ -8,8 +8,9 @@ receiver on 127.0.0.1 that verifies every delivery with the Standard Webhooks re
    with the same webhook-id; the interaction the kill interrupted arrives as interaction.failed;
 4. rotation: during the overlap a ping verifies with the old and with the new secret; after an
    immediate rotation only the newest verifies;
-5. a target the SSRF guard refuses (127.0.0.2, outside the admitted 127.0.0.1/32) fails, and
-   after --webhook-disable-after failures the webhook is disabled_due_to_failed_deliveries;
+5. a literal address the SSRF guard blocks (127.0.0.2, outside the admitted 127.0.0.1/32) is
+   refused at create; a name resolving to it fails at delivery, and after
+   --webhook-disable-after failures the webhook is disabled_due_to_failed_deliveries;
    https is verified: a receiver whose test CA --egress-extra-ca names gets its delivery, the
    same receiver by an address its certificate does not name does not;
 6. update, delete, another project's webhook is a 404; metrics count deliveries.
@@ -246,10 +247,17 @@ tls_port = int(tls_receiver.stdout.readline())
 server, base = serve(os.path.join(data, "fast"), "--webhook-retry-base", "0.05", "--webhook-max-attempts", "2",
                      "--webhook-disable-after", "2", "--metrics-listen", f"127.0.0.1:{metrics_port}",
                      "--egress-resolve", f"telemetry.example.com:443=127.0.0.1:{tls_port}",
+                     "--egress-resolve", "blocked.example:9=127.0.0.2:9",
                      "--egress-extra-ca", os.path.join(tls_dir, "ca.pem"))
 try:
     c = client(base)
-    blocked = c.webhooks.create(uri="http://127.0.0.2:9/hook", subscribed_events=["interaction.failed"])
+    expect_error("ssrf: a literal blocked address is refused at create",
+                 lambda: c.webhooks.create(uri="http://127.0.0.2:9/hook", subscribed_events=["interaction.failed"]),
+                 400, "SSRF guard")
+    expect_error("ssrf: so is localhost", lambda: c.webhooks.create(uri="http://localhost:9/hook",
+                                                                    subscribed_events=["interaction.failed"]), 400, "SSRF guard")
+    # A name that resolves to a blocked address (pinned, as DNS would) is refused at delivery.
+    blocked = c.webhooks.create(uri="http://blocked.example:9/hook", subscribed_events=["interaction.failed"])
     c.webhooks.ping(id=blocked.id)
     deadline = time.monotonic() + 60
     state = None

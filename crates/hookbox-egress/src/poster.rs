@@ -69,6 +69,30 @@ impl EgressPoster {
         })
     }
 
+    /// Why `url` can never be posted to, as far as can be told without a lookup: not an http(s)
+    /// URL, user info, a `localhost` name, or a literal address the SSRF guard blocks (names are
+    /// checked against the addresses they resolve to at each post). `None`: it may be.
+    pub fn refusal(&self, url: &str) -> Option<String> {
+        let uri: Uri = match url.parse() {
+            Ok(uri) => uri,
+            Err(_) => return Some("not a URL".to_owned()),
+        };
+        let tls = match uri.scheme() {
+            Some(s) if *s == Scheme::HTTPS => true,
+            Some(s) if *s == Scheme::HTTP => false,
+            _ => return Some("only http and https are supported".to_owned()),
+        };
+        let authority = uri.authority()?;
+        if authority.as_str().contains('@') {
+            return Some("user info is not allowed".to_owned());
+        }
+        let port = authority.port_u16().unwrap_or(if tls { 443 } else { 80 });
+        self.egress
+            .authorize(authority.host(), port)
+            .err()
+            .map(|d| d.to_string())
+    }
+
     async fn post_inner(&self, request: &HttpRequest) -> Result<HttpResponse, HttpError> {
         let egress = &*self.egress;
         let invalid = |why: &str| HttpError::InvalidUrl(format!("{}: {why}", request.url));

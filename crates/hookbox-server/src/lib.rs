@@ -134,6 +134,21 @@ struct Inner {
     drain: drain::DrainState,
     /// Wakes the webhook deliverer after an event was written (see [`AppState::deliver_webhooks_with`]).
     webhooks: std::sync::OnceLock<Arc<tokio::sync::Notify>>,
+    /// Why a webhook `uri` can never be delivered to (see [`AppState::check_webhook_uris_with`]).
+    webhook_uri_check: std::sync::OnceLock<WebhookUriCheck>,
+}
+
+/// The function behind [`WebhookUriCheck`].
+pub type UriRefusal = dyn Fn(&str) -> Option<String> + Send + Sync;
+
+/// Says why a webhook `uri` can never be delivered to (`None`: it may be).
+#[derive(Clone)]
+pub struct WebhookUriCheck(pub Arc<UriRefusal>);
+
+impl std::fmt::Debug for WebhookUriCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WebhookUriCheck")
+    }
 }
 
 impl Inner {
@@ -173,6 +188,7 @@ impl AppState {
                 lifecycle: services.lifecycle,
                 drain: drain::DrainState::default(),
                 webhooks: std::sync::OnceLock::new(),
+                webhook_uri_check: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -198,6 +214,20 @@ impl AppState {
     /// poll. Without one, events still wait in the store.
     pub fn deliver_webhooks_with(&self, waker: Arc<tokio::sync::Notify>) {
         let _ = self.inner.webhooks.set(waker);
+    }
+
+    /// Refuses, at create and update, webhook `uri`s that `check` says can never be delivered
+    /// to (the deliverer's own SSRF guard, so the answer is the same as at delivery).
+    pub fn check_webhook_uris_with(&self, check: WebhookUriCheck) {
+        let _ = self.inner.webhook_uri_check.set(check);
+    }
+
+    /// Why `uri` can never be delivered to, when a check is set.
+    pub(crate) fn webhook_uri_refusal(&self, uri: &str) -> Option<String> {
+        self.inner
+            .webhook_uri_check
+            .get()
+            .and_then(|check| (check.0)(uri))
     }
 
     pub(crate) fn wake_webhooks(&self) {

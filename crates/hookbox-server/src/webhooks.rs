@@ -51,6 +51,16 @@ fn check_uri(uri: &str) -> ApiResult<()> {
     Ok(())
 }
 
+/// A 400 when the deliverer's SSRF guard would refuse `uri` whatever it resolves to.
+fn refused_by_guard(state: &AppState, uri: &str) -> ApiResult<()> {
+    match state.webhook_uri_refusal(uri) {
+        Some(why) => Err(ApiError::bad_request(format!(
+            "Invalid `uri`: deliveries to it would be refused by hookbox's SSRF guard ({why}); an operator can admit a range with --egress-allow-cidr."
+        ))),
+        None => Ok(()),
+    }
+}
+
 fn check_events(events: &[String]) -> ApiResult<()> {
     if events.is_empty() {
         return Err(ApiError::bad_request(
@@ -90,6 +100,7 @@ pub async fn create(
 ) -> ApiResult<Json<Webhook>> {
     let input: WebhookInput = parse_json(&body, "webhook")?;
     check_uri(&input.uri)?;
+    refused_by_guard(&state, &input.uri)?;
     check_events(&input.subscribed_events)?;
     check_name(input.name.as_deref())?;
     let now = hookbox_store::time::now_rfc3339();
@@ -181,6 +192,7 @@ pub async fn update(
     }
     if let Some(uri) = &update.uri {
         check_uri(uri)?;
+        refused_by_guard(&state, uri)?;
     }
     if let Some(events) = &update.subscribed_events {
         check_events(events)?;

@@ -500,9 +500,14 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         &args.egress_resolve,
     )
     .context("cannot set up webhook deliveries (--egress-extra-ca?)")?;
+    let poster = Arc::new(poster);
+    state.check_webhook_uris_with({
+        let poster = poster.clone();
+        hookbox_server::WebhookUriCheck(Arc::new(move |uri: &str| poster.refusal(uri)))
+    });
     let deliverer = Arc::new(hookbox_webhooks::Deliverer::new(
         webhook_store,
-        Arc::new(poster),
+        poster,
         hookbox_webhooks::DeliveryOptions {
             max_attempts: args.webhook_max_attempts,
             retry_base: Duration::from_secs_f64(args.webhook_retry_base),
