@@ -299,6 +299,14 @@ pub(crate) fn page_after(page: &Page) -> i64 {
         .unwrap_or(0)
 }
 
+/// The row position a newest-first page token continues before (`i64::MAX`: the first page).
+pub(crate) fn page_before(page: &Page) -> i64 {
+    page.token
+        .as_deref()
+        .and_then(|t| t.parse::<i64>().ok())
+        .unwrap_or(i64::MAX)
+}
+
 /// An interaction row as listed: its stored body with the columns that change over its life.
 pub(crate) fn listed_interaction(
     status: &str,

@@ -526,6 +526,12 @@ const AGENTS: DocTable = DocTable {
     table: "agents",
     column: "agent_json",
 };
+/// Read and listed as documents; written by [`write_trigger`] (its status and next run are
+/// columns too, for the scheduler's query).
+const TRIGGERS: DocTable = DocTable {
+    table: "triggers",
+    column: "record_json",
+};
 
 impl DocTable {
     async fn put(self, c: &impl GenericClient, project: &str, id: &str, json: &str) -> Result<()> {
@@ -1142,15 +1148,16 @@ async fn read_trigger(
     id: &str,
     lock: bool,
 ) -> Result<Option<TriggerRecord>> {
-    let sql = if lock {
-        "SELECT record_json FROM triggers WHERE project = $1 AND id = $2 FOR UPDATE"
-    } else {
-        "SELECT record_json FROM triggers WHERE project = $1 AND id = $2"
-    };
-    Ok(c.query_opt(sql, &[&project, &id])
-        .await?
-        .map(|r| serde_json::from_str(r.get::<_, &str>(0)))
-        .transpose()?)
+    if !lock {
+        return TRIGGERS.get(c, project, id).await;
+    }
+    Ok(c.query_opt(
+        "SELECT record_json FROM triggers WHERE project = $1 AND id = $2 FOR UPDATE",
+        &[&project, &id],
+    )
+    .await?
+    .map(|r| serde_json::from_str(r.get::<_, &str>(0)))
+    .transpose()?)
 }
 
 async fn write_trigger(
@@ -1423,11 +1430,7 @@ impl Store for PostgresStore {
         filter: &InteractionFilter,
         page: &Page,
     ) -> Result<Paged<Interaction>> {
-        let before = page
-            .token
-            .as_deref()
-            .and_then(|t| t.parse::<i64>().ok())
-            .unwrap_or(i64::MAX);
+        let before = crate::page_before(page);
         let limit = i64::from(page.limit());
         let rows = self
             .client()
@@ -2033,11 +2036,7 @@ impl Store for PostgresStore {
         webhook_id: &str,
         page: &Page,
     ) -> Result<Paged<DeliveryRecord>> {
-        let before = page
-            .token
-            .as_deref()
-            .and_then(|t| t.parse::<i64>().ok())
-            .unwrap_or(i64::MAX);
+        let before = crate::page_before(page);
         let limit = i64::from(page.limit());
         let rows = self
             .client()
@@ -2124,19 +2123,7 @@ impl Store for PostgresStore {
     }
 
     async fn list_triggers(&self, project: &str, page: &Page) -> Result<Paged<TriggerRecord>> {
-        let (after, limit) = page_bounds(page);
-        let rows = self
-            .client()
-            .await?
-            .query(
-                "SELECT seq, record_json FROM triggers WHERE seq > $1 AND project = $3 ORDER BY seq LIMIT $2",
-                &[&after, &(limit + 1), &project],
-            )
-            .await?
-            .iter()
-            .map(|r| Ok((r.get::<_, i64>(0), serde_json::from_str(r.get::<_, &str>(1))?)))
-            .collect::<Result<Vec<(i64, TriggerRecord)>>>()?;
-        Ok(finish_page(rows, limit))
+        TRIGGERS.list(&self.client().await?, project, page).await
     }
 
     async fn update_trigger(
@@ -2326,11 +2313,7 @@ impl Store for PostgresStore {
         trigger_id: &str,
         page: &Page,
     ) -> Result<Paged<TriggerExecution>> {
-        let before = page
-            .token
-            .as_deref()
-            .and_then(|t| t.parse::<i64>().ok())
-            .unwrap_or(i64::MAX);
+        let before = crate::page_before(page);
         let limit = i64::from(page.limit());
         let rows = self
             .client()

@@ -341,6 +341,12 @@ const AGENTS: DocTable = DocTable {
     table: "agents",
     column: "agent_json",
 };
+/// Read and listed as documents; written by [`write_trigger`] (its status and next run are
+/// columns too, for the scheduler's query).
+const TRIGGERS: DocTable = DocTable {
+    table: "triggers",
+    column: "record_json",
+};
 
 impl DocTable {
     fn put(self, conn: &Connection, project: &str, id: &str, json: &str) -> Result<()> {
@@ -580,11 +586,7 @@ fn enqueue_in(
 }
 
 fn read_trigger(conn: &Connection, project: &str, id: &str) -> Result<Option<TriggerRecord>> {
-    let json: Option<String> = conn
-        .prepare_cached("SELECT record_json FROM triggers WHERE project = ?1 AND id = ?2")?
-        .query_row(params![project, id], |r| r.get(0))
-        .optional()?;
-    Ok(json.map(|j| serde_json::from_str(&j)).transpose()?)
+    TRIGGERS.get(conn, project, id)
 }
 
 fn write_trigger(conn: &Connection, project: &str, record: &TriggerRecord) -> Result<()> {
@@ -822,11 +824,7 @@ impl Store for SqliteStore {
         page: &Page,
     ) -> Result<Paged<Interaction>> {
         let (project, filter) = (project.to_owned(), filter.clone());
-        let before = page
-            .token
-            .as_deref()
-            .and_then(|t| t.parse::<i64>().ok())
-            .unwrap_or(i64::MAX);
+        let before = crate::page_before(page);
         let limit = i64::from(page.limit());
         self.with(move |conn, _| {
             let rows = conn
@@ -1485,11 +1483,7 @@ impl Store for SqliteStore {
         page: &Page,
     ) -> Result<Paged<DeliveryRecord>> {
         let (project, webhook_id) = (project.to_owned(), webhook_id.to_owned());
-        let before = page
-            .token
-            .as_deref()
-            .and_then(|t| t.parse::<i64>().ok())
-            .unwrap_or(i64::MAX);
+        let before = crate::page_before(page);
         let limit = i64::from(page.limit());
         self.with(move |conn, _| {
             let rows = conn
@@ -1589,23 +1583,8 @@ impl Store for SqliteStore {
 
     async fn list_triggers(&self, project: &str, page: &Page) -> Result<Paged<TriggerRecord>> {
         let (project, page) = (project.to_owned(), page.clone());
-        self.with(move |conn, _| {
-            let rows = paged_json(
-                conn,
-                "SELECT rowid, record_json FROM triggers WHERE rowid > ?1 AND project = ?3 ORDER BY rowid LIMIT ?2",
-                &project,
-                &page,
-            )?;
-            Ok(Paged {
-                items: rows
-                    .items
-                    .into_iter()
-                    .map(|(_, j)| serde_json::from_str(&j))
-                    .collect::<std::result::Result<_, _>>()?,
-                next_page_token: rows.next_page_token,
-            })
-        })
-        .await
+        self.with(move |conn, _| TRIGGERS.list(conn, &project, &page))
+            .await
     }
 
     async fn update_trigger(
@@ -1817,11 +1796,7 @@ impl Store for SqliteStore {
         page: &Page,
     ) -> Result<Paged<TriggerExecution>> {
         let (project, trigger_id) = (project.to_owned(), trigger_id.to_owned());
-        let before = page
-            .token
-            .as_deref()
-            .and_then(|t| t.parse::<i64>().ok())
-            .unwrap_or(i64::MAX);
+        let before = crate::page_before(page);
         let limit = i64::from(page.limit());
         self.with(move |conn, _| {
             let rows = conn
