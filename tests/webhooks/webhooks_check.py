@@ -158,6 +158,7 @@ try:
     other = client(base, "key-b")
     expect_error("another project: 404", lambda: other.webhooks.get(id=wh.id), 404, wh.id)
     check("another project: lists none of them", other.webhooks.list().webhooks in (None, []))
+    expect_error("another project: its ping is a 404", lambda: other.webhooks.ping(id=wh.id), 404, wh.id)
 
     # 2. interaction.completed, signed.
     done = c.interactions.create(agent=AGENT, input="run `true`", environment={"type": "remote", "sources": []})

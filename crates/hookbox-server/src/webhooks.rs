@@ -245,21 +245,16 @@ pub async fn action(
     let now = hookbox_store::time::now_rfc3339();
     match verb {
         "ping" => {
-            if state
-                .inner
-                .store
-                .get_webhook(&project, id, &now)
-                .await?
-                .is_none()
-            {
-                return Err(not_found(id));
-            }
             let data = json!({"webhook_id": id, "message": "a test event sent by ping"});
+            // A ping goes to the webhook whatever it subscribed to: no delivery, no webhook.
             let ids = state
                 .inner
                 .store
                 .enqueue_webhook_event(&project, PING_EVENT, &data, Some(id), &now)
                 .await?;
+            if ids.is_empty() {
+                return Err(not_found(id));
+            }
             state.wake_webhooks();
             tracing::info!(webhook_id = %id, delivery_id = ?ids.first(), "webhook ping queued");
             Ok(Json(json!({})).into_response())
