@@ -1058,18 +1058,10 @@ async fn read_webhook(
     } else {
         "SELECT record_json, nonce, ciphertext FROM webhooks WHERE project = $1 AND id = $2"
     };
-    let Some(row) = c.query_opt(sql, &[&project, &id]).await? else {
-        return Ok(None);
-    };
-    let record: WebhookRecord = serde_json::from_str(row.get::<_, &str>(0))?;
-    let plain = key
-        .open(
-            &webhooks::secrets_aad(project, id),
-            row.get::<_, &[u8]>(1),
-            row.get::<_, &[u8]>(2),
-        )
-        .map_err(|_| Error::Decrypt(format!("webhook {id}")))?;
-    Ok(Some((record, serde_json::from_slice(&plain)?)))
+    c.query_opt(sql, &[&project, &id])
+        .await?
+        .map(|row| webhooks::open_row(key, project, id, row.get(0), row.get(1), row.get(2)))
+        .transpose()
 }
 
 /// Writes a webhook's record (and, when given, its keys sealed anew).
@@ -1085,10 +1077,7 @@ async fn write_webhook(
     let state = record.webhook.state.as_str();
     match keys {
         Some(keys) => {
-            let (nonce, ct) = key.seal(
-                &webhooks::secrets_aad(project, id),
-                &serde_json::to_vec(keys)?,
-            )?;
+            let (nonce, ct) = webhooks::seal_keys(key, project, id, keys)?;
             c.execute(
                 "UPDATE webhooks SET state = $3, record_json = $4, nonce = $5, ciphertext = $6 WHERE project = $1 AND id = $2",
                 &[&project, id, &state, &json, &nonce, &ct],
@@ -1756,10 +1745,7 @@ impl Store for PostgresStore {
         key: &SigningKey,
     ) -> Result<()> {
         let id = &record.webhook.id;
-        let (nonce, ct) = self.key.seal(
-            &webhooks::secrets_aad(project, id),
-            &serde_json::to_vec(&[key])?,
-        )?;
+        let (nonce, ct) = webhooks::seal_keys(&self.key, project, id, std::slice::from_ref(key))?;
         let n = self
             .client()
             .await?
@@ -1806,27 +1792,25 @@ impl Store for PostgresStore {
         page: &Page,
         now: &str,
     ) -> Result<Paged<WebhookRecord>> {
-        let client = self.client().await?;
         let (after, limit) = page_bounds(page);
-        let rows = client
+        let rows = self
+            .client()
+            .await?
             .query(
-                "SELECT seq, id FROM webhooks WHERE seq > $1 AND project = $3 ORDER BY seq LIMIT $2",
+                "SELECT seq, id, record_json, nonce, ciphertext FROM webhooks WHERE seq > $1 AND project = $3 ORDER BY seq LIMIT $2",
                 &[&after, &(limit + 1), &project],
             )
             .await?
             .iter()
-            .map(|r| (r.get::<_, i64>(0), r.get::<_, String>(1)))
-            .collect::<Vec<_>>();
-        let page = finish_page(rows, limit);
-        let mut items = Vec::new();
-        for id in page.items {
-            if let Some((mut record, keys)) =
-                read_webhook(&client, &self.key, project, &id, false).await?
-            {
+            .map(|r| {
+                let (mut record, keys) =
+                    webhooks::open_row(&self.key, project, r.get(1), r.get(2), r.get(3), r.get(4))?;
                 webhooks::show_secrets(&mut record, &keys, now);
-                items.push(record);
-            }
-        }
+                Ok((r.get::<_, i64>(0), record))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let page = finish_page(rows, limit);
+        let items = page.items;
         Ok(Paged {
             items,
             next_page_token: page.next_page_token,

@@ -508,14 +508,8 @@ fn read_webhook(
             ))
         })
         .optional()?;
-    let Some((json, nonce, ct)) = row else {
-        return Ok(None);
-    };
-    let record: WebhookRecord = serde_json::from_str(&json)?;
-    let plain = key
-        .open(&webhooks::secrets_aad(project, id), &nonce, &ct)
-        .map_err(|_| Error::Decrypt(format!("webhook {id}")))?;
-    Ok(Some((record, serde_json::from_slice(&plain)?)))
+    row.map(|(json, nonce, ct)| webhooks::open_row(key, project, id, &json, &nonce, &ct))
+        .transpose()
 }
 
 /// Writes a webhook's record (and, when given, its keys sealed anew).
@@ -531,10 +525,7 @@ fn write_webhook(
     let state = record.webhook.state.as_str();
     match keys {
         Some(keys) => {
-            let (nonce, ct) = key.seal(
-                &webhooks::secrets_aad(project, id),
-                &serde_json::to_vec(keys)?,
-            )?;
+            let (nonce, ct) = webhooks::seal_keys(key, project, id, keys)?;
             conn.prepare_cached(
                 "UPDATE webhooks SET state = ?3, record_json = ?4, nonce = ?5, ciphertext = ?6 WHERE project = ?1 AND id = ?2",
             )?
@@ -1181,10 +1172,7 @@ impl Store for SqliteStore {
         let (project, record, signing) = (project.to_owned(), record.clone(), key.clone());
         self.with(move |conn, key| {
             let id = record.webhook.id.clone();
-            let (nonce, ct) = key.seal(
-                &webhooks::secrets_aad(&project, &id),
-                &serde_json::to_vec(&[signing])?,
-            )?;
+            let (nonce, ct) = webhooks::seal_keys(key, &project, &id, &[signing])?;
             let n = conn.execute(
                 "INSERT OR IGNORE INTO webhooks (project, id, state, record_json, nonce, ciphertext) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 params![
@@ -1230,18 +1218,29 @@ impl Store for SqliteStore {
     ) -> Result<Paged<WebhookRecord>> {
         let (project, page, now) = (project.to_owned(), page.clone(), now.to_owned());
         self.with(move |conn, key| {
-            let rows = paged_json(
-                conn,
-                "SELECT rowid, id FROM webhooks WHERE rowid > ?1 AND project = ?3 ORDER BY rowid LIMIT ?2",
-                &project,
-                &page,
-            )?;
+            let (after, limit) = page_bounds(&page);
+            let rows = conn
+                .prepare_cached(
+                    "SELECT rowid, id, record_json, nonce, ciphertext FROM webhooks WHERE rowid > ?1 AND project = ?3 ORDER BY rowid LIMIT ?2",
+                )?
+                .query_map(params![after, limit + 1, project], |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        (
+                            r.get::<_, String>(1)?,
+                            r.get::<_, String>(2)?,
+                            r.get::<_, Vec<u8>>(3)?,
+                            r.get::<_, Vec<u8>>(4)?,
+                        ),
+                    ))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let rows = finish_page(rows, limit);
             let mut items = Vec::new();
-            for (_, id) in rows.items {
-                if let Some((mut record, keys)) = read_webhook(conn, key, &project, &id)? {
-                    webhooks::show_secrets(&mut record, &keys, &now);
-                    items.push(record);
-                }
+            for (_, (id, json, nonce, ct)) in rows.items {
+                let (mut record, keys) = webhooks::open_row(key, &project, &id, &json, &nonce, &ct)?;
+                webhooks::show_secrets(&mut record, &keys, &now);
+                items.push(record);
             }
             Ok(Paged {
                 items,

@@ -67,8 +67,34 @@ impl SigningKey {
 }
 
 /// The associated data that binds a webhook's sealed secrets to its project and id.
-pub(crate) fn secrets_aad(project: &str, id: &str) -> String {
+fn secrets_aad(project: &str, id: &str) -> String {
     format!("webhook:{project}/{id}")
+}
+
+/// Webhook `id`'s signing keys sealed for the store: `(nonce, ciphertext)`.
+pub(crate) fn seal_keys(
+    key: &crate::SecretKey,
+    project: &str,
+    id: &str,
+    keys: &[SigningKey],
+) -> Result<(Vec<u8>, Vec<u8>)> {
+    key.seal(&secrets_aad(project, id), &serde_json::to_vec(keys)?)
+}
+
+/// A stored webhook row (its record's JSON and its sealed keys) opened.
+pub(crate) fn open_row(
+    key: &crate::SecretKey,
+    project: &str,
+    id: &str,
+    json: &str,
+    nonce: &[u8],
+    ciphertext: &[u8],
+) -> Result<(WebhookRecord, Vec<SigningKey>)> {
+    let record: WebhookRecord = serde_json::from_str(json)?;
+    let plain = key
+        .open(&secrets_aad(project, id), nonce, ciphertext)
+        .map_err(|_| Error::Decrypt(format!("webhook {id}")))?;
+    Ok((record, serde_json::from_slice(&plain)?))
 }
 
 /// What a rotation does to the secrets: `new` becomes current; the others expire at
