@@ -4,6 +4,12 @@
 //! result) and ask the model again, until it answers, the step budget is spent, the model fails
 //! or the run is cancelled. Every step is sent on the channel as soon as it exists; the caller
 //! persists and streams it. This module must not store or serve anything itself.
+//!
+//! A call a pre hook asks a person about (hookbox extension) does not run: the loop emits an
+//! approval request ([`crate::approval`]) and the turn ends `requires_action`, like a client
+//! function's. A run that continues such a turn first settles the answered requests: the
+//! approved calls run (without their pre hooks), the others get the reviewer's reason (or the
+//! deadline's) as their error result; then the model is asked again.
 
 use std::str::FromStr;
 
@@ -12,7 +18,8 @@ use hookbox_protocol::{ToolCall, ToolName};
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
-use crate::model::{Model, ModelRequest};
+use crate::approval;
+use crate::model::{Model, ModelRequest, current_turn_start};
 use crate::seams::ToolExecutor;
 use crate::tools::{call_step, result_step};
 
@@ -21,12 +28,18 @@ use crate::tools::{call_step, result_step};
 pub struct LoopConfig {
     /// Model turns before the run stops with `budget_exceeded`.
     pub max_model_turns: usize,
+    /// How long a call a hook asked a person about waits for an answer before it is denied.
+    pub ask_timeout: std::time::Duration,
 }
+
+/// The default of [`LoopConfig::ask_timeout`]: one hour.
+pub const DEFAULT_ASK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
 
 impl Default for LoopConfig {
     fn default() -> Self {
         LoopConfig {
             max_model_turns: 32,
+            ask_timeout: DEFAULT_ASK_TIMEOUT,
         }
     }
 }
@@ -84,6 +97,12 @@ pub async fn run(
             message: "the interaction was cancelled".into(),
         }],
     };
+    // A continuation of a turn that waited for reviewers: their answered calls first.
+    let settle = settle_approvals(&ctx, &mut conversation, steps);
+    tokio::select! {
+        () = settle => {}
+        _ = wait_cancelled(&mut cancel) => return cancelled(usage),
+    }
     for _turn in 0..config.max_model_turns {
         if *cancel.borrow() {
             return cancelled(usage);
@@ -165,10 +184,25 @@ pub async fn run(
                 for_the_client += 1;
                 continue;
             }
-            let (output, is_error, hooks) = tokio::select! {
+            let (output, is_error, hooks, ask) = tokio::select! {
                 r = execute(&ctx, &call.name, &call.args, steps) => r,
                 _ = wait_cancelled(&mut cancel) => return cancelled(usage),
             };
+            // A pre hook asked a person: the call waits for a reviewer's answer.
+            if let Some((tool, request)) = ask {
+                let deadline = chrono::Utc::now()
+                    + chrono::Duration::from_std(config.ask_timeout)
+                        .unwrap_or(chrono::Duration::MAX);
+                tracing::info!(tool = %tool, group = %request.group, "tool call waits for a reviewer");
+                emit(
+                    &mut conversation,
+                    steps,
+                    approval::request_step(&id, tool, &request, deadline),
+                )
+                .await;
+                for_the_client += 1;
+                continue;
+            }
             emit(
                 &mut conversation,
                 steps,
@@ -197,13 +231,22 @@ pub async fn run(
     }
 }
 
-/// Runs one call; returns what the model sees, whether it is an error and the hook trace.
+/// What [`execute`] returns: what the model sees, whether it is an error, the hook trace, and
+/// the approval a pre hook asked for instead of running the call.
+type Executed = (
+    Value,
+    bool,
+    Option<Value>,
+    Option<(ToolName, crate::seams::ApprovalRequest)>,
+);
+
+/// Runs one call.
 async fn execute(
     ctx: &LoopContext<'_>,
     name: &str,
     args: &Value,
     events: &mpsc::Sender<LoopEvent>,
-) -> (Value, bool, Option<Value>) {
+) -> Executed {
     let tool = match ToolName::from_str(name) {
         Ok(tool) if ctx.tools.contains(&tool) => tool,
         Ok(_) | Err(_) => {
@@ -218,6 +261,7 @@ async fn execute(
                 )),
                 true,
                 None,
+                None,
             );
         }
     };
@@ -225,6 +269,7 @@ async fn execute(
         return (
             Value::String("this interaction has no environment to run tools in".into()),
             true,
+            None,
             None,
         );
     };
@@ -243,7 +288,68 @@ async fn execute(
         tracing::info!(environment_id = env, tool = name, reason = %reason, "tool call denied by hook");
     }
     let hooks = (!execution.trace.is_null()).then_some(execution.trace);
-    (execution.output, execution.is_error, hooks)
+    let ask = execution.approval.map(|request| (tool, request));
+    (execution.output, execution.is_error, hooks, ask)
+}
+
+/// Settles the approval requests of the current turn that have an answer: an approved call
+/// runs (its post hooks too, not its pre hooks), any other verdict becomes the call's error
+/// result. Each result step is emitted; the trace says who decided.
+async fn settle_approvals(
+    ctx: &LoopContext<'_>,
+    conversation: &mut Vec<Step>,
+    steps: &mpsc::Sender<LoopEvent>,
+) {
+    let start = current_turn_start(conversation);
+    let answered = approval::answered(&conversation[start..], chrono::Utc::now());
+    for (request, verdict) in answered {
+        let tool = request.tool;
+        let decided = serde_json::json!({"approval": match &verdict {
+            approval::Verdict::Approved => serde_json::json!({"verdict": "approved"}),
+            approval::Verdict::Denied(reason) => serde_json::json!({"verdict": "denied", "reason": reason}),
+            approval::Verdict::TimedOut => serde_json::json!({"verdict": "timed_out"}),
+        }});
+        tracing::info!(tool = %tool, verdict = ?verdict, "a reviewer's answer settles a paused call");
+        let step = match (&verdict, ctx.environment_id) {
+            (approval::Verdict::Approved, Some(env)) => {
+                let call = ToolCall {
+                    name: tool,
+                    args: request.args.clone(),
+                };
+                let sink = (tool == ToolName::CodeExecution).then(|| output_sink(steps.clone()));
+                let execution = ctx.executor.execute_approved(env, &call, sink).await;
+                let mut trace = execution.trace;
+                match trace.as_object_mut() {
+                    Some(map) => {
+                        map.insert("approval".into(), decided["approval"].clone());
+                    }
+                    None => trace = decided,
+                }
+                result_step(
+                    &request.call_id,
+                    tool.as_str(),
+                    execution.output,
+                    execution.is_error,
+                    Some(trace),
+                )
+            }
+            (approval::Verdict::Approved, None) => result_step(
+                &request.call_id,
+                tool.as_str(),
+                Value::String("this interaction has no environment to run tools in".into()),
+                true,
+                Some(decided),
+            ),
+            (other, _) => result_step(
+                &request.call_id,
+                tool.as_str(),
+                Value::String(other.message(tool.as_str()).unwrap_or_default()),
+                true,
+                Some(decided),
+            ),
+        };
+        emit(conversation, steps, step).await;
+    }
 }
 
 async fn emit(conversation: &mut Vec<Step>, steps: &mpsc::Sender<LoopEvent>, step: Step) {

@@ -8,6 +8,7 @@
 //! storage or isolation. Tests run it over `hookbox-test-support`'s unisolated `LocalBackend`.
 
 pub mod agent_loop;
+pub mod approval;
 pub mod gemini;
 pub mod model;
 pub mod offline;
@@ -17,7 +18,7 @@ pub mod tools;
 
 pub use agent_loop::{LoopConfig, LoopEvent, LoopOutcome, run};
 pub use model::{Model, ModelCall, ModelRequest, ModelTurn};
-pub use seams::{EnvironmentProvider, OutputSink, ToolExecution, ToolExecutor};
+pub use seams::{ApprovalRequest, EnvironmentProvider, OutputSink, ToolExecution, ToolExecutor};
 
 /// Environment variable names this crate reads.
 pub mod env_vars {

@@ -20,6 +20,20 @@ pub struct ToolExecution {
     pub denied_reason: Option<String>,
     /// Hooks that ran and what they decided, for logs and audits (free-form).
     pub trace: Value,
+    /// `Some` when a pre hook asked a person to decide (hookbox extension): the tool did not
+    /// run, and the loop pauses the call for a reviewer.
+    pub approval: Option<ApprovalRequest>,
+}
+
+/// What a pre hook's `ask` needs a reviewer to decide.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApprovalRequest {
+    /// The hook's reason, shown to the reviewer.
+    pub reason: String,
+    /// The hooks group whose handler asked.
+    pub group: String,
+    /// The arguments the tool would run with (after any pre hook's `updated_args`).
+    pub args: Value,
 }
 
 impl ToolExecution {
@@ -30,6 +44,18 @@ impl ToolExecution {
             is_error: false,
             denied_reason: None,
             trace: Value::Null,
+            approval: None,
+        }
+    }
+
+    /// A call a pre hook asked a person about: it did not run and waits for a reviewer.
+    pub fn ask(request: ApprovalRequest) -> Self {
+        ToolExecution {
+            output: Value::String(request.reason.clone()),
+            is_error: false,
+            denied_reason: None,
+            trace: Value::Null,
+            approval: Some(request),
         }
     }
 
@@ -40,6 +66,7 @@ impl ToolExecution {
             is_error: true,
             denied_reason: None,
             trace: Value::Null,
+            approval: None,
         }
     }
 
@@ -51,6 +78,7 @@ impl ToolExecution {
             is_error: true,
             denied_reason: Some(reason),
             trace: Value::Null,
+            approval: None,
         }
     }
 }
@@ -73,6 +101,17 @@ pub trait ToolExecutor: Send + Sync + std::fmt::Debug {
         let _ = output;
         self.execute(environment_id, call).await
     }
+
+    /// Runs a call a person approved after a pre hook asked about it (hookbox extension): the
+    /// tool with exactly `call.args`, then the post hooks, but not the pre hooks again (the
+    /// reviewer's approval is their decision). `output` as in [`Self::execute_streaming`].
+    /// Required, so no executor can silently re-ask or skip the tool.
+    async fn execute_approved(
+        &self,
+        environment_id: &str,
+        call: &ToolCall,
+        output: Option<OutputSink>,
+    ) -> ToolExecution;
 }
 
 /// Receives a running tool call's output, piece by piece.

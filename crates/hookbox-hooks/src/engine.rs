@@ -16,7 +16,12 @@
 //! - a pre hook answering `{"decision": "allow", "updated_args": {...}}` rewrites the call's
 //!   arguments: they are validated against the tool's argument schema (when the engine has a
 //!   validator), later handlers and the post hooks see them, and the tool runs with them;
-//!   invalid ones deny the call with the validator's reason.
+//!   invalid ones deny the call with the validator's reason;
+//! - a pre hook answering `{"decision": "ask", "reason": "..."}` asks a person: the call neither
+//!   runs nor is denied here ([`Decision::Ask`]); the caller pauses it for a reviewer. Later
+//!   handlers still run: a deny among them wins over the ask (nobody is asked about a call that
+//!   is refused anyway), and their `updated_args` apply to the call the reviewer sees. The first
+//!   ask's reason is the one shown.
 //!
 //! The engine does not know where commands run or how HTTP leaves: see [`crate::runner`] and
 //! [`crate::http`].
@@ -36,6 +41,13 @@ use crate::runner::{CommandRequest, CommandRunner, DEFAULT_OUTPUT_LIMIT, Termina
 /// The longest deny reason passed on to the model; longer ones are cut.
 pub const MAX_REASON_LEN: usize = 8 * 1024;
 
+/// The reason of a `{"decision": "deny"}` that gave none.
+pub const DEFAULT_DENY_REASON: &str = "Blocked by a pre_tool_execution hook.";
+
+/// The reason of a `{"decision": "ask"}` that gave none.
+pub const DEFAULT_ASK_REASON: &str =
+    "A pre_tool_execution hook asks a person to approve this call.";
+
 /// Longest `additional_context` kept from one handler's answer (characters).
 pub const MAX_CONTEXT_LEN: usize = 4 * 1024;
 
@@ -52,6 +64,24 @@ pub enum Decision {
         /// The group whose handler denied.
         group: String,
     },
+    /// A pre hook asked a person to decide (hookbox extension, only when a handler answers
+    /// `ask`): the tool must not run until someone approves it.
+    Ask {
+        reason: String,
+        /// The group whose handler asked.
+        group: String,
+    },
+}
+
+impl Decision {
+    /// `allow`, `deny` or `ask`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Decision::Allow => "allow",
+            Decision::Deny { .. } => "deny",
+            Decision::Ask { .. } => "ask",
+        }
+    }
 }
 
 /// Why a handler produced no decision. Each of these fails open.
@@ -101,6 +131,8 @@ pub enum Outcome {
     Allow,
     /// pre: the handler answered `{"decision":"deny"}`.
     Deny { reason: String },
+    /// pre: the handler answered `{"decision":"ask"}` (hookbox extension): a person decides.
+    Ask { reason: String },
     /// pre: the handler answered `{"decision":"allow","updated_args":{...}}` (hookbox
     /// extension); later handlers, the tool and the post hooks see these arguments.
     AllowUpdated { updated_args: serde_json::Value },
@@ -131,6 +163,7 @@ impl Outcome {
             Outcome::AllowUpdated { .. } => "allow_updated",
             Outcome::InvalidUpdate { .. } => "invalid_update",
             Outcome::Deny { .. } => "deny",
+            Outcome::Ask { .. } => "ask",
             Outcome::FailedOpen { .. } => "failed_open",
             Outcome::FailedClosed { .. } => "failed_closed",
             Outcome::Completed => "completed",
@@ -341,6 +374,15 @@ impl HookEngine {
                                 group: group.name.clone(),
                             };
                         }
+                        Outcome::Ask { reason } => {
+                            // The first ask is the one a person sees; a deny still overrides it.
+                            if decision == Decision::Allow {
+                                decision = Decision::Ask {
+                                    reason: reason.clone(),
+                                    group: group.name.clone(),
+                                };
+                            }
+                        }
                         Outcome::AllowUpdated { updated_args: args } => {
                             // Later handlers (and the caller) see the rewritten call.
                             payload.to_mut().tool_call.args = args.clone();
@@ -380,7 +422,7 @@ impl HookEngine {
         tracing::debug!(
             tool = %tool,
             event = %event,
-            decision = match &dispatch.decision { Decision::Allow => "allow", Decision::Deny { .. } => "deny" },
+            decision = dispatch.decision.label(),
             handlers = dispatch.trace.len(),
             duration_ms = dispatch.duration_ms,
             "hooks dispatched"
@@ -427,15 +469,15 @@ impl HookEngine {
                     }
                 }
                 Ok(Verdict::Deny(reason)) => Outcome::Deny { reason },
+                Ok(Verdict::Ask(reason)) => Outcome::Ask { reason },
                 Err(failure) => failed(failure),
             },
             (HookEvent::PreToolExecution, Err(failure)) => failed(failure),
             (HookEvent::PostToolExecution, Ok(stdout)) => {
-                if mentions_updated_args(&stdout) {
-                    warning = Some(
-                        "updated_args is honoured only in pre_tool_execution hooks; ignored here"
-                            .to_owned(),
-                    );
+                if let Some(key) = pre_only_answer(&stdout) {
+                    warning = Some(format!(
+                        "{key} is honoured only in pre_tool_execution hooks; ignored here"
+                    ));
                 }
                 Outcome::Completed
             }
@@ -550,6 +592,8 @@ enum Verdict {
     /// With the rewritten arguments, if the answer carried `updated_args`.
     Allow(Option<serde_json::Value>),
     Deny(String),
+    /// A person decides (hookbox extension).
+    Ask(String),
 }
 
 /// The `additional_context` of a handler's JSON answer (hookbox extension), cut to
@@ -572,12 +616,15 @@ fn answer_context(output: &[u8]) -> Result<Option<String>, String> {
     }
 }
 
-/// Whether a post hook's output is a JSON object carrying `updated_args` (which only pre hooks
-/// may use).
-fn mentions_updated_args(output: &[u8]) -> bool {
-    serde_json::from_slice::<serde_json::Value>(output.trim_ascii())
-        .ok()
-        .is_some_and(|v| v.get("updated_args").is_some())
+/// What in a post hook's JSON answer only pre hooks may use: `updated_args` or an `ask`
+/// decision.
+fn pre_only_answer(output: &[u8]) -> Option<&'static str> {
+    let value = serde_json::from_slice::<serde_json::Value>(output.trim_ascii()).ok()?;
+    if value.get("updated_args").is_some() {
+        return Some("updated_args");
+    }
+    (value.get("decision").and_then(serde_json::Value::as_str) == Some("ask"))
+        .then_some("\"decision\": \"ask\"")
 }
 
 /// Reads a handler's answer. Only `{"decision":"deny"}` blocks and only `{"decision":"allow"}`
@@ -591,17 +638,17 @@ fn interpret(output: &[u8]) -> Result<Verdict, Failure> {
         serde_json::from_slice(trimmed).map_err(|_| Failure::NotJson {
             excerpt: excerpt(trimmed),
         })?;
+    let reason = |default: &str| {
+        value
+            .get("reason")
+            .and_then(serde_json::Value::as_str)
+            .map(str::trim)
+            .filter(|r| !r.is_empty())
+            .map_or_else(|| default.to_owned(), |r| truncate_chars(r, MAX_REASON_LEN))
+    };
     match value.get("decision").and_then(serde_json::Value::as_str) {
-        Some("deny") => {
-            let reason = value
-                .get("reason")
-                .and_then(serde_json::Value::as_str)
-                .map(str::trim)
-                .filter(|r| !r.is_empty())
-                .map(|r| truncate_chars(r, MAX_REASON_LEN))
-                .unwrap_or_else(|| "Blocked by a pre_tool_execution hook.".to_owned());
-            Ok(Verdict::Deny(reason))
-        }
+        Some("deny") => Ok(Verdict::Deny(reason(DEFAULT_DENY_REASON))),
+        Some("ask") => Ok(Verdict::Ask(reason(DEFAULT_ASK_REASON))),
         Some("allow") => Ok(Verdict::Allow(value.get("updated_args").cloned())),
         _ => Err(Failure::NotADecision {
             excerpt: excerpt(trimmed),
@@ -638,7 +685,7 @@ fn record_handler(span: &tracing::Span, entry: &HandlerTrace) {
     span.record("handler_type", entry.handler_type);
     span.record("decision", entry.outcome.label());
     match &entry.outcome {
-        Outcome::Deny { reason } => {
+        Outcome::Deny { reason } | Outcome::Ask { reason } => {
             span.record("reason", reason.as_str());
         }
         Outcome::FailedOpen { failure }
@@ -659,6 +706,7 @@ fn log_handler(event: &str, tool: ToolName, entry: &HandlerTrace) {
         | Outcome::AllowUpdated { .. }
         | Outcome::InvalidUpdate { .. }
         | Outcome::Deny { .. }
+        | Outcome::Ask { .. }
         | Outcome::Completed
         | Outcome::Skipped
         | Outcome::Disabled => None,
@@ -684,7 +732,7 @@ fn log_handler(event: &str, tool: ToolName, entry: &HandlerTrace) {
             group = %entry.group,
             handler_type = entry.handler_type,
             reason = match &entry.outcome {
-                Outcome::Deny { reason } => reason.as_str(),
+                Outcome::Deny { reason } | Outcome::Ask { reason } => reason.as_str(),
                 _ => "",
             },
             handler = %entry.target,
@@ -719,6 +767,7 @@ mod tests {
         interpret(output.as_bytes()).map(|v| match v {
             Verdict::Allow(_) => None,
             Verdict::Deny(reason) => Some(reason),
+            Verdict::Ask(reason) => Some(format!("ask: {reason}")),
         })
     }
 
@@ -741,6 +790,36 @@ mod tests {
             verdict(r#"{"decision":"deny","reason":42}"#),
             Ok(Some("Blocked by a pre_tool_execution hook.".into()))
         );
+    }
+
+    #[test]
+    fn ask_is_a_verdict_with_a_reason_or_a_default_one() {
+        assert_eq!(
+            verdict(r#"{"decision":"ask","reason":"deploys need a person"}"#),
+            Ok(Some("ask: deploys need a person".into()))
+        );
+        assert_eq!(
+            verdict(r#"{"decision":"ask"}"#),
+            Ok(Some(format!("ask: {DEFAULT_ASK_REASON}")))
+        );
+        assert!(matches!(
+            verdict(r#"{"decision":"ASK"}"#),
+            Err(Failure::NotADecision { .. })
+        ));
+    }
+
+    #[test]
+    fn only_pre_hooks_may_ask_or_rewrite() {
+        assert_eq!(
+            pre_only_answer(br#"{"decision":"ask"}"#),
+            Some("\"decision\": \"ask\"")
+        );
+        assert_eq!(
+            pre_only_answer(br#"{"updated_args":{}}"#),
+            Some("updated_args")
+        );
+        assert_eq!(pre_only_answer(br#"{"decision":"deny"}"#), None);
+        assert_eq!(pre_only_answer(b"ok"), None);
     }
 
     #[test]

@@ -60,7 +60,11 @@ impl SandboxTools {
             env_id = %outcome.environment_id,
             tool = %tool,
             pre_handlers = outcome.pre.trace.len(),
-            decision = match outcome.result { ToolResult::Denied { .. } => "deny", _ => "allow" },
+            decision = match outcome.result {
+                ToolResult::Denied { .. } => "deny",
+                ToolResult::NeedsApproval { .. } => "ask",
+                _ => "allow",
+            },
             "mcp tool call"
         );
         // Hooks that answered `additional_context` (hookbox extension): one more text block,
@@ -101,6 +105,13 @@ impl SandboxTools {
             ToolResult::Denied { reason } => {
                 CallToolResult::error(with_context(vec![ContentBlock::text(format!(
                     "Denied by a pre_tool_execution hook: {reason}"
+                ))]))
+            }
+            // An MCP server has nobody to ask: the call does not run, and the caller is told
+            // why (the API server is where a person approves calls).
+            ToolResult::NeedsApproval { reason, .. } => {
+                CallToolResult::error(with_context(vec![ContentBlock::text(format!(
+                    "Not run: a pre_tool_execution hook asks a person to approve this call ({reason}), and `hookbox mcp` has no reviewer; approvals need `hookbox serve`."
                 ))]))
             }
         }

@@ -855,6 +855,9 @@ pub enum ToolResult {
     Error { error: String },
     /// A pre hook denied the call; the tool did not run.
     Denied { reason: String },
+    /// A pre hook asked a person to decide (hookbox extension); the tool did not run. The
+    /// caller pauses the call until someone approves it ([`Environment::call_tool_approved`]).
+    NeedsApproval { reason: String, group: String },
 }
 
 /// Everything about one tool call: the result and the hooks that ran around it.
@@ -866,7 +869,7 @@ pub struct ToolCallOutcome {
     /// The hooks files read for this call and their diagnostics.
     pub hooks: Loaded,
     pub pre: Dispatch,
-    /// Absent when the call was denied.
+    /// Absent when the call was denied or waits for approval.
     pub post: Option<Dispatch>,
     /// The arguments the call came with, when a pre hook rewrote them (`call` then holds the
     /// arguments the tool ran with).
@@ -980,30 +983,85 @@ impl Environment {
         let config = hooks.config.clone();
 
         let pre = self.engine.pre_tool(&config, &call, &id).await;
-        if let Decision::Deny { reason, group } = &pre.decision {
-            tracing::info!(env_id = %id, tool = %call.name, %group, %reason, "tool call denied by a pre hook");
-            self.touch(false);
-            return ToolCallOutcome {
-                environment_id: id,
-                result: ToolResult::Denied {
-                    reason: reason.clone(),
-                },
-                call,
-                hooks: (*hooks).clone(),
-                pre,
-                post: None,
-                original_args: None,
-            };
-        }
-
         // A pre hook's `updated_args` (validated by the engine) replace the call's arguments
-        // for the tool and the post hooks; the originals are kept for the record.
+        // for the tool and the post hooks (and what a reviewer is asked about); the originals
+        // are kept for the record.
         let mut call = call;
         let original_args = pre
             .updated_args
             .clone()
             .map(|updated| std::mem::replace(&mut call.args, updated));
+        let stopped = match &pre.decision {
+            Decision::Allow => None,
+            Decision::Deny { reason, group } => {
+                tracing::info!(env_id = %id, tool = %call.name, %group, %reason, "tool call denied by a pre hook");
+                // The model's call is what the record shows for a call that never ran.
+                if let Some(original) = original_args.clone() {
+                    call.args = original;
+                }
+                Some(ToolResult::Denied {
+                    reason: reason.clone(),
+                })
+            }
+            Decision::Ask { reason, group } => {
+                tracing::info!(env_id = %id, tool = %call.name, %group, %reason, "tool call waits for a person's approval");
+                Some(ToolResult::NeedsApproval {
+                    reason: reason.clone(),
+                    group: group.clone(),
+                })
+            }
+        };
+        if let Some(result) = stopped {
+            self.touch(false);
+            let original_args =
+                original_args.filter(|_| matches!(result, ToolResult::NeedsApproval { .. }));
+            return ToolCallOutcome {
+                environment_id: id,
+                result,
+                call,
+                hooks: (*hooks).clone(),
+                pre,
+                post: None,
+                original_args,
+            };
+        }
+        self.run_and_post(call, original_args, (hooks, config, pre), tap)
+            .await
+    }
 
+    /// Runs a call that a person approved after a pre hook asked about it (hookbox extension):
+    /// the tool with exactly these arguments, then the post hooks. The pre hooks do not run
+    /// again: the reviewer's approval is their decision. The returned `pre` dispatch is empty.
+    pub async fn call_tool_approved(
+        &self,
+        call: ToolCall,
+        tap: Option<hookbox_hooks::runner::OutputTap>,
+    ) -> ToolCallOutcome {
+        let hooks = self.hooks.load(self.frozen.as_ref().unwrap_or(&self.tree));
+        let config = hooks.config.clone();
+        let pre = Dispatch {
+            event: hookbox_protocol::HookEvent::PreToolExecution,
+            tool: call.name,
+            decision: Decision::Allow,
+            trace: Vec::new(),
+            duration_ms: 0,
+            updated_args: None,
+            additional_context: Vec::new(),
+        };
+        tracing::info!(env_id = %self.meta.id, tool = %call.name, "running a call a person approved");
+        self.run_and_post(call, None, (hooks, config, pre), tap)
+            .await
+    }
+
+    /// The tool, then the post hooks, for a call the pre hooks (or a person) let through.
+    async fn run_and_post(
+        &self,
+        call: ToolCall,
+        original_args: Option<Value>,
+        (hooks, config, pre): (Arc<Loaded>, Arc<hookbox_hooks::HooksConfig>, Dispatch),
+        tap: Option<hookbox_hooks::runner::OutputTap>,
+    ) -> ToolCallOutcome {
+        let id = self.meta.id.clone();
         let ran = self.run_tool(&call, tap).await;
         let (result, hook_error) = match ran {
             Ok(ToolOutput { output, hook_error }) => (ToolResult::Ok { output }, hook_error),

@@ -11,6 +11,7 @@ use axum::body::Bytes;
 use axum::extract::{Extension, Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use hookbox_agent::agent_loop::{LoopContext, LoopEvent, LoopOutcome};
+use hookbox_agent::approval;
 use hookbox_agent::seams::EnvironmentSetup;
 use hookbox_protocol::ToolName;
 use hookbox_protocol::api::{
@@ -377,6 +378,11 @@ fn function_tools(tools: Option<&[Value]>) -> ApiResult<Vec<hookbox_agent::model
                 "Invalid `tools[{i}].name`: `{name}` is one of the sandbox's own tools; give the function another name."
             )));
         }
+        if name == approval::APPROVAL_FUNCTION {
+            return Err(ApiError::bad_request(format!(
+                "Invalid `tools[{i}].name`: `{name}` is reserved for hookbox's approval requests; give the function another name."
+            )));
+        }
         if functions.iter().any(|f| f.name == name) {
             return Err(ApiError::bad_request(format!(
                 "Invalid `tools[{i}].name`: `{name}` is declared twice."
@@ -404,9 +410,55 @@ fn function_tools(tools: Option<&[Value]>) -> ApiResult<Vec<hookbox_agent::model
     Ok(functions)
 }
 
+/// Refuses input that could pass for the server's own approval requests (only the loop writes
+/// those), and names the answers to approval requests after the reserved function, so the
+/// record says what they are and models never see them.
+fn mark_approval_answers(previous: Option<&Interaction>, new_steps: &mut [Step]) -> ApiResult<()> {
+    let requests: Vec<String> = previous
+        .map(|p| {
+            approval::unanswered(&p.steps[hookbox_agent::model::current_turn_start(&p.steps)..])
+                .into_iter()
+                .map(|r| r.id)
+                .collect()
+        })
+        .unwrap_or_default();
+    for (i, step) in new_steps.iter_mut().enumerate() {
+        match step {
+            Step::FunctionCall { name, .. } if name == approval::APPROVAL_FUNCTION => {
+                return Err(ApiError::bad_request(format!(
+                    "Invalid `input[{i}]`: `{name}` calls are hookbox's approval requests; only the server makes them."
+                )));
+            }
+            Step::FunctionResult {
+                call_id,
+                result,
+                name,
+                ..
+            } if requests.contains(call_id) => {
+                if let Err(why) = approval::parse_answer(result) {
+                    return Err(ApiError::bad_request(format!(
+                        "Invalid `input[{i}].result` for approval request `{call_id}`: {why}."
+                    )));
+                }
+                *name = Some(approval::APPROVAL_FUNCTION.to_owned());
+            }
+            Step::FunctionResult {
+                name: Some(name), ..
+            } if name == approval::APPROVAL_FUNCTION => {
+                return Err(ApiError::bad_request(format!(
+                    "Invalid `input[{i}]`: a `function_result` named `{name}` must answer an approval request the previous interaction waits for."
+                )));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// Checks `function_result` steps of a continuation against what `previous` waits for: it
 /// must be `requires_action`, and every pending `function_call` of its last turn must get
-/// exactly one result (no unknown `call_id`, none missing).
+/// exactly one result (no unknown `call_id`, none missing). A call paused for a reviewer is
+/// answered through its approval request, not directly.
 fn check_function_results(previous: Option<&Interaction>, new_steps: &[Step]) -> ApiResult<()> {
     let answered: Vec<&str> = new_steps
         .iter()
@@ -441,10 +493,17 @@ fn check_function_results(previous: Option<&Interaction>, new_steps: &[Step]) ->
                 _ => None,
             })
             .collect();
+    let paused: Vec<String> = turn
+        .iter()
+        .filter_map(approval::Request::from_step)
+        .map(|r| r.call_id)
+        .collect();
     let pending: Vec<(&str, &str)> = turn
         .iter()
         .filter_map(|s| match s {
-            Step::FunctionCall { id, name, .. } if !results.contains(&id.as_str()) => {
+            Step::FunctionCall { id, name, .. }
+                if !results.contains(&id.as_str()) && !paused.contains(id) =>
+            {
                 Some((id.as_str(), name.as_str()))
             }
             _ => None,
@@ -498,16 +557,26 @@ pub async fn create(
     let Some(input) = req.input.as_ref() else {
         return Err(ApiError::bad_request("`input` is required."));
     };
-    let new_steps = input_steps(input)?;
+    let mut new_steps = input_steps(input)?;
     if new_steps.is_empty() {
         return Err(ApiError::bad_request("`input` is empty."));
     }
     let functions = function_tools(req.tools.as_deref())?;
+    // A continuation that answers calls is checked and stored under the approvals lock, so the
+    // approvals sweeper cannot time out the same paused calls meanwhile.
+    let _settling = match new_steps
+        .iter()
+        .any(|s| matches!(s, Step::FunctionResult { .. }))
+    {
+        true => Some(state.inner.approvals.lock().await),
+        false => None,
+    };
     let previous = match req.previous_interaction_id.as_deref() {
         Some(prev) => state.inner.store.get_interaction(&project, prev).await?,
         None => None,
     };
     if req.previous_interaction_id.is_none() || previous.is_some() {
+        mark_approval_answers(previous.as_ref(), &mut new_steps)?;
         check_function_results(previous.as_ref(), &new_steps)?;
     }
     let (history, previous_env) = match req.previous_interaction_id.as_deref() {
@@ -633,6 +702,7 @@ pub async fn create(
     };
     let (events_rx, handle) = start(&state, run)?;
     drop(events_rx);
+    drop(_settling);
 
     if req.stream == Some(true) {
         let sse = crate::stream::sse(state, project, interaction.id.clone(), None).await?;
@@ -867,6 +937,170 @@ async fn drive(
             i.errors = update.errors;
             i.environment_id = Some(run.environment_id.clone());
             i
+        }
+    }
+}
+
+/// Times out the paused calls of interaction `id` whose approval deadline has passed, if it still
+/// waits for nothing but reviewers and no continuation answered it: their answers are recorded
+/// as timed out (in the interaction itself) and the same interaction goes on in place, the
+/// model seeing each such call denied. `Ok(false)` when there was nothing to do.
+pub(crate) async fn resume_timed_out(
+    state: &AppState,
+    project: &Project,
+    id: &str,
+) -> ApiResult<bool> {
+    let _settling = state.inner.approvals.lock().await;
+    let Some(paused) = state.inner.store.get_interaction(project, id).await? else {
+        return Ok(false);
+    };
+    if paused.status != InteractionStatus::RequiresAction {
+        return Ok(false);
+    }
+    let turn = &paused.steps[hookbox_agent::model::current_turn_start(&paused.steps)..];
+    let waiting = approval::unanswered(turn);
+    let now = chrono::Utc::now();
+    if !waiting.iter().any(|r| r.expired(now)) {
+        return Ok(false);
+    }
+    // A turn that also waits for the client's own functions goes on only when the client
+    // answers them (an approval answered after its deadline is then denied as timed out).
+    if client_calls_waiting(turn) > 0 {
+        return Ok(false);
+    }
+    let Some(environment_id) = paused.environment_id.clone() else {
+        return Ok(false);
+    };
+    if answered_by_continuation(state, project, &paused, &environment_id).await? {
+        return Ok(false);
+    }
+    let running = state.inner.quotas.start_interaction(project).await?;
+    let (mut conversation, _) = match paused.previous_interaction_id.as_deref() {
+        Some(previous) => history(state, project, previous).await?,
+        None => (Vec::new(), None),
+    };
+    conversation.extend(paused.steps.iter().cloned());
+    let mut index = paused.steps.len();
+    for request in &waiting {
+        let answer = Step::FunctionResult {
+            call_id: request.id.clone(),
+            result: approval::timed_out_answer(),
+            name: Some(approval::APPROVAL_FUNCTION.to_owned()),
+            is_error: None,
+            hooks: None,
+        };
+        state.inner.store.append_step(id, index, &answer).await?;
+        conversation.push(answer);
+        index += 1;
+    }
+    state
+        .inner
+        .store
+        .update_status(
+            id,
+            &StatusUpdate {
+                status: InteractionStatus::InProgress,
+                usage: None,
+                errors: Vec::new(),
+                updated: hookbox_store::time::now_rfc3339(),
+            },
+        )
+        .await?;
+    tracing::info!(interaction_id = %id, calls = waiting.len(), "nobody approved paused calls in time: they are denied and the interaction goes on");
+    let tools = paused
+        .extra
+        .get("tools")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice);
+    let agent = match paused.agent.as_deref() {
+        Some(name) if !BUILTIN_AGENTS.contains(&name) => {
+            state
+                .inner
+                .store
+                .get_agent(project, strip_resource_prefix(name, "agents"))
+                .await?
+        }
+        _ => None,
+    };
+    let run = RunSpec {
+        project: project.clone(),
+        running,
+        id: id.to_owned(),
+        environment_id,
+        model_name: paused
+            .extra
+            .get("agent_config")
+            .and_then(|c| c.get("model"))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .or_else(|| agent.as_ref()?.agent_config.as_ref()?.model.clone()),
+        system_instruction: paused
+            .extra
+            .get("system_instruction")
+            .or(agent.as_ref().and_then(|a| a.system_instruction.as_ref()))
+            .and_then(instruction_text),
+        conversation,
+        first_index: index,
+        keep: true,
+        functions: function_tools(tools).unwrap_or_default(),
+    };
+    let (events_rx, _handle) = start(state, run)?;
+    drop(events_rx);
+    Ok(true)
+}
+
+/// How many calls of the client's own functions in `turn` wait for their result.
+fn client_calls_waiting(turn: &[Step]) -> usize {
+    let answered = |id: &str| {
+        turn.iter().any(|s| {
+            matches!(s, Step::FunctionResult { call_id, .. } | Step::CodeExecutionResult { call_id, .. } if call_id == id)
+        })
+    };
+    let paused: Vec<String> = turn
+        .iter()
+        .filter_map(approval::Request::from_step)
+        .map(|r| r.call_id)
+        .collect();
+    turn.iter()
+        .filter(|s| {
+            matches!(s, Step::FunctionCall { id, name, .. }
+                if name != approval::APPROVAL_FUNCTION && !answered(id) && !paused.contains(id))
+        })
+        .count()
+}
+
+/// Whether an interaction continues `paused` (which then was answered by the client).
+async fn answered_by_continuation(
+    state: &AppState,
+    project: &Project,
+    paused: &Interaction,
+    environment_id: &str,
+) -> ApiResult<bool> {
+    let filter = hookbox_store::InteractionFilter {
+        environment_id: Some(environment_id.to_owned()),
+        created_after: paused.created.clone(),
+        ..Default::default()
+    };
+    let mut page = hookbox_store::Page {
+        size: Some(100),
+        token: None,
+    };
+    loop {
+        let batch = state
+            .inner
+            .store
+            .list_interactions(project, &filter, &page)
+            .await?;
+        if batch
+            .items
+            .iter()
+            .any(|i| i.previous_interaction_id.as_deref() == Some(paused.id.as_str()))
+        {
+            return Ok(true);
+        }
+        match batch.next_page_token {
+            Some(token) => page.token = Some(token),
+            None => return Ok(false),
         }
     }
 }

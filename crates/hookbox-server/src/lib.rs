@@ -10,6 +10,7 @@
 //! tools itself, open databases or pick models; the binary wires those in. [`sandbox`] is the
 //! small adapter that puts `hookbox-sandbox` behind the two seams (the lifecycle stays there).
 
+pub mod approvals;
 pub mod audit;
 pub mod auth;
 pub mod cluster;
@@ -127,6 +128,9 @@ struct Inner {
     loop_config: LoopConfig,
     quotas: Arc<quota::QuotaBook>,
     running: Mutex<HashMap<String, interactions::Running>>,
+    /// Held while a continuation that answers paused calls is checked and stored, and while the
+    /// approvals sweeper times a paused interaction out, so only one of them settles it.
+    approvals: tokio::sync::Mutex<()>,
     uploads: Mutex<HashMap<String, environments::Upload>>,
     /// Set when this server is one replica of several.
     cluster: Option<cluster::ClusterConfig>,
@@ -183,6 +187,7 @@ impl AppState {
                 allow_keyless: services.allow_keyless,
                 loop_config: services.loop_config,
                 running: Mutex::new(HashMap::new()),
+                approvals: tokio::sync::Mutex::new(()),
                 uploads: Mutex::new(HashMap::new()),
                 cluster,
                 lifecycle: services.lifecycle,

@@ -674,6 +674,21 @@ impl ToolExecutor for ClusterSlots<'_> {
             .execute_streaming(environment_id, call, output)
             .await
     }
+
+    async fn execute_approved(
+        &self,
+        environment_id: &str,
+        call: &ToolCall,
+        output: Option<OutputSink>,
+    ) -> ToolExecution {
+        let _hold = match self.hold().await {
+            Ok(hold) => hold,
+            Err(refused) => return refused,
+        };
+        self.inner
+            .execute_approved(environment_id, call, output)
+            .await
+    }
 }
 
 #[cfg(test)]

@@ -606,6 +606,23 @@ impl ToolExecutor for SandboxBackend {
         self.run_call(environment_id, call, Some(utf8_tap(output)))
             .await
     }
+
+    async fn execute_approved(
+        &self,
+        environment_id: &str,
+        call: &ToolCall,
+        output: Option<hookbox_agent::OutputSink>,
+    ) -> ToolExecution {
+        self.run_call_as(environment_id, call, output.map(utf8_tap), Gate::Approved)
+            .await
+    }
+}
+
+/// Whether a call goes through its pre hooks or was approved by a person after one asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Gate {
+    PreHooks,
+    Approved,
 }
 
 /// Turns stdout bytes into text pieces for `sink`, holding back an incomplete UTF-8 sequence at
@@ -639,6 +656,17 @@ impl SandboxBackend {
         call: &ToolCall,
         tap: Option<hookbox_sandbox::runner::StdoutTap>,
     ) -> ToolExecution {
+        self.run_call_as(environment_id, call, tap, Gate::PreHooks)
+            .await
+    }
+
+    async fn run_call_as(
+        &self,
+        environment_id: &str,
+        call: &ToolCall,
+        tap: Option<hookbox_sandbox::runner::StdoutTap>,
+        gate: Gate,
+    ) -> ToolExecution {
         let env = match self.env(environment_id).await {
             Ok(env) => env,
             Err(ProviderError::EnvironmentNotFound(id)) => {
@@ -660,11 +688,13 @@ impl SandboxBackend {
             outcome = tracing::field::Empty,
             duration_ms = tracing::field::Empty
         );
-        let outcome = tracing::Instrument::instrument(
-            env.call_tool_streaming(call.clone(), tap),
-            span.clone(),
-        )
-        .await;
+        let run = async {
+            match gate {
+                Gate::PreHooks => env.call_tool_streaming(call.clone(), tap).await,
+                Gate::Approved => env.call_tool_approved(call.clone(), tap).await,
+            }
+        };
+        let outcome = tracing::Instrument::instrument(run, span.clone()).await;
         let duration_ms = started.elapsed().as_millis() as u64;
         let mut trace = json!({
             "files": outcome.hooks.files,
@@ -683,6 +713,7 @@ impl SandboxBackend {
             ToolResult::Ok { .. } => "ok",
             ToolResult::Error { .. } => "error",
             ToolResult::Denied { .. } => "denied",
+            ToolResult::NeedsApproval { .. } => "ask",
         };
         span.record("outcome", result);
         span.record("duration_ms", duration_ms);
@@ -708,6 +739,13 @@ impl SandboxBackend {
             }
             ToolResult::Error { error } => ToolExecution::error(error),
             ToolResult::Denied { reason } => ToolExecution::denied(reason),
+            ToolResult::NeedsApproval { reason, group } => {
+                ToolExecution::ask(hookbox_agent::ApprovalRequest {
+                    reason,
+                    group,
+                    args: outcome.call.args.clone(),
+                })
+            }
         };
         // Hooks that answered `additional_context` (hookbox extension): the model sees it with
         // the result. Without one, the result is exactly the tool's.

@@ -53,7 +53,8 @@ pub const PII_REASON: &str = "Access to confidential `/private/` records is bloc
 
 /// A local backend behind a tiny real policy standing in for hooks: `code_execution` containing
 /// `rm -rf` and `view_file` under `/private/` are denied with the reference's reasons
-/// ([`RM_REASON`], [`PII_REASON`]); everything else runs.
+/// ([`RM_REASON`], [`PII_REASON`]); `code_execution` containing `deploy` asks a person
+/// ([`ASK_REASON`]); everything else runs.
 #[derive(Debug)]
 pub struct Gate(pub Arc<LocalBackend>);
 
@@ -67,8 +68,33 @@ impl ToolExecutor for Gate {
         if call.name == ToolName::ViewFile && args.contains("/private/") {
             return ToolExecution::denied(PII_REASON);
         }
+        if let Some(reason) = ask_reason(call) {
+            return ToolExecution::ask(hookbox_agent::ApprovalRequest {
+                reason,
+                group: "gate".into(),
+                args: call.args.clone(),
+            });
+        }
         self.0.execute(env, call).await
     }
+
+    /// The reviewer decided instead of the gate: the call runs.
+    async fn execute_approved(
+        &self,
+        env: &str,
+        call: &ToolCall,
+        output: Option<hookbox_agent::OutputSink>,
+    ) -> ToolExecution {
+        self.0.execute_approved(env, call, output).await
+    }
+}
+
+/// The reason [`Gate`] asks a person about a `code_execution` containing `deploy`.
+pub const ASK_REASON: &str = "Deploys need a person's approval.";
+
+fn ask_reason(call: &ToolCall) -> Option<String> {
+    (call.name == ToolName::CodeExecution && call.args.to_string().contains("deploy"))
+        .then(|| ASK_REASON.to_owned())
 }
 
 /// A server on `127.0.0.1:0`; it shuts down gracefully when dropped.

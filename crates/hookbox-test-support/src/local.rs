@@ -33,6 +33,11 @@ fn internal(e: std::io::Error) -> ProviderError {
 
 impl LocalBackend {
     /// Environments live under `base`.
+    /// The directory holding one subdirectory per environment.
+    pub fn base(&self) -> &Path {
+        &self.base
+    }
+
     pub fn new(base: impl Into<PathBuf>) -> Self {
         LocalBackend {
             base: base.into(),
@@ -302,6 +307,16 @@ impl ToolExecutor for LocalBackend {
             ToolName::CodeExecution => self.run_code(&root, &call.args).await,
             tool => self.file_tool(&root, tool, &call.args).await,
         }
+    }
+
+    /// No hooks here: an approved call runs as any other.
+    async fn execute_approved(
+        &self,
+        environment_id: &str,
+        call: &ToolCall,
+        _output: Option<hookbox_agent::OutputSink>,
+    ) -> ToolExecution {
+        self.execute(environment_id, call).await
     }
 }
 

@@ -91,7 +91,10 @@ async fn step_budget_stops_the_run() {
         &model,
         local.as_ref(),
         "run `true` then run `true` then run `true`",
-        LoopConfig { max_model_turns: 2 },
+        LoopConfig {
+            max_model_turns: 2,
+            ..LoopConfig::default()
+        },
     )
     .await;
     assert_eq!(outcome.status, InteractionStatus::BudgetExceeded);
@@ -179,4 +182,131 @@ async fn client_functions_end_the_turn_together_and_their_results_continue_it() 
         answer.contains("Called `get_weather`") && answer.contains("get_time: sunny at noon"),
         "{answer}"
     );
+}
+
+/// Runs `input` up to the pause, then continues with `answer` to the approval request; returns
+/// the paused turn's steps and the continuation's.
+async fn ask_then_answer(
+    gate: &Gate,
+    input: &str,
+    answer: Option<serde_json::Value>,
+    config: LoopConfig,
+) -> (Vec<Step>, hookbox_agent::LoopOutcome, Vec<Step>) {
+    let model = OfflineModel::new().unwrap();
+    let input = Step::user_text(input);
+    let (outcome, paused) =
+        super::run_conversation(&model, gate, vec![input.clone()], &[], config).await;
+    assert_eq!(
+        outcome.status,
+        InteractionStatus::RequiresAction,
+        "{paused:?}"
+    );
+    assert!(
+        !gate.0.base().join("env_t/workspace/deploy.log").exists(),
+        "nothing runs before the answer"
+    );
+    let mut conversation = vec![input];
+    conversation.extend(paused.clone());
+    let request = paused
+        .iter()
+        .find_map(hookbox_agent::approval::Request::from_step)
+        .expect("an approval request");
+    conversation.push(Step::FunctionResult {
+        call_id: request.id.clone(),
+        result: answer.unwrap_or_else(hookbox_agent::approval::timed_out_answer),
+        name: Some(hookbox_agent::approval::APPROVAL_FUNCTION.into()),
+        is_error: None,
+        hooks: None,
+    });
+    let (outcome, steps) = super::run_conversation(&model, gate, conversation, &[], config).await;
+    (paused, outcome, steps)
+}
+
+#[tokio::test]
+async fn an_asked_call_waits_for_a_reviewer_and_runs_once_approved() {
+    let (dir, local) = backend(&[]).await;
+    let gate = Gate(local);
+    let (paused, outcome, steps) = ask_then_answer(
+        &gate,
+        "Run `echo deployed > deploy.log` please.",
+        Some(serde_json::json!({"approved": true})),
+        LoopConfig::default(),
+    )
+    .await;
+    // Paused: the model's call, then the request naming the call, tool, arguments and reason.
+    assert!(
+        matches!(&paused[0], Step::CodeExecutionCall { .. }),
+        "{paused:?}"
+    );
+    let Step::FunctionCall {
+        name, arguments, ..
+    } = &paused[1]
+    else {
+        panic!("{paused:?}")
+    };
+    assert_eq!(name, hookbox_agent::approval::APPROVAL_FUNCTION);
+    assert_eq!(arguments["tool"], "code_execution");
+    assert_eq!(arguments["args"]["code"], "echo deployed > deploy.log");
+    assert_eq!(arguments["reason"], hookbox_test_support::ASK_REASON);
+    assert!(
+        arguments["expires_at"]
+            .as_str()
+            .is_some_and(|t| t.ends_with('Z'))
+    );
+    assert_eq!(paused.len(), 2, "nothing ran: {paused:?}");
+    // Approved: the call ran for real, its result says who decided, and the model answered.
+    assert_eq!(outcome.status, InteractionStatus::Completed);
+    assert!(
+        matches!(&steps[0], Step::CodeExecutionResult { is_error: Some(false), hooks: Some(h), .. } if h["approval"]["verdict"] == "approved"),
+        "{steps:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("env_t/workspace/deploy.log")).unwrap(),
+        "deployed\n"
+    );
+    assert!(output_text(&steps).contains("Ran `echo deployed > deploy.log`"));
+}
+
+#[tokio::test]
+async fn a_denied_or_unanswered_ask_shows_the_model_why_and_never_runs() {
+    let (dir, local) = backend(&[]).await;
+    let gate = Gate(local);
+    let (_, outcome, steps) = ask_then_answer(
+        &gate,
+        "Run `echo deployed > deploy.log` please.",
+        Some(serde_json::json!({"approved": false, "reason": "not on a Friday"})),
+        LoopConfig::default(),
+    )
+    .await;
+    assert_eq!(outcome.status, InteractionStatus::Completed);
+    let answer = output_text(&steps);
+    assert!(
+        answer.contains("Denied by a reviewer: not on a Friday"),
+        "{answer}"
+    );
+    assert!(!dir.path().join("env_t/workspace/deploy.log").exists());
+    // The server's timed-out answer, and an approval that came after the deadline.
+    let (_, _, steps) = ask_then_answer(
+        &gate,
+        "Run `echo deployed > deploy.log` please.",
+        None,
+        LoopConfig::default(),
+    )
+    .await;
+    assert!(output_text(&steps).contains("nobody approved"), "{steps:?}");
+    let (_, _, steps) = ask_then_answer(
+        &gate,
+        "Run `echo deployed > deploy.log` please.",
+        Some(serde_json::json!({"approved": true})),
+        LoopConfig {
+            ask_timeout: std::time::Duration::ZERO,
+            ..LoopConfig::default()
+        },
+    )
+    .await;
+    assert!(
+        matches!(&steps[0], Step::CodeExecutionResult { is_error: Some(true), hooks: Some(h), .. } if h["approval"]["verdict"] == "timed_out"),
+        "{steps:?}"
+    );
+    assert!(!dir.path().join("env_t/workspace/deploy.log").exists());
 }

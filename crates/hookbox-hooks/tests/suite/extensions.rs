@@ -300,3 +300,69 @@ async fn additional_context_is_collected_from_pre_and_post_answers_in_order() {
             .contains("additional_context")
     );
 }
+
+#[tokio::test]
+async fn ask_pauses_the_call_and_a_later_deny_still_wins() {
+    let dir = tempfile::tempdir().unwrap();
+    let ask = |reason: &str| {
+        command(
+            &format!("echo '{{\"decision\":\"ask\",\"reason\":\"{reason}\"}}'"),
+            5.0,
+        )
+    };
+    // Alone: the decision is ask, with the handler's reason and group.
+    let hooks = single("pre_tool_execution", "*", json!([ask("needs a person")]));
+    let d = engine_in(dir.path())
+        .pre_tool(&hooks, &call(ToolName::CodeExecution), "env_1")
+        .await;
+    assert_eq!(
+        d.decision,
+        Decision::Ask {
+            reason: "needs a person".into(),
+            group: "g".into()
+        }
+    );
+    assert_eq!(outcomes(&d), ["ask"]);
+    // Handlers after an ask still run: the first ask's reason stands, a rewrite applies to the
+    // call the reviewer sees, and a deny wins over the ask.
+    let rewrite = command(
+        r#"echo '{"decision":"allow","updated_args":{"code":"ls","language":"bash"}}'"#,
+        5.0,
+    );
+    let hooks = single(
+        "pre_tool_execution",
+        "*",
+        json!([ask("first"), ask("second"), rewrite]),
+    );
+    let d = engine_in(dir.path())
+        .pre_tool(&hooks, &call(ToolName::CodeExecution), "env_1")
+        .await;
+    assert_eq!(d.decision.label(), "ask");
+    assert!(matches!(&d.decision, Decision::Ask { reason, .. } if reason == "first"));
+    assert_eq!(outcomes(&d), ["ask", "ask", "allow_updated"]);
+    assert_eq!(
+        d.updated_args,
+        Some(json!({"code": "ls", "language": "bash"}))
+    );
+    let deny = command(r#"echo '{"decision":"deny","reason":"never"}'"#, 5.0);
+    let hooks = single("pre_tool_execution", "*", json!([ask("first"), deny]));
+    let d = engine_in(dir.path())
+        .pre_tool(&hooks, &call(ToolName::CodeExecution), "env_1")
+        .await;
+    assert!(matches!(&d.decision, Decision::Deny { reason, .. } if reason == "never"));
+    // A post hook cannot ask: its answer is recorded with a warning, nothing pauses.
+    let hooks = single("post_tool_execution", "*", json!([ask("late")]));
+    let d = engine_in(dir.path())
+        .post_tool(&hooks, &call(ToolName::CodeExecution), "env_1", None)
+        .await;
+    assert_eq!(d.decision, Decision::Allow);
+    assert_eq!(outcomes(&d), ["completed"]);
+    assert!(
+        d.trace[0]
+            .warning
+            .as_deref()
+            .is_some_and(|w| w.contains("ask")),
+        "{:?}",
+        d.trace[0]
+    );
+}

@@ -137,7 +137,10 @@ async fn failed_runs_stream_an_error_event() {
             environments: local,
             api_keys: vec![],
             allow_keyless: true,
-            loop_config: hookbox_agent::LoopConfig { max_model_turns: 1 },
+            loop_config: hookbox_agent::LoopConfig {
+                max_model_turns: 1,
+                ..Default::default()
+            },
             quotas: Default::default(),
             sandbox_slots: None,
             lifecycle: Default::default(),

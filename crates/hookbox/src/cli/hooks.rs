@@ -60,6 +60,18 @@ enum EventArg {
 enum Expect {
     Allow,
     Deny,
+    /// A pre hook asks a person (hookbox extension).
+    Ask,
+}
+
+impl Expect {
+    fn label(self) -> &'static str {
+        match self {
+            Expect::Allow => "allow",
+            Expect::Deny => "deny",
+            Expect::Ask => "ask",
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -349,12 +361,9 @@ fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
     } else {
         print!("{}", render_dispatch(&loaded, &dispatch));
     }
-    let met = match (args.expect, &dispatch.decision) {
-        (None, _) | (Some(Expect::Allow), Decision::Allow) => true,
-        (Some(Expect::Deny), Decision::Deny { .. }) => true,
-        (Some(Expect::Allow), Decision::Deny { .. }) | (Some(Expect::Deny), Decision::Allow) => {
-            false
-        }
+    let met = match args.expect {
+        None => true,
+        Some(expect) => expect.label() == dispatch.decision.label(),
     };
     Ok(if met {
         ExitCode::SUCCESS
@@ -394,6 +403,7 @@ fn render_dispatch(loaded: &Loaded, dispatch: &Dispatch) -> String {
                 reason,
             } => format!("deny: updated_args {updated_args} are invalid: {reason}"),
             Outcome::Deny { reason } => format!("deny: {reason}"),
+            Outcome::Ask { reason } => format!("ask a person: {reason}"),
             Outcome::FailedOpen { failure } => format!("failed open: {failure}"),
             Outcome::FailedClosed { failure } => {
                 format!("failed closed (on_failure: deny): {failure}")
@@ -419,6 +429,12 @@ fn render_dispatch(loaded: &Loaded, dispatch: &Dispatch) -> String {
         }
         Decision::Deny { reason, group } => {
             let _ = writeln!(out, "decision: deny (group {group}): {reason}");
+        }
+        Decision::Ask { reason, group } => {
+            let _ = writeln!(
+                out,
+                "decision: ask (group {group}): {reason}\n  (the API pauses the interaction `requires_action` until a person approves or denies the call)"
+            );
         }
     }
     out

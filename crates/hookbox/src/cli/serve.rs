@@ -107,6 +107,10 @@ pub struct ServeArgs {
     /// Model turns per interaction before it stops with `budget_exceeded`.
     #[arg(long, default_value_t = 32)]
     pub max_turns: usize,
+    /// How long a tool call that a pre hook asked a person about (`"decision": "ask"`) waits
+    /// for an approval; unanswered by then, it is denied and the interaction goes on, saying so.
+    #[arg(long, value_name = "SECS", default_value_t = hookbox_agent::agent_loop::DEFAULT_ASK_TIMEOUT.as_secs_f64(), value_parser = parse_ask_timeout)]
+    pub ask_timeout: f64,
     /// fsync every commit (survives power loss, slower). Default: WAL with synchronous=NORMAL,
     /// which survives a crash or SIGKILL of hookbox.
     #[arg(long)]
@@ -198,6 +202,15 @@ fn parse_grace(text: &str) -> Result<f64, String> {
         Ok(secs) if (0.0..=86_400.0).contains(&secs) => Ok(secs),
         _ => Err(format!(
             "`{text}` is not a number of seconds from 0 to 86400"
+        )),
+    }
+}
+
+fn parse_ask_timeout(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(secs) if (1.0..=30.0 * 86_400.0).contains(&secs) => Ok(secs),
+        _ => Err(format!(
+            "`{text}` is not a number of seconds from 1 to 2592000 (30 days)"
         )),
     }
 }
@@ -472,6 +485,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             allow_keyless: args.listen.ip().is_loopback(),
             loop_config: LoopConfig {
                 max_model_turns: args.max_turns,
+                ask_timeout: Duration::from_secs_f64(args.ask_timeout),
             },
             quotas,
             sandbox_slots: Some(slots),
@@ -522,6 +536,14 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         state.clone(),
         async move {
             let _ = triggers_stopped.await;
+        },
+    ));
+    // Calls paused for a reviewer: unanswered past --ask-timeout, they are denied.
+    let (stop_approvals, approvals_stopped) = tokio::sync::oneshot::channel::<()>();
+    let approvals = tokio::spawn(hookbox_server::approvals::run_sweeper(
+        state.clone(),
+        async move {
+            let _ = approvals_stopped.await;
         },
     ));
     let (stop_webhooks, webhooks_stopped) = tokio::sync::oneshot::channel::<()>();
@@ -578,6 +600,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // Drain: nothing new starts here; what runs gets the grace period to finish.
     state.begin_drain();
     let _ = stop_triggers.send(());
+    let _ = stop_approvals.send(());
     let drain_started = tokio::time::Instant::now();
     let mut hurried = false;
     tokio::select! {
@@ -621,6 +644,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     sweeper.abort();
     expiry.abort();
     scheduler.abort();
+    approvals.abort();
     let report = backend_for_stop
         .shutdown(if hurried { Duration::ZERO } else { grace })
         .await;

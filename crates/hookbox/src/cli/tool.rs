@@ -29,7 +29,8 @@ pub struct ToolArgs {
     pub egress: EgressArgs,
 }
 
-/// Exit status: 0 when the tool ran, 1 when it failed, 2 when a pre hook denied it.
+/// Exit status: 0 when the tool ran, 1 when it failed, 2 when a pre hook denied it, 3 when a pre
+/// hook asks a person to approve it (the call did not run; approvals need `hookbox serve`).
 pub fn run(args: ToolArgs) -> anyhow::Result<ExitCode> {
     let call_args: serde_json::Value =
         serde_json::from_str(&args.args).context("--args must be a JSON object")?;
@@ -50,6 +51,8 @@ pub fn run(args: ToolArgs) -> anyhow::Result<ExitCode> {
         ToolResult::Ok { .. } => ExitCode::SUCCESS,
         ToolResult::Error { .. } => ExitCode::from(1),
         ToolResult::Denied { .. } => ExitCode::from(2),
+        // A hook asks a person; there is nobody to ask here, so the call did not run.
+        ToolResult::NeedsApproval { .. } => ExitCode::from(3),
     })
 }
 
