@@ -43,6 +43,8 @@ HOOKBOX_RUNTIME=gvisor HOOKBOX_TEST_POSTGRES_URL="$pg_url" HOOKBOX_TEST_SNAPSHOT
     cargo test -p hookbox --test all --locked "$@" -- --ignored replicas_without_a_shared_disk two_replicas
 tests/conformance/run.sh --reference
 tests/conformance/run.sh --reference --runtime gvisor
+tests/approvals/run.sh
+HOOKBOX_RUNTIME=gvisor tests/approvals/run.sh
 tests/webhooks/run.sh
 HOOKBOX_TEST_POSTGRES_URL="$pg_url" tests/triggers/run.sh
 tests/mcp/run.sh

@@ -189,6 +189,49 @@ try:
         check("webhooks: a delivery with its attempts and why it failed",
               "webhook.ping" in delivery.text and "SSRF" in delivery.text, delivery.text)
         browser.save_screenshot(os.path.join(shots, "webhooks.png"))
+        # Approvals: calls a hook asked a person about, approved and denied with the buttons.
+        ask_hooks = json.dumps({"review": {"pre_tool_execution": [{"matcher": "code_execution", "hooks": [
+            {"type": "command", "command": "python3 /.agents/ask.py", "timeout": 30}]}]}})
+        ask_py = ("import json, sys\ncall = json.load(sys.stdin)['tool_call']\n"
+                  "print(json.dumps({'decision': 'ask', 'reason': 'deploys need a person'}"
+                  " if 'deploy' in call['args'].get('code', '') else {'decision': 'allow'}))\n")
+        ask_env = post("/v1beta/environments", {"sources": [
+            {"type": "inline", "target": ".agents/hooks.json", "content": ask_hooks},
+            {"type": "inline", "target": ".agents/ask.py", "content": ask_py}]})["id"]
+        to_approve = post("/v1beta/interactions", {"agent": agent, "environment": ask_env,
+                                                    "input": "run `echo ok > /workspace/approved.txt # deploy`"})
+        to_deny = post("/v1beta/interactions", {"agent": agent, "environment": ask_env,
+                                                 "input": "run `echo no > /workspace/denied.txt # deploy`"})
+        check("approvals: two calls wait", to_approve["status"] == to_deny["status"] == "requires_action",
+              (to_approve["status"], to_deny["status"]))
+        browser.get(base + "/console#/approvals")
+        browser.refresh()
+        row = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, f'#approval-list tr[data-id="{to_deny["id"]}"]')))
+        check("approvals: lists the call, its arguments and the hook's reason",
+              "denied.txt" in row.text and "deploys need a person" in row.text, row.text)
+        browser.save_screenshot(os.path.join(shots, "approvals.png"))
+        row.find_element(By.CSS_SELECTOR, "input.deny-reason").send_keys("not before the <b>release</b>")
+        row.find_element(By.CSS_SELECTOR, "button.deny-button").click()
+        wait.until(ec.url_contains("#/interactions/"))
+        denied_next = browser.current_url.rsplit("/", 1)[1]
+        WebDriverWait(None, 60, poll_frequency=0.2).until(
+            lambda _: get("/v1beta/interactions/" + denied_next)["status"] == "completed")
+        said = json.dumps(get("/v1beta/interactions/" + denied_next)["steps"])
+        check("approvals: deny tells the model the reviewer's reason",
+              "Denied by a reviewer: not before the <b>release</b>" in said, said)
+        browser.get(base + "/console#/approvals")
+        browser.refresh()
+        row = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, f'#approval-list tr[data-id="{to_approve["id"]}"]')))
+        check("approvals: a settled call is no longer listed",
+              not browser.find_elements(By.CSS_SELECTOR, f'#approval-list tr[data-id="{to_deny["id"]}"]'))
+        row.find_element(By.CSS_SELECTOR, "button.approve").click()
+        wait.until(ec.url_contains("#/interactions/"))
+        approved_next = browser.current_url.rsplit("/", 1)[1]
+        WebDriverWait(None, 60, poll_frequency=0.2).until(
+            lambda _: get("/v1beta/interactions/" + approved_next)["status"] == "completed")
+        files = json.dumps(get("/v1beta/environments/" + ask_env + "/files/workspace?recursive=true"))
+        check("approvals: approve runs the call, deny does not",
+              "approved.txt" in files and "denied.txt" not in files, files)
         # The kernel the sandbox runs on is the runtime asked for (HOOKBOX_RUNTIME, as hookbox reads).
         kernel = post("/v1beta/interactions", {"agent": agent, "input": "run `dmesg 2>&1 | head -1`", "environment": env})
         gvisor = os.environ.get("HOOKBOX_RUNTIME", "namespaces") == "gvisor"

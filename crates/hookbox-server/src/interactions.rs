@@ -413,7 +413,12 @@ fn function_tools(tools: Option<&[Value]>) -> ApiResult<Vec<hookbox_agent::model
 /// Refuses input that could pass for the server's own approval requests (only the loop writes
 /// those), and names the answers to approval requests after the reserved function, so the
 /// record says what they are and models never see them.
-fn mark_approval_answers(previous: Option<&Interaction>, new_steps: &mut [Step]) -> ApiResult<()> {
+/// Returns whether the input answers approval requests.
+fn mark_approval_answers(
+    previous: Option<&Interaction>,
+    new_steps: &mut [Step],
+) -> ApiResult<bool> {
+    let mut answers = false;
     let requests: Vec<String> = previous
         .map(|p| {
             approval::unanswered(&p.steps[hookbox_agent::model::current_turn_start(&p.steps)..])
@@ -441,6 +446,7 @@ fn mark_approval_answers(previous: Option<&Interaction>, new_steps: &mut [Step])
                     )));
                 }
                 *name = Some(approval::APPROVAL_FUNCTION.to_owned());
+                answers = true;
             }
             Step::FunctionResult {
                 name: Some(name), ..
@@ -452,7 +458,7 @@ fn mark_approval_answers(previous: Option<&Interaction>, new_steps: &mut [Step])
             _ => {}
         }
     }
-    Ok(())
+    Ok(answers)
 }
 
 /// Checks `function_result` steps of a continuation against what `previous` waits for: it
@@ -576,8 +582,20 @@ pub async fn create(
         None => None,
     };
     if req.previous_interaction_id.is_none() || previous.is_some() {
-        mark_approval_answers(previous.as_ref(), &mut new_steps)?;
+        let answers_approvals = mark_approval_answers(previous.as_ref(), &mut new_steps)?;
         check_function_results(previous.as_ref(), &new_steps)?;
+        // A paused call runs at most once: a second answer to the same requests is refused.
+        if answers_approvals
+            && let Some(previous) = previous.as_ref()
+            && let Some(environment_id) = previous.environment_id.as_deref()
+            && let Some(by) =
+                answered_by_continuation(&state, &project, previous, environment_id).await?
+        {
+            return Err(ApiError::bad_request(format!(
+                "Interaction `{}` (previous_interaction_id) was already answered by interaction `{by}`; its paused calls are settled.",
+                previous.id
+            )));
+        }
     }
     let (history, previous_env) = match req.previous_interaction_id.as_deref() {
         Some(prev) => history(&state, &project, prev).await?,
@@ -971,7 +989,10 @@ pub(crate) async fn resume_timed_out(
     let Some(environment_id) = paused.environment_id.clone() else {
         return Ok(false);
     };
-    if answered_by_continuation(state, project, &paused, &environment_id).await? {
+    if answered_by_continuation(state, project, &paused, &environment_id)
+        .await?
+        .is_some()
+    {
         return Ok(false);
     }
     let running = state.inner.quotas.start_interaction(project).await?;
@@ -1069,13 +1090,13 @@ fn client_calls_waiting(turn: &[Step]) -> usize {
         .count()
 }
 
-/// Whether an interaction continues `paused` (which then was answered by the client).
+/// The interaction that continues `paused` (which the client then answered), if any.
 async fn answered_by_continuation(
     state: &AppState,
     project: &Project,
     paused: &Interaction,
     environment_id: &str,
-) -> ApiResult<bool> {
+) -> ApiResult<Option<String>> {
     let filter = hookbox_store::InteractionFilter {
         environment_id: Some(environment_id.to_owned()),
         created_after: paused.created.clone(),
@@ -1091,16 +1112,16 @@ async fn answered_by_continuation(
             .store
             .list_interactions(project, &filter, &page)
             .await?;
-        if batch
+        if let Some(by) = batch
             .items
             .iter()
-            .any(|i| i.previous_interaction_id.as_deref() == Some(paused.id.as_str()))
+            .find(|i| i.previous_interaction_id.as_deref() == Some(paused.id.as_str()))
         {
-            return Ok(true);
+            return Ok(Some(by.id.clone()));
         }
         match batch.next_page_token {
             Some(token) => page.token = Some(token),
-            None => return Ok(false),
+            None => return Ok(None),
         }
     }
 }
