@@ -18,7 +18,9 @@ pub mod tools;
 
 pub use agent_loop::{LoopConfig, LoopEvent, LoopOutcome, run};
 pub use model::{Model, ModelCall, ModelRequest, ModelTurn};
-pub use seams::{ApprovalRequest, EnvironmentProvider, OutputSink, ToolExecution, ToolExecutor};
+pub use seams::{
+    ApprovalRequest, EnvironmentProvider, InteractionHooks, OutputSink, ToolExecution, ToolExecutor,
+};
 
 /// Environment variable names this crate reads.
 pub mod env_vars {

@@ -59,6 +59,10 @@ pub trait Model: Send + Sync + std::fmt::Debug {
     async fn turn(&self, request: &ModelRequest<'_>) -> crate::Result<ModelTurn>;
 }
 
+/// How context from hooks (`additional_context`, hookbox extension) begins where the model
+/// sees it: each piece on its own line.
+pub const HOOK_CONTEXT_PREFIX: &str = "[context from hooks] ";
+
 /// The index after the last `user_input` step: where the current turn's own steps start.
 pub fn current_turn_start(steps: &[Step]) -> usize {
     steps

@@ -19,7 +19,9 @@
 //!   parallel), and the interaction then waits (`requires_action`) for their results
 //!
 //! With no backtick span it answers with this grammar and calls no tool. It never loops: each
-//! turn looks at how many tool results follow the last `user_input`.
+//! turn looks at how many tool results follow the last `user_input`. Context that hooks gave it
+//! (`[context from hooks] …` lines of the system instruction, from `pre_interaction` hooks) is
+//! repeated at the end of its answer, so that what the model was told is visible.
 
 use async_trait::async_trait;
 use hookbox_protocol::api::Step;
@@ -294,9 +296,22 @@ impl Model for OfflineModel {
                 _ => None,
             })
             .collect();
+        let hook_context: Vec<&str> = request
+            .system_instruction
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.starts_with(crate::model::HOOK_CONTEXT_PREFIX))
+            .collect();
+        let with_context = |mut text: String| {
+            for line in &hook_context {
+                text.push('\n');
+                text.push_str(line);
+            }
+            text
+        };
         if ops.is_empty() {
             return Ok(ModelTurn {
-                text: Some(HELP.to_owned()),
+                text: Some(with_context(HELP.to_owned())),
                 ..ModelTurn::default()
             });
         }
@@ -340,7 +355,7 @@ impl Model for OfflineModel {
             })
             .collect();
         Ok(ModelTurn {
-            text: Some(lines.join("\n")),
+            text: Some(with_context(lines.join("\n"))),
             ..ModelTurn::default()
         })
     }

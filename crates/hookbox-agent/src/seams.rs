@@ -112,6 +112,29 @@ pub trait ToolExecutor: Send + Sync + std::fmt::Debug {
         call: &ToolCall,
         output: Option<OutputSink>,
     ) -> ToolExecution;
+
+    /// Runs the environment's interaction hooks for `payload.hook_event_name` (hookbox
+    /// extension). Executors without hooks run none.
+    async fn interaction_hooks(
+        &self,
+        environment_id: &str,
+        payload: &hookbox_protocol::InteractionHookPayload,
+    ) -> InteractionHooks {
+        let _ = (environment_id, payload);
+        InteractionHooks::default()
+    }
+}
+
+/// What an environment's `pre_interaction` / `post_interaction` hooks decided (hookbox
+/// extension).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct InteractionHooks {
+    /// `Some(reason)` when a `pre_interaction` hook denied the turn.
+    pub denied: Option<String>,
+    /// Every `additional_context` the handlers answered, in order: context for the model.
+    pub context: Vec<String>,
+    /// The dispatch, for logs and audits (free-form; `Null` when no hook ran).
+    pub trace: Value,
 }
 
 /// Receives a running tool call's output, piece by piece.

@@ -12,7 +12,9 @@
 //! - a non-boolean `enabled` is an error and the group keeps the default, `true`, so a typo
 //!   cannot switch a security gate off;
 //! - `timeout` must be a positive number of seconds; larger than [`MAX_TIMEOUT`] is clamped;
-//! - unknown keys are warnings (they are usually typos of a real key).
+//! - unknown keys are warnings (they are usually typos of a real key);
+//! - `pre_interaction` / `post_interaction` (hookbox extensions) take rules of the same shape;
+//!   their matchers are matched against the agent's name, so no tool-name lint applies.
 
 use std::time::Duration;
 
@@ -43,6 +45,10 @@ pub struct Group {
     pub enabled: bool,
     pub pre_tool_execution: Vec<Rule>,
     pub post_tool_execution: Vec<Rule>,
+    /// hookbox extension: before the agent works on an interaction's input.
+    pub pre_interaction: Vec<Rule>,
+    /// hookbox extension: after an interaction's turn ended.
+    pub post_interaction: Vec<Rule>,
 }
 
 impl Group {
@@ -51,6 +57,8 @@ impl Group {
         match event {
             HookEvent::PreToolExecution => &self.pre_tool_execution,
             HookEvent::PostToolExecution => &self.post_tool_execution,
+            HookEvent::PreInteraction => &self.pre_interaction,
+            HookEvent::PostInteraction => &self.post_interaction,
         }
     }
 }
@@ -128,7 +136,13 @@ pub fn parse(file: &str, bytes: &[u8]) -> (Vec<Group>, Vec<Diagnostic>) {
     (groups, p.diagnostics)
 }
 
-const GROUP_KEYS: &[&str] = &["enabled", "pre_tool_execution", "post_tool_execution"];
+const GROUP_KEYS: &[&str] = &[
+    "enabled",
+    "pre_tool_execution",
+    "post_tool_execution",
+    "pre_interaction",
+    "post_interaction",
+];
 const RULE_KEYS: &[&str] = &["matcher", "hooks"];
 const COMMAND_KEYS: &[&str] = &["type", "command", "timeout", "on_failure"];
 const HTTP_KEYS: &[&str] = &["type", "url", "headers", "timeout", "on_failure"];
@@ -212,7 +226,9 @@ impl Parser<'_> {
         };
         let pre = self.rules(path, map, HookEvent::PreToolExecution);
         let post = self.rules(path, map, HookEvent::PostToolExecution);
-        if !map.contains_key("pre_tool_execution") && !map.contains_key("post_tool_execution") {
+        let pre_interaction = self.rules(path, map, HookEvent::PreInteraction);
+        let post_interaction = self.rules(path, map, HookEvent::PostInteraction);
+        if !HookEvent::ALL.iter().any(|e| map.contains_key(e.as_str())) {
             self.warn(
                 path,
                 "group has neither pre_tool_execution nor post_tool_execution; it does nothing",
@@ -224,6 +240,8 @@ impl Parser<'_> {
             enabled,
             pre_tool_execution: pre,
             post_tool_execution: post,
+            pre_interaction,
+            post_interaction,
         })
     }
 
@@ -234,7 +252,7 @@ impl Parser<'_> {
             Some(Value::Array(rules)) => rules
                 .iter()
                 .enumerate()
-                .filter_map(|(i, rule)| self.rule(&path.index(i), i, rule))
+                .filter_map(|(i, rule)| self.rule(&path.index(i), i, rule, event))
                 .collect(),
             Some(other) => {
                 self.error(
@@ -250,7 +268,13 @@ impl Parser<'_> {
         }
     }
 
-    fn rule(&mut self, path: &JsonPath, index: usize, value: &Value) -> Option<Rule> {
+    fn rule(
+        &mut self,
+        path: &JsonPath,
+        index: usize,
+        value: &Value,
+        event: HookEvent,
+    ) -> Option<Rule> {
         let Value::Object(map) = value else {
             self.error(
                 path,
@@ -263,7 +287,7 @@ impl Parser<'_> {
         };
         self.unknown_keys(path, map, RULE_KEYS);
         let matcher = match map.get("matcher") {
-            Some(Value::String(pattern)) => self.matcher(&path.key("matcher"), pattern),
+            Some(Value::String(pattern)) => self.matcher(&path.key("matcher"), pattern, event),
             Some(other) => {
                 self.error(
                     &path.key("matcher"),
@@ -277,7 +301,12 @@ impl Parser<'_> {
             None => {
                 self.error(
                     path,
-                    "missing \"matcher\" (use \"*\" to match every tool); rule skipped",
+                    match event.is_tool_event() {
+                        true => "missing \"matcher\" (use \"*\" to match every tool); rule skipped",
+                        false => {
+                            "missing \"matcher\" (use \"*\" to match every agent); rule skipped"
+                        }
+                    },
                 );
                 return None;
             }
@@ -318,7 +347,7 @@ impl Parser<'_> {
         })
     }
 
-    fn matcher(&mut self, path: &JsonPath, pattern: &str) -> Matcher {
+    fn matcher(&mut self, path: &JsonPath, pattern: &str, event: HookEvent) -> Matcher {
         let matcher = Matcher::new(pattern);
         match &matcher {
             Matcher::All => {}
@@ -338,7 +367,8 @@ impl Parser<'_> {
                 );
             }
             Matcher::Regex { .. } => {
-                if matcher.matched_tools().is_empty() {
+                // Interaction events match agent names, which no list knows.
+                if event.is_tool_event() && matcher.matched_tools().is_empty() {
                     let message = no_tool_message(pattern);
                     self.warn(path, message);
                 }

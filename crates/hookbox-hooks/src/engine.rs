@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use tracing::field::Empty;
 
-use hookbox_protocol::{HookEvent, HookPayload, ToolCall, ToolName};
+use hookbox_protocol::{HookEvent, HookPayload, InteractionHookPayload, ToolCall, ToolName};
 use serde::Serialize;
 
 use crate::config::{Group, Handler, HandlerKind, HooksConfig, OnFailure, Rule};
@@ -43,6 +43,9 @@ pub const MAX_REASON_LEN: usize = 8 * 1024;
 
 /// The reason of a `{"decision": "deny"}` that gave none.
 pub const DEFAULT_DENY_REASON: &str = "Blocked by a pre_tool_execution hook.";
+
+/// The reason of a `pre_interaction` `{"decision": "deny"}` that gave none.
+pub const DEFAULT_TURN_DENY_REASON: &str = "Blocked by a pre_interaction hook.";
 
 /// The reason of a `{"decision": "ask"}` that gave none.
 pub const DEFAULT_ASK_REASON: &str =
@@ -201,11 +204,13 @@ pub struct HandlerTrace {
     pub warning: Option<String>,
 }
 
-/// The result of running one event's hooks for one tool call.
+/// The result of running one event's hooks for one tool call (or one interaction).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Dispatch {
     pub event: HookEvent,
-    pub tool: ToolName,
+    /// The tool's name; empty for interaction events.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub tool: String,
     /// Always `Allow` for `post_tool_execution`.
     #[serde(flatten)]
     pub decision: Decision,
@@ -300,21 +305,56 @@ impl HookEngine {
         self.dispatch(config, &payload).await
     }
 
+    /// Runs `pre_interaction` or `post_interaction` hooks (hookbox extension): their matchers
+    /// are matched against the agent's name. A `pre_interaction` deny stops the turn; every
+    /// `additional_context` is for the model.
+    pub async fn interaction(
+        &self,
+        config: &HooksConfig,
+        payload: &InteractionHookPayload,
+    ) -> Dispatch {
+        // Serialising our own types cannot fail; an empty body would still fail open safely.
+        let value = serde_json::to_value(payload).unwrap_or_default();
+        let mut dispatch = self
+            .dispatch_value(config, payload.hook_event_name, &payload.agent, None, value)
+            .await;
+        dispatch.tool.clear();
+        dispatch
+    }
+
     /// Runs every matching handler of `payload.hook_event_name`, in order.
     pub async fn dispatch(&self, config: &HooksConfig, payload: &HookPayload) -> Dispatch {
-        let started = Instant::now();
-        let event = payload.hook_event_name;
         let tool = payload.tool_call.name;
-        // Copied only when a handler rewrites the arguments (the payload may carry a whole file).
-        let mut payload = std::borrow::Cow::Borrowed(payload);
-        // Serialising our own types cannot fail; an empty body would still fail open safely.
-        let mut body = serde_json::to_vec(&*payload).unwrap_or_default();
+        let value = serde_json::to_value(payload).unwrap_or_default();
+        self.dispatch_value(
+            config,
+            payload.hook_event_name,
+            tool.as_str(),
+            Some(tool),
+            value,
+        )
+        .await
+    }
+
+    /// The dispatch itself: `subject` is what matchers match (a tool's or an agent's name),
+    /// `tool` the built-in tool whose argument schema checks `updated_args` (none: any JSON
+    /// object), `payload` what handlers receive.
+    async fn dispatch_value(
+        &self,
+        config: &HooksConfig,
+        event: HookEvent,
+        subject: &str,
+        tool: Option<ToolName>,
+        mut payload: serde_json::Value,
+    ) -> Dispatch {
+        let started = Instant::now();
+        let mut body = serde_json::to_vec(&payload).unwrap_or_default();
         let mut decision = Decision::Allow;
         let mut trace = Vec::new();
         let mut updated_args = None;
         let mut additional_context = Vec::new();
 
-        for (group, rule) in matching_rules(config, event, tool) {
+        for (group, rule) in matching_rules(config, event, subject) {
             for handler in &rule.handlers {
                 let outcome = if !group.enabled {
                     Outcome::Disabled
@@ -325,7 +365,7 @@ impl HookEngine {
                     let span = tracing::info_span!(
                         "hook_handler",
                         event = event.as_str(),
-                        tool = %tool,
+                        tool = subject,
                         group = %group.name,
                         handler_type = Empty,
                         decision = Empty,
@@ -345,7 +385,7 @@ impl HookEngine {
                         entry.additional_context = Some(context);
                     }
                     record_handler(&span, &entry);
-                    span.in_scope(|| log_handler(event.as_str(), tool, &entry));
+                    span.in_scope(|| log_handler(event.as_str(), subject, &entry));
                     match &entry.outcome {
                         Outcome::Deny { reason } => {
                             decision = Decision::Deny {
@@ -368,7 +408,7 @@ impl HookEngine {
                         Outcome::InvalidUpdate { reason, .. } => {
                             decision = Decision::Deny {
                                 reason: format!(
-                                    "Blocked: the hook `{}` rewrote the arguments of {tool} into invalid ones: {reason}",
+                                    "Blocked: the hook `{}` rewrote the arguments of {subject} into invalid ones: {reason}",
                                     group.name
                                 ),
                                 group: group.name.clone(),
@@ -385,8 +425,10 @@ impl HookEngine {
                         }
                         Outcome::AllowUpdated { updated_args: args } => {
                             // Later handlers (and the caller) see the rewritten call.
-                            payload.to_mut().tool_call.args = args.clone();
-                            body = serde_json::to_vec(&*payload).unwrap_or_default();
+                            if let Some(slot) = payload.pointer_mut("/tool_call/args") {
+                                *slot = args.clone();
+                            }
+                            body = serde_json::to_vec(&payload).unwrap_or_default();
                             updated_args = Some(args.clone());
                         }
                         Outcome::Allow
@@ -412,7 +454,7 @@ impl HookEngine {
 
         let dispatch = Dispatch {
             event,
-            tool,
+            tool: subject.to_owned(),
             decision,
             trace,
             duration_ms: millis(started.elapsed()),
@@ -420,7 +462,7 @@ impl HookEngine {
             additional_context,
         };
         tracing::debug!(
-            tool = %tool,
+            tool = subject,
             event = %event,
             decision = dispatch.decision.label(),
             handlers = dispatch.trace.len(),
@@ -433,7 +475,7 @@ impl HookEngine {
     async fn run_handler(
         &self,
         event: HookEvent,
-        tool: ToolName,
+        tool: Option<ToolName>,
         handler: &Handler,
         body: &[u8],
     ) -> (Outcome, Option<String>, Option<String>, Option<String>) {
@@ -456,9 +498,16 @@ impl HookEngine {
                 Err(why) => warning = Some(why),
             }
         }
-        let outcome = match (event, result) {
-            (HookEvent::PreToolExecution, Ok(stdout)) => match interpret(&stdout) {
+        let tool_event = event.is_tool_event();
+        let outcome = match (event.decides(), result) {
+            (true, Ok(stdout)) => match interpret(&stdout, event) {
                 Ok(Verdict::Allow(None)) => Outcome::Allow,
+                Ok(Verdict::Allow(Some(_))) if !tool_event => {
+                    warning = Some(format!(
+                        "updated_args is honoured only in pre_tool_execution hooks; ignored in {event}"
+                    ));
+                    Outcome::Allow
+                }
                 Ok(Verdict::Allow(Some(updated_args))) => {
                     match self.validate(tool, &updated_args) {
                         Ok(()) => Outcome::AllowUpdated { updated_args },
@@ -469,11 +518,17 @@ impl HookEngine {
                     }
                 }
                 Ok(Verdict::Deny(reason)) => Outcome::Deny { reason },
-                Ok(Verdict::Ask(reason)) => Outcome::Ask { reason },
+                Ok(Verdict::Ask(reason)) if tool_event => Outcome::Ask { reason },
+                // Only a tool call can wait for a person: an ask elsewhere is no decision.
+                Ok(Verdict::Ask(_)) => failed(Failure::NotADecision {
+                    excerpt: format!(
+                        "\"decision\": \"ask\" is honoured only in pre_tool_execution hooks, not {event}"
+                    ),
+                }),
                 Err(failure) => failed(failure),
             },
-            (HookEvent::PreToolExecution, Err(failure)) => failed(failure),
-            (HookEvent::PostToolExecution, Ok(stdout)) => {
+            (true, Err(failure)) => failed(failure),
+            (false, Ok(stdout)) => {
                 if let Some(key) = pre_only_answer(&stdout) {
                     warning = Some(format!(
                         "{key} is honoured only in pre_tool_execution hooks; ignored here"
@@ -481,21 +536,21 @@ impl HookEngine {
                 }
                 Outcome::Completed
             }
-            (HookEvent::PostToolExecution, Err(failure)) => Outcome::Failed { failure },
+            (false, Err(failure)) => Outcome::Failed { failure },
         };
         (outcome, stderr, warning, context)
     }
 
-    fn validate(&self, tool: ToolName, args: &serde_json::Value) -> Result<(), String> {
+    fn validate(&self, tool: Option<ToolName>, args: &serde_json::Value) -> Result<(), String> {
         if !args.is_object() {
             return Err(format!(
-                "updated_args must be a JSON object of {tool}'s arguments, found {}",
+                "updated_args must be a JSON object of the tool's arguments, found {}",
                 crate::diagnostic::describe(args)
             ));
         }
-        match &self.validator {
-            Some(ValidatorHandle(validate)) => validate(tool, args),
-            None => Ok(()),
+        match (&self.validator, tool) {
+            (Some(ValidatorHandle(validate)), Some(tool)) => validate(tool, args),
+            _ => Ok(()),
         }
     }
 
@@ -573,17 +628,17 @@ impl HookEngine {
     }
 }
 
-/// Every (group, rule) whose matcher accepts `tool`, in dispatch order.
-fn matching_rules(
-    config: &HooksConfig,
+/// Every (group, rule) whose matcher accepts `subject`, in dispatch order.
+fn matching_rules<'a>(
+    config: &'a HooksConfig,
     event: HookEvent,
-    tool: ToolName,
-) -> impl Iterator<Item = (&Group, &Rule)> {
+    subject: &'a str,
+) -> impl Iterator<Item = (&'a Group, &'a Rule)> {
     config.groups.iter().flat_map(move |group| {
         group
             .rules(event)
             .iter()
-            .filter(move |rule| rule.matcher.matches(tool.as_str()))
+            .filter(move |rule| rule.matcher.matches(subject))
             .map(move |rule| (group, rule))
     })
 }
@@ -629,7 +684,7 @@ fn pre_only_answer(output: &[u8]) -> Option<&'static str> {
 
 /// Reads a handler's answer. Only `{"decision":"deny"}` blocks and only `{"decision":"allow"}`
 /// is a clean allow; anything else is a failure that fails open.
-fn interpret(output: &[u8]) -> Result<Verdict, Failure> {
+fn interpret(output: &[u8], event: HookEvent) -> Result<Verdict, Failure> {
     let trimmed = output.trim_ascii();
     if trimmed.is_empty() {
         return Err(Failure::EmptyOutput);
@@ -647,6 +702,9 @@ fn interpret(output: &[u8]) -> Result<Verdict, Failure> {
             .map_or_else(|| default.to_owned(), |r| truncate_chars(r, MAX_REASON_LEN))
     };
     match value.get("decision").and_then(serde_json::Value::as_str) {
+        Some("deny") if event == HookEvent::PreInteraction => {
+            Ok(Verdict::Deny(reason(DEFAULT_TURN_DENY_REASON)))
+        }
         Some("deny") => Ok(Verdict::Deny(reason(DEFAULT_DENY_REASON))),
         Some("ask") => Ok(Verdict::Ask(reason(DEFAULT_ASK_REASON))),
         Some("allow") => Ok(Verdict::Allow(value.get("updated_args").cloned())),
@@ -697,7 +755,7 @@ fn record_handler(span: &tracing::Span, entry: &HandlerTrace) {
     }
 }
 
-fn log_handler(event: &str, tool: ToolName, entry: &HandlerTrace) {
+fn log_handler(event: &str, tool: &str, entry: &HandlerTrace) {
     let failure = match &entry.outcome {
         Outcome::FailedOpen { failure }
         | Outcome::FailedClosed { failure }
@@ -715,7 +773,7 @@ fn log_handler(event: &str, tool: ToolName, entry: &HandlerTrace) {
         Some(failure) => tracing::warn!(
             name: hookbox_protocol::events::HOOK_FAILED,
             event,
-            tool = %tool,
+            tool,
             group = %entry.group,
             handler_type = entry.handler_type,
             handler = %entry.target,
@@ -728,7 +786,7 @@ fn log_handler(event: &str, tool: ToolName, entry: &HandlerTrace) {
         None => tracing::info!(
             name: hookbox_protocol::events::HOOK_RAN,
             event,
-            tool = %tool,
+            tool,
             group = %entry.group,
             handler_type = entry.handler_type,
             reason = match &entry.outcome {
@@ -764,7 +822,7 @@ mod tests {
     use super::*;
 
     fn verdict(output: &str) -> Result<Option<String>, Failure> {
-        interpret(output.as_bytes()).map(|v| match v {
+        interpret(output.as_bytes(), HookEvent::PreToolExecution).map(|v| match v {
             Verdict::Allow(_) => None,
             Verdict::Deny(reason) => Some(reason),
             Verdict::Ask(reason) => Some(format!("ask: {reason}")),

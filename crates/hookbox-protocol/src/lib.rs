@@ -75,7 +75,8 @@ impl FromStr for ToolName {
     }
 }
 
-/// The two lifecycle events hooks can attach to.
+/// The lifecycle events hooks can attach to: the reference's two around a tool call, and
+/// hookbox's two around an interaction (extensions, active only when a file names them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum HookEvent {
@@ -83,15 +84,48 @@ pub enum HookEvent {
     PreToolExecution,
     /// Right after the tool ran; output is ignored.
     PostToolExecution,
+    /// Before the agent works on an interaction's input; handlers may deny the turn or add
+    /// context for the model (hookbox extension).
+    PreInteraction,
+    /// After the interaction's turn ended, with its status and output; output is ignored
+    /// (hookbox extension).
+    PostInteraction,
 }
 
 impl HookEvent {
+    /// Every event, in the order a group lists them.
+    pub const ALL: [HookEvent; 4] = [
+        HookEvent::PreToolExecution,
+        HookEvent::PostToolExecution,
+        HookEvent::PreInteraction,
+        HookEvent::PostInteraction,
+    ];
+
     /// The key of this event in a hooks group.
     pub const fn as_str(self) -> &'static str {
         match self {
             HookEvent::PreToolExecution => "pre_tool_execution",
             HookEvent::PostToolExecution => "post_tool_execution",
+            HookEvent::PreInteraction => "pre_interaction",
+            HookEvent::PostInteraction => "post_interaction",
         }
+    }
+
+    /// Whether handlers of this event decide (may deny) rather than observe.
+    pub const fn decides(self) -> bool {
+        matches!(
+            self,
+            HookEvent::PreToolExecution | HookEvent::PreInteraction
+        )
+    }
+
+    /// Whether this event is about a tool call (its matcher matches tool names) rather than
+    /// an interaction (its matcher matches the agent's name).
+    pub const fn is_tool_event(self) -> bool {
+        matches!(
+            self,
+            HookEvent::PreToolExecution | HookEvent::PostToolExecution
+        )
     }
 }
 
@@ -120,6 +154,32 @@ pub struct HookPayload {
     pub environment_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    pub hook_event_name: HookEvent,
+}
+
+/// What an interaction hook (`pre_interaction`, `post_interaction`; hookbox extension)
+/// receives. There is no `tool_call`; the matcher is matched against `agent`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InteractionHookPayload {
+    pub interaction_id: String,
+    pub environment_id: String,
+    /// The agent the interaction runs (`antigravity-preview-09-2026` or an agent's id).
+    pub agent: String,
+    /// pre: the steps this interaction was given (the user's input, function results).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<serde_json::Value>,
+    /// pre: the text of that input, for handlers that only want the words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_text: Option<String>,
+    /// post: how the turn ended (`completed`, `failed`, `requires_action`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// post: the model's final text, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+    /// post: the errors the interaction ended with, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errors: Option<serde_json::Value>,
     pub hook_event_name: HookEvent,
 }
 

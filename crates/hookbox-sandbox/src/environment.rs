@@ -1029,6 +1029,17 @@ impl Environment {
             .await
     }
 
+    /// Runs the `pre_interaction` or `post_interaction` hooks of the environment's hooks files
+    /// (hookbox extension): command handlers in its sandbox, http handlers through its egress,
+    /// exactly as tool hooks run.
+    pub async fn interaction_hooks(
+        &self,
+        payload: &hookbox_protocol::InteractionHookPayload,
+    ) -> Dispatch {
+        let hooks = self.hooks.load(self.frozen.as_ref().unwrap_or(&self.tree));
+        self.engine.interaction(&hooks.config, payload).await
+    }
+
     /// Runs a call that a person approved after a pre hook asked about it (hookbox extension):
     /// the tool with exactly these arguments, then the post hooks. The pre hooks do not run
     /// again: the reviewer's approval is their decision. The returned `pre` dispatch is empty.
@@ -1041,7 +1052,7 @@ impl Environment {
         let config = hooks.config.clone();
         let pre = Dispatch {
             event: hookbox_protocol::HookEvent::PreToolExecution,
-            tool: call.name,
+            tool: call.name.as_str().to_owned(),
             decision: Decision::Allow,
             trace: Vec::new(),
             duration_ms: 0,

@@ -13,11 +13,11 @@ use axum::response::{IntoResponse, Response};
 use hookbox_agent::agent_loop::{LoopContext, LoopEvent, LoopOutcome};
 use hookbox_agent::approval;
 use hookbox_agent::seams::EnvironmentSetup;
-use hookbox_protocol::ToolName;
 use hookbox_protocol::api::{
     Agent, Content, CreateInteractionRequest, EnvironmentRef, EnvironmentStatus, Input,
     Interaction, InteractionError, InteractionStatus, Step,
 };
+use hookbox_protocol::{HookEvent, InteractionHookPayload, ToolName};
 use hookbox_store::{EnvironmentRecord, StatusUpdate};
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -717,6 +717,8 @@ pub async fn create(
         first_index: interaction.steps.len(),
         keep: req.store != Some(false),
         functions,
+        agent: req.agent.clone().unwrap_or_default(),
+        input: Some(interaction.steps.clone()),
     };
     let (events_rx, handle) = start(&state, run)?;
     drop(events_rx);
@@ -775,6 +777,11 @@ struct RunSpec {
     keep: bool,
     /// The client's `function` tools.
     functions: Vec<hookbox_agent::model::FunctionDecl>,
+    /// The agent it runs, as named in the request (what interaction hooks' matchers match).
+    agent: String,
+    /// The steps this interaction was given, for `pre_interaction` hooks; `None` for a paused
+    /// interaction that goes on in place (no new input, no new `pre_interaction`).
+    input: Option<Vec<Step>>,
 }
 
 /// Registers and spawns the run. The returned receiver exists so callers can subscribe before
@@ -854,12 +861,32 @@ async fn drive(
     } else {
         inner.executor.as_ref()
     };
+    // pre_interaction hooks (hookbox extension): may deny the turn or add context.
+    let pre = match &run.input {
+        Some(input) => {
+            let payload = interaction_payload(&run, HookEvent::PreInteraction, |p| {
+                p.input_text = Some(
+                    input
+                        .iter()
+                        .filter_map(Step::text)
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                );
+                p.input = serde_json::to_value(input).ok();
+            });
+            executor
+                .interaction_hooks(&run.environment_id, &payload)
+                .await
+        }
+        None => hookbox_agent::InteractionHooks::default(),
+    };
+    let system_instruction = with_hook_context(run.system_instruction.as_deref(), &pre.context);
     let ctx = LoopContext {
         model: inner.model.as_ref(),
         executor,
         environment_id: Some(&run.environment_id),
         model_name: run.model_name.as_deref(),
-        system_instruction: run.system_instruction.as_deref(),
+        system_instruction: system_instruction.as_deref(),
         tools: &ToolName::ALL,
         functions: &run.functions,
     };
@@ -890,14 +917,29 @@ async fn drive(
         store_error
     };
     let run_loop = async {
-        let outcome = hookbox_agent::run(
-            ctx,
-            inner.loop_config,
-            run.conversation.clone(),
-            &tx,
-            cancel,
-        )
-        .await;
+        let outcome = match &pre.denied {
+            Some(reason) => {
+                tracing::info!(interaction_id = %run.id, reason = %reason, "a pre_interaction hook denied the turn");
+                LoopOutcome {
+                    status: InteractionStatus::Failed,
+                    usage: Default::default(),
+                    errors: vec![InteractionError {
+                        code: "denied_by_hook".into(),
+                        message: reason.clone(),
+                    }],
+                }
+            }
+            None => {
+                hookbox_agent::run(
+                    ctx,
+                    inner.loop_config,
+                    run.conversation.clone(),
+                    &tx,
+                    cancel,
+                )
+                .await
+            }
+        };
         drop(tx);
         outcome
     };
@@ -933,6 +975,27 @@ async fn drive(
             code: "storage_error".into(),
             message: "a step could not be stored; see the server log".into(),
         });
+    }
+    // post_interaction hooks (hookbox extension): they see how the turn ended, before the
+    // status is stored (a client that saw the end can rely on them having run).
+    if !inner.drain.stopping() {
+        let output = match inner.store.get_interaction(&run.project, &run.id).await {
+            Ok(Some(i)) => i.steps.iter().rev().find_map(|s| match s {
+                Step::ModelOutput { .. } => s.text(),
+                _ => None,
+            }),
+            _ => None,
+        };
+        let payload = interaction_payload(&run, HookEvent::PostInteraction, |p| {
+            p.status = Some(outcome.status.as_str().to_owned());
+            p.output = output;
+            p.errors = (!outcome.errors.is_empty())
+                .then(|| serde_json::to_value(&outcome.errors).ok())
+                .flatten();
+        });
+        executor
+            .interaction_hooks(&run.environment_id, &payload)
+            .await;
     }
     let update = StatusUpdate {
         status: outcome.status,
@@ -1064,6 +1127,8 @@ pub(crate) async fn resume_timed_out(
         first_index: index,
         keep: true,
         functions: function_tools(tools).unwrap_or_default(),
+        agent: paused.agent.clone().unwrap_or_default(),
+        input: None,
     };
     let (events_rx, _handle) = start(state, run)?;
     drop(events_rx);
@@ -1124,6 +1189,42 @@ async fn answered_by_continuation(
             None => return Ok(None),
         }
     }
+}
+
+/// The payload of an interaction hook for `run`, with `fill` adding the event's own fields.
+fn interaction_payload(
+    run: &RunSpec,
+    event: HookEvent,
+    fill: impl FnOnce(&mut InteractionHookPayload),
+) -> InteractionHookPayload {
+    let mut payload = InteractionHookPayload {
+        interaction_id: run.id.clone(),
+        environment_id: run.environment_id.clone(),
+        agent: run.agent.clone(),
+        input: None,
+        input_text: None,
+        status: None,
+        output: None,
+        errors: None,
+        hook_event_name: event,
+    };
+    fill(&mut payload);
+    payload
+}
+
+/// The system instruction with `pre_interaction` hooks' context after it, one
+/// `[context from hooks] TEXT` line each, as the model sees it.
+fn with_hook_context(system: Option<&str>, context: &[String]) -> Option<String> {
+    if context.is_empty() {
+        return system.map(str::to_owned);
+    }
+    let mut text = system.map(|s| format!("{s}\n\n")).unwrap_or_default();
+    for line in context {
+        text.push_str(hookbox_agent::model::HOOK_CONTEXT_PREFIX);
+        text.push_str(line);
+        text.push('\n');
+    }
+    Some(text)
 }
 
 #[derive(Debug, Deserialize)]

@@ -675,6 +675,14 @@ impl ToolExecutor for ClusterSlots<'_> {
             .await
     }
 
+    async fn interaction_hooks(
+        &self,
+        environment_id: &str,
+        payload: &hookbox_protocol::InteractionHookPayload,
+    ) -> hookbox_agent::InteractionHooks {
+        self.inner.interaction_hooks(environment_id, payload).await
+    }
+
     async fn execute_approved(
         &self,
         environment_id: &str,

@@ -616,6 +616,41 @@ impl ToolExecutor for SandboxBackend {
         self.run_call_as(environment_id, call, output.map(utf8_tap), Gate::Approved)
             .await
     }
+
+    async fn interaction_hooks(
+        &self,
+        environment_id: &str,
+        payload: &hookbox_protocol::InteractionHookPayload,
+    ) -> hookbox_agent::InteractionHooks {
+        let env = match self.env(environment_id).await {
+            Ok(env) => env,
+            Err(err) => {
+                // No environment, no hooks file to read: nothing can have been configured.
+                tracing::warn!(environment_id, error = %err, event = %payload.hook_event_name, "cannot open the environment for its interaction hooks");
+                return hookbox_agent::InteractionHooks::default();
+            }
+        };
+        let dispatch = env.interaction_hooks(payload).await;
+        if dispatch.trace.is_empty() {
+            return hookbox_agent::InteractionHooks::default();
+        }
+        tracing::info!(
+            environment_id,
+            event = %payload.hook_event_name,
+            decision = dispatch.decision.label(),
+            handlers = dispatch.trace.len(),
+            duration_ms = dispatch.duration_ms,
+            "interaction hooks ran"
+        );
+        hookbox_agent::InteractionHooks {
+            denied: match &dispatch.decision {
+                hookbox_hooks::Decision::Deny { reason, .. } => Some(reason.clone()),
+                hookbox_hooks::Decision::Allow | hookbox_hooks::Decision::Ask { .. } => None,
+            },
+            context: dispatch.additional_context.clone(),
+            trace: json!(dispatch),
+        }
+    }
 }
 
 /// Whether a call goes through its pre hooks or was approved by a person after one asked.

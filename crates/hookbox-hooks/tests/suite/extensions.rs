@@ -366,3 +366,102 @@ async fn ask_pauses_the_call_and_a_later_deny_still_wins() {
         d.trace[0]
     );
 }
+
+fn turn(
+    event: hookbox_protocol::HookEvent,
+    agent: &str,
+) -> hookbox_protocol::InteractionHookPayload {
+    hookbox_protocol::InteractionHookPayload {
+        interaction_id: "int_1".into(),
+        environment_id: "env_1".into(),
+        agent: agent.into(),
+        input: None,
+        input_text: Some("hello".into()),
+        status: None,
+        output: None,
+        errors: None,
+        hook_event_name: event,
+    }
+}
+
+#[tokio::test]
+async fn interaction_events_match_the_agent_and_decide_like_pre_hooks() {
+    use hookbox_protocol::HookEvent;
+    let dir = tempfile::tempdir().unwrap();
+    // The handler sees the interaction payload (no tool_call) and denies by what it reads.
+    let hooks = config(
+        r#"{"g": {"pre_interaction": [{"matcher": "antigravity-.*", "hooks": [{"type": "command",
+            "command": "python3 -c 'import json,sys; p=json.load(sys.stdin); assert \"tool_call\" not in p; print(json.dumps({\"decision\": \"deny\", \"reason\": p[\"input_text\"] + \" from \" + p[\"agent\"]}))'"}]}]}}"#,
+    );
+    let engine = engine_in(dir.path());
+    let d = engine
+        .interaction(
+            &hooks,
+            &turn(HookEvent::PreInteraction, "antigravity-preview-09-2026"),
+        )
+        .await;
+    assert!(
+        matches!(&d.decision, Decision::Deny { reason, .. } if reason == "hello from antigravity-preview-09-2026"),
+        "{d:?}"
+    );
+    // Another agent: the matcher does not match, nothing runs.
+    let d = engine
+        .interaction(&hooks, &turn(HookEvent::PreInteraction, "agents/mine"))
+        .await;
+    assert_eq!(d.decision, Decision::Allow);
+    assert!(d.trace.is_empty());
+    // Only a tool call can wait for a person: ask is no decision here (fails open), and
+    // updated_args is ignored with a warning; context is kept.
+    let hooks = single(
+        "pre_interaction",
+        "*",
+        json!([
+            command(r#"echo '{"decision": "ask"}'"#, 5.0),
+            command(
+                r#"echo '{"decision": "allow", "updated_args": {}, "additional_context": "use pnpm"}'"#,
+                5.0
+            )
+        ]),
+    );
+    let d = engine
+        .interaction(&hooks, &turn(HookEvent::PreInteraction, "a"))
+        .await;
+    assert_eq!(d.decision, Decision::Allow);
+    assert_eq!(outcomes(&d), ["failed_open", "allow"]);
+    assert!(
+        d.trace[1]
+            .warning
+            .as_deref()
+            .is_some_and(|w| w.contains("updated_args"))
+    );
+    assert_eq!(d.additional_context, ["use pnpm"]);
+    // post_interaction observes: a deny there decides nothing.
+    let hooks = single(
+        "post_interaction",
+        "*",
+        json!([command(r#"echo '{"decision": "deny"}'"#, 5.0)]),
+    );
+    let d = engine
+        .interaction(&hooks, &turn(HookEvent::PostInteraction, "a"))
+        .await;
+    assert_eq!(d.decision, Decision::Allow);
+    assert_eq!(outcomes(&d), ["completed"]);
+}
+
+#[test]
+fn interaction_events_parse_without_tool_lints_and_a_reference_file_is_unchanged() {
+    let (groups, diagnostics) = hookbox_hooks::config::parse(
+        "/.agents/hooks.json",
+        br#"{"g": {"pre_interaction": [{"matcher": "my-agent|antigravity-.*", "hooks": [{"type": "command", "command": "x"}]}],
+                   "post_interaction": [{"matcher": "*", "hooks": [{"type": "http", "url": "https://audit.example/turn"}]}]}}"#,
+    );
+    assert!(diagnostics.is_empty(), "{diagnostics:?}");
+    assert_eq!(groups[0].pre_interaction.len(), 1);
+    assert_eq!(groups[0].post_interaction.len(), 1);
+    assert!(groups[0].pre_tool_execution.is_empty());
+    let (groups, _) = hookbox_hooks::config::parse(
+        "/.agents/hooks.json",
+        br#"{"g": {"pre_tool_execution": [{"matcher": "*", "hooks": [{"type": "command", "command": "x"}]}]}}"#,
+    );
+    assert!(groups[0].pre_interaction.is_empty() && groups[0].post_interaction.is_empty());
+}

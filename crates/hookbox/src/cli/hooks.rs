@@ -31,11 +31,12 @@ pub enum HooksCommand {
     /// `/workspace/.agents/hooks.json` under --root, as the runtime does. Exits 1 when any
     /// part of a file would be skipped.
     Check(CheckArgs),
-    /// Run the hooks of one tool call for real and print the decision trace.
+    /// Run the hooks of one tool call (or, with --event pre-interaction|post-interaction, of one
+    /// interaction) for real and print the decision trace.
     ///
     /// Command handlers run in a sandbox whose `/` is --root, so paths such as
     /// `/.agents/hooks-scripts/gate.py` work unchanged. The tool itself is not run.
-    Test(TestArgs),
+    Test(Box<TestArgs>),
 }
 
 #[derive(Debug, Args)]
@@ -52,8 +53,14 @@ pub struct CheckArgs {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum EventArg {
+    /// pre_tool_execution
     Pre,
+    /// post_tool_execution
     Post,
+    /// pre_interaction (hookbox extension): needs --input
+    PreInteraction,
+    /// post_interaction (hookbox extension): takes --status and --output
+    PostInteraction,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -79,9 +86,9 @@ pub struct TestArgs {
     /// The directory that stands for the sandbox root `/`.
     #[arg(long)]
     root: PathBuf,
-    /// The tool being called.
-    #[arg(long, value_parser = parse_tool)]
-    tool: ToolName,
+    /// The tool being called (with --event pre or post).
+    #[arg(long, value_parser = parse_tool, required_if_eq_any = [("event", "pre"), ("event", "post")])]
+    tool: Option<ToolName>,
     /// The tool call's arguments, as JSON.
     #[arg(long, default_value = "{}")]
     args: String,
@@ -94,6 +101,18 @@ pub struct TestArgs {
     /// The environment id hooks see in their payload.
     #[arg(long, default_value = "env_local")]
     environment_id: String,
+    /// With --event pre-interaction: the user's input text.
+    #[arg(long, required_if_eq("event", "pre-interaction"))]
+    input: Option<String>,
+    /// With --event post-interaction: how the turn ended.
+    #[arg(long, default_value = "completed")]
+    status: String,
+    /// With --event post-interaction: the model's final text.
+    #[arg(long)]
+    output: Option<String>,
+    /// With the interaction events: the agent, which their matchers match.
+    #[arg(long, default_value = "antigravity-preview-09-2026")]
+    agent: String,
     /// Exit 1 unless the decision is this one (for scripts and CI).
     #[arg(long, value_enum)]
     expect: Option<Expect>,
@@ -129,7 +148,7 @@ fn parse_tool(s: &str) -> Result<ToolName, String> {
 pub fn run(cmd: HooksCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         HooksCommand::Check(args) => check(args),
-        HooksCommand::Test(args) => test(args),
+        HooksCommand::Test(args) => test(*args),
     }
 }
 
@@ -213,7 +232,7 @@ fn render_check(loaded: &Loaded, root: &std::path::Path) -> String {
 fn render_group(out: &mut String, group: &Group) {
     let state = if group.enabled { "" } else { " (disabled)" };
     let _ = writeln!(out, "  {}{state}", group.name);
-    for event in [HookEvent::PreToolExecution, HookEvent::PostToolExecution] {
+    for event in HookEvent::ALL {
         for rule in group.rules(event) {
             let tools: Vec<&str> = rule
                 .matcher
@@ -221,7 +240,15 @@ fn render_group(out: &mut String, group: &Group) {
                 .into_iter()
                 .map(ToolName::as_str)
                 .collect();
-            let covered = if tools.is_empty() {
+            let covered = if !event.is_tool_event() {
+                match &rule.matcher {
+                    hookbox_hooks::matcher::Matcher::All => "every agent".to_owned(),
+                    hookbox_hooks::matcher::Matcher::Invalid { .. } => "no agent".to_owned(),
+                    hookbox_hooks::matcher::Matcher::Regex { .. } => {
+                        "agents whose name it matches".to_owned()
+                    }
+                }
+            } else if tools.is_empty() {
                 "no tool".to_owned()
             } else {
                 tools.join(", ")
@@ -278,13 +305,20 @@ fn group_json(group: &Group) -> serde_json::Value {
             })
             .collect()
     };
-    serde_json::json!({
+    let mut json = serde_json::json!({
         "name": group.name,
         "file": group.file,
         "enabled": group.enabled,
         "pre_tool_execution": rules(HookEvent::PreToolExecution),
         "post_tool_execution": rules(HookEvent::PostToolExecution),
-    })
+    });
+    // The extensions' events appear only when the group uses them.
+    for event in [HookEvent::PreInteraction, HookEvent::PostInteraction] {
+        if !group.rules(event).is_empty() {
+            json[event.as_str()] = serde_json::json!(rules(event));
+        }
+    }
+    json
 }
 
 fn count(diagnostics: &[Diagnostic], severity: Severity) -> usize {
@@ -300,7 +334,7 @@ fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
     if !call_args.is_object() {
         bail!("--args must be a JSON object, like '{{\"path\": \"/workspace/a.txt\"}}'");
     }
-    if args.error.is_some() && args.event == EventArg::Pre {
+    if args.error.is_some() && args.event != EventArg::Post {
         bail!("--error only applies to --event post");
     }
     let root = RootDir::open(&args.root)
@@ -314,9 +348,25 @@ fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let loaded = hookbox_hooks::load_from_root(&root);
+    // Required by clap for the tool events; unused by the interaction events.
     let call = ToolCall {
-        name: args.tool,
+        name: args.tool.unwrap_or(ToolName::CodeExecution),
         args: call_args,
+    };
+    let interaction = |event| {
+        hookbox_protocol::InteractionHookPayload {
+        interaction_id: "int_local".into(),
+        environment_id: args.environment_id.clone(),
+        agent: args.agent.clone(),
+        input: args.input.as_ref().map(|text| {
+            serde_json::json!([{"type": "user_input", "content": [{"type": "text", "text": text}]}])
+        }),
+        input_text: args.input.clone(),
+        status: (event == HookEvent::PostInteraction).then(|| args.status.clone()),
+        output: args.output.clone(),
+        errors: None,
+        hook_event_name: event,
+    }
     };
     let network = read_network(args.network.as_deref())?;
     let engine = HookEngine::new(
@@ -347,6 +397,16 @@ fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
                         &args.environment_id,
                         args.error.as_deref(),
                     )
+                    .await
+            }
+            EventArg::PreInteraction => {
+                engine
+                    .interaction(&loaded.config, &interaction(HookEvent::PreInteraction))
+                    .await
+            }
+            EventArg::PostInteraction => {
+                engine
+                    .interaction(&loaded.config, &interaction(HookEvent::PostInteraction))
                     .await
             }
         }
@@ -436,6 +496,9 @@ fn render_dispatch(loaded: &Loaded, dispatch: &Dispatch) -> String {
                 "decision: ask (group {group}): {reason}\n  (the API pauses the interaction `requires_action` until a person approves or denies the call)"
             );
         }
+    }
+    for context in &dispatch.additional_context {
+        let _ = writeln!(out, "context for the model: {context}");
     }
     out
 }

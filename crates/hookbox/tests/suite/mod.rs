@@ -3,6 +3,7 @@ mod drain_cli;
 mod env_cli;
 mod gvisor_cli;
 mod hooks_cli;
+mod interaction_hooks_cli;
 mod lifecycle_cli;
 mod postgres_cli;
 mod serve_cli;
