@@ -15,6 +15,7 @@ pub mod credentials;
 mod egress;
 pub mod env;
 pub mod inject;
+mod local;
 pub mod netns;
 pub mod policy;
 mod poster;
@@ -28,5 +29,6 @@ pub use egress::{
     Denial, DenyRule, Egress, EgressConfig, EgressError, Limits, ResolvePin, ResolvePinError,
     Resolver, StaticResolver, SystemResolver, Target,
 };
+pub use local::{LOCAL_PROXY_USER, LocalEndpoint};
 pub use poster::EgressPoster;
 pub use proxy::{EgressProxy, ProxyBody, RULE_HEADER};

@@ -1,6 +1,9 @@
 //! The hooks engine: finds `.agents/hooks.json`, validates it with precise diagnostics, matches
 //! tool names, and dispatches `pre_tool_execution` / `post_tool_execution` handlers in order,
-//! failing open on every handler failure and tracing each decision.
+//! failing open on every handler failure and tracing each decision. hookbox's extensions live
+//! here too, each active only when a file uses it: `on_failure`, `updated_args`,
+//! `additional_context`, the `ask` decision, and the `pre_interaction` / `post_interaction`
+//! events (matched against the agent's name).
 //!
 //! It owns the contract in `shared/spec/hooks.md` and nothing else: it must not build sandboxes,
 //! enforce network policy or know the HTTP API. Commands run through a [`runner::CommandRunner`]

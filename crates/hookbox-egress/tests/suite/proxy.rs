@@ -388,3 +388,86 @@ async fn intercepted_connections_redial_when_the_server_closes() {
         .collect();
     assert_eq!(paths, vec!["/close", "/again"]);
 }
+
+#[tokio::test]
+async fn the_local_endpoint_serves_only_its_token_holder_and_applies_the_policy() {
+    let ca = Arc::new(TestCa::new());
+    let recv = receiver(None).await;
+    let env = EnvBuilder::new(
+        json!({"allowlist": [{"domain": "plain.test", "transform": {"X-Injected": "yes"}}]}),
+        ca.clone(),
+    )
+    .pin("plain.test")
+    .pin("other.test")
+    .build();
+    let endpoint = hookbox_egress::EgressProxy::new(env.egress.clone())
+        .local_endpoint()
+        .await
+        .unwrap();
+    let proxy: std::net::SocketAddr = endpoint
+        .url()
+        .trim_start_matches("http://")
+        .parse()
+        .unwrap();
+    let port = recv.addr.port();
+    let auth = format!(
+        "Basic {}",
+        base64::Engine::encode(
+            &base64::engine::general_purpose::STANDARD,
+            format!("{}:{}", hookbox_egress::LOCAL_PROXY_USER, endpoint.token())
+        )
+    );
+    let url = format!("http://plain.test:{port}/mcp");
+    // Without the token, or with a wrong one: 407, and nothing reaches the proxy or upstream.
+    for header in [None, Some("Basic aG9va2JveDp3cm9uZw==")] {
+        let tcp = tokio::net::TcpStream::connect(proxy).await.unwrap();
+        let headers: Vec<(&str, &str)> = header
+            .map(|h| ("proxy-authorization", h))
+            .into_iter()
+            .collect();
+        let got = send(tcp, get(&url, "plain.test", &headers)).await.unwrap();
+        assert_eq!(got.status, 407);
+    }
+    assert!(recv.seen.lock().unwrap().is_empty());
+    // With it: the proxy's policy applies (injection), and the token is not passed on.
+    let tcp = tokio::net::TcpStream::connect(proxy).await.unwrap();
+    let got = send(
+        tcp,
+        get(&url, "plain.test", &[("proxy-authorization", &auth)]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(got.status, 200);
+    {
+        let seen = recv.seen.lock().unwrap();
+        assert_eq!(seen[0].header("x-injected"), vec!["yes"]);
+        assert!(seen[0].header("proxy-authorization").is_empty());
+    }
+    // A host the allowlist does not admit is refused by the proxy, as for the sandbox.
+    let tcp = tokio::net::TcpStream::connect(proxy).await.unwrap();
+    let got = send(
+        tcp,
+        get(
+            &format!("http://other.test:{port}/"),
+            "other.test",
+            &[("proxy-authorization", &auth)],
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(got.status, 403);
+    assert_eq!(got.rule.as_deref(), Some("not-allowlisted"));
+    // Dropping the endpoint closes it.
+    drop(endpoint);
+    tokio::task::yield_now().await;
+    let closed = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        loop {
+            if tokio::net::TcpStream::connect(proxy).await.is_err() {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "the endpoint still accepts connections");
+}
