@@ -45,6 +45,8 @@ tests/conformance/run.sh --reference
 tests/conformance/run.sh --reference --runtime gvisor
 tests/approvals/run.sh
 HOOKBOX_RUNTIME=gvisor tests/approvals/run.sh
+tests/mcp_servers/run.sh
+HOOKBOX_RUNTIME=gvisor tests/mcp_servers/run.sh
 tests/webhooks/run.sh
 HOOKBOX_TEST_POSTGRES_URL="$pg_url" tests/triggers/run.sh
 tests/mcp/run.sh

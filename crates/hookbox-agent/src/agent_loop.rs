@@ -57,6 +57,8 @@ pub struct LoopContext<'a> {
     /// The client's `function` tools: their calls are not run here; the run ends
     /// `requires_action` with them (every call of that turn emitted first).
     pub functions: &'a [crate::model::FunctionDecl],
+    /// The remote MCP servers' tools (`mcp_server` tools), called through this seam.
+    pub mcp: &'a dyn crate::mcp::McpTools,
 }
 
 /// How a run ended.
@@ -103,16 +105,20 @@ pub async fn run(
         () = settle => {}
         _ = wait_cancelled(&mut cancel) => return cancelled(usage),
     }
+    // The model is offered the client's functions and the MCP servers' tools together, and
+    // told which servers could not be reached.
+    let offered = offered_functions(&ctx);
+    let system_instruction = with_unavailable_servers(ctx.system_instruction, ctx.mcp);
     for _turn in 0..config.max_model_turns {
         if *cancel.borrow() {
             return cancelled(usage);
         }
         let request = ModelRequest {
             model: ctx.model_name,
-            system_instruction: ctx.system_instruction,
+            system_instruction: system_instruction.as_deref(),
             steps: &conversation,
             tools: ctx.tools,
-            functions: ctx.functions,
+            functions: &offered,
         };
         let model_started = std::time::Instant::now();
         let span = tracing::info_span!(
@@ -172,6 +178,45 @@ pub async fn run(
                 .id
                 .clone()
                 .unwrap_or_else(|| format!("call_{}", conversation.len()));
+            // A remote MCP server's tool: its own step types, run through the MCP seam.
+            if let Some((server, tool)) = crate::mcp::resolve(ctx.mcp, &call.name) {
+                let (server, tool) = (server.to_owned(), tool.map(str::to_owned));
+                let name = tool.clone().unwrap_or_else(|| call.name.clone());
+                emit(
+                    &mut conversation,
+                    steps,
+                    Step::McpServerToolCall {
+                        id: id.clone(),
+                        name: name.clone(),
+                        server_name: server.clone(),
+                        arguments: call.args.clone(),
+                    },
+                )
+                .await;
+                let execution = match &tool {
+                    Some(tool) => tokio::select! {
+                        r = ctx.mcp.call(&server, tool, &call.args) => r,
+                        _ = wait_cancelled(&mut cancel) => return cancelled(usage),
+                    },
+                    None => {
+                        crate::seams::ToolExecution::error(unavailable_message(ctx.mcp, &server))
+                    }
+                };
+                emit(
+                    &mut conversation,
+                    steps,
+                    Step::McpServerToolResult {
+                        call_id: id,
+                        result: execution.output,
+                        name: Some(name),
+                        server_name: Some(server),
+                        is_error: Some(execution.is_error),
+                        hooks: (!execution.trace.is_null()).then_some(execution.trace),
+                    },
+                )
+                .await;
+                continue;
+            }
             emit(
                 &mut conversation,
                 steps,
@@ -229,6 +274,41 @@ pub async fn run(
             ),
         }],
     }
+}
+
+/// The client's functions and the MCP servers' tools, as the model is offered them.
+fn offered_functions(ctx: &LoopContext<'_>) -> Vec<crate::model::FunctionDecl> {
+    let mut offered = ctx.functions.to_vec();
+    offered.extend(ctx.mcp.tools().iter().map(|t| crate::model::FunctionDecl {
+        name: t.model_name(),
+        description: format!("[MCP server `{}`] {}", t.server, t.description),
+        parameters: t.parameters.clone(),
+    }));
+    offered
+}
+
+/// The system instruction, with one line per MCP server that could not be reached.
+fn with_unavailable_servers(
+    system: Option<&str>,
+    mcp: &dyn crate::mcp::McpTools,
+) -> Option<String> {
+    if mcp.unavailable().is_empty() {
+        return system.map(str::to_owned);
+    }
+    let mut text = system.map(|s| format!("{s}\n\n")).unwrap_or_default();
+    for (server, _) in mcp.unavailable() {
+        text.push_str(&format!("[mcp] {}\n", unavailable_message(mcp, server)));
+    }
+    Some(text)
+}
+
+fn unavailable_message(mcp: &dyn crate::mcp::McpTools, server: &str) -> String {
+    let why = mcp
+        .unavailable()
+        .iter()
+        .find(|(s, _)| s == server)
+        .map_or("not connected", |(_, why)| why.as_str());
+    format!("MCP server `{server}` is unavailable, so none of its tools can be called: {why}")
 }
 
 /// What [`execute`] returns: what the model sees, whether it is an error, the hook trace, and

@@ -79,7 +79,7 @@ impl GeminiModel {
                         let key = if is_error { "error" } else { "output" };
                         push(
                             "user",
-                            json!({"functionResponse": {"name": name.unwrap_or("tool"), "response": {key: output}}}),
+                            json!({"functionResponse": {"name": name.unwrap_or("tool".into()), "response": {key: output}}}),
                         );
                     }
                 }

@@ -10,6 +10,7 @@
 pub mod agent_loop;
 pub mod approval;
 pub mod gemini;
+pub mod mcp;
 pub mod model;
 pub mod offline;
 pub mod openai;

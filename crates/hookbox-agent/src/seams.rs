@@ -113,6 +113,28 @@ pub trait ToolExecutor: Send + Sync + std::fmt::Debug {
         output: Option<OutputSink>,
     ) -> ToolExecution;
 
+    /// Connects to the interaction's remote MCP servers, through the environment's egress,
+    /// for one run; servers that cannot be reached are listed as unavailable (never an error).
+    /// Executors that cannot reach any network report every server unavailable.
+    async fn mcp_session(
+        &self,
+        environment_id: &str,
+        servers: &[crate::mcp::McpServerSpec],
+    ) -> std::sync::Arc<dyn crate::mcp::McpTools> {
+        let _ = environment_id;
+        std::sync::Arc::new(crate::mcp::Unreachable(
+            servers
+                .iter()
+                .map(|s| {
+                    (
+                        s.name.clone(),
+                        "this server cannot reach MCP servers".to_owned(),
+                    )
+                })
+                .collect(),
+        ))
+    }
+
     /// Runs the environment's interaction hooks for `payload.hook_event_name` (hookbox
     /// extension). Executors without hooks run none.
     async fn interaction_hooks(

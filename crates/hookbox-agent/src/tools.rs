@@ -105,13 +105,14 @@ pub fn result_step(
 pub enum ToolStep<'a> {
     Call {
         id: &'a str,
-        name: &'a str,
+        /// The name the model called (for an MCP tool, its [`crate::mcp::model_name`]).
+        name: std::borrow::Cow<'a, str>,
         args: Value,
         signature: Option<&'a str>,
     },
     Result {
         call_id: &'a str,
-        name: Option<&'a str>,
+        name: Option<std::borrow::Cow<'a, str>>,
         output: &'a Value,
         is_error: bool,
     },
@@ -131,7 +132,7 @@ pub fn as_tool_step(step: &Step) -> Option<ToolStep<'_>> {
             signature,
         } => Some(ToolStep::Call {
             id,
-            name: ToolName::CodeExecution.as_str(),
+            name: ToolName::CodeExecution.as_str().into(),
             args: serde_json::to_value(arguments).unwrap_or(Value::Null),
             signature: signature.as_deref(),
         }),
@@ -142,9 +143,36 @@ pub fn as_tool_step(step: &Step) -> Option<ToolStep<'_>> {
             signature,
         } => Some(ToolStep::Call {
             id,
-            name,
+            name: name.as_str().into(),
             args: arguments.clone(),
             signature: signature.as_deref(),
+        }),
+        Step::McpServerToolCall {
+            id,
+            name,
+            server_name,
+            arguments,
+        } => Some(ToolStep::Call {
+            id,
+            name: crate::mcp::model_name(server_name, name).into(),
+            args: arguments.clone(),
+            signature: None,
+        }),
+        Step::McpServerToolResult {
+            call_id,
+            result,
+            name,
+            server_name,
+            is_error,
+            ..
+        } => Some(ToolStep::Result {
+            call_id,
+            name: match (server_name, name) {
+                (Some(server), Some(tool)) => Some(crate::mcp::model_name(server, tool).into()),
+                _ => name.as_deref().map(Into::into),
+            },
+            output: result,
+            is_error: is_error.unwrap_or(false),
         }),
         Step::CodeExecutionResult {
             call_id,
@@ -153,7 +181,7 @@ pub fn as_tool_step(step: &Step) -> Option<ToolStep<'_>> {
             ..
         } => Some(ToolStep::Result {
             call_id,
-            name: Some(ToolName::CodeExecution.as_str()),
+            name: Some(ToolName::CodeExecution.as_str().into()),
             output: result,
             is_error: is_error.unwrap_or(false),
         }),
@@ -165,7 +193,7 @@ pub fn as_tool_step(step: &Step) -> Option<ToolStep<'_>> {
             ..
         } => Some(ToolStep::Result {
             call_id,
-            name: name.as_deref(),
+            name: name.as_deref().map(Into::into),
             output: result,
             is_error: is_error.unwrap_or(false),
         }),

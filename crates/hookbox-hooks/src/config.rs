@@ -14,7 +14,9 @@
 //! - `timeout` must be a positive number of seconds; larger than [`MAX_TIMEOUT`] is clamped;
 //! - unknown keys are warnings (they are usually typos of a real key);
 //! - `pre_interaction` / `post_interaction` (hookbox extensions) take rules of the same shape;
-//!   their matchers are matched against the agent's name, so no tool-name lint applies.
+//!   their matchers are matched against the agent's name, so no tool-name lint applies;
+//! - a tool matcher that starts with `mcp:` (hookbox extension) matches remote MCP tools,
+//!   `mcp:<server>/<tool>`, and nothing else; no other matcher (not even `*`) matches them.
 
 use std::time::Duration;
 
@@ -367,8 +369,12 @@ impl Parser<'_> {
                 );
             }
             Matcher::Regex { .. } => {
-                // Interaction events match agent names, which no list knows.
-                if event.is_tool_event() && matcher.matched_tools().is_empty() {
+                // Interaction events match agent names, and `mcp:` matchers remote MCP tools,
+                // which no list knows.
+                if event.is_tool_event()
+                    && !pattern.starts_with(crate::engine::MCP_PREFIX)
+                    && matcher.matched_tools().is_empty()
+                {
                     let message = no_tool_message(pattern);
                     self.warn(path, message);
                 }
@@ -822,6 +828,19 @@ mod tests {
         assert!(
             d.message.contains(r#""write_file" → "write_to_file""#),
             "{d}"
+        );
+    }
+
+    #[test]
+    fn mcp_matchers_name_remote_tools_without_a_lint() {
+        let (groups, diags) = parse_str(
+            r#"{"g":{"pre_tool_execution":[{"matcher":"mcp:docs/.*","hooks":[{"type":"command","command":"x"}]}]}}"#,
+        );
+        assert!(diags.is_empty(), "{diags:?}");
+        assert!(
+            groups[0].pre_tool_execution[0]
+                .matcher
+                .matches("mcp:docs/search")
         );
     }
 

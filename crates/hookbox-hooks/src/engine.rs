@@ -38,6 +38,10 @@ use crate::config::{Group, Handler, HandlerKind, HooksConfig, OnFailure, Rule};
 use crate::http::{DEFAULT_RESPONSE_LIMIT, HttpError, HttpPoster, HttpRequest};
 use crate::runner::{CommandRequest, CommandRunner, DEFAULT_OUTPUT_LIMIT, Termination};
 
+/// How the names of remote MCP tools begin (`mcp:<server>/<tool>`), and the matchers that may
+/// match them.
+pub const MCP_PREFIX: &str = "mcp:";
+
 /// The longest deny reason passed on to the model; longer ones are cut.
 pub const MAX_REASON_LEN: usize = 8 * 1024;
 
@@ -303,6 +307,32 @@ impl HookEngine {
             hook_event_name: HookEvent::PostToolExecution,
         };
         self.dispatch(config, &payload).await
+    }
+
+    /// Runs `event`'s hooks for a call of a tool that is not one of the six (a remote MCP
+    /// server's, `name` = `mcp:<server>/<tool>`; hookbox extension). Only matchers that start
+    /// with `mcp:` match such names, so a reference-style file never sees them. `updated_args`
+    /// are accepted as any JSON object (the server checks them); `error` as in
+    /// [`Self::post_tool`].
+    pub async fn named_tool(
+        &self,
+        config: &HooksConfig,
+        event: HookEvent,
+        name: &str,
+        args: &serde_json::Value,
+        environment_id: &str,
+        error: Option<&str>,
+    ) -> Dispatch {
+        let mut payload = serde_json::json!({
+            "tool_call": {"name": name, "args": args},
+            "environment_id": environment_id,
+        });
+        if let Some(error) = error {
+            payload["error"] = serde_json::Value::String(error.to_owned());
+        }
+        payload["hook_event_name"] = serde_json::json!(event);
+        self.dispatch_value(config, event, name, None, payload)
+            .await
     }
 
     /// Runs `pre_interaction` or `post_interaction` hooks (hookbox extension): their matchers
@@ -634,11 +664,16 @@ fn matching_rules<'a>(
     event: HookEvent,
     subject: &'a str,
 ) -> impl Iterator<Item = (&'a Group, &'a Rule)> {
+    // A remote MCP tool (`mcp:<server>/<tool>`) is matched only by matchers written for one.
+    let mcp = subject.starts_with(MCP_PREFIX);
     config.groups.iter().flat_map(move |group| {
         group
             .rules(event)
             .iter()
-            .filter(move |rule| rule.matcher.matches(subject))
+            .filter(move |rule| {
+                let written_for_mcp = matches!(&rule.matcher, crate::matcher::Matcher::Regex { pattern, .. } if pattern.starts_with(MCP_PREFIX));
+                mcp == written_for_mcp && rule.matcher.matches(subject)
+            })
             .map(move |rule| (group, rule))
     })
 }

@@ -6,6 +6,11 @@
 //! Served over stdio ([`serve_stdio`]) or streamable HTTP ([`router`], mounted at `/mcp`), with
 //! the official Rust SDK (`rmcp`). This crate translates MCP to the lifecycle and back; it must
 //! not run hooks or tools itself, nor open stores (the binary hands it an opened environment).
+//!
+//! [`client`] is the other direction: the agent's connections to remote MCP servers (an
+//! interaction's `mcp_server` tools), through the environment's egress.
+
+pub mod client;
 
 use std::sync::Arc;
 

@@ -144,6 +144,29 @@ pub enum Step {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         hooks: Option<Value>,
     },
+    /// A call of a remote MCP server's tool (an `mcp_server` tool of the request).
+    McpServerToolCall {
+        id: String,
+        /// The tool's name on its server.
+        name: String,
+        server_name: String,
+        arguments: Value,
+    },
+    McpServerToolResult {
+        call_id: String,
+        /// The tool's output (text), or why the call failed.
+        result: Value,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        server_name: Option<String>,
+        /// hookbox extension, as on function results.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        is_error: Option<bool>,
+        /// hookbox extension: the hooks that ran around the call (only with `mcp:` matchers).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        hooks: Option<Value>,
+    },
     #[serde(untagged)]
     Other(Value),
 }
@@ -174,6 +197,8 @@ impl Step {
             Step::CodeExecutionResult { .. } => "code_execution_result",
             Step::FunctionCall { .. } => "function_call",
             Step::FunctionResult { .. } => "function_result",
+            Step::McpServerToolCall { .. } => "mcp_server_tool_call",
+            Step::McpServerToolResult { .. } => "mcp_server_tool_result",
             Step::Other(v) => v.get("type").and_then(Value::as_str).unwrap_or("unknown"),
         }
     }

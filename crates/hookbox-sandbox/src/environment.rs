@@ -1029,6 +1029,21 @@ impl Environment {
             .await
     }
 
+    /// Runs `event`'s hooks for a remote MCP tool's call, `name` = `mcp:<server>/<tool>`
+    /// (hookbox extension: only `mcp:` matchers match; see [`HookEngine::named_tool`]).
+    pub async fn named_tool_hooks(
+        &self,
+        event: hookbox_protocol::HookEvent,
+        name: &str,
+        args: &Value,
+        error: Option<&str>,
+    ) -> Dispatch {
+        let hooks = self.hooks.load(self.frozen.as_ref().unwrap_or(&self.tree));
+        self.engine
+            .named_tool(&hooks.config, event, name, args, &self.meta.id, error)
+            .await
+    }
+
     /// Runs the `pre_interaction` or `post_interaction` hooks of the environment's hooks files
     /// (hookbox extension): command handlers in its sandbox, http handlers through its egress,
     /// exactly as tool hooks run.

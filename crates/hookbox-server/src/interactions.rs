@@ -12,6 +12,7 @@ use axum::extract::{Extension, Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use hookbox_agent::agent_loop::{LoopContext, LoopEvent, LoopOutcome};
 use hookbox_agent::approval;
+use hookbox_agent::mcp::McpServerSpec;
 use hookbox_agent::seams::EnvironmentSetup;
 use hookbox_protocol::api::{
     Agent, Content, CreateInteractionRequest, EnvironmentRef, EnvironmentStatus, Input,
@@ -461,6 +462,124 @@ fn mark_approval_answers(
     Ok(answers)
 }
 
+/// The longest MCP server name (it is part of every name the model calls its tools by).
+const MAX_MCP_SERVER_NAME: usize = 32;
+
+/// The `mcp_server` tools of `tools`: a name (letters, digits, `_`, `-`; unique), an `http(s)`
+/// URL, string headers, and `allowed_tools` (`[{"tools": [...]}]`).
+fn mcp_servers(tools: Option<&[Value]>) -> ApiResult<Vec<McpServerSpec>> {
+    let mut servers: Vec<McpServerSpec> = Vec::new();
+    for (i, tool) in tools.unwrap_or_default().iter().enumerate() {
+        if tool.get("type").and_then(Value::as_str) != Some("mcp_server") {
+            continue;
+        }
+        let bad = |field: &str, why: &str| {
+            ApiError::bad_request(format!("Invalid `tools[{i}].{field}`: {why}."))
+        };
+        let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
+        if name.is_empty()
+            || name.len() > MAX_MCP_SERVER_NAME
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
+        {
+            return Err(bad(
+                "name",
+                &format!("`{name}` must be 1-{MAX_MCP_SERVER_NAME} letters, digits, `_` or `-`"),
+            ));
+        }
+        if servers.iter().any(|s| s.name == name) {
+            return Err(bad("name", &format!("`{name}` is declared twice")));
+        }
+        let url = tool.get("url").and_then(Value::as_str).unwrap_or_default();
+        match reqwest::Url::parse(url) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some() => {}
+            _ => return Err(bad("url", &format!("`{url}` is not an http(s) URL"))),
+        }
+        let headers = match tool.get("headers") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Object(map)) => {
+                let mut headers = Vec::new();
+                for (k, v) in map {
+                    let Some(v) = v.as_str() else {
+                        return Err(bad(&format!("headers.{k}"), "expected a string"));
+                    };
+                    if reqwest::header::HeaderName::from_bytes(k.as_bytes()).is_err()
+                        || reqwest::header::HeaderValue::from_str(v).is_err()
+                    {
+                        return Err(bad(&format!("headers.{k}"), "not a valid HTTP header"));
+                    }
+                    headers.push((k.clone(), v.to_owned()));
+                }
+                headers
+            }
+            Some(_) => return Err(bad("headers", "expected an object of strings")),
+        };
+        let allowed_tools = match tool.get("allowed_tools") {
+            None | Some(Value::Null) => None,
+            Some(Value::Array(entries)) => {
+                let mut names = Vec::new();
+                for (j, entry) in entries.iter().enumerate() {
+                    match entry.get("tools") {
+                        None | Some(Value::Null) => {}
+                        Some(Value::Array(list)) => {
+                            for t in list {
+                                match t.as_str() {
+                                    Some(t) => names.push(t.to_owned()),
+                                    None => {
+                                        return Err(bad(
+                                            &format!("allowed_tools[{j}].tools"),
+                                            "expected tool names (strings)",
+                                        ));
+                                    }
+                                }
+                            }
+                        }
+                        Some(_) => {
+                            return Err(bad(
+                                &format!("allowed_tools[{j}].tools"),
+                                "expected a list of tool names",
+                            ));
+                        }
+                    }
+                }
+                Some(names)
+            }
+            Some(_) => {
+                return Err(bad(
+                    "allowed_tools",
+                    "expected a list of {\"tools\": [...]}",
+                ));
+            }
+        };
+        servers.push(McpServerSpec {
+            name: name.to_owned(),
+            url: url.to_owned(),
+            headers,
+            allowed_tools,
+        });
+    }
+    Ok(servers)
+}
+
+/// `tools` as stored and echoed: `mcp_server` headers' values are secrets, never kept.
+fn redacted_tools(tools: &[Value]) -> Vec<Value> {
+    tools
+        .iter()
+        .map(|tool| {
+            let mut tool = tool.clone();
+            if tool.get("type").and_then(Value::as_str) == Some("mcp_server")
+                && let Some(Value::Object(headers)) = tool.get_mut("headers")
+            {
+                for value in headers.values_mut() {
+                    *value = Value::String("[redacted]".into());
+                }
+            }
+            tool
+        })
+        .collect()
+}
+
 /// Checks `function_result` steps of a continuation against what `previous` waits for: it
 /// must be `requires_action`, and every pending `function_call` of its last turn must get
 /// exactly one result (no unknown `call_id`, none missing). A call paused for a reviewer is
@@ -568,6 +687,7 @@ pub async fn create(
         return Err(ApiError::bad_request("`input` is empty."));
     }
     let functions = function_tools(req.tools.as_deref())?;
+    let mcp = mcp_servers(req.tools.as_deref())?;
     // A continuation that answers calls is checked and stored under the approvals lock, so the
     // approvals sweeper cannot time out the same paused calls meanwhile.
     let _settling = match new_steps
@@ -717,6 +837,7 @@ pub async fn create(
         first_index: interaction.steps.len(),
         keep: req.store != Some(false),
         functions,
+        mcp,
         agent: req.agent.clone().unwrap_or_default(),
         input: Some(interaction.steps.clone()),
     };
@@ -751,7 +872,12 @@ fn echoes(req: &CreateInteractionRequest) -> Map<String, Value> {
             .as_ref()
             .and_then(|c| serde_json::to_value(c).ok()),
     );
-    put("tools", req.tools.clone().map(Value::Array));
+    put(
+        "tools",
+        req.tools
+            .as_deref()
+            .map(|tools| Value::Array(redacted_tools(tools))),
+    );
     put("system_instruction", req.system_instruction.clone());
     for key in ["labels", "service_tier", "webhook_config"] {
         put(key, req.extra.get(key).cloned());
@@ -777,6 +903,8 @@ struct RunSpec {
     keep: bool,
     /// The client's `function` tools.
     functions: Vec<hookbox_agent::model::FunctionDecl>,
+    /// The remote MCP servers (`mcp_server` tools).
+    mcp: Vec<McpServerSpec>,
     /// The agent it runs, as named in the request (what interaction hooks' matchers match).
     agent: String,
     /// The steps this interaction was given, for `pre_interaction` hooks; `None` for a paused
@@ -881,6 +1009,10 @@ async fn drive(
         None => hookbox_agent::InteractionHooks::default(),
     };
     let system_instruction = with_hook_context(run.system_instruction.as_deref(), &pre.context);
+    let mcp: Arc<dyn hookbox_agent::mcp::McpTools> = match (&pre.denied, run.mcp.is_empty()) {
+        (None, false) => executor.mcp_session(&run.environment_id, &run.mcp).await,
+        _ => Arc::new(hookbox_agent::mcp::NoMcp),
+    };
     let ctx = LoopContext {
         model: inner.model.as_ref(),
         executor,
@@ -889,6 +1021,7 @@ async fn drive(
         system_instruction: system_instruction.as_deref(),
         tools: &ToolName::ALL,
         functions: &run.functions,
+        mcp: mcp.as_ref(),
     };
     let persist = async {
         let mut index = run.first_index;
@@ -1127,6 +1260,15 @@ pub(crate) async fn resume_timed_out(
         first_index: index,
         keep: true,
         functions: function_tools(tools).unwrap_or_default(),
+        // The stored tools carry no header values: servers are reached without them.
+        mcp: mcp_servers(tools)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|s| McpServerSpec {
+                headers: Vec::new(),
+                ..s
+            })
+            .collect(),
         agent: paused.agent.clone().unwrap_or_default(),
         input: None,
     };

@@ -683,6 +683,14 @@ impl ToolExecutor for ClusterSlots<'_> {
         self.inner.interaction_hooks(environment_id, payload).await
     }
 
+    async fn mcp_session(
+        &self,
+        environment_id: &str,
+        servers: &[hookbox_agent::mcp::McpServerSpec],
+    ) -> Arc<dyn hookbox_agent::mcp::McpTools> {
+        self.inner.mcp_session(environment_id, servers).await
+    }
+
     async fn execute_approved(
         &self,
         environment_id: &str,

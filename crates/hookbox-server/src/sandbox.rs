@@ -123,6 +123,8 @@ pub struct SandboxBackend {
     slots: Option<Arc<SlotRegistry>>,
     /// Snapshots in object storage: restore before open, checkpoints after changes.
     snapshots: Option<Arc<hookbox_snapshot::Manager>>,
+    /// Limits of the agent's connections to remote MCP servers.
+    mcp: hookbox_mcp::client::ClientOptions,
 }
 
 impl SandboxBackend {
@@ -139,6 +141,7 @@ impl SandboxBackend {
             open: Mutex::new(HashMap::new()),
             slots: None,
             snapshots: None,
+            mcp: hookbox_mcp::client::ClientOptions::default(),
         }
     }
 
@@ -179,6 +182,12 @@ impl SandboxBackend {
 
     /// Every sandboxed process of an environment counts against its project's slots in
     /// `slots` (the server sets their limits from the `sandbox_processes` quota).
+    /// Limits of the agent's connections to remote MCP servers (`mcp_server` tools).
+    pub fn with_mcp_options(mut self, options: hookbox_mcp::client::ClientOptions) -> Self {
+        self.mcp = options;
+        self
+    }
+
     pub fn with_slots(mut self, slots: Arc<SlotRegistry>) -> Self {
         self.slots = Some(slots);
         self
@@ -615,6 +624,32 @@ impl ToolExecutor for SandboxBackend {
     ) -> ToolExecution {
         self.run_call_as(environment_id, call, output.map(utf8_tap), Gate::Approved)
             .await
+    }
+
+    async fn mcp_session(
+        &self,
+        environment_id: &str,
+        servers: &[hookbox_agent::mcp::McpServerSpec],
+    ) -> Arc<dyn hookbox_agent::mcp::McpTools> {
+        match self.env(environment_id).await {
+            Ok(env) => {
+                Arc::new(hookbox_mcp::client::McpSession::connect(env, servers, self.mcp).await)
+            }
+            Err(err) => {
+                tracing::warn!(environment_id, error = %err, "cannot open the environment for its MCP connections");
+                Arc::new(hookbox_agent::mcp::Unreachable(
+                    servers
+                        .iter()
+                        .map(|s| {
+                            (
+                                s.name.clone(),
+                                "the environment could not be opened".to_owned(),
+                            )
+                        })
+                        .collect(),
+                ))
+            }
+        }
     }
 
     async fn interaction_hooks(

@@ -465,3 +465,60 @@ fn interaction_events_parse_without_tool_lints_and_a_reference_file_is_unchanged
     );
     assert!(groups[0].pre_interaction.is_empty() && groups[0].post_interaction.is_empty());
 }
+
+#[tokio::test]
+async fn only_matchers_written_for_mcp_see_remote_mcp_tools() {
+    use hookbox_protocol::HookEvent;
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_in(dir.path());
+    let deny = |reason: &str| {
+        command(
+            &format!("echo '{{\"decision\":\"deny\",\"reason\":\"{reason}\"}}'"),
+            5.0,
+        )
+    };
+    let hooks = config(
+        &json!({
+            "star": {"pre_tool_execution": [{"matcher": "*", "hooks": [deny("star")]}]},
+            "mcp": {"pre_tool_execution": [{"matcher": "mcp:docs/.*", "hooks": [
+                command("python3 -c 'import json,sys; p=json.load(sys.stdin); print(json.dumps({\"decision\": \"deny\", \"reason\": p[\"tool_call\"][\"name\"] + \" \" + p[\"tool_call\"][\"args\"][\"q\"]}))'", 5.0)
+            ]}]},
+        })
+        .to_string(),
+    );
+    // A remote tool: `*` does not fire (the reference), the mcp: matcher does, with the payload.
+    let d = engine
+        .named_tool(
+            &hooks,
+            HookEvent::PreToolExecution,
+            "mcp:docs/search",
+            &json!({"q": "x"}),
+            "env_1",
+            None,
+        )
+        .await;
+    assert!(
+        matches!(&d.decision, Decision::Deny { reason, group } if reason == "mcp:docs/search x" && group == "mcp"),
+        "{d:?}"
+    );
+    assert_eq!(d.trace.len(), 1);
+    // Another server: nothing matches.
+    let d = engine
+        .named_tool(
+            &hooks,
+            HookEvent::PreToolExecution,
+            "mcp:other/search",
+            &json!({"q": "x"}),
+            "env_1",
+            None,
+        )
+        .await;
+    assert_eq!(d.decision, Decision::Allow);
+    assert!(d.trace.is_empty());
+    // A built-in tool: `*` fires as always, the mcp: matcher never does.
+    let d = engine
+        .pre_tool(&hooks, &call(ToolName::CodeExecution), "env_1")
+        .await;
+    assert!(matches!(&d.decision, Decision::Deny { reason, .. } if reason == "star"));
+    assert_eq!(d.trace.len(), 1);
+}

@@ -111,6 +111,11 @@ pub struct ServeArgs {
     /// for an approval; unanswered by then, it is denied and the interaction goes on, saying so.
     #[arg(long, value_name = "SECS", default_value_t = hookbox_agent::agent_loop::DEFAULT_ASK_TIMEOUT.as_secs_f64(), value_parser = parse_ask_timeout)]
     pub ask_timeout: f64,
+    /// Remote MCP servers (`mcp_server` tools): how long one tool call may take before the
+    /// model gets a time-out error (connecting and listing a server's tools get a quarter of
+    /// it, at least 5 s).
+    #[arg(long, value_name = "SECS", default_value_t = 60.0, value_parser = parse_mcp_timeout)]
+    pub mcp_timeout: f64,
     /// fsync every commit (survives power loss, slower). Default: WAL with synchronous=NORMAL,
     /// which survives a crash or SIGKILL of hookbox.
     #[arg(long)]
@@ -202,6 +207,15 @@ fn parse_grace(text: &str) -> Result<f64, String> {
         Ok(secs) if (0.0..=86_400.0).contains(&secs) => Ok(secs),
         _ => Err(format!(
             "`{text}` is not a number of seconds from 0 to 86400"
+        )),
+    }
+}
+
+fn parse_mcp_timeout(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(secs) if (1.0..=3600.0).contains(&secs) => Ok(secs),
+        _ => Err(format!(
+            "`{text}` is not a number of seconds from 1 to 3600"
         )),
     }
 }
@@ -450,7 +464,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         },
         Clock::system(),
     )
-    .with_slots(slots.clone());
+    .with_slots(slots.clone())
+    .with_mcp_options(hookbox_mcp::client::ClientOptions {
+        call_timeout: Duration::from_secs_f64(args.mcp_timeout),
+        connect_timeout: Duration::from_secs_f64((args.mcp_timeout / 4.0).max(5.0)),
+        ..Default::default()
+    });
     if let Some(manager) = &snapshots {
         backend = backend.with_snapshots(manager.clone());
         // Among replicas only an environment's lease holder writes its snapshots.

@@ -1,0 +1,136 @@
+//! Remote MCP servers' tools (`mcp_server` tools of an interaction) as the loop sees them: what
+//! the model is offered, the name it calls each tool by, and the seam that runs a call
+//! ([`McpTools`], implemented where connections and egress live). This module opens no
+//! connection itself.
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use crate::seams::ToolExecution;
+
+/// One `mcp_server` entry of an interaction's `tools`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpServerSpec {
+    /// How steps and hook matchers name the server (`mcp:<name>/<tool>`).
+    pub name: String,
+    pub url: String,
+    /// Sent with every request to the server, as given; never stored or traced.
+    pub headers: Vec<(String, String)>,
+    /// `allowed_tools[].tools`, all lists together; `None`: every tool the server lists.
+    pub allowed_tools: Option<Vec<String>>,
+}
+
+/// A tool of a connected server, as offered to the model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpToolDecl {
+    pub server: String,
+    pub tool: String,
+    pub description: String,
+    /// JSON schema of its arguments.
+    pub parameters: Value,
+}
+
+impl McpToolDecl {
+    /// The function name the model calls it by ([`model_name`]).
+    pub fn model_name(&self) -> String {
+        model_name(&self.server, &self.tool)
+    }
+}
+
+/// The name a model calls `tool` of `server` by: `<server>__<tool>`, with every character
+/// outside `[A-Za-z0-9_-]` replaced by `_` and cut to 64 characters, which both Gemini and
+/// OpenAI-compatible servers accept.
+pub fn model_name(server: &str, tool: &str) -> String {
+    format!("{server}__{tool}")
+        .chars()
+        .map(|c| match c {
+            'A'..='Z' | 'a'..='z' | '0'..='9' | '_' | '-' => c,
+            _ => '_',
+        })
+        .take(64)
+        .collect()
+}
+
+/// The hook matcher name of a call (`mcp:<server>/<tool>`): only matchers that start with
+/// `mcp:` see it.
+pub fn hook_name(server: &str, tool: &str) -> String {
+    format!("mcp:{server}/{tool}")
+}
+
+/// The remote MCP servers of one run: their tools, the ones that could not be reached, and
+/// calls.
+#[async_trait]
+pub trait McpTools: Send + Sync + std::fmt::Debug {
+    /// The tools offered to the model (already filtered by `allowed_tools`).
+    fn tools(&self) -> &[McpToolDecl];
+    /// Servers whose tools could not be listed, with why (told to the model; a call of a tool
+    /// of theirs gets the reason as its error).
+    fn unavailable(&self) -> &[(String, String)];
+    /// Calls `tool` of `server` (through the environment's hooks for `mcp:` matchers, if any):
+    /// failures are error results, never errors of the run.
+    async fn call(&self, server: &str, tool: &str, args: &Value) -> ToolExecution;
+}
+
+/// No MCP servers.
+#[derive(Debug, Default)]
+pub struct NoMcp;
+
+#[async_trait]
+impl McpTools for NoMcp {
+    fn tools(&self) -> &[McpToolDecl] {
+        &[]
+    }
+
+    fn unavailable(&self) -> &[(String, String)] {
+        &[]
+    }
+
+    async fn call(&self, server: &str, _tool: &str, _args: &Value) -> ToolExecution {
+        ToolExecution::error(format!("MCP server `{server}` is not connected"))
+    }
+}
+
+/// Servers none of which could be reached, each with why.
+#[derive(Debug, Default)]
+pub struct Unreachable(pub Vec<(String, String)>);
+
+#[async_trait]
+impl McpTools for Unreachable {
+    fn tools(&self) -> &[McpToolDecl] {
+        &[]
+    }
+
+    fn unavailable(&self) -> &[(String, String)] {
+        &self.0
+    }
+
+    async fn call(&self, server: &str, _tool: &str, _args: &Value) -> ToolExecution {
+        ToolExecution::error(format!("MCP server `{server}` is not connected"))
+    }
+}
+
+/// What a model-facing function name refers to among `mcp`'s servers: `(server, tool)` of an
+/// offered tool, or `(server, None)` for a name that starts with an unavailable server's
+/// prefix.
+pub fn resolve<'a>(mcp: &'a dyn McpTools, name: &str) -> Option<(&'a str, Option<&'a str>)> {
+    if let Some(t) = mcp.tools().iter().find(|t| t.model_name() == name) {
+        return Some((&t.server, Some(&t.tool)));
+    }
+    mcp.unavailable()
+        .iter()
+        .find(|(server, _)| name.starts_with(&model_name(server, "")))
+        .map(|(server, _)| (server.as_str(), None))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_names_are_safe_for_every_backend() {
+        assert_eq!(model_name("docs", "search"), "docs__search");
+        assert_eq!(model_name("my.srv", "a/b c"), "my_srv__a_b_c");
+        assert_eq!(model_name(&"x".repeat(50), &"y".repeat(50)).len(), 64);
+        assert_eq!(hook_name("docs", "search"), "mcp:docs/search");
+    }
+}

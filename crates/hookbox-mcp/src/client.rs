@@ -1,0 +1,390 @@
+//! The client side: an agent's connections to remote MCP servers (an interaction's
+//! `mcp_server` tools), with `rmcp` over streamable HTTP.
+//!
+//! Every connection leaves through the environment's own egress proxy (a token-guarded
+//! loopback door into it, [`hookbox_egress::LocalEndpoint`]), so the environment's allowlist
+//! must admit the server's host, the SSRF defences apply whatever DNS says, credentials are
+//! injected by the proxy (intercepted TLS is trusted through the environment's CA), and the
+//! audit log records it, exactly as for the sandbox's own traffic. A server that is refused,
+//! does not answer or times out is reported, never fatal: [`McpSession`] lists it as
+//! unavailable, or its call gets an error result. Calls go through the environment's hooks
+//! only where a matcher written for MCP (`mcp:<server>/<tool>`) says so. Header values are sent
+//! as given and never logged. This module must not run tools or decide policy itself.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use hookbox_agent::mcp::{McpServerSpec, McpToolDecl, McpTools, hook_name};
+use hookbox_agent::seams::ToolExecution;
+use hookbox_egress::{EgressProxy, LOCAL_PROXY_USER, LocalEndpoint};
+use hookbox_hooks::Decision;
+use hookbox_protocol::HookEvent;
+use hookbox_sandbox::environment::Environment;
+use rmcp::ServiceExt as _;
+use rmcp::model::{CallToolRequestParams, ContentBlock};
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rustls_pki_types::pem::PemObject as _;
+use serde_json::Value;
+
+/// Limits of a session.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientOptions {
+    /// Connecting and listing one server's tools.
+    pub connect_timeout: Duration,
+    /// One tool call.
+    pub call_timeout: Duration,
+    /// The most of a tool's output kept for the model (bytes); more is cut, saying so.
+    pub output_limit: usize,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            connect_timeout: Duration::from_secs(15),
+            call_timeout: Duration::from_secs(60),
+            output_limit: 1024 * 1024,
+        }
+    }
+}
+
+/// A run's connections to its MCP servers.
+#[derive(Debug)]
+pub struct McpSession {
+    env: Arc<Environment>,
+    options: ClientOptions,
+    servers: HashMap<String, Connected>,
+    tools: Vec<McpToolDecl>,
+    unavailable: Vec<(String, String)>,
+}
+
+#[derive(Debug)]
+struct Connected {
+    service: RunningService<RoleClient, ()>,
+    /// Keeps the egress door open as long as the connection.
+    _endpoint: LocalEndpoint,
+}
+
+impl McpSession {
+    /// Connects to every server (one after the other, each bounded by the connect timeout)
+    /// and lists its tools, keeping those `allowed_tools` names.
+    pub async fn connect(
+        env: Arc<Environment>,
+        servers: &[McpServerSpec],
+        options: ClientOptions,
+    ) -> McpSession {
+        let mut session = McpSession {
+            env,
+            options,
+            servers: HashMap::new(),
+            tools: Vec::new(),
+            unavailable: Vec::new(),
+        };
+        for spec in servers {
+            let connected =
+                tokio::time::timeout(options.connect_timeout, session.connect_one(spec)).await;
+            let result = match connected {
+                Ok(result) => result,
+                Err(_) => Err(format!(
+                    "no answer within {} s",
+                    options.connect_timeout.as_secs_f64()
+                )),
+            };
+            match result {
+                Ok((connected, listed)) => {
+                    tracing::info!(server = %spec.name, tools = listed.len(), "MCP server connected");
+                    session.tools.extend(
+                        listed
+                            .into_iter()
+                            .filter(|t| allowed(spec, &t.tool))
+                            .collect::<Vec<_>>(),
+                    );
+                    session.servers.insert(spec.name.clone(), connected);
+                }
+                Err(why) => {
+                    tracing::warn!(server = %spec.name, reason = %why, "MCP server unavailable");
+                    session.unavailable.push((spec.name.clone(), why));
+                }
+            }
+        }
+        session
+    }
+
+    async fn connect_one(
+        &self,
+        spec: &McpServerSpec,
+    ) -> Result<(Connected, Vec<McpToolDecl>), String> {
+        let url = reqwest_mcp::Url::parse(&spec.url).map_err(|e| format!("bad url: {e}"))?;
+        let host = url.host_str().unwrap_or_default();
+        let port = url.port_or_known_default().unwrap_or(80);
+        let egress = self.env.network().egress();
+        // Said plainly before anything is sent (the proxy decides again for every connection).
+        if let Err(denial) = egress.authorize(host.trim_matches(['[', ']']), port) {
+            return Err(format!(
+                "refused by the environment's egress policy: {denial}"
+            ));
+        }
+        let endpoint = EgressProxy::new(egress.clone())
+            .local_endpoint()
+            .await
+            .map_err(|e| format!("cannot open the egress proxy: {e}"))?;
+        let client = http_client(&endpoint, egress.ca_cert_pem())?;
+        let mut headers = HashMap::new();
+        for (name, value) in &spec.headers {
+            let name = name
+                .parse::<http::HeaderName>()
+                .map_err(|_| format!("header `{name}` is not a valid name"))?;
+            let value = http::HeaderValue::from_str(value)
+                .map_err(|_| format!("header `{name}` has an invalid value"))?;
+            headers.insert(name, value);
+        }
+        let mut config = StreamableHttpClientTransportConfig::with_uri(spec.url.as_str())
+            .custom_headers(headers);
+        config.max_json_response_size = 4 * self.options.output_limit;
+        config.reinit_on_expired_session = true;
+        let transport = StreamableHttpClientTransport::with_client(client, config);
+        let service = ()
+            .serve(transport)
+            .await
+            .map_err(|e| format!("could not connect: {}", plain_error(&e)))?;
+        let listed = service
+            .list_all_tools()
+            .await
+            .map_err(|e| format!("could not list its tools: {}", plain_error(&e)))?;
+        let tools = listed
+            .into_iter()
+            .map(|t| McpToolDecl {
+                server: spec.name.clone(),
+                tool: t.name.to_string(),
+                description: t.description.as_deref().unwrap_or_default().to_owned(),
+                parameters: Value::Object((*t.input_schema).clone()),
+            })
+            .collect();
+        Ok((
+            Connected {
+                service,
+                _endpoint: endpoint,
+            },
+            tools,
+        ))
+    }
+
+    /// Closes every connection.
+    pub async fn close(self) {
+        for (_, connected) in self.servers {
+            let _ = connected.service.cancel().await;
+        }
+    }
+
+    async fn call_server(&self, server: &str, tool: &str, args: &Value) -> (String, bool) {
+        let Some(connected) = self.servers.get(server) else {
+            return (format!("MCP server `{server}` is not connected"), true);
+        };
+        let mut params = CallToolRequestParams::new(tool.to_owned());
+        match args {
+            Value::Object(map) => params = params.with_arguments(map.clone()),
+            Value::Null => {}
+            other => {
+                return (
+                    format!("the arguments of an MCP tool must be a JSON object, not {other}"),
+                    true,
+                );
+            }
+        }
+        let call = connected.service.call_tool(params);
+        match tokio::time::timeout(self.options.call_timeout, call).await {
+            Err(_) => (
+                format!(
+                    "MCP server `{server}` did not answer the call of `{tool}` within {} s",
+                    self.options.call_timeout.as_secs_f64()
+                ),
+                true,
+            ),
+            Ok(Err(e)) => (format!("MCP server `{server}`: {}", plain_error(&e)), true),
+            Ok(Ok(result)) => {
+                let mut text = String::new();
+                for block in &result.content {
+                    if !text.is_empty() {
+                        text.push('\n');
+                    }
+                    match block {
+                        ContentBlock::Text(t) => text.push_str(&t.text),
+                        other => text.push_str(&serde_json::to_string(other).unwrap_or_default()),
+                    }
+                }
+                if text.is_empty()
+                    && let Some(structured) = &result.structured_content
+                {
+                    text = structured.to_string();
+                }
+                (
+                    cut(text, self.options.output_limit),
+                    result.is_error == Some(true),
+                )
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl McpTools for McpSession {
+    fn tools(&self) -> &[McpToolDecl] {
+        &self.tools
+    }
+
+    fn unavailable(&self) -> &[(String, String)] {
+        &self.unavailable
+    }
+
+    async fn call(&self, server: &str, tool: &str, args: &Value) -> ToolExecution {
+        if !self
+            .tools
+            .iter()
+            .any(|t| t.server == server && t.tool == tool)
+        {
+            return ToolExecution::error(format!(
+                "`{tool}` is not one of MCP server `{server}`'s allowed tools"
+            ));
+        }
+        let name = hook_name(server, tool);
+        let pre = self
+            .env
+            .named_tool_hooks(HookEvent::PreToolExecution, &name, args, None)
+            .await;
+        let ran_hooks = !pre.trace.is_empty();
+        let args = pre.updated_args.clone().unwrap_or_else(|| args.clone());
+        let mut execution = match &pre.decision {
+            Decision::Deny { reason, .. } => ToolExecution::denied(reason.clone()),
+            // Nobody can be asked about a remote tool mid-run: refused, saying why.
+            Decision::Ask { reason, .. } => ToolExecution::denied(format!(
+                "A hook asks a person to approve this call ({reason}); approvals are for the sandbox's own tools, so the call was not made."
+            )),
+            Decision::Allow => {
+                let (text, is_error) = self.call_server(server, tool, &args).await;
+                ToolExecution {
+                    is_error,
+                    ..ToolExecution::ok(text)
+                }
+            }
+        };
+        let mut trace = serde_json::json!({"pre": pre});
+        if execution.denied_reason.is_none() {
+            let error = execution
+                .is_error
+                .then(|| execution.output.as_str().unwrap_or_default().to_owned());
+            let post = self
+                .env
+                .named_tool_hooks(HookEvent::PostToolExecution, &name, &args, error.as_deref())
+                .await;
+            if !post.trace.is_empty() {
+                trace["post"] = serde_json::json!(post);
+                trace["ran_hooks"] = Value::Bool(true);
+            }
+        }
+        // Without a matcher written for MCP there are no hooks, and no trace.
+        if ran_hooks || trace.get("ran_hooks").is_some() {
+            execution.trace = trace;
+        }
+        tracing::info!(server, tool, error = execution.is_error, "MCP tool called");
+        execution
+    }
+}
+
+/// Whether `allowed_tools` lets the model see `tool`.
+fn allowed(spec: &McpServerSpec, tool: &str) -> bool {
+    spec.allowed_tools
+        .as_ref()
+        .is_none_or(|names| names.iter().any(|n| n == tool))
+}
+
+/// The HTTP client of one connection: everything through `endpoint`, TLS with the public
+/// roots and the environment's CA (which signs what the proxy intercepts to inject headers).
+fn http_client(endpoint: &LocalEndpoint, env_ca_pem: &str) -> Result<reqwest_mcp::Client, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    for cert in rustls_pki_types::CertificateDer::pem_slice_iter(env_ca_pem.as_bytes()) {
+        let cert = cert.map_err(|e| format!("the environment's CA: {e}"))?;
+        roots
+            .add(cert)
+            .map_err(|e| format!("the environment's CA: {e}"))?;
+    }
+    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| format!("TLS: {e}"))?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let proxy = reqwest_mcp::Proxy::all(endpoint.url())
+        .map_err(|e| format!("egress proxy: {e}"))?
+        .basic_auth(LOCAL_PROXY_USER, endpoint.token());
+    reqwest_mcp::Client::builder()
+        .proxy(proxy)
+        .tls_backend_preconfigured(tls)
+        .connect_timeout(Duration::from_secs(10))
+        .build()
+        .map_err(|e| format!("HTTP client: {e}"))
+}
+
+/// An rmcp error as a person (or model) reads it: without the transport's Rust type names, and
+/// saying what the egress proxy's answers mean.
+fn plain_error(e: &dyn std::fmt::Display) -> String {
+    let mut text = e.to_string();
+    if let (Some(start), Some(end)) = (text.find("Transport ["), text.find("] error: "))
+        && start < end
+    {
+        text.replace_range(start..end + "] error: ".len(), "");
+    }
+    if text.contains("HTTP 403") {
+        text.push_str(" (refused by the environment's egress proxy)");
+    } else if text.contains("HTTP 502") || text.contains("HTTP 504") {
+        text.push_str(" (the egress proxy could not reach the server)");
+    }
+    text
+}
+
+fn cut(mut text: String, limit: usize) -> String {
+    if text.len() <= limit {
+        return text;
+    }
+    let mut at = limit;
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    text.truncate(at);
+    text.push_str("\n(output truncated)");
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_read_plainly_and_output_is_cut_on_a_char_boundary() {
+        let e = "Send message error Transport [rmcp::transport::worker::WorkerTransport<X<Y>>] error: HTTP 502, when send initialize request";
+        assert_eq!(
+            plain_error(&e),
+            "Send message error HTTP 502, when send initialize request (the egress proxy could not reach the server)"
+        );
+        assert_eq!(cut("héllo".into(), 2), "h\n(output truncated)");
+        assert_eq!(cut("hi".into(), 2), "hi");
+    }
+
+    #[test]
+    fn allowed_tools_filter_by_name() {
+        let spec = |allowed: Option<Vec<&str>>| McpServerSpec {
+            name: "docs".into(),
+            url: "http://x/mcp".into(),
+            headers: Vec::new(),
+            allowed_tools: allowed.map(|a| a.into_iter().map(str::to_owned).collect()),
+        };
+        assert!(allowed(&spec(None), "anything"));
+        assert!(allowed(&spec(Some(vec!["search"])), "search"));
+        assert!(!allowed(&spec(Some(vec!["search"])), "secret"));
+        assert!(!allowed(&spec(Some(vec![])), "search"));
+    }
+}
