@@ -1,6 +1,8 @@
 //! The Interactions API over HTTP, wire-compatible with the `google-genai` SDK (spec:
 //! `shared/spec/interactions-api.md`): interactions (blocking, background, SSE streaming, cancel,
-//! function tools answered with `function_result`), environments and their files (resumable
+//! function tools answered with `function_result`, remote `mcp_server` tools, calls paused by a
+//! hook's `ask` and their sweeper ([`approvals`]), `pre_interaction` / `post_interaction`
+//! hooks around each run), environments and their files (resumable
 //! upload), credentials (secrets write-only), agents, webhooks (`webhooks`: the resource; the
 //! deliverer is `hookbox-webhooks`) and triggers ([`triggers`]: the resource and the scheduler),
 //! under `/v1`, `/v1beta`, `/v1alpha` and unversioned paths, behind API-key auth.
