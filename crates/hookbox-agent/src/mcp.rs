@@ -8,8 +8,8 @@ use serde_json::Value;
 
 use crate::seams::ToolExecution;
 
-/// One `mcp_server` entry of an interaction's `tools`.
-#[derive(Debug, Clone, PartialEq)]
+/// One `mcp_server` entry of an interaction's `tools`. Its `Debug` never shows header values.
+#[derive(Clone, PartialEq)]
 pub struct McpServerSpec {
     /// How steps and hook matchers name the server (`mcp:<name>/<tool>`).
     pub name: String,
@@ -18,6 +18,24 @@ pub struct McpServerSpec {
     pub headers: Vec<(String, String)>,
     /// `allowed_tools[].tools`, all lists together; `None`: every tool the server lists.
     pub allowed_tools: Option<Vec<String>>,
+}
+
+impl std::fmt::Debug for McpServerSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpServerSpec")
+            .field("name", &self.name)
+            .field("url", &self.url)
+            .field(
+                "headers",
+                &self
+                    .headers
+                    .iter()
+                    .map(|(k, _)| k.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .field("allowed_tools", &self.allowed_tools)
+            .finish()
+    }
 }
 
 /// A tool of a connected server, as offered to the model.
@@ -125,6 +143,21 @@ pub fn resolve<'a>(mcp: &'a dyn McpTools, name: &str) -> Option<(&'a str, Option
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_never_shows_header_values() {
+        let spec = McpServerSpec {
+            name: "docs".into(),
+            url: "https://x/mcp".into(),
+            headers: vec![("Authorization".into(), "Bearer s3cret".into())],
+            allowed_tools: None,
+        };
+        let shown = format!("{spec:?}");
+        assert!(
+            shown.contains("Authorization") && !shown.contains("s3cret"),
+            "{shown}"
+        );
+    }
 
     #[test]
     fn model_names_are_safe_for_every_backend() {

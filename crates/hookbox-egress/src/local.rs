@@ -71,8 +71,14 @@ impl EgressProxy {
         let proxy = self.clone();
         let task = tokio::spawn(async move {
             loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    continue;
+                let stream = match listener.accept().await {
+                    Ok((stream, _)) => stream,
+                    Err(e) => {
+                        // Out of descriptors or the like: wait a little instead of spinning.
+                        tracing::warn!(error = %e, "egress door: accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
                 };
                 let proxy = proxy.clone();
                 let expected = expected.clone();
