@@ -328,13 +328,20 @@ pub struct Egress {
     audit: Arc<dyn AuditSink>,
     ca: EnvCa,
     upstream_tls: Arc<ClientConfig>,
+    /// For hookbox's own clients that go through this environment's proxy.
+    client_tls: Arc<ClientConfig>,
     pub(crate) limits: Limits,
 }
 
 impl Egress {
     pub fn new(config: EgressConfig) -> Result<Self, TlsError> {
+        let ca = EnvCa::generate(&config.environment)?;
         Ok(Self {
-            ca: EnvCa::generate(&config.environment)?,
+            client_tls: crate::tls::upstream_client_config_and(
+                config.extra_ca_file.as_deref(),
+                Some(&ca),
+            )?,
+            ca,
             upstream_tls: upstream_client_config(config.extra_ca_file.as_deref())?,
             environment: config.environment,
             project: config.project,
@@ -345,6 +352,13 @@ impl Egress {
             audit: config.audit,
             limits: config.limits,
         })
+    }
+
+    /// TLS for a client inside hookbox whose connections go through this environment's proxy
+    /// ([`crate::LocalEndpoint`]): the upstream trust (public roots and the operator's extra
+    /// CA) and this environment's CA, which signs the certificates of intercepted connections.
+    pub fn client_tls(&self) -> Arc<ClientConfig> {
+        self.client_tls.clone()
     }
 
     /// The environment's CA certificate, for the sandbox's trust store.

@@ -133,7 +133,21 @@ impl EnvCa {
 /// Client configuration for upstream servers: the webpki (Mozilla) roots plus, if given, the
 /// certificates of an operator-supplied PEM file.
 pub fn upstream_client_config(extra_ca: Option<&Path>) -> Result<Arc<ClientConfig>, TlsError> {
+    upstream_client_config_and(extra_ca, None)
+}
+
+/// [`upstream_client_config`] that also trusts `env_ca` (an environment's CA, which signs what
+/// its proxy intercepts).
+pub(crate) fn upstream_client_config_and(
+    extra_ca: Option<&Path>,
+    env_ca: Option<&EnvCa>,
+) -> Result<Arc<ClientConfig>, TlsError> {
     let mut roots = RootCertStore::empty();
+    if let Some(ca) = env_ca {
+        roots
+            .add(ca.cert_der.clone())
+            .map_err(|e| TlsError::Rustls(rustls::Error::General(e.to_string())))?;
+    }
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
     if let Some(path) = extra_ca {
         let err = |message: String| TlsError::CaFile {

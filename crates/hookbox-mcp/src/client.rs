@@ -27,7 +27,6 @@ use rmcp::model::{CallToolRequestParams, ContentBlock};
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rustls_pki_types::pem::PemObject as _;
 use serde_json::Value;
 
 /// Limits of a session.
@@ -131,7 +130,7 @@ impl McpSession {
             .local_endpoint()
             .await
             .map_err(|e| format!("cannot open the egress proxy: {e}"))?;
-        let client = http_client(&endpoint, egress.ca_cert_pem())?;
+        let client = http_client(&endpoint, egress.client_tls())?;
         let mut headers = HashMap::new();
         for (name, value) in &spec.headers {
             let name = name
@@ -300,24 +299,14 @@ fn allowed(spec: &McpServerSpec, tool: &str) -> bool {
         .is_none_or(|names| names.iter().any(|n| n == tool))
 }
 
-/// The HTTP client of one connection: everything through `endpoint`, TLS with the public
-/// roots and the environment's CA (which signs what the proxy intercepts to inject headers).
-fn http_client(endpoint: &LocalEndpoint, env_ca_pem: &str) -> Result<reqwest_mcp::Client, String> {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-    for cert in rustls_pki_types::CertificateDer::pem_slice_iter(env_ca_pem.as_bytes()) {
-        let cert = cert.map_err(|e| format!("the environment's CA: {e}"))?;
-        roots
-            .add(cert)
-            .map_err(|e| format!("the environment's CA: {e}"))?;
-    }
-    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| format!("TLS: {e}"))?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
+/// The HTTP client of one connection: everything through `endpoint`, with the TLS trust of
+/// the environment's egress (public roots, the operator's extra CA, and the environment's CA,
+/// which signs what the proxy intercepts to inject headers).
+fn http_client(
+    endpoint: &LocalEndpoint,
+    tls: Arc<rustls::ClientConfig>,
+) -> Result<reqwest_mcp::Client, String> {
+    let tls = (*tls).clone();
     let proxy = reqwest_mcp::Proxy::all(endpoint.url())
         .map_err(|e| format!("egress proxy: {e}"))?
         .basic_auth(LOCAL_PROXY_USER, endpoint.token());

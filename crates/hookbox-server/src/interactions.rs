@@ -840,6 +840,7 @@ pub async fn create(
         mcp,
         agent: req.agent.clone().unwrap_or_default(),
         input: Some(interaction.steps.clone()),
+        prior_usage: None,
     };
     let (events_rx, handle) = start(&state, run)?;
     drop(events_rx);
@@ -910,6 +911,9 @@ struct RunSpec {
     /// The steps this interaction was given, for `pre_interaction` hooks; `None` for a paused
     /// interaction that goes on in place (no new input, no new `pre_interaction`).
     input: Option<Vec<Step>>,
+    /// What the interaction had used before this run (a paused one going on in place): the
+    /// stored usage is the sum.
+    prior_usage: Option<hookbox_protocol::api::Usage>,
 }
 
 /// Registers and spawns the run. The returned receiver exists so callers can subscribe before
@@ -1130,6 +1134,9 @@ async fn drive(
             .interaction_hooks(&run.environment_id, &payload)
             .await;
     }
+    if let Some(prior) = &run.prior_usage {
+        outcome.usage.add(prior);
+    }
     let update = StatusUpdate {
         status: outcome.status,
         usage: (outcome.usage != hookbox_protocol::api::Usage::default()).then_some(outcome.usage),
@@ -1271,6 +1278,7 @@ pub(crate) async fn resume_timed_out(
             .collect(),
         agent: paused.agent.clone().unwrap_or_default(),
         input: None,
+        prior_usage: paused.usage.clone(),
     };
     let (events_rx, _handle) = start(state, run)?;
     drop(events_rx);

@@ -471,3 +471,53 @@ async fn the_local_endpoint_serves_only_its_token_holder_and_applies_the_policy(
     .await;
     assert!(closed.is_ok(), "the endpoint still accepts connections");
 }
+
+#[tokio::test]
+async fn client_tls_trusts_the_operator_ca_for_tunnels_and_the_environment_ca_for_interception() {
+    let ca = Arc::new(TestCa::new());
+    let recv = receiver(Some(ca.server_config(&["api.example.test"]))).await;
+    let port = recv.addr.port();
+    // A tunnel: the upstream's certificate comes from the operator's CA (--egress-extra-ca).
+    let env = EnvBuilder::new(
+        json!({"allowlist": [{"domain": "api.example.test"}]}),
+        ca.clone(),
+    )
+    .pin("api.example.test")
+    .build();
+    let proxy = start_proxy(env.egress.clone()).await;
+    let tcp = connect_via(proxy, &format!("api.example.test:{port}"))
+        .await
+        .unwrap();
+    let io = tls(tcp, "api.example.test", env.egress.client_tls())
+        .await
+        .unwrap();
+    let got = send(io, get("/t", "api.example.test", &[])).await.unwrap();
+    assert_eq!(got.status, 200);
+    // Interception (the entry injects a header): the environment's CA signs the certificate.
+    let env = EnvBuilder::new(
+        json!({"allowlist": [{"domain": "api.example.test", "transform": {"X-Injected": "yes"}}]}),
+        ca.clone(),
+    )
+    .pin("api.example.test")
+    .build();
+    let proxy = start_proxy(env.egress.clone()).await;
+    let tcp = connect_via(proxy, &format!("api.example.test:{port}"))
+        .await
+        .unwrap();
+    let io = tls(tcp, "api.example.test", env.egress.client_tls())
+        .await
+        .unwrap();
+    let authority = format!("api.example.test:{port}");
+    let got = send(io, get("/i", &authority, &[])).await.unwrap();
+    assert_eq!(got.status, 200);
+    assert_eq!(
+        recv.seen.lock().unwrap()[1].header("x-injected"),
+        vec!["yes"]
+    );
+    // The public roots alone trust neither.
+    let tcp = connect_via(proxy, &format!("api.example.test:{port}"))
+        .await
+        .unwrap();
+    let public_only = hookbox_egress::tls::upstream_client_config(None).unwrap();
+    assert!(tls(tcp, "api.example.test", public_only).await.is_err());
+}
