@@ -3,7 +3,8 @@ offline agent calls a FastMCP server (`docs_server.py`) on 127.0.0.1.
 
 1. a call goes through the environment's egress proxy: the allowlist entry's transform header
    reaches the server, and so do the request's own headers, sent as given;
-2. the header's secret never appears in the stored interaction (its tools are echoed redacted);
+2. the header's secret never appears in the stored interaction (its tools are echoed redacted)
+   nor in a trigger that would send it at every run;
 3. `allowed_tools` filters what the model sees: a tool left out cannot be called;
 4. a hanging tool is a clean time-out error (--mcp-timeout 3), and the interaction completes;
 5. an environment whose allowlist does not admit the server: a clear tool error, completed;
@@ -118,8 +119,10 @@ def step(i, kind):
     return next((s for s in i.steps if s.type == kind), None)
 
 
-def raw(path):
-    with urllib.request.urlopen(base + path, timeout=30) as r:
+def raw(path, body=None):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(base + path, data=data, headers={"content-type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
         return r.read().decode()
 
 
@@ -139,6 +142,11 @@ try:
     check("headers: the secret is in no stored step or echo", SECRET not in stored
           and "[redacted]" in stored, stored[:400])
     check("hooks: a `*` matcher does not fire for MCP tools", "star matched" not in stored, stored[:400])
+    trigger = json.loads(raw("/v1beta/triggers", {"schedule": "0 0 1 1 *", "time_zone": "UTC", "interaction": {
+        "agent": AGENT, "input": "call `docs__search`", "tools": [DOCS]}}))
+    shown = raw(f"/v1beta/triggers/{trigger['id']}") + raw("/v1beta/triggers")
+    check("headers: a trigger shows them redacted", SECRET not in json.dumps(trigger) and SECRET not in shown
+          and "[redacted]" in shown, shown[:300])
 
     # 3. allowed_tools.
     before = len(calls())

@@ -563,7 +563,7 @@ fn mcp_servers(tools: Option<&[Value]>) -> ApiResult<Vec<McpServerSpec>> {
 }
 
 /// `tools` as stored and echoed: `mcp_server` headers' values are secrets, never kept.
-fn redacted_tools(tools: &[Value]) -> Vec<Value> {
+pub(crate) fn redacted_tools(tools: &[Value]) -> Vec<Value> {
     tools
         .iter()
         .map(|tool| {

@@ -126,7 +126,7 @@ pub async fn create(
     record.set_next_run(schedule.next_after(hookbox_store::webhooks::now_ms()));
     state.inner.store.create_trigger(&project, &record).await?;
     tracing::info!(trigger_id = %record.trigger.id, schedule = %record.trigger.schedule, time_zone = %record.trigger.time_zone, "trigger created");
-    Ok(Json(record.trigger))
+    Ok(Json(shown(record.trigger)))
 }
 
 /// Query of `GET /triggers`: `filter` may be `status=active|paused|error`.
@@ -180,11 +180,20 @@ pub async fn list(
         triggers: page
             .items
             .into_iter()
-            .map(|r| r.trigger)
+            .map(|r| shown(r.trigger))
             .filter(|t| wanted.is_none_or(|w| t.status == w))
             .collect(),
         next_page_token: page.next_page_token,
     }))
+}
+
+/// A trigger as the API shows it: its interaction's `mcp_server` header values redacted (the
+/// record keeps them, since every run sends them).
+fn shown(mut trigger: Trigger) -> Trigger {
+    if let Some(Value::Array(tools)) = trigger.interaction.get("tools") {
+        trigger.interaction["tools"] = Value::Array(crate::interactions::redacted_tools(tools));
+    }
+    trigger
 }
 
 /// `GET /triggers/{id}`.
@@ -198,7 +207,7 @@ pub async fn get(
         .store
         .get_trigger(&project, &id)
         .await?
-        .map(|r| Json(r.trigger))
+        .map(|r| Json(shown(r.trigger)))
         .ok_or_else(|| not_found(&id))
 }
 
@@ -240,7 +249,7 @@ pub(crate) async fn update(
         )
         .await?
         .ok_or_else(|| not_found(&id))?;
-    Ok(Json(record.trigger))
+    Ok(Json(shown(record.trigger)))
 }
 
 /// `DELETE /triggers/{id}` (its executions go with it; running interactions are not stopped).
