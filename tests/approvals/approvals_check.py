@@ -9,7 +9,9 @@ the environment's sandbox, asks about every `code_execution` whose code mentions
 4. bad answers and forged approval requests are 400s naming the problem;
 5. a pending ask survives a kill -9 of the server and is approved after the restart;
 6. with --ask-timeout 2 an unanswered ask is denied in place: the same interaction completes,
-   saying nobody approved, and a late answer is refused.
+   saying nobody approved, and a late answer is refused;
+7. every settlement is an `approval` line in the audit log (with the reviewer's reason) and
+   counts in hookbox_approvals_total{outcome}.
 
 argv: HOOKBOX_BIN DATA_DIR. Ends with `N passed, M failed`.
 """
@@ -20,6 +22,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 import warnings
 
 from google import genai
@@ -53,20 +56,43 @@ def check(name, ok, detail=""):
     print(("ok  " if ok else "FAIL") + " " + name + ("" if ok else f": {detail}"))
 
 
+AUDIT = os.path.join(data, "audit.jsonl")
+metrics_url = None
+
+
 def serve(*extra):
-    """A `hookbox serve` on a free loopback port; (process, base URL) once its banner is out."""
+    """A `hookbox serve` on a free loopback port, with an audit log and metrics; (process, base
+    URL) once its banner is out."""
+    global metrics_url
     proc = subprocess.Popen(
-        [hookbox, "serve", "--listen", "127.0.0.1:0", "--data-dir", data, *extra],
+        [hookbox, "serve", "--listen", "127.0.0.1:0", "--data-dir", data, "--audit-log", AUDIT,
+         "--metrics-listen", "127.0.0.1:0", *extra],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         env={k: v for k, v in os.environ.items() if k != "GEMINI_API_KEY"},
     )
     url = None
     for line in proc.stdout:
+        if line.startswith("metrics: "):
+            metrics_url = line.split()[1]
         if line.startswith("hookbox is listening on http://"):
             url = line.split()[4]
         if line.startswith("or set "):
             break
     return proc, url
+
+
+def approvals_counted(outcome):
+    with urllib.request.urlopen(metrics_url, timeout=30) as r:
+        text = r.read().decode()
+    for line in text.splitlines():
+        if line.startswith("hookbox_approvals_total") and f'outcome="{outcome}"' in line:
+            return float(line.split()[-1])
+    return 0.0
+
+
+def audit_lines():
+    with open(AUDIT) as f:
+        return [json.loads(line) for line in f if '"approval"' in line]
 
 
 def client(base):
@@ -160,6 +186,10 @@ check("deny: the model sees the reviewer's reason",
       "Denied by a reviewer: freeze until Monday" in text_of(denied), text_of(denied))
 check("deny: nothing ran", not exists(c, paused.environment_id, "/workspace/deploy2.txt"))
 
+check("metrics: one approved and one denied call counted",
+      approvals_counted("approved") == 1 and approvals_counted("denied") == 1,
+      (approvals_counted("approved"), approvals_counted("denied")))
+
 # 5. A pending ask through kill -9.
 paused = c.interactions.create(agent=AGENT, environment=paused.environment_id,
                                input="Run `echo after-restart > /workspace/deploy3.txt` to deploy.")
@@ -191,6 +221,15 @@ check("timeout: the model is told nobody approved",
 check("timeout: nothing ran", not exists(c, paused.environment_id, "/workspace/deploy4.txt"))
 expect_error("timeout: a late answer is refused",
              lambda: answer(c, paused, {"approved": True}), 400, "requires_action")
+check("metrics: the timed-out call counted", approvals_counted("timed_out") == 1, approvals_counted("timed_out"))
+
+# 7. The audit log holds every settlement, with its interaction and the reviewer's reason.
+lines = [l for l in audit_lines() if l.get("kind") == "approval"]
+outcomes = sorted(l.get("outcome") for l in lines)
+check("audit: one line per settlement", outcomes == ["approved", "approved", "denied", "timed_out"], lines)
+check("audit: the reviewer's reason and the interaction are recorded",
+      any(l.get("outcome") == "denied" and l.get("reason") == "freeze until Monday"
+          and (l.get("interaction") or "").startswith("int_") for l in lines), lines)
 proc.terminate()
 proc.wait()
 

@@ -389,7 +389,19 @@ async fn settle_approvals(
             approval::Verdict::Denied(reason) => serde_json::json!({"verdict": "denied", "reason": reason}),
             approval::Verdict::TimedOut => serde_json::json!({"verdict": "timed_out"}),
         }});
-        tracing::info!(tool = %tool, verdict = ?verdict, "a reviewer's answer settles a paused call");
+        let (outcome, reason) = match &verdict {
+            approval::Verdict::Approved => ("approved", None),
+            approval::Verdict::Denied(reason) => ("denied", reason.as_deref()),
+            approval::Verdict::TimedOut => ("timed_out", None),
+        };
+        tracing::info!(
+            name: hookbox_protocol::events::APPROVAL_SETTLED,
+            tool = %tool,
+            call_id = %request.call_id,
+            outcome,
+            reason = reason.unwrap_or_default(),
+            "a reviewer's answer settles a paused call"
+        );
         let step = match (&verdict, ctx.environment_id) {
             (approval::Verdict::Approved, Some(env)) => {
                 let call = ToolCall {

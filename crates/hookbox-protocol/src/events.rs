@@ -31,8 +31,12 @@ pub const PENDING_CHECKPOINTS: &str = "snapshot.pending";
 /// `gave_up`; status, attempt).
 pub const WEBHOOK_DELIVERY: &str = "webhook.delivery";
 
+/// A call a hook asked a person about was settled (tool, outcome: `approved`, `denied`,
+/// `timed_out`; reason: the reviewer's, if any).
+pub const APPROVAL_SETTLED: &str = "approval.settled";
+
 /// Every name above.
-pub const ALL: [&str; 11] = [
+pub const ALL: [&str; 12] = [
     HOOK_RAN,
     HOOK_FAILED,
     TOOL_FINISHED,
@@ -44,4 +48,5 @@ pub const ALL: [&str; 11] = [
     EGRESS_DENIED,
     PENDING_CHECKPOINTS,
     WEBHOOK_DELIVERY,
+    APPROVAL_SETTLED,
 ];

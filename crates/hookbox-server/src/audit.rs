@@ -181,6 +181,7 @@ pub fn layer_targets() -> tracing_subscriber::filter::Targets {
         .with_target("hookbox_hooks::engine", Level::INFO)
         .with_target("hookbox_server", Level::INFO)
         .with_target("hookbox_egress::audit", Level::INFO)
+        .with_target("hookbox_agent::agent_loop", Level::INFO)
         .with_target("hookbox_snapshot", Level::INFO)
 }
 
@@ -285,6 +286,7 @@ where
             _ if snapshot => "snapshot",
             names::HOOK_RAN | names::HOOK_FAILED => "hook",
             names::EGRESS_ALLOWED | names::EGRESS_DENIED => "egress",
+            names::APPROVAL_SETTLED => "approval",
             _ => return,
         };
         let mut line = Map::new();

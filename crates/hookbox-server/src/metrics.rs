@@ -89,12 +89,14 @@ pub struct Metrics {
     snapshots: Family<SnapshotLabels, Counter>,
     snapshot_bytes: Counter,
     webhook_deliveries: Family<OutcomeLabel, Counter>,
+    approvals: Family<OutcomeLabel, Counter>,
     enabled: AtomicBool,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabel {
-    /// `delivered`, `retrying`, `gave_up`.
+    /// Webhook deliveries: `delivered`, `retrying`, `gave_up`; approvals: `approved`,
+    /// `denied`, `timed_out`.
     outcome: String,
 }
 
@@ -179,6 +181,12 @@ impl Metrics {
             "Webhook delivery attempts, by outcome (delivered, retrying, gave_up)",
             webhook_deliveries.clone(),
         );
+        let approvals = Family::<OutcomeLabel, Counter>::default();
+        registry.register(
+            "approvals",
+            "Calls a hook asked a person about, by how they were settled (approved, denied, timed_out)",
+            approvals.clone(),
+        );
         let snapshot_bytes = Counter::default();
         registry.register(
             "snapshot_uploaded_bytes",
@@ -189,6 +197,7 @@ impl Metrics {
             snapshots,
             snapshot_bytes,
             webhook_deliveries,
+            approvals,
             registry,
             sandbox_start_seconds,
             open_environments,
@@ -449,6 +458,12 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for MetricsLayer {
             names::WEBHOOK_DELIVERY => {
                 metrics
                     .webhook_deliveries
+                    .get_or_create(&OutcomeLabel { outcome: f.outcome })
+                    .inc();
+            }
+            names::APPROVAL_SETTLED => {
+                metrics
+                    .approvals
                     .get_or_create(&OutcomeLabel { outcome: f.outcome })
                     .inc();
             }
