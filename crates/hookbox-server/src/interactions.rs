@@ -688,21 +688,22 @@ pub async fn create(
     }
     let functions = function_tools(req.tools.as_deref())?;
     let mcp = mcp_servers(req.tools.as_deref())?;
-    // A continuation that answers calls is checked and stored under the approvals lock, so the
-    // approvals sweeper cannot time out the same paused calls meanwhile.
-    let _settling = match new_steps
-        .iter()
-        .any(|s| matches!(s, Step::FunctionResult { .. }))
-    {
-        true => Some(state.inner.approvals.lock().await),
-        false => None,
+    let fetch_previous = || async {
+        match req.previous_interaction_id.as_deref() {
+            Some(prev) => state.inner.store.get_interaction(&project, prev).await,
+            None => Ok(None),
+        }
     };
-    let previous = match req.previous_interaction_id.as_deref() {
-        Some(prev) => state.inner.store.get_interaction(&project, prev).await?,
-        None => None,
-    };
+    let mut previous = fetch_previous().await?;
+    let mut _settling = None;
     if req.previous_interaction_id.is_none() || previous.is_some() {
         let answers_approvals = mark_approval_answers(previous.as_ref(), &mut new_steps)?;
+        if answers_approvals {
+            // Answers to paused calls are checked again and stored under the approvals lock,
+            // so neither the sweeper nor a second answer can settle the same calls meanwhile.
+            _settling = Some(state.inner.approvals.lock().await);
+            previous = fetch_previous().await?;
+        }
         check_function_results(previous.as_ref(), &new_steps)?;
         // A paused call runs at most once: a second answer to the same requests is refused.
         if answers_approvals
