@@ -372,7 +372,7 @@ impl Parser<'_> {
                 // Interaction events match agent names, and `mcp:` matchers remote MCP tools,
                 // which no list knows.
                 if event.is_tool_event()
-                    && !pattern.starts_with(crate::engine::MCP_PREFIX)
+                    && !matcher.is_for_mcp()
                     && matcher.matched_tools().is_empty()
                 {
                     let message = no_tool_message(pattern);

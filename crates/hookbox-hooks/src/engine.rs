@@ -331,7 +331,7 @@ impl HookEngine {
             payload["error"] = serde_json::Value::String(error.to_owned());
         }
         payload["hook_event_name"] = serde_json::json!(event);
-        self.dispatch_value(config, event, name, None, payload)
+        self.dispatch_value(config, event, name, None, Payload::Json(payload))
             .await
     }
 
@@ -346,7 +346,13 @@ impl HookEngine {
         // Serialising our own types cannot fail; an empty body would still fail open safely.
         let value = serde_json::to_value(payload).unwrap_or_default();
         let mut dispatch = self
-            .dispatch_value(config, payload.hook_event_name, &payload.agent, None, value)
+            .dispatch_value(
+                config,
+                payload.hook_event_name,
+                &payload.agent,
+                None,
+                Payload::Json(value),
+            )
             .await;
         dispatch.tool.clear();
         dispatch
@@ -355,13 +361,12 @@ impl HookEngine {
     /// Runs every matching handler of `payload.hook_event_name`, in order.
     pub async fn dispatch(&self, config: &HooksConfig, payload: &HookPayload) -> Dispatch {
         let tool = payload.tool_call.name;
-        let value = serde_json::to_value(payload).unwrap_or_default();
         self.dispatch_value(
             config,
             payload.hook_event_name,
             tool.as_str(),
             Some(tool),
-            value,
+            Payload::Tool(std::borrow::Cow::Borrowed(payload)),
         )
         .await
     }
@@ -375,10 +380,10 @@ impl HookEngine {
         event: HookEvent,
         subject: &str,
         tool: Option<ToolName>,
-        mut payload: serde_json::Value,
+        mut payload: Payload<'_>,
     ) -> Dispatch {
         let started = Instant::now();
-        let mut body = serde_json::to_vec(&payload).unwrap_or_default();
+        let mut body = payload.body();
         let mut decision = Decision::Allow;
         let mut trace = Vec::new();
         let mut updated_args = None;
@@ -455,10 +460,8 @@ impl HookEngine {
                         }
                         Outcome::AllowUpdated { updated_args: args } => {
                             // Later handlers (and the caller) see the rewritten call.
-                            if let Some(slot) = payload.pointer_mut("/tool_call/args") {
-                                *slot = args.clone();
-                            }
-                            body = serde_json::to_vec(&payload).unwrap_or_default();
+                            payload.set_args(args);
+                            body = payload.body();
                             updated_args = Some(args.clone());
                         }
                         Outcome::Allow
@@ -658,6 +661,37 @@ impl HookEngine {
     }
 }
 
+/// What handlers receive: a built-in tool call's typed payload (copied only when a handler
+/// rewrites its arguments, since it may carry a whole file), or any other JSON payload.
+enum Payload<'a> {
+    Tool(std::borrow::Cow<'a, HookPayload>),
+    Json(serde_json::Value),
+}
+
+impl Payload<'_> {
+    /// The bytes handlers read. Serialising our own types cannot fail; an empty body would
+    /// still fail open safely.
+    fn body(&self) -> Vec<u8> {
+        match self {
+            Payload::Tool(p) => serde_json::to_vec(&**p),
+            Payload::Json(v) => serde_json::to_vec(v),
+        }
+        .unwrap_or_default()
+    }
+
+    /// Rewrites `tool_call.args` (a handler's `updated_args`).
+    fn set_args(&mut self, args: &serde_json::Value) {
+        match self {
+            Payload::Tool(p) => p.to_mut().tool_call.args = args.clone(),
+            Payload::Json(v) => {
+                if let Some(slot) = v.pointer_mut("/tool_call/args") {
+                    *slot = args.clone();
+                }
+            }
+        }
+    }
+}
+
 /// Every (group, rule) whose matcher accepts `subject`, in dispatch order.
 fn matching_rules<'a>(
     config: &'a HooksConfig,
@@ -670,10 +704,7 @@ fn matching_rules<'a>(
         group
             .rules(event)
             .iter()
-            .filter(move |rule| {
-                let written_for_mcp = matches!(&rule.matcher, crate::matcher::Matcher::Regex { pattern, .. } if pattern.starts_with(MCP_PREFIX));
-                mcp == written_for_mcp && rule.matcher.matches(subject)
-            })
+            .filter(move |rule| rule.matcher.is_for_mcp() == mcp && rule.matcher.matches(subject))
             .map(move |rule| (group, rule))
     })
 }

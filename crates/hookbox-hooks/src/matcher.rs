@@ -64,6 +64,13 @@ impl Matcher {
         }
     }
 
+    /// Whether it is written for remote MCP tools (a pattern starting with
+    /// [`crate::engine::MCP_PREFIX`]): only such matchers match `mcp:<server>/<tool>` names,
+    /// and they match nothing else.
+    pub fn is_for_mcp(&self) -> bool {
+        matches!(self, Matcher::Regex { pattern, .. } if pattern.starts_with(crate::engine::MCP_PREFIX))
+    }
+
     /// The built-in tools this matcher applies to.
     pub fn matched_tools(&self) -> Vec<ToolName> {
         ToolName::ALL

@@ -248,8 +248,7 @@ fn render_group(out: &mut String, group: &Group) {
                         "agents whose name it matches".to_owned()
                     }
                 }
-            } else if matcher_pattern(&rule.matcher).starts_with(hookbox_hooks::engine::MCP_PREFIX)
-            {
+            } else if rule.matcher.is_for_mcp() {
                 "remote MCP tools (mcp:<server>/<tool>) it matches".to_owned()
             } else if tools.is_empty() {
                 "no tool".to_owned()
