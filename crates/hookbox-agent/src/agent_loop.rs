@@ -292,14 +292,11 @@ fn with_unavailable_servers(
     system: Option<&str>,
     mcp: &dyn crate::mcp::McpTools,
 ) -> Option<String> {
-    if mcp.unavailable().is_empty() {
-        return system.map(str::to_owned);
-    }
-    let mut text = system.map(|s| format!("{s}\n\n")).unwrap_or_default();
-    for (server, _) in mcp.unavailable() {
-        text.push_str(&format!("[mcp] {}\n", unavailable_message(mcp, server)));
-    }
-    Some(text)
+    let notes = mcp
+        .unavailable()
+        .iter()
+        .map(|(server, _)| format!("[mcp] {}", unavailable_message(mcp, server)));
+    crate::model::with_notes(system, notes)
 }
 
 fn unavailable_message(mcp: &dyn crate::mcp::McpTools, server: &str) -> String {
@@ -384,22 +381,20 @@ async fn settle_approvals(
     let answered = approval::answered(&conversation[start..], chrono::Utc::now());
     for (request, verdict) in answered {
         let tool = request.tool;
-        let decided = serde_json::json!({"approval": match &verdict {
-            approval::Verdict::Approved => serde_json::json!({"verdict": "approved"}),
-            approval::Verdict::Denied(reason) => serde_json::json!({"verdict": "denied", "reason": reason}),
-            approval::Verdict::TimedOut => serde_json::json!({"verdict": "timed_out"}),
-        }});
-        let (outcome, reason) = match &verdict {
-            approval::Verdict::Approved => ("approved", None),
-            approval::Verdict::Denied(reason) => ("denied", reason.as_deref()),
-            approval::Verdict::TimedOut => ("timed_out", None),
-        };
+        let mut decided = serde_json::json!({"verdict": verdict.label()});
+        if let approval::Verdict::Denied(reason) = &verdict {
+            decided["reason"] = serde_json::json!(reason);
+        }
+        let decided = serde_json::json!({"approval": decided});
         tracing::info!(
             name: hookbox_protocol::events::APPROVAL_SETTLED,
             tool = %tool,
             call_id = %request.call_id,
-            outcome,
-            reason = reason.unwrap_or_default(),
+            outcome = verdict.label(),
+            reason = match &verdict {
+                approval::Verdict::Denied(Some(reason)) => reason.as_str(),
+                _ => "",
+            },
             "a reviewer's answer settles a paused call"
         );
         let step = match (&verdict, ctx.environment_id) {

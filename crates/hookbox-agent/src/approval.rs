@@ -66,6 +66,15 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// `approved`, `denied` or `timed_out` (traces, the audit log, metrics).
+    pub fn label(&self) -> &'static str {
+        match self {
+            Verdict::Approved => "approved",
+            Verdict::Denied(_) => "denied",
+            Verdict::TimedOut => "timed_out",
+        }
+    }
+
     /// What the model sees as the paused call's (error) result when it did not run.
     pub fn message(&self, tool: &str) -> Option<String> {
         match self {

@@ -89,28 +89,22 @@ pub trait McpTools: Send + Sync + std::fmt::Debug {
     async fn call(&self, server: &str, tool: &str, args: &Value) -> ToolExecution;
 }
 
-/// No MCP servers.
-#[derive(Debug, Default)]
-pub struct NoMcp;
-
-#[async_trait]
-impl McpTools for NoMcp {
-    fn tools(&self) -> &[McpToolDecl] {
-        &[]
-    }
-
-    fn unavailable(&self) -> &[(String, String)] {
-        &[]
-    }
-
-    async fn call(&self, server: &str, _tool: &str, _args: &Value) -> ToolExecution {
-        ToolExecution::error(format!("MCP server `{server}` is not connected"))
-    }
-}
-
-/// Servers none of which could be reached, each with why.
+/// Servers none of which could be reached, each with why; `Unreachable::default()` is a run
+/// without MCP servers.
 #[derive(Debug, Default)]
 pub struct Unreachable(pub Vec<(String, String)>);
+
+impl Unreachable {
+    /// Every server of `servers`, unreachable for the same reason.
+    pub fn all(servers: &[McpServerSpec], why: &str) -> Self {
+        Unreachable(
+            servers
+                .iter()
+                .map(|s| (s.name.clone(), why.to_owned()))
+                .collect(),
+        )
+    }
+}
 
 #[async_trait]
 impl McpTools for Unreachable {

@@ -63,6 +63,21 @@ pub trait Model: Send + Sync + std::fmt::Debug {
 /// sees it: each piece on its own line.
 pub const HOOK_CONTEXT_PREFIX: &str = "[context from hooks] ";
 
+/// `system` with `notes` after it, one line each (after a blank line); `system` as it is when
+/// there are none.
+pub fn with_notes(system: Option<&str>, notes: impl IntoIterator<Item = String>) -> Option<String> {
+    let mut notes = notes.into_iter().peekable();
+    if notes.peek().is_none() {
+        return system.map(str::to_owned);
+    }
+    let mut text = system.map(|s| format!("{s}\n\n")).unwrap_or_default();
+    for note in notes {
+        text.push_str(&note);
+        text.push('\n');
+    }
+    Some(text)
+}
+
 /// The index after the last `user_input` step: where the current turn's own steps start.
 pub fn current_turn_start(steps: &[Step]) -> usize {
     steps

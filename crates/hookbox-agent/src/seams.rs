@@ -122,16 +122,9 @@ pub trait ToolExecutor: Send + Sync + std::fmt::Debug {
         servers: &[crate::mcp::McpServerSpec],
     ) -> std::sync::Arc<dyn crate::mcp::McpTools> {
         let _ = environment_id;
-        std::sync::Arc::new(crate::mcp::Unreachable(
-            servers
-                .iter()
-                .map(|s| {
-                    (
-                        s.name.clone(),
-                        "this server cannot reach MCP servers".to_owned(),
-                    )
-                })
-                .collect(),
+        std::sync::Arc::new(crate::mcp::Unreachable::all(
+            servers,
+            "this server cannot reach MCP servers",
         ))
     }
 
@@ -155,8 +148,6 @@ pub struct InteractionHooks {
     pub denied: Option<String>,
     /// Every `additional_context` the handlers answered, in order: context for the model.
     pub context: Vec<String>,
-    /// The dispatch, for logs and audits (free-form; `Null` when no hook ran).
-    pub trace: Value,
 }
 
 /// Receives a running tool call's output, piece by piece.

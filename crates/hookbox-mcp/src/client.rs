@@ -253,7 +253,8 @@ impl McpTools for McpSession {
             .env
             .named_tool_hooks(HookEvent::PreToolExecution, &name, args, None)
             .await;
-        let ran_hooks = !pre.trace.is_empty();
+        let ran_pre = !pre.trace.is_empty();
+        let mut ran_post = false;
         let args = pre.updated_args.clone().unwrap_or_else(|| args.clone());
         let mut execution = match &pre.decision {
             Decision::Deny { reason, .. } => ToolExecution::denied(reason.clone()),
@@ -280,11 +281,11 @@ impl McpTools for McpSession {
                 .await;
             if !post.trace.is_empty() {
                 trace["post"] = serde_json::json!(post);
-                trace["ran_hooks"] = Value::Bool(true);
+                ran_post = true;
             }
         }
         // Without a matcher written for MCP there are no hooks, and no trace.
-        if ran_hooks || trace.get("ran_hooks").is_some() {
+        if ran_pre || ran_post {
             execution.trace = trace;
         }
         tracing::info!(server, tool, error = execution.is_error, "MCP tool called");

@@ -935,7 +935,7 @@ impl Environment {
     /// The hooks files the next tool call reads (the frozen snapshot's when frozen) and their
     /// diagnostics, as `hooks check` reports them.
     pub fn hooks_report(&self) -> (Loaded, bool) {
-        let loaded = self.hooks.load(self.frozen.as_ref().unwrap_or(&self.tree));
+        let loaded = self.load_hooks();
         ((*loaded).clone(), self.frozen.is_some())
     }
 
@@ -977,9 +977,7 @@ impl Environment {
         tap: Option<hookbox_hooks::runner::OutputTap>,
     ) -> ToolCallOutcome {
         let id = self.meta.id.clone();
-        // Hooks are re-read on every call so that edits take effect; frozen environments read
-        // their snapshot, which nothing in the sandbox can write.
-        let hooks = self.hooks.load(self.frozen.as_ref().unwrap_or(&self.tree));
+        let hooks = self.load_hooks();
         let config = hooks.config.clone();
 
         let pre = self.engine.pre_tool(&config, &call, &id).await;
@@ -1029,6 +1027,12 @@ impl Environment {
             .await
     }
 
+    /// The hooks files as the next call reads them: re-read on every call so that edits take
+    /// effect; a frozen environment reads its snapshot, which nothing in the sandbox can write.
+    fn load_hooks(&self) -> Arc<Loaded> {
+        self.hooks.load(self.frozen.as_ref().unwrap_or(&self.tree))
+    }
+
     /// Runs `event`'s hooks for a remote MCP tool's call, `name` = `mcp:<server>/<tool>`
     /// (hookbox extension: only `mcp:` matchers match; see [`HookEngine::named_tool`]).
     pub async fn named_tool_hooks(
@@ -1038,7 +1042,7 @@ impl Environment {
         args: &Value,
         error: Option<&str>,
     ) -> Dispatch {
-        let hooks = self.hooks.load(self.frozen.as_ref().unwrap_or(&self.tree));
+        let hooks = self.load_hooks();
         self.engine
             .named_tool(&hooks.config, event, name, args, &self.meta.id, error)
             .await
@@ -1051,7 +1055,7 @@ impl Environment {
         &self,
         payload: &hookbox_protocol::InteractionHookPayload,
     ) -> Dispatch {
-        let hooks = self.hooks.load(self.frozen.as_ref().unwrap_or(&self.tree));
+        let hooks = self.load_hooks();
         self.engine.interaction(&hooks.config, payload).await
     }
 
@@ -1063,7 +1067,7 @@ impl Environment {
         call: ToolCall,
         tap: Option<hookbox_hooks::runner::OutputTap>,
     ) -> ToolCallOutcome {
-        let hooks = self.hooks.load(self.frozen.as_ref().unwrap_or(&self.tree));
+        let hooks = self.load_hooks();
         let config = hooks.config.clone();
         let pre = Dispatch {
             event: hookbox_protocol::HookEvent::PreToolExecution,

@@ -610,30 +610,7 @@ fn check_function_results(previous: Option<&Interaction>, new_steps: &[Step]) ->
         )));
     }
     let turn = &previous.steps[hookbox_agent::model::current_turn_start(&previous.steps)..];
-    let results: Vec<&str> =
-        turn.iter()
-            .filter_map(|s| match s {
-                Step::FunctionResult { call_id, .. }
-                | Step::CodeExecutionResult { call_id, .. } => Some(call_id.as_str()),
-                _ => None,
-            })
-            .collect();
-    let paused: Vec<String> = turn
-        .iter()
-        .filter_map(approval::Request::from_step)
-        .map(|r| r.call_id)
-        .collect();
-    let pending: Vec<(&str, &str)> = turn
-        .iter()
-        .filter_map(|s| match s {
-            Step::FunctionCall { id, name, .. }
-                if !results.contains(&id.as_str()) && !paused.contains(id) =>
-            {
-                Some((id.as_str(), name.as_str()))
-            }
-            _ => None,
-        })
-        .collect();
+    let pending = waiting_calls(turn);
     for (i, id) in answered.iter().enumerate() {
         if !pending.iter().any(|(p, _)| p == id) {
             return Err(ApiError::bad_request(format!(
@@ -1013,10 +990,16 @@ async fn drive(
         }
         None => hookbox_agent::InteractionHooks::default(),
     };
-    let system_instruction = with_hook_context(run.system_instruction.as_deref(), &pre.context);
+    // pre_interaction hooks' context, one `[context from hooks] TEXT` line each.
+    let system_instruction = hookbox_agent::model::with_notes(
+        run.system_instruction.as_deref(),
+        pre.context
+            .iter()
+            .map(|c| format!("{}{c}", hookbox_agent::model::HOOK_CONTEXT_PREFIX)),
+    );
     let mcp: Arc<dyn hookbox_agent::mcp::McpTools> = match (&pre.denied, run.mcp.is_empty()) {
         (None, false) => executor.mcp_session(&run.environment_id, &run.mcp).await,
-        _ => Arc::new(hookbox_agent::mcp::NoMcp),
+        _ => Arc::new(hookbox_agent::mcp::Unreachable::default()),
     };
     let ctx = LoopContext {
         model: inner.model.as_ref(),
@@ -1031,6 +1014,8 @@ async fn drive(
     let persist = async {
         let mut index = run.first_index;
         let mut store_error = None;
+        // The model's last text, for post_interaction hooks.
+        let mut last_output = None;
         while let Some(event) = rx.recv().await {
             let step = match event {
                 LoopEvent::Step(step) => step,
@@ -1049,10 +1034,13 @@ async fn drive(
                 store_error.get_or_insert(e.to_string());
                 continue;
             }
+            if let Step::ModelOutput { .. } = &step {
+                last_output = step.text();
+            }
             let _ = events.send(Live::Step(index, step));
             index += 1;
         }
-        store_error
+        (store_error, last_output)
     };
     let run_loop = async {
         let outcome = match &pre.denied {
@@ -1081,7 +1069,7 @@ async fn drive(
         drop(tx);
         outcome
     };
-    let (mut outcome, store_error): (LoopOutcome, Option<String>) = tokio::join!(run_loop, persist);
+    let (mut outcome, (store_error, last_output)) = tokio::join!(run_loop, persist);
     // Stopped because the server stops, not by a client: as after a crash.
     if outcome.status == InteractionStatus::Cancelled && inner.drain.stopping() {
         outcome.status = InteractionStatus::Failed;
@@ -1117,16 +1105,9 @@ async fn drive(
     // post_interaction hooks (hookbox extension): they see how the turn ended, before the
     // status is stored (a client that saw the end can rely on them having run).
     if !inner.drain.stopping() {
-        let output = match inner.store.get_interaction(&run.project, &run.id).await {
-            Ok(Some(i)) => i.steps.iter().rev().find_map(|s| match s {
-                Step::ModelOutput { .. } => s.text(),
-                _ => None,
-            }),
-            _ => None,
-        };
         let payload = interaction_payload(&run, HookEvent::PostInteraction, |p| {
             p.status = Some(outcome.status.as_str().to_owned());
-            p.output = output;
+            p.output = last_output;
             p.errors = (!outcome.errors.is_empty())
                 .then(|| serde_json::to_value(&outcome.errors).ok())
                 .flatten();
@@ -1187,7 +1168,10 @@ pub(crate) async fn resume_timed_out(
     }
     // A turn that also waits for the client's own functions goes on only when the client
     // answers them (an approval answered after its deadline is then denied as timed out).
-    if client_calls_waiting(turn) > 0 {
+    if waiting_calls(turn)
+        .iter()
+        .any(|(_, name)| *name != approval::APPROVAL_FUNCTION)
+    {
         return Ok(false);
     }
     let Some(environment_id) = paused.environment_id.clone() else {
@@ -1286,24 +1270,33 @@ pub(crate) async fn resume_timed_out(
     Ok(true)
 }
 
-/// How many calls of the client's own functions in `turn` wait for their result.
-fn client_calls_waiting(turn: &[Step]) -> usize {
-    let answered = |id: &str| {
-        turn.iter().any(|s| {
-            matches!(s, Step::FunctionResult { call_id, .. } | Step::CodeExecutionResult { call_id, .. } if call_id == id)
-        })
-    };
+/// The `function_call`s of `turn` that wait for the client's answer, as `(id, name)`: client
+/// functions and approval requests with no result yet (a call paused for a reviewer is
+/// answered through its approval request, not directly).
+fn waiting_calls(turn: &[Step]) -> Vec<(&str, &str)> {
+    let results: Vec<&str> =
+        turn.iter()
+            .filter_map(|s| match s {
+                Step::FunctionResult { call_id, .. }
+                | Step::CodeExecutionResult { call_id, .. } => Some(call_id.as_str()),
+                _ => None,
+            })
+            .collect();
     let paused: Vec<String> = turn
         .iter()
         .filter_map(approval::Request::from_step)
         .map(|r| r.call_id)
         .collect();
     turn.iter()
-        .filter(|s| {
-            matches!(s, Step::FunctionCall { id, name, .. }
-                if name != approval::APPROVAL_FUNCTION && !answered(id) && !paused.contains(id))
+        .filter_map(|s| match s {
+            Step::FunctionCall { id, name, .. }
+                if !results.contains(&id.as_str()) && !paused.contains(id) =>
+            {
+                Some((id.as_str(), name.as_str()))
+            }
+            _ => None,
         })
-        .count()
+        .collect()
 }
 
 /// The interaction that continues `paused` (which the client then answered), if any.
@@ -1361,21 +1354,6 @@ fn interaction_payload(
     };
     fill(&mut payload);
     payload
-}
-
-/// The system instruction with `pre_interaction` hooks' context after it, one
-/// `[context from hooks] TEXT` line each, as the model sees it.
-fn with_hook_context(system: Option<&str>, context: &[String]) -> Option<String> {
-    if context.is_empty() {
-        return system.map(str::to_owned);
-    }
-    let mut text = system.map(|s| format!("{s}\n\n")).unwrap_or_default();
-    for line in context {
-        text.push_str(hookbox_agent::model::HOOK_CONTEXT_PREFIX);
-        text.push_str(line);
-        text.push('\n');
-    }
-    Some(text)
 }
 
 #[derive(Debug, Deserialize)]

@@ -180,14 +180,14 @@ impl SandboxBackend {
         })
     }
 
-    /// Every sandboxed process of an environment counts against its project's slots in
-    /// `slots` (the server sets their limits from the `sandbox_processes` quota).
     /// Limits of the agent's connections to remote MCP servers (`mcp_server` tools).
     pub fn with_mcp_options(mut self, options: hookbox_mcp::client::ClientOptions) -> Self {
         self.mcp = options;
         self
     }
 
+    /// Every sandboxed process of an environment counts against its project's slots in
+    /// `slots` (the server sets their limits from the `sandbox_processes` quota).
     pub fn with_slots(mut self, slots: Arc<SlotRegistry>) -> Self {
         self.slots = Some(slots);
         self
@@ -637,16 +637,9 @@ impl ToolExecutor for SandboxBackend {
             }
             Err(err) => {
                 tracing::warn!(environment_id, error = %err, "cannot open the environment for its MCP connections");
-                Arc::new(hookbox_agent::mcp::Unreachable(
-                    servers
-                        .iter()
-                        .map(|s| {
-                            (
-                                s.name.clone(),
-                                "the environment could not be opened".to_owned(),
-                            )
-                        })
-                        .collect(),
+                Arc::new(hookbox_agent::mcp::Unreachable::all(
+                    servers,
+                    "the environment could not be opened",
                 ))
             }
         }
@@ -682,8 +675,7 @@ impl ToolExecutor for SandboxBackend {
                 hookbox_hooks::Decision::Deny { reason, .. } => Some(reason.clone()),
                 hookbox_hooks::Decision::Allow | hookbox_hooks::Decision::Ask { .. } => None,
             },
-            context: dispatch.additional_context.clone(),
-            trace: json!(dispatch),
+            context: dispatch.additional_context,
         }
     }
 }

@@ -60,7 +60,7 @@ pub async fn run_conversation(
         system_instruction: Some("Be brief."),
         tools: &ToolName::ALL,
         functions,
-        mcp: &hookbox_agent::mcp::NoMcp,
+        mcp: &hookbox_agent::mcp::Unreachable::default(),
     };
     let collect = tokio::spawn(async move {
         let mut steps = Vec::new();
