@@ -25,6 +25,11 @@ have openssl || need_debs+=(openssl)
 have setpriv || need_debs+=(util-linux)
 have dpkg-deb || need_debs+=(dpkg)
 [ -e /usr/bin/python3 ] || need_debs+=(python3)
+# tests/java/run.sh: the Java SDK's conformance run needs a JDK 17 or newer (javac: it compiles
+# the reference's examples while it runs) and Maven.
+java_major() { javac -version 2>&1 | sed -n 's/^javac \([0-9]*\).*/\1/p'; }
+{ have javac && [ "$(java_major)" -ge 17 ] 2>/dev/null; } || need_debs+=(default-jdk-headless)
+have mvn || need_debs+=(maven)
 
 if [ ${#need_debs[@]} -gt 0 ]; then
     echo "setup: installing Debian packages: ${need_debs[*]}" >&2

@@ -5,7 +5,8 @@
 //! unmodified SDK can read it and answer it like any client function: its `arguments` carry the
 //! paused call's id, tool, arguments, the hook's reason and the deadline; the client continues
 //! the interaction (`previous_interaction_id`) with a `function_result` for it whose `result`
-//! is `{"approved": true}` or `{"approved": false, "reason": "…"}`. Then the tool runs (without
+//! is `{"approved": true}` or `{"approved": false, "reason": "…"}` (or that object as JSON text, for
+//! SDKs that cannot send an object `result`, such as Java's). Then the tool runs (without
 //! its pre hooks again) or the model sees the reviewer's reason as the call's error result. An
 //! answer after the deadline, or none at all, denies the call, saying so.
 //!
@@ -49,7 +50,7 @@ pub fn request_step(
             "reason": request.reason,
             "hook_group": request.group,
             "expires_at": expires_at.to_rfc3339_opts(SecondsFormat::Secs, true),
-            "answer": "continue this interaction with a function_result for this call: {\"approved\": true} or {\"approved\": false, \"reason\": \"...\"}",
+            "answer": "continue this interaction with a function_result for this call: {\"approved\": true} or {\"approved\": false, \"reason\": \"...\"} (the object, or the same as JSON text)",
         }),
         signature: None,
     }
@@ -93,14 +94,49 @@ impl Verdict {
 }
 
 /// Reads a reviewer's `function_result` `result`: `{"approved": bool, "reason"?: string}`
-/// (the result of an answer that timed out carries `"timed_out": true`). `Err` says what is
-/// wrong, for a 400.
+/// (the result of an answer that timed out carries `"timed_out": true`). The same object may
+/// also come as JSON text: a string, or a list holding one `text` content item. Clients whose SDK
+/// cannot send an object `result` answer that way: the Java SDK's `FunctionResultStepResult` has
+/// no fields, so an object sent through it arrives as `{}`. `Err` says what is wrong, for a 400.
 pub fn parse_answer(result: &Value) -> Result<Verdict, String> {
+    match result {
+        Value::Object(_) => parse_object(result),
+        Value::String(text) => parse_object(&from_text(text)?),
+        Value::Array(items) => match items.as_slice() {
+            [item] if item.get("type").and_then(Value::as_str) == Some("text") => {
+                match item.get("text") {
+                    Some(Value::String(text)) => parse_object(&from_text(text)?),
+                    _ => Err(expected("a `text` item without text")),
+                }
+            }
+            _ => Err(expected(&format!(
+                "a list of {} items (one `text` item holding the object as JSON is accepted)",
+                items.len()
+            ))),
+        },
+        other => Err(expected(kind(other))),
+    }
+}
+
+/// The message for an answer of the wrong shape.
+fn expected(found: &str) -> String {
+    format!(
+        "expected {{\"approved\": true}} or {{\"approved\": false, \"reason\": \"...\"}} (an object, or that object as JSON text), found {found}"
+    )
+}
+
+/// The object an answer sent as JSON text holds.
+fn from_text(text: &str) -> Result<Value, String> {
+    match serde_json::from_str::<Value>(text) {
+        Ok(value @ Value::Object(_)) => Ok(value),
+        _ => Err(expected("text that is not a JSON object")),
+    }
+}
+
+/// Reads the answer object itself.
+fn parse_object(result: &Value) -> Result<Verdict, String> {
     let Some(object) = result.as_object() else {
-        return Err(format!(
-            "expected {{\"approved\": true}} or {{\"approved\": false, \"reason\": \"...\"}}, found {}",
-            kind(result)
-        ));
+        return Err(expected(kind(result)));
     };
     if object.get("timed_out") == Some(&Value::Bool(true)) {
         return Ok(Verdict::TimedOut);
@@ -282,9 +318,38 @@ mod tests {
             json!({"approved": "true"}),
             json!({}),
             json!({"approved": false, "reason": 3}),
+            json!("true"),
+            json!("[{\"approved\": true}]"),
+            json!([]),
+            json!([{"type": "text", "text": "yes"}]),
+            json!([{"type": "text", "text": "{\"approved\": true}"}, {"type": "text", "text": "x"}]),
+            json!([{"type": "image", "data": "eA=="}]),
+            json!(true),
         ] {
             assert!(parse_answer(&bad).is_err(), "{bad}");
         }
+    }
+
+    // The Java SDK cannot send an object `result` (its `FunctionResultStepResult` has no
+    // fields): its clients answer with the same object as JSON text.
+    #[test]
+    fn answers_as_json_text_are_read_like_objects() {
+        assert_eq!(
+            parse_answer(&json!("{\"approved\": true}")),
+            Ok(Verdict::Approved)
+        );
+        assert_eq!(
+            parse_answer(&json!(" {\"approved\": false, \"reason\": \"not today\"} ")),
+            Ok(Verdict::Denied(Some("not today".into())))
+        );
+        assert_eq!(
+            parse_answer(&json!([{"type": "text", "text": "{\"approved\": true}"}])),
+            Ok(Verdict::Approved)
+        );
+        assert_eq!(
+            parse_answer(&json!("{\"approved\": \"yes\"}")),
+            Err("`approved` must be true or false, found a string".to_owned())
+        );
     }
 
     #[test]

@@ -559,6 +559,39 @@ impl StreamEvent {
 // Environments
 // ---------------------------------------------------------------------------------------------
 
+/// int64 fields (`file_count`, `size_bytes`) as the API's JSON mapping writes them: a decimal
+/// string, as in proto3 JSON. The Java SDK declares them `String` and refuses a number ("Cannot
+/// deserialize value of type `java.lang.String` from Integer value"); the Python SDK takes
+/// either. Reading takes a number too, so records stored before this are still read.
+pub mod int64_string {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Wire {
+        Number(u64),
+        Text(String),
+    }
+
+    pub fn serialize<S: Serializer>(value: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(n) => s.collect_str(n),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        match Option::<Wire>::deserialize(d)? {
+            None => Ok(None),
+            Some(Wire::Number(n)) => Ok(Some(n)),
+            Some(Wire::Text(t)) => t
+                .parse()
+                .map(Some)
+                .map_err(|_| serde::de::Error::custom(format!("not an int64: {t:?}"))),
+        }
+    }
+}
+
 /// A source placed into an environment (spec §5.2). Every field is optional on the wire.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Source {
@@ -681,9 +714,19 @@ pub struct Environment {
     pub updated: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_accessed: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// An int64, so a decimal string on the wire ([`int64_string`]).
+    #[serde(
+        default,
+        with = "int64_string",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub file_count: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// An int64, so a decimal string on the wire ([`int64_string`]).
+    #[serde(
+        default,
+        with = "int64_string",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub size_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sources: Option<Vec<Source>>,
@@ -718,7 +761,12 @@ pub struct EnvironmentFile {
     pub path: Option<String>,
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<FileType>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// An int64, so a decimal string on the wire ([`int64_string`]).
+    #[serde(
+        default,
+        with = "int64_string",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub size_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mime_type: Option<String>,
@@ -996,6 +1044,40 @@ mod tests {
         )
         .unwrap();
         assert!(!format!("{c:?}").contains("s3cr3t"));
+    }
+
+    // The Java SDK refused `"file_count": 1` (it declares int64 fields `String`).
+    #[test]
+    fn int64_fields_are_strings_on_the_wire_and_read_either_way() {
+        let env = Environment {
+            id: "env_1".into(),
+            status: None,
+            created: None,
+            updated: None,
+            last_accessed: None,
+            file_count: Some(3),
+            size_bytes: Some(1 << 40),
+            sources: None,
+            network: None,
+        };
+        let wire = serde_json::to_value(&env).unwrap();
+        assert_eq!(
+            wire,
+            json!({"id": "env_1", "file_count": "3", "size_bytes": "1099511627776"})
+        );
+        assert_eq!(serde_json::from_value::<Environment>(wire).unwrap(), env);
+        let old: Environment = serde_json::from_value(
+            json!({"id": "env_1", "file_count": 3, "size_bytes": 1099511627776_u64}),
+        )
+        .unwrap();
+        assert_eq!(old, env);
+        assert!(
+            serde_json::from_value::<Environment>(json!({"id": "e", "file_count": "x"})).is_err()
+        );
+        let file: EnvironmentFile =
+            serde_json::from_value(json!({"path": "/a", "size_bytes": "2"})).unwrap();
+        assert_eq!(file.size_bytes, Some(2));
+        assert_eq!(serde_json::to_value(&file).unwrap()["size_bytes"], "2");
     }
 
     #[test]

@@ -391,9 +391,7 @@ pub async fn upload_start(
         },
     );
     drop(uploads);
-    // The SDK replaces scheme and host with its own base URL and keeps the path.
-    let host = header_str(&headers, "host").unwrap_or("127.0.0.1");
-    let url = format!("http://{host}/upload/v1beta/sessions/{session}");
+    let url = session_url(&headers, &session);
     let mut response = Json(Value::Object(Map::new())).into_response();
     let h = response.headers_mut();
     h.insert(
@@ -402,6 +400,31 @@ pub async fn upload_start(
     );
     h.insert("x-goog-upload-status", HeaderValue::from_static("active"));
     Ok(response)
+}
+
+/// Where the chunks of `session` go. The Python SDK replaces the URL's scheme and host with its
+/// own base URL and keeps the path; the Java SDK posts to the URL as given. So the URL names the
+/// host the client asked for (`Host`) and the scheme it used: `https` when a TLS-terminating
+/// proxy in front says so (`X-Forwarded-Proto: https`, or `Forwarded: proto=https`), else
+/// `http`. Neither header can send the chunks anywhere but where this client's own request says
+/// it came from.
+fn session_url(headers: &HeaderMap, session: &str) -> String {
+    let host = header_str(headers, "host").unwrap_or("127.0.0.1");
+    let forwarded_https = header_str(headers, "x-forwarded-proto")
+        .and_then(|p| p.split(',').next())
+        .is_some_and(|p| p.trim().eq_ignore_ascii_case("https"))
+        || header_str(headers, "forwarded")
+            .and_then(|f| f.split(',').next())
+            .is_some_and(|first| {
+                first.split(';').any(|pair| {
+                    pair.trim().split_once('=').is_some_and(|(k, v)| {
+                        k.trim().eq_ignore_ascii_case("proto")
+                            && v.trim().trim_matches('"').eq_ignore_ascii_case("https")
+                    })
+                })
+            });
+    let scheme = if forwarded_https { "https" } else { "http" };
+    format!("{scheme}://{host}/upload/v1beta/sessions/{session}")
 }
 
 /// `POST /upload/{v}/sessions/{session}`: one chunk; the last one finalizes.

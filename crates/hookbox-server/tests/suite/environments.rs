@@ -1,4 +1,4 @@
-use axum::http::{Method, StatusCode};
+use axum::http::{HeaderMap, Method, StatusCode};
 use serde_json::json;
 
 use super::Harness;
@@ -10,8 +10,9 @@ async fn create_get_list_fork_delete() {
     assert_eq!(s, StatusCode::OK, "{env}");
     let id = env["id"].as_str().unwrap();
     assert_eq!(env["status"], "active");
-    assert_eq!(env["file_count"], 1);
-    assert_eq!(env["size_bytes"], 2);
+    // int64 fields are decimal strings (the Java SDK refuses numbers there).
+    assert_eq!(env["file_count"], "1");
+    assert_eq!(env["size_bytes"], "2");
     assert_eq!(env["network"], json!({"allowlist": [{"domain": "*"}]}));
 
     let (s, fork) = h
@@ -24,7 +25,7 @@ async fn create_get_list_fork_delete() {
     assert_eq!(s, StatusCode::OK, "{fork}");
     assert_ne!(fork["id"], env["id"]);
     assert_eq!(fork["network"], "disabled");
-    assert_eq!(fork["file_count"], 1);
+    assert_eq!(fork["file_count"], "1");
     let (s, bad) = h
         .call(
             Method::POST,
@@ -110,7 +111,7 @@ async fn files_list_download_and_paths() {
         .await;
     assert_eq!(
         one["files"],
-        json!([{"name": "x.txt", "path": "/workspace/sub dir/x.txt", "type": "file", "size_bytes": 2, "modified": one["files"][0]["modified"]}])
+        json!([{"name": "x.txt", "path": "/workspace/sub dir/x.txt", "type": "file", "size_bytes": "2", "modified": one["files"][0]["modified"]}])
     );
     let (_, root) = h
         .call(Method::GET, &format!("/v1/environments/{id}/files/"), None)
@@ -147,4 +148,52 @@ async fn files_list_download_and_paths() {
         s == StatusCode::BAD_REQUEST || s == StatusCode::NOT_FOUND,
         "{s} {esc}"
     );
+}
+
+// The Java SDK posts upload chunks to `X-Goog-Upload-URL` as given (Python swaps in its own
+// scheme and host), so behind a TLS-terminating proxy the URL must say https.
+#[tokio::test]
+async fn upload_url_keeps_the_host_and_the_forwarded_scheme() {
+    let h = Harness::new();
+    let (_, env) = h
+        .call(Method::POST, "/v1beta/environments", Some(json!({})))
+        .await;
+    let id = env["id"].as_str().unwrap();
+    let start = [
+        ("x-goog-upload-protocol", "resumable"),
+        ("x-goog-upload-command", "start"),
+    ];
+    let uri = format!("/upload/v1beta/environments/{id}/files/a.txt");
+    let url = |headers: HeaderMap| headers["x-goog-upload-url"].to_str().unwrap().to_owned();
+    for (extra, prefix) in [
+        (
+            vec![("host", "hookbox.example:8443")],
+            "http://hookbox.example:8443/upload/v1beta/sessions/",
+        ),
+        (
+            vec![("host", "hookbox.example"), ("x-forwarded-proto", "https")],
+            "https://hookbox.example/upload/v1beta/sessions/",
+        ),
+        (
+            vec![
+                ("host", "hookbox.example"),
+                ("forwarded", "for=1.2.3.4;proto=https;host=x"),
+            ],
+            "https://hookbox.example/upload/v1beta/sessions/",
+        ),
+        (
+            vec![("host", "hookbox.example"), ("x-forwarded-proto", "gopher")],
+            "http://hookbox.example/upload/v1beta/sessions/",
+        ),
+    ] {
+        let headers: Vec<(&str, &str)> =
+            start.iter().copied().chain(extra.iter().copied()).collect();
+        let (s, got, _) = h.raw(Method::PUT, &uri, &headers, None).await;
+        assert_eq!(s, StatusCode::OK);
+        assert!(
+            url(got.clone()).starts_with(prefix),
+            "{extra:?}: {}",
+            url(got)
+        );
+    }
 }

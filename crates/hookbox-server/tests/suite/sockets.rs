@@ -111,7 +111,7 @@ async fn resumable_upload_protocol() {
     assert_eq!(last.headers()["x-goog-upload-status"], "final");
     let file: Value = last.json().await.unwrap();
     assert_eq!(file["files"][0]["path"], "/data/x.txt");
-    assert_eq!(file["files"][0]["size_bytes"], 10);
+    assert_eq!(file["files"][0]["size_bytes"], "10");
     let got = client
         .get(format!(
             "http://{addr}/v1beta/environments/{id}/files/data/x.txt?alt=media"
