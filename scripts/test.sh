@@ -2,6 +2,7 @@
 # The whole test suite: set-up, then every crate's unit and integration tests and the
 # end-to-end suite that drives the hookbox binary, then the SDK conformance suite (the unmodified
 # google-genai SDK from PyPI, in a venv, against `hookbox serve`, with the reference's examples),
+# the Java SDK's conformance run (tests/java, Maven; the reference's Java examples unmodified),
 # webhooks through the SDK to a receiver that verifies with the standardwebhooks library,
 # triggers through the SDK (real minute boundaries, on two replicas of one PostgreSQL database), and
 # `hookbox mcp` against the official MCP Python SDK (stdio and streamable HTTP). The store's
@@ -11,7 +12,7 @@
 # against a throwaway Garage object store (scripts/objectstore.sh), and two replicas with separate
 # data dirs carry environments through it. Last, the .deb is built, installed with dpkg and run as
 # its systemd unit would run it. The sandbox suite, the end-to-end suite (with its replicas on
-# PostgreSQL and Garage), the SDK conformance run, the MCP run and the console run twice: under
+# PostgreSQL and Garage), the SDK conformance runs (Python and Java), the MCP run and the console run twice: under
 # namespaces and under gVisor (HOOKBOX_RUNTIME=gvisor, which the binary reads as --runtime).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,6 +44,8 @@ HOOKBOX_RUNTIME=gvisor HOOKBOX_TEST_POSTGRES_URL="$pg_url" HOOKBOX_TEST_SNAPSHOT
     cargo test -p hookbox --test all --locked "$@" -- --ignored replicas_without_a_shared_disk two_replicas
 tests/conformance/run.sh --reference
 tests/conformance/run.sh --reference --runtime gvisor
+tests/java/run.sh
+tests/java/run.sh --runtime gvisor
 tests/approvals/run.sh
 HOOKBOX_RUNTIME=gvisor tests/approvals/run.sh
 tests/mcp_servers/run.sh
