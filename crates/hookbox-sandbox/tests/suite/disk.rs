@@ -26,8 +26,7 @@ fn free_bytes(path: &std::path::Path) -> u64 {
 
 #[tokio::test]
 async fn dd_hits_enospc_at_the_cap_and_nothing_else_is_affected() {
-    if !rustix::process::geteuid().is_root() {
-        // Loop-mounted images need root; an unprivileged hookbox refuses caps (tested below).
+    if !hookbox_test_require::root("loop-mounted disk images") {
         return;
     }
     let data = tempfile::tempdir().unwrap();
@@ -104,7 +103,7 @@ async fn dd_hits_enospc_at_the_cap_and_nothing_else_is_affected() {
 
 #[tokio::test]
 async fn caps_survive_an_unmount_and_tiny_caps_are_refused() {
-    if !rustix::process::geteuid().is_root() {
+    if !hookbox_test_require::root("loop-mounted disk images") {
         return;
     }
     let data = tempfile::tempdir().unwrap();
