@@ -25,7 +25,7 @@
 set -euo pipefail
 
 GARAGE_VERSION=2.5.0
-# 1.56 is the first whose media uploads honour ifGenerationMatch (hookbox's conditional create).
+# 1.56.1 honours ifGenerationMatch on media uploads (hookbox's conditional create); 1.52 ignored it.
 FAKE_GCS_SERVER_VERSION=1.56.1
 # The `go` line of that version's go.mod: the oldest toolchain that builds it.
 FAKE_GCS_SERVER_GO=1.26
