@@ -30,6 +30,13 @@ have dpkg-deb || need_debs+=(dpkg)
 java_major() { javac -version 2>&1 | sed -n 's/^javac \([0-9]*\).*/\1/p'; }
 { have javac && [ "$(java_major)" -ge 17 ] 2>/dev/null; } || need_debs+=(default-jdk-headless)
 have mvn || need_debs+=(maven)
+# The egress suite runs real programs in a network namespace: curl, and node (whose fetch
+# ignores proxy variables). A missing one fails those tests (HOOKBOX_TEST_ALLOW_SKIP=1 skips).
+have node || need_debs+=(nodejs)
+# tests/deb/run.sh checks the unit with `systemd-analyze verify`.
+have systemd-analyze || need_debs+=(systemd)
+# scripts/tools.sh builds fake-gcs-server (the GCS-compatible store) with go.
+have go || need_debs+=(golang-go)
 
 if [ ${#need_debs[@]} -gt 0 ]; then
     echo "setup: installing Debian packages: ${need_debs[*]}" >&2
@@ -44,7 +51,8 @@ if ! have cargo; then
     exit 1
 fi
 
-# Garage, the S3-compatible store the snapshot tests run against (scripts/objectstore.sh), and
+# Garage, the S3-compatible store the snapshot tests run against (scripts/objectstore.sh),
+# fake-gcs-server, the GCS-compatible one (from the Go module proxy), and
 # cargo-deb for the .deb: built from the Rust package registry once per machine and cached
 # outside the checkout. gVisor's runsc (the `--runtime gvisor` sandbox) is Debian 13's package,
 # fetched into the same cache; it is linked onto PATH unless a runsc is there already (one too

@@ -10,7 +10,9 @@
 # replicas share it end to end (and hand over at a clean stop); a TLS-only cluster checks
 # verify-full; the web console is driven in a headless Chromium. Snapshots run
 # against a throwaway Garage object store (scripts/objectstore.sh), and two replicas with separate
-# data dirs carry environments through it. Last, the .deb is built, installed with dpkg and run as
+# data dirs carry environments through it; snapshots (gs://) and gcs sources run against a
+# throwaway fake-gcs-server (scripts/objectstore.sh start --gcs). A test that needs a tool or
+# root that is missing fails; HOOKBOX_TEST_ALLOW_SKIP=1 skips such tests instead, loudly. Last, the .deb is built, installed with dpkg and run as
 # its systemd unit would run it. The sandbox suite, the end-to-end suite (with its replicas on
 # PostgreSQL and Garage), the SDK conformance runs (Python and Java), the MCP run and the console run twice: under
 # namespaces and under gVisor (HOOKBOX_RUNTIME=gvisor, which the binary reads as --runtime).
@@ -25,7 +27,8 @@ HOOKBOX_RUNTIME=gvisor cargo test -p hookbox --test all --locked "$@"
 pg_url=$(scripts/postgres.sh start)
 pg_tls_url=$(scripts/postgres.sh start --tls)
 os_url=$(scripts/objectstore.sh start)
-trap 'scripts/postgres.sh stop "$pg_url"; scripts/postgres.sh stop "$pg_tls_url"; scripts/objectstore.sh stop "$os_url"' EXIT
+gcs_account=$(scripts/objectstore.sh start --gcs)
+trap 'scripts/postgres.sh stop "$pg_url"; scripts/postgres.sh stop "$pg_tls_url"; scripts/objectstore.sh stop "$os_url"; scripts/objectstore.sh stop "$gcs_account"' EXIT
 echo "test.sh: the store suite on PostgreSQL ($pg_url)"
 HOOKBOX_TEST_STORE=postgres HOOKBOX_TEST_POSTGRES_URL="$pg_url" \
     cargo test -p hookbox-store --locked "$@" -- --include-ignored --skip crash_child_writer
@@ -36,6 +39,11 @@ HOOKBOX_TEST_POSTGRES_URL="$pg_url" HOOKBOX_TEST_POSTGRES_TLS_URL="$pg_tls_url" 
     cargo test -p hookbox --test all --locked "$@" -- --ignored postgres_
 echo "test.sh: snapshots in a Garage object store"
 HOOKBOX_TEST_SNAPSHOT_URL="$os_url" cargo test -p hookbox-snapshot --locked "$@"
+echo "test.sh: snapshots in a GCS-compatible store (gs://, fake-gcs-server), and gcs sources read from it"
+GOOGLE_SERVICE_ACCOUNT="$gcs_account" GOOGLE_ALLOW_HTTP=true HOOKBOX_TEST_SNAPSHOT_URL=gs://hookbox/snapshots \
+    cargo test -p hookbox-snapshot --locked "$@"
+GOOGLE_SERVICE_ACCOUNT="$gcs_account" GOOGLE_ALLOW_HTTP=true HOOKBOX_TEST_GCS_BUCKET=hookbox \
+    cargo test -p hookbox-sandbox --test all --locked "$@" -- --ignored gcs_sources_are_read_from_a_gcs_server
 echo "test.sh: replicas without a shared disk, on PostgreSQL and Garage"
 HOOKBOX_TEST_POSTGRES_URL="$pg_url" HOOKBOX_TEST_SNAPSHOT_URL="$os_url" \
     cargo test -p hookbox --test all --locked "$@" -- --ignored replicas_without_a_shared_disk

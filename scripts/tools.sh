@@ -5,11 +5,16 @@
 # `cargo install --locked` from the Rust package registry into a cache outside the checkout
 # ($HOOKBOX_TOOLS_DIR, default ~/.cache/hookbox-tools), so later runs (and CI on the same
 # machine) reuse the binary; a fresh machine builds it (about 15 minutes on 2 cores).
+# fake-gcs-server, the GCS-compatible store that `scripts/objectstore.sh start --gcs` starts,
+# is built the same way with `go install` from the Go module proxy this machine's `go env`
+# names (Go FAKE_GCS_SERVER_GO or newer, or 1.21+ which fetches that toolchain from the same
+# proxy; scripts/setup.sh installs Debian's golang-go when there is no go at all).
 #
-#   scripts/tools.sh            builds what is missing; prints nothing when all is there
-#   scripts/tools.sh garage     prints the path of the garage binary (building it if needed)
-#   scripts/tools.sh cargo-deb  prints the path of the cargo-deb binary (building it if needed)
-#   scripts/tools.sh runsc      prints the path of gVisor's runsc (fetching it if needed)
+#   scripts/tools.sh                  builds what is missing; prints nothing when all is there
+#   scripts/tools.sh garage           prints the path of the garage binary (building it if needed)
+#   scripts/tools.sh fake-gcs-server  prints the path of the fake-gcs-server binary (likewise)
+#   scripts/tools.sh cargo-deb        prints the path of the cargo-deb binary (building it if needed)
+#   scripts/tools.sh runsc            prints the path of gVisor's runsc (fetching it if needed)
 #
 # runsc is not built: it is Debian's own package from trixie (Debian 13), whose 0.0~20240729 is
 # the oldest that hookbox's gVisor runtime supports (RUNSC_MIN_RELEASE) (bookworm's 0.0~20221219 lacks systrap, mount
@@ -20,10 +25,15 @@
 set -euo pipefail
 
 GARAGE_VERSION=2.5.0
+# 1.56.1 honours ifGenerationMatch on media uploads (hookbox's conditional create); 1.52 ignored it.
+FAKE_GCS_SERVER_VERSION=1.56.1
+# The `go` line of that version's go.mod: the oldest toolchain that builds it.
+FAKE_GCS_SERVER_GO=1.26
 CARGO_DEB_VERSION=3.8.0
 tools_dir=${HOOKBOX_TOOLS_DIR:-${HOME:-/root}/.cache/hookbox-tools}
 garage_bin="$tools_dir/garage-$GARAGE_VERSION/bin/garage"
 cargo_deb_bin="$tools_dir/cargo-deb-$CARGO_DEB_VERSION/bin/cargo-deb"
+fake_gcs_bin="$tools_dir/fake-gcs-server-$FAKE_GCS_SERVER_VERSION/bin/fake-gcs-server"
 RUNSC_SUITE=trixie
 # The oldest gVisor release the runtime supports (YYYYMMDD, as `runsc --version` says).
 RUNSC_MIN_RELEASE=20240729
@@ -52,6 +62,40 @@ build_garage() {
     # The SQLite metadata engine only: no metrics, K2V or LMDB, to keep the build short.
     install_tool garage "$GARAGE_VERSION" "$tools_dir/garage-$GARAGE_VERSION" \
         --no-default-features --features bundled-libs,sqlite
+}
+
+# go install MODULE@VERSION into the cache, through ROOT.partial like install_tool; the module
+# and its dependencies are checked against the checksum database as `go` always does.
+build_fake_gcs_server() {
+    [ -x "$fake_gcs_bin" ] && return
+    local root work have toolchain
+    if ! command -v go >/dev/null 2>&1; then
+        echo "tools.sh: go is missing (scripts/setup.sh installs Debian's golang-go)" >&2
+        exit 1
+    fi
+    have=$(go env GOVERSION | sed 's/^go//')
+    toolchain=local
+    if [ "$(printf '%s\n%s\n' "$FAKE_GCS_SERVER_GO" "$have" | sort -V | head -1)" != "$FAKE_GCS_SERVER_GO" ]; then
+        # An older go (1.21 or later) fetches the toolchain the module names, itself a module of
+        # the same Go module proxy.
+        if [ "$(printf '1.21\n%s\n' "$have" | sort -V | head -1)" != 1.21 ]; then
+            echo "tools.sh: fake-gcs-server $FAKE_GCS_SERVER_VERSION needs Go $FAKE_GCS_SERVER_GO or newer (or 1.21+ to fetch it); this go is $have" >&2
+            exit 1
+        fi
+        toolchain=auto
+    fi
+    root=$(dirname "$(dirname "$fake_gcs_bin")")
+    echo "tools.sh: building fake-gcs-server $FAKE_GCS_SERVER_VERSION (once per machine; cached in $tools_dir)" >&2
+    work=$(mktemp -d /tmp/hookbox-fake-gcs-build.XXXXXX)
+    rm -rf "$root.partial" && mkdir -p "$root.partial/bin"
+    if ! (cd "$work" && GOBIN="$root.partial/bin" GOCACHE="$work/cache" CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOTOOLCHAIN=$toolchain \
+        go install "github.com/fsouza/fake-gcs-server@v$FAKE_GCS_SERVER_VERSION" >"$work/build.log" 2>&1); then
+        tail -40 "$work/build.log" >&2
+        rm -rf "$work" "$root.partial"
+        exit 1
+    fi
+    rm -rf "$root" "$work"
+    mv "$root.partial" "$root"
 }
 
 build_cargo_deb() {
@@ -113,9 +157,10 @@ fetch_runsc() {
 }
 
 case "${1:-}" in
-    "") build_garage; build_cargo_deb; fetch_runsc ;;
+    "") build_garage; build_fake_gcs_server; build_cargo_deb; fetch_runsc ;;
     runsc) fetch_runsc; echo "$runsc_bin" ;;
     garage) build_garage; echo "$garage_bin" ;;
+    fake-gcs-server) build_fake_gcs_server; echo "$fake_gcs_bin" ;;
     cargo-deb) build_cargo_deb; echo "$cargo_deb_bin" ;;
-    *) echo "usage: tools.sh [garage|cargo-deb|runsc]" >&2; exit 2 ;;
+    *) echo "usage: tools.sh [garage|fake-gcs-server|cargo-deb|runsc]" >&2; exit 2 ;;
 esac

@@ -26,6 +26,7 @@ import urllib.request
 import warnings
 
 from google import genai
+from google.genai import errors as genai_errors
 
 warnings.simplefilter("ignore")
 hookbox, data = sys.argv[1], sys.argv[2]
@@ -125,11 +126,15 @@ def text_of(interaction):
 
 
 def exists(c, env, path):
+    """Whether the file is there: a download, or a 404 for it. Any other error (the server down,
+    the environment gone, a 500) is raised, not taken for "absent"."""
     try:
         c.environments.files.download(environment=env, path=path)
         return True
-    except Exception:
-        return False
+    except genai_errors.APIError as e:
+        if e.code == 404:
+            return False
+        raise
 
 
 def until(pred, timeout=60):

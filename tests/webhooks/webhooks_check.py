@@ -9,7 +9,8 @@ receiver on 127.0.0.1 that verifies every delivery with the Standard Webhooks re
 4. rotation: during the overlap a ping verifies with the old and with the new secret; after an
    immediate rotation only the newest verifies;
 5. a literal address the SSRF guard blocks (127.0.0.2, outside the admitted 127.0.0.1/32) is
-   refused at create; a name resolving to it fails at delivery, and after
+   refused at create; a name resolving to it (where a live receiver listens, which records what
+   reaches it) fails at delivery, and after
    --webhook-disable-after failures the webhook is disabled_due_to_failed_deliveries;
    https is verified: a receiver whose test CA --egress-extra-ca names gets its delivery, the
    same receiver by an address its certificate does not name does not;
@@ -45,9 +46,10 @@ def check(name, ok, detail=""):
 
 
 class Receiver:
-    """Records every request; answers `status` (503 until told otherwise)."""
+    """Records every request; answers `status` (200 until told otherwise). On `host` (another
+    loopback address is a receiver a policy must refuse: a broken one would reach it)."""
 
-    def __init__(self):
+    def __init__(self, host="127.0.0.1"):
         self.status = 200
         self.seen = []  # (headers dict, body bytes, status answered)
         self.cond = threading.Condition()
@@ -68,9 +70,10 @@ class Receiver:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer((host, 0), Handler)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        self.port = self.server.server_address[1]
+        self.url = f"http://{host}:{self.port}/hook"
 
     def wait_for(self, pred, timeout=60):
         """The first recorded request (headers, body, status) for which pred holds."""
@@ -245,10 +248,17 @@ tls_receiver = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__
                                                              "telemetry_receiver.py"), tls_dir],
                                 stdout=subprocess.PIPE, text=True)
 tls_port = int(tls_receiver.stdout.readline())
+# A live receiver on the blocked address: were the guard broken, the delivery would reach it.
+blocked_receiver = Receiver("127.0.0.2")
+direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+with direct.open(urllib.request.Request(blocked_receiver.url, data=b"{}", method="POST"), timeout=30) as r:
+    control = r.status
+check("ssrf control: the receiver on 127.0.0.2 answers a request sent straight to it",
+      control == 200 and len(blocked_receiver.seen) == 1, (control, blocked_receiver.seen))
 server, base = serve(os.path.join(data, "fast"), "--webhook-retry-base", "0.05", "--webhook-max-attempts", "2",
                      "--webhook-disable-after", "2", "--metrics-listen", f"127.0.0.1:{metrics_port}",
                      "--egress-resolve", f"telemetry.example.com:443=127.0.0.1:{tls_port}",
-                     "--egress-resolve", "blocked.example:9=127.0.0.2:9",
+                     "--egress-resolve", f"blocked.example:9=127.0.0.2:{blocked_receiver.port}",
                      "--egress-extra-ca", os.path.join(tls_dir, "ca.pem"))
 try:
     c = client(base)
@@ -274,7 +284,8 @@ try:
           len(deliveries) == 1 and deliveries[0]["status"] == "failed" and deliveries[0]["attempts"] == 2
           and "SSRF" in deliveries[0].get("last_error", ""), deliveries)
     check("ssrf: nothing reached the receiver from it",
-          not any(event(i).get("data", {}).get("webhook_id") == blocked.id for i in receiver.seen))
+          not any(event(i).get("data", {}).get("webhook_id") == blocked.id for i in receiver.seen)
+          and len(blocked_receiver.seen) == 1, blocked_receiver.seen)
     ok = c.webhooks.create(uri=receiver.url, subscribed_events=["interaction.completed"])
     c.webhooks.ping(id=ok.id)
     got = receiver.wait_for(lambda i: event(i).get("data", {}).get("webhook_id") == ok.id)

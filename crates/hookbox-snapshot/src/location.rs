@@ -1,6 +1,8 @@
 //! Where snapshots go: an `object_store` URL. `s3://bucket/prefix` (credentials and region from
 //! the usual `AWS_*` variables, or in the query: `endpoint`, `region`, `access_key_id`,
-//! `secret_access_key`, `allow_http`), `gs://bucket/prefix` (`GOOGLE_*` variables) or
+//! `secret_access_key`, `allow_http`), `gs://bucket/prefix` (`GOOGLE_*` variables, all of them
+//! honoured: a GCS-compatible server is a service-account file naming its `gcs_base_url`, and
+//! `GOOGLE_ALLOW_HTTP=true` if it speaks http) or
 //! `file:///path`. Every error and every log line names the URL through [`redact`], never with
 //! its credentials.
 
@@ -84,10 +86,14 @@ fn retry() -> object_store::RetryConfig {
     }
 }
 
+/// How long connecting to the store, and one request, may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
 fn client() -> object_store::ClientOptions {
     object_store::ClientOptions::new()
-        .with_connect_timeout(Duration::from_secs(5))
-        .with_timeout(Duration::from_secs(60))
+        .with_connect_timeout(CONNECT_TIMEOUT)
+        .with_timeout(REQUEST_TIMEOUT)
 }
 
 /// Parses `raw` into a store; nothing is contacted yet ([`crate::Snapshots::check`] does).
@@ -146,14 +152,28 @@ pub fn parse(raw: &str) -> Result<Location, SnapshotError> {
                     "gs:// takes no parameters; use the GOOGLE_* variables",
                 ));
             }
-            Arc::new(
-                object_store::gcp::GoogleCloudStorageBuilder::from_env()
-                    .with_bucket_name(bucket)
-                    .with_retry(retry())
-                    .with_client_options(client())
-                    .build()
-                    .map_err(|e| bad(raw, e.to_string()))?,
-            )
+            // The time-outs are set one by one: replacing the client options whole would drop
+            // what `from_env` read from `GOOGLE_*` (`GOOGLE_ALLOW_HTTP` for a GCS-compatible
+            // server on http, `GOOGLE_PROXY_URL`, ...).
+            let timeout = |key, value: Duration| {
+                (
+                    object_store::gcp::GoogleConfigKey::Client(key),
+                    format!("{}ms", value.as_millis()),
+                )
+            };
+            let mut builder = object_store::gcp::GoogleCloudStorageBuilder::from_env()
+                .with_bucket_name(bucket)
+                .with_retry(retry());
+            for (key, value) in [
+                timeout(
+                    object_store::ClientConfigKey::ConnectTimeout,
+                    CONNECT_TIMEOUT,
+                ),
+                timeout(object_store::ClientConfigKey::Timeout, REQUEST_TIMEOUT),
+            ] {
+                builder = builder.with_config(key, value);
+            }
+            Arc::new(builder.build().map_err(|e| bad(raw, e.to_string()))?)
         }
         "file" => {
             if url.query().is_some() || url.host_str().is_some_and(|h| !h.is_empty()) {

@@ -8,7 +8,7 @@ mod common;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use common::{DataDir, is_root};
+use common::DataDir;
 use hookbox_sandbox::environment::TREE_DIR;
 use hookbox_snapshot::{Manager, ManagerOptions, Snapshots, is_dirty};
 
@@ -34,8 +34,7 @@ async fn settled(manager: &Manager) {
 
 #[tokio::test]
 async fn start_uploads_leftovers_eviction_keeps_unuploaded_and_open_copies() {
-    if !is_root() {
-        eprintln!("skipped: loop-mounted disk images need root");
+    if !hookbox_test_require::root("loop-mounted disk images") {
         return;
     }
     let objects = tempfile::tempdir().unwrap();
@@ -94,8 +93,7 @@ async fn start_uploads_leftovers_eviction_keeps_unuploaded_and_open_copies() {
 
 #[tokio::test]
 async fn a_copy_older_than_the_store_is_replaced_by_the_newest_snapshot() {
-    if !is_root() {
-        eprintln!("skipped: loop-mounted disk images need root");
+    if !hookbox_test_require::root("loop-mounted disk images") {
         return;
     }
     let objects = tempfile::tempdir().unwrap();
@@ -135,8 +133,7 @@ async fn a_copy_older_than_the_store_is_replaced_by_the_newest_snapshot() {
 
 #[tokio::test]
 async fn a_host_that_does_not_hold_an_environment_writes_no_snapshot_of_it() {
-    if !is_root() {
-        eprintln!("skipped: loop-mounted disk images need root");
+    if !hookbox_test_require::root("loop-mounted disk images") {
         return;
     }
     let objects = tempfile::tempdir().unwrap();

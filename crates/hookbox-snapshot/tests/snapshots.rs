@@ -11,7 +11,7 @@ use hookbox_snapshot::{SnapshotError, Snapshots, is_dirty};
 
 mod common;
 
-use common::{DataDir, is_root};
+use common::DataDir;
 
 fn store(data: &Path) -> Store {
     common::store(data, 256 << 20)
@@ -63,8 +63,7 @@ fn snapshot_url(dir: &Path) -> String {
 
 #[tokio::test]
 async fn an_environment_moves_to_another_host_and_only_changes_are_uploaded() {
-    if !is_root() {
-        eprintln!("skipped: loop-mounted disk images need root");
+    if !hookbox_test_require::root("loop-mounted disk images") {
         return;
     }
     let objects = tempfile::tempdir().unwrap();
@@ -150,8 +149,7 @@ async fn an_environment_moves_to_another_host_and_only_changes_are_uploaded() {
 
 #[tokio::test]
 async fn a_corrupt_or_missing_object_is_refused_naming_the_environment() {
-    if !is_root() {
-        eprintln!("skipped: loop-mounted disk images need root");
+    if !hookbox_test_require::root("loop-mounted disk images") {
         return;
     }
     let objects = tempfile::tempdir().unwrap();
@@ -208,8 +206,7 @@ async fn a_corrupt_or_missing_object_is_refused_naming_the_environment() {
 
 #[tokio::test]
 async fn long_chains_are_compacted_and_still_restore() {
-    if !is_root() {
-        eprintln!("skipped: loop-mounted disk images need root");
+    if !hookbox_test_require::root("loop-mounted disk images") {
         return;
     }
     let objects = tempfile::tempdir().unwrap();

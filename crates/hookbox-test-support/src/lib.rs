@@ -4,7 +4,8 @@
 //!
 //! - [`local::LocalBackend`]: directory-backed environments behind both agent seams.
 //! - [`Gate`]: a tiny fixed policy in front of an executor, standing in for hooks.
-//! - [`spawn_server`]: an axum router served on `127.0.0.1:0` until the handle is dropped.
+//! - [`spawn_server`]: an axum router served on `127.0.0.1:0` until the handle is dropped
+//!   ([`spawn_server_on`]: on another loopback address).
 //! - [`DataDir`]: a temporary data dir whose environment disks are unmounted when it goes.
 
 pub mod local;
@@ -105,7 +106,7 @@ pub struct TestServer {
 }
 
 impl TestServer {
-    /// `http://127.0.0.1:PORT`.
+    /// `http://ADDR:PORT`.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
@@ -115,11 +116,20 @@ impl TestServer {
 ///
 /// # Panics
 /// When no loopback port can be bound, or the server fails (a test failure either way).
-#[allow(clippy::expect_used)] // test harness: a failure here is a failed test
 pub async fn spawn_server(router: axum::Router) -> TestServer {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+    spawn_server_on("127.0.0.1:0", router).await
+}
+
+/// Serves `router` on `addr` (another loopback address such as `127.0.0.2:0`, for a receiver
+/// that a policy must refuse: a broken policy would reach it, and it would record the hit).
+///
+/// # Panics
+/// When `addr` cannot be bound, or the server fails (a test failure either way).
+#[allow(clippy::expect_used)] // test harness: a failure here is a failed test
+pub async fn spawn_server_on(addr: &str, router: axum::Router) -> TestServer {
+    let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .expect("bind 127.0.0.1:0");
+        .unwrap_or_else(|e| panic!("bind {addr}: {e}"));
     let addr = listener.local_addr().expect("local address");
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(async move {

@@ -1,7 +1,8 @@
 //! The deliverer against a real SQLite store, the real webhook poster (egress's SSRF guard, with
 //! 127.0.0.1/32 admitted as an operator would) and a real receiver on 127.0.0.1: a delivery is
 //! signed with every live secret, a 503 is retried with the same id, a success resets the
-//! webhook's failures, and an address the guard refuses never gets a request.
+//! webhook's failures, and an address the guard refuses never gets a request (a live receiver
+//! there, which records every hit, proves it).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -28,6 +29,13 @@ struct Receiver {
 }
 
 async fn receiver(answers: Vec<u16>) -> (hookbox_test_support::TestServer, Receiver) {
+    receiver_on("127.0.0.1:0", answers).await
+}
+
+async fn receiver_on(
+    addr: &str,
+    answers: Vec<u16>,
+) -> (hookbox_test_support::TestServer, Receiver) {
     let r = Receiver {
         answers: Arc::new(Mutex::new(answers)),
         ..Receiver::default()
@@ -49,7 +57,21 @@ async fn receiver(answers: Vec<u16>) -> (hookbox_test_support::TestServer, Recei
             ),
         )
         .with_state(r.clone());
-    (hookbox_test_support::spawn_server(router).await, r)
+    (hookbox_test_support::spawn_server_on(addr, router).await, r)
+}
+
+/// One POST straight to the server's `/hook`, not through the guard; the status line.
+async fn post_directly(server: &hookbox_test_support::TestServer) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut s = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    s.write_all(
+        b"POST /hook HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
+    )
+    .await
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    out.lines().next().unwrap_or_default().to_owned()
 }
 
 fn webhook(id: &str, uri: String) -> WebhookRecord {
@@ -205,9 +227,26 @@ async fn deliveries_are_signed_retried_with_their_id_and_counted() {
 async fn an_address_the_guard_refuses_gets_no_request_and_gives_up() {
     let dir = tempfile::tempdir().unwrap();
     let store = store(dir.path());
-    let (server, rx) = receiver(vec![]).await;
-    // The receiver's port on 127.0.0.2: loopback, outside the admitted 127.0.0.1/32.
+    // A live receiver on 127.0.0.2 (loopback, outside the admitted 127.0.0.1/32): a guard that
+    // let the delivery through would reach it, and it records every request.
+    let (server, rx) = receiver_on("127.0.0.2:0", vec![]).await;
     let port = server.addr.port();
+    // Positive controls: it answers a request sent straight to it...
+    assert_eq!(post_directly(&server).await, "HTTP/1.1 200 OK");
+    assert_eq!(rx.seen.lock().unwrap().len(), 1);
+    // ...and this deliverer delivers to an admitted address.
+    let (admitted, admitted_rx) = receiver(vec![]).await;
+    store
+        .create_webhook(
+            P,
+            &webhook("wh_ok", format!("{}/hook", admitted.url())),
+            &SigningKey {
+                secret: signing::new_secret(),
+                expire_time: None,
+            },
+        )
+        .await
+        .unwrap();
     store
         .create_webhook(
             P,
@@ -217,10 +256,6 @@ async fn an_address_the_guard_refuses_gets_no_request_and_gives_up() {
                 expire_time: None,
             },
         )
-        .await
-        .unwrap();
-    store
-        .enqueue_webhook_event(P, PING_EVENT, &serde_json::json!({}), Some("wh_1"), NOW)
         .await
         .unwrap();
     let poster = hookbox_egress::EgressPoster::for_webhooks(
@@ -239,6 +274,17 @@ async fn an_address_the_guard_refuses_gets_no_request_and_gives_up() {
             ..Default::default()
         },
     );
+    store
+        .enqueue_webhook_event(P, PING_EVENT, &serde_json::json!({}), Some("wh_ok"), NOW)
+        .await
+        .unwrap();
+    assert_eq!(deliverer.deliver_due().await.unwrap(), 1);
+    assert_eq!(admitted_rx.seen.lock().unwrap().len(), 1);
+
+    store
+        .enqueue_webhook_event(P, PING_EVENT, &serde_json::json!({}), Some("wh_1"), NOW)
+        .await
+        .unwrap();
     assert_eq!(deliverer.deliver_due().await.unwrap(), 1);
     assert_eq!(deliverer.deliver_due().await.unwrap(), 1);
     assert_eq!(deliverer.deliver_due().await.unwrap(), 0);
@@ -261,5 +307,9 @@ async fn an_address_the_guard_refuses_gets_no_request_and_gives_up() {
         record.webhook.state,
         WebhookState::DisabledDueToFailedDeliveries
     );
-    assert!(rx.seen.lock().unwrap().is_empty());
+    assert_eq!(
+        rx.seen.lock().unwrap().len(),
+        1,
+        "the refused receiver got a delivery besides the control"
+    );
 }

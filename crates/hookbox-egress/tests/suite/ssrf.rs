@@ -46,8 +46,14 @@ fn in_private_netns<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -
         // On the namespace's own loopback: this works on kernels without the dummy driver,
         // and nothing on it can leave the namespace.
         for addr in SENTINELS {
-            let prefix = if addr.contains(':') { "/128" } else { "/32" };
-            ip(&["addr", "add", &format!("{addr}{prefix}"), "dev", "lo"]);
+            if addr.contains(':') {
+                // `nodad`: an IPv6 address is unusable ("tentative", EADDRNOTAVAIL on bind)
+                // until duplicate address detection has run, a race the test would lose now
+                // and then.
+                ip(&["addr", "add", &format!("{addr}/128"), "dev", "lo", "nodad"]);
+            } else {
+                ip(&["addr", "add", &format!("{addr}/32"), "dev", "lo"]);
+            }
         }
         f()
     })

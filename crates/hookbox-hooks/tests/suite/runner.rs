@@ -39,17 +39,32 @@ fn is_gone(pid: &str) -> bool {
 async fn timeout_kills_the_whole_tree_including_a_grandchild_holding_stdout() {
     let dir = tempfile::tempdir().unwrap();
     let pidfile = dir.path().join("grandchild.pid");
+    // The handler never ends by itself within the test's bound (an hour's sleep). It says it started
+    // only once its grandchild runs and "started" is written (the pid file appears last, by
+    // rename), so a run killed before that proves nothing and is tried again with a doubled
+    // time-out: the test waits for that event, not for a clock. Only a hung run fails the bound.
     let cmd = format!(
-        "sleep 60 & echo $! > {}; echo started; sleep 60",
-        pidfile.display()
+        "sleep 3600 & echo $! > {pid}.tmp; echo started; mv {pid}.tmp {pid}; exec sleep 3600",
+        pid = pidfile.display()
     );
-    let out = LocalRunner::default()
-        .run(request(&cmd, Duration::from_millis(300), 1024))
-        .await
-        .unwrap();
-    assert_eq!(out.termination, Termination::TimedOut);
+    let mut timeout = Duration::from_millis(300);
+    let (out, pid) = loop {
+        let out = LocalRunner::default()
+            .run(request(&cmd, timeout, 1024))
+            .await
+            .unwrap();
+        // Whenever it was killed, it was killed by the time-out: it never ends on its own.
+        assert_eq!(out.termination, Termination::TimedOut);
+        if let Ok(pid) = std::fs::read_to_string(&pidfile) {
+            break (out, pid);
+        }
+        assert!(
+            timeout < Duration::from_secs(60),
+            "the handler never started within a {timeout:?} time-out"
+        );
+        timeout *= 2;
+    };
     assert_eq!(out.stdout, b"started\n");
-    let pid = std::fs::read_to_string(&pidfile).unwrap();
     assert!(is_gone(&pid), "grandchild {pid} survived the timeout");
 }
 

@@ -19,15 +19,30 @@ fn mounts_under(dir: &std::path::Path) -> Vec<String> {
         .collect()
 }
 
-fn free_bytes(path: &std::path::Path) -> u64 {
-    let st = nix::sys::statvfs::statvfs(path).unwrap();
-    st.blocks_available() as u64 * st.fragment_size() as u64
+/// Bytes allocated on the host's filesystem under `path` (images and anything else hookbox
+/// wrote there), not crossing into mounted filesystems. Counted per tree rather than as the
+/// filesystem's free space, which other processes on a shared machine change too.
+fn allocated_on_host(path: &std::path::Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    fn walk(path: &std::path::Path, dev: u64) -> u64 {
+        let meta = std::fs::symlink_metadata(path).unwrap();
+        if meta.dev() != dev {
+            return 0;
+        }
+        let mut total = meta.blocks() * 512;
+        if meta.is_dir() {
+            for entry in std::fs::read_dir(path).unwrap() {
+                total += walk(&entry.unwrap().path(), dev);
+            }
+        }
+        total
+    }
+    walk(path, std::fs::metadata(path).unwrap().dev())
 }
 
 #[tokio::test]
 async fn dd_hits_enospc_at_the_cap_and_nothing_else_is_affected() {
-    if !rustix::process::geteuid().is_root() {
-        // Loop-mounted images need root; an unprivileged hookbox refuses caps (tested below).
+    if !hookbox_test_require::root("loop-mounted disk images") {
         return;
     }
     let data = tempfile::tempdir().unwrap();
@@ -43,7 +58,7 @@ async fn dd_hits_enospc_at_the_cap_and_nothing_else_is_affected() {
     assert_eq!(mounts_under(data.path()).len(), 2);
     let env_a = store.open_env(&a.id).unwrap();
     let env_b = store.open_env(&b.id).unwrap();
-    let host_free_before = free_bytes(data.path());
+    let host_before = allocated_on_host(data.path());
 
     let filled = bash_ok(
         &env_a,
@@ -65,8 +80,13 @@ async fn dd_hits_enospc_at_the_cap_and_nothing_else_is_affected() {
     .len();
     assert!(fill > CAP / 2 && fill <= CAP, "fill {fill}");
     // The host lost at most the cap (the image is sparse) and other environments still write.
-    let used = host_free_before.saturating_sub(free_bytes(data.path()));
+    let used = allocated_on_host(data.path()).saturating_sub(host_before);
     assert!(used <= CAP + (4 << 20), "the host lost {used} bytes");
+    // Positive control: the measure sees the fill (in the image's blocks).
+    assert!(
+        used >= fill / 2,
+        "the host lost {used} bytes for a {fill}-byte fill"
+    );
     let other = bash_ok(
         &env_b,
         "head -c 4194304 /dev/zero > /workspace/x && echo ok",
@@ -104,7 +124,7 @@ async fn dd_hits_enospc_at_the_cap_and_nothing_else_is_affected() {
 
 #[tokio::test]
 async fn caps_survive_an_unmount_and_tiny_caps_are_refused() {
-    if !rustix::process::geteuid().is_root() {
+    if !hookbox_test_require::root("loop-mounted disk images") {
         return;
     }
     let data = tempfile::tempdir().unwrap();

@@ -49,12 +49,48 @@ async fn local_mode_needs_no_key_but_refuses_public_addresses() {
         h.raw(Method::GET, "/v1/environments", &[], None).await.0,
         StatusCode::OK
     );
-    assert!(hookbox_server::check_listen_addr("127.0.0.1:8080".parse().unwrap(), false).is_ok());
-    assert!(hookbox_server::check_listen_addr("[::1]:8080".parse().unwrap(), false).is_ok());
-    let err =
-        hookbox_server::check_listen_addr("0.0.0.0:8080".parse().unwrap(), false).unwrap_err();
-    assert!(err.to_string().contains("HOOKBOX_API_KEYS"));
-    assert!(hookbox_server::check_listen_addr("0.0.0.0:8080".parse().unwrap(), true).is_ok());
+    // Loopback, all of 127.0.0.0/8 and ::1, is served without keys.
+    for loopback in [
+        "127.0.0.1:8080",
+        "127.0.0.2:8080",
+        "127.255.255.254:1",
+        "[::1]:8080",
+    ] {
+        assert!(
+            hookbox_server::check_listen_addr(loopback.parse().unwrap(), false).is_ok(),
+            "{loopback}"
+        );
+    }
+    // Every other address is refused without a key: the wildcards, private, shared, link-local
+    // and public ones, IPv4 and IPv6. (A pure check: no socket is made, no packet sent.)
+    for other in [
+        "0.0.0.0:8080",
+        "[::]:8080",
+        "10.1.2.3:8080",
+        "172.16.0.1:8080",
+        "192.168.1.10:8080",
+        "100.64.0.1:8080",
+        "169.254.169.254:80",
+        "8.8.8.8:8080",
+        "203.0.113.9:443",
+        "[fd00::1]:8080",
+        "[fe80::1]:8080",
+        "[2001:db8::1]:8080",
+    ] {
+        let addr = other.parse().unwrap();
+        let err = hookbox_server::check_listen_addr(addr, false).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("HOOKBOX_API_KEYS"), "{other}: {text}");
+        assert!(
+            text.contains(&format!("refusing {addr}")),
+            "{other}: {text}"
+        );
+        // With a key, any address may be served.
+        assert!(
+            hookbox_server::check_listen_addr(addr, true).is_ok(),
+            "{other}"
+        );
+    }
 }
 
 #[tokio::test]

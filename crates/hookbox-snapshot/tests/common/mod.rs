@@ -25,18 +25,6 @@ impl Drop for DataDir {
     }
 }
 
-/// Loop-mounted images need root, as hookbox does.
-pub fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
 /// Environments in `data`, each on an image of `cap` bytes (nothing is ever launched).
 pub fn store(data: &Path, cap: u64) -> Store {
     let mut options = SandboxOptions::new(Launcher::standalone("/nonexistent-launcher"));

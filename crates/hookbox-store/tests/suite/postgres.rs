@@ -92,21 +92,32 @@ async fn replica(url: &str, id: &str, ttl_ms: u64) -> PostgresStore {
     .unwrap()
 }
 
-/// Claims `resource` for `cluster` until it is held (the other owner's lease runs out), bounded.
-async fn claim_when_free(cluster: &dyn hookbox_store::Cluster, resource: &str) -> i64 {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        match cluster.claim(resource).await.unwrap() {
-            hookbox_store::Claim::Held { fence } => return fence,
-            hookbox_store::Claim::Elsewhere { .. } => {
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "the lease never expired"
-                );
-                tokio::task::yield_now().await;
-            }
-        }
-    }
+/// Makes `replica`'s time run out, as if it had stopped heartbeating a whole TTL ago: its
+/// heartbeat row and its leases expire now. The test drives expiry instead of racing a short
+/// lease against its own database round trips.
+async fn expire(url: &str, replica: &str) {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let leases = client
+        .execute(
+            "UPDATE leases SET expires_at = now() - interval '1 second' WHERE owner = $1",
+            &[&replica],
+        )
+        .await
+        .unwrap();
+    let replicas = client
+        .execute(
+            "UPDATE replicas SET expires_at = now() - interval '1 second' WHERE id = $1",
+            &[&replica],
+        )
+        .await
+        .unwrap();
+    assert!(
+        leases > 0 && replicas == 1,
+        "{replica} held nothing to expire"
+    );
 }
 
 fn running(id: &str, env: &str) -> hookbox_protocol::api::Interaction {
@@ -122,8 +133,9 @@ fn running(id: &str, env: &str) -> hookbox_protocol::api::Interaction {
 #[ignore = "needs HOOKBOX_TEST_POSTGRES_URL (scripts/test.sh starts a cluster)"]
 async fn a_lease_moves_only_when_it_expires_and_stale_writes_are_fenced_off() {
     let url = super::fresh_database().await;
-    // A: a short lease that it will stop renewing; B: the survivor.
-    let a = replica(&url, "replica-a", 300).await;
+    // A: a replica that will stop renewing; B: the survivor. Both leases outlast the test; A's
+    // expiry is driven by the test (`expire`).
+    let a = replica(&url, "replica-a", 60_000).await;
     let b = replica(&url, "replica-b", 60_000).await;
     let (ca, cb) = (a.cluster().unwrap(), b.cluster().unwrap());
     let mut changes = cb.changes();
@@ -163,10 +175,20 @@ async fn a_lease_moves_only_when_it_expires_and_stale_writes_are_fenced_off() {
     .await;
     assert!(heard.is_ok(), "no notification reached the other replica");
 
-    // A stops renewing; once its lease expires B takes the environment with a newer fence, and
-    // A's late writes are refused rather than mixed into B's run.
-    let fence = claim_when_free(&*cb, resource).await;
-    assert_eq!(fence, 2);
+    // A stops renewing. Until its lease expires B cannot take the environment; once it has, B
+    // takes it with a newer fence, and A's late writes are refused rather than mixed into B's run.
+    assert!(
+        matches!(
+            cb.claim(resource).await.unwrap(),
+            hookbox_store::Claim::Elsewhere { .. }
+        ),
+        "the lease moved before it expired"
+    );
+    expire(&url, "replica-a").await;
+    assert_eq!(
+        cb.claim(resource).await.unwrap(),
+        hookbox_store::Claim::Held { fence: 2 }
+    );
     let err = a
         .append_step("int_a", 1, &Step::model_text("late"))
         .await

@@ -69,7 +69,9 @@ fn missing_credentials_are_refused_at_create_and_a_deleted_one_is_named() {
         refused.contains("`environment.network.allowlist[1].credential`"),
         "{refused}"
     );
-    let envs = json_body(&http(&server.addr, "GET", "/v1beta/environments", ""));
+    let listed = http(&server.addr, "GET", "/v1beta/environments", "");
+    assert!(listed.starts_with("HTTP/1.1 200"), "{listed}");
+    let envs = json_body(&listed);
     assert!(
         envs["environments"].as_array().is_none_or(Vec::is_empty),
         "a refused create made an environment: {envs}"
@@ -90,6 +92,15 @@ fn missing_credentials_are_refused_at_create_and_a_deleted_one_is_named() {
         &serde_json::json!({"network": network}).to_string(),
     ));
     let env = env["id"].as_str().unwrap().to_owned();
+    // Positive control for the empty listing above: the same listing shows an environment made.
+    let listed = json_body(&http(&server.addr, "GET", "/v1beta/environments", ""));
+    let ids: Vec<&str> = listed["environments"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .filter_map(|e| e["id"].as_str())
+        .collect();
+    assert_eq!(ids, [env.as_str()], "{listed}");
     let gone = http(&server.addr, "DELETE", "/v1beta/credentials/tok", "");
     assert!(gone.starts_with("HTTP/1.1 200"), "{gone}");
     let ran = json_body(&http(

@@ -46,6 +46,51 @@ fn start_running(server: &Server, command: &str) -> (String, TcpStream, Vec<u8>)
     (id, stream, seen)
 }
 
+/// A workload that runs until the test releases it, so it is still running whatever a drain or
+/// a hand-over takes: it creates `/workspace/NAME.running` when it starts, waits for
+/// `/workspace/NAME.release` (see [`release`]), then prints `done` (spelt with an empty `''`
+/// inside, so the text is only in the stream once the command has printed it, not already in the
+/// call's arguments).
+fn held(name: &str, done: &str) -> String {
+    let (head, tail) = done.split_at(done.len() / 2);
+    format!(
+        "touch /workspace/{name}.running; until [ -e /workspace/{name}.release ]; do sleep 0.05; done; echo {head}''{tail}"
+    )
+}
+
+/// Where environment `env` of a server with data dir `data` keeps its `/workspace`.
+fn workspace(data: &Path, env: &str) -> std::path::PathBuf {
+    data.join("environments").join(env).join("root/workspace")
+}
+
+/// Waits (bounded) until the [`held`] workload `name` runs in environment `env`.
+fn wait_held(data: &Path, env: &str, name: &str) {
+    let marker = workspace(data, env).join(format!("{name}.running"));
+    wait_for(
+        Duration::from_secs(30),
+        &format!("the workload to create {}", marker.display()),
+        || marker.exists().then_some(()),
+    );
+}
+
+/// Lets the [`held`] workload `name` in environment `env` finish.
+fn release(data: &Path, env: &str, name: &str) {
+    std::fs::write(workspace(data, env).join(format!("{name}.release")), b"").unwrap();
+}
+
+fn environment_of(server: &Server, id: &str) -> String {
+    let got = json_body(&http(
+        &server.addr,
+        "GET",
+        &format!("/v1beta/interactions/{id}"),
+        "",
+    ));
+    got["environment_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{got}"))
+        .to_owned()
+}
+
 /// Polls `/readyz` until it says the server drains.
 fn wait_draining(server: &Server) {
     wait_for(Duration::from_secs(10), "/readyz to turn 503", || {
@@ -121,19 +166,15 @@ fn sigterm_drains_a_running_interaction_and_leaves_no_mount() {
     let dir = hookbox_test_support::DataDir::new();
     let data = dir.path().join("data");
     let mut server = start_with(&data, &[]);
-    let (id, mut stream, mut seen) = start_running(&server, "sleep 2; echo drained-ok");
+    // The workload runs until the drain's checks are done: then the test releases it.
+    let (id, mut stream, mut seen) = start_running(&server, &held("drain", "drained-ok"));
     assert!(
         !mounts_and_loops_under(&data).is_empty(),
         "the environment's disk should be mounted while it runs"
     );
-    let running = json_body(&http(
-        &server.addr,
-        "GET",
-        &format!("/v1beta/interactions/{id}"),
-        "",
-    ));
-    let env = running["environment_id"].as_str().unwrap().to_owned();
-    // The call step is streamed just before the command starts.
+    let env = environment_of(&server, &id);
+    wait_held(&data, &env, "drain");
+    // Positive control for the check at the end that no process outlived the server.
     wait_for(
         Duration::from_secs(10),
         "the command to run in its environment's cgroup",
@@ -155,8 +196,13 @@ fn sigterm_drains_a_running_interaction_and_leaves_no_mount() {
     assert_eq!(json_body(&refused)["error"]["status"], "UNAVAILABLE");
     let listed = http(&server.addr, "GET", "/v1beta/interactions", "");
     assert!(listed.starts_with("HTTP/1.1 200"), "{listed}");
+    assert!(
+        server.child.try_wait().unwrap().is_none(),
+        "hookbox stopped while an interaction still ran"
+    );
 
-    // The running one finishes, and its stream says so.
+    // The running one finishes once released, and its stream says so.
+    release(&data, &env, "drain");
     stream.read_to_end(&mut seen).unwrap();
     let seen = String::from_utf8_lossy(&seen);
     assert!(seen.contains("drained-ok"), "{seen}");
@@ -183,7 +229,8 @@ fn past_the_grace_period_or_at_a_second_signal_running_work_fails() {
         let data = dir.path().join("data");
         let grace = if second_signal { "600" } else { "0.5" };
         let mut server = start_with(&data, &["--shutdown-grace", grace]);
-        let (id, _stream, _) = start_running(&server, "sleep 120");
+        // A workload that never ends by itself.
+        let (id, _stream, _) = start_running(&server, "sleep infinity");
         signal(&server, "TERM");
         if second_signal {
             wait_draining(&server);
@@ -241,7 +288,10 @@ fn two_replicas_hand_over_at_a_clean_stop() {
     );
     assert_eq!(made["status"], "completed", "{made}");
     let env = made["environment_id"].as_str().unwrap().to_owned();
-    let (_, mut stream, mut seen) = start_running(&a, "sleep 4; echo finished-on-a");
+    // Runs on A until the hand-over has been checked: then the test releases it.
+    let (running, mut stream, mut seen) = start_running(&a, &held("handover", "finished-on-a"));
+    let running_env = environment_of(&a, &running);
+    wait_held(&data, &running_env, "handover");
     signal(&a, "TERM");
     wait_draining(&a);
 
@@ -280,6 +330,7 @@ fn two_replicas_hand_over_at_a_clean_stop() {
     assert_eq!(after["status"], "completed", "{after}");
     assert!(after.to_string().contains("kept-on-a"), "{after}");
 
+    release(&data, &running_env, "handover");
     stream.read_to_end(&mut seen).unwrap();
     assert!(String::from_utf8_lossy(&seen).contains("finished-on-a"));
     assert!(wait_exit(&mut a).success());

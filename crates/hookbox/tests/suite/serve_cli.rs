@@ -116,18 +116,66 @@ fn banner_says_where_and_how_to_connect() {
 
 #[test]
 fn refuses_public_address_without_keys() {
-    let out = Command::new(env!("CARGO_BIN_EXE_hookbox"))
-        .args(["serve", "--listen", "0.0.0.0:0"])
-        .env_remove("HOOKBOX_API_KEYS")
-        .env(
-            "HOOKBOX_DATA_DIR",
-            hookbox_test_support::DataDir::new().path(),
-        )
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("refusing 0.0.0.0:0"), "{err}");
+    // `hookbox serve` binds its address before it can tell whether keys exist (managed keys
+    // live in the store), so each address is tried in a network namespace of the test's own,
+    // with the address on its loopback: nothing there leads off the machine, and the bind
+    // succeeds, so only the check can refuse. The wildcards, private, shared and public ones.
+    if !hookbox_test_require::root("a network namespace of its own (unshare --net)") {
+        return;
+    }
+    for (listen, ip) in [
+        ("0.0.0.0:0", None),
+        ("[::]:0", None),
+        ("10.20.30.40:0", Some("10.20.30.40")),
+        ("192.168.77.1:0", Some("192.168.77.1")),
+        ("100.64.0.9:0", Some("100.64.0.9")),
+        ("203.0.113.9:0", Some("203.0.113.9")),
+        ("8.8.8.8:0", Some("8.8.8.8")),
+    ] {
+        let data = hookbox_test_support::DataDir::new();
+        let add = ip
+            .map(|ip| format!("ip addr add {ip}/32 dev lo && "))
+            .unwrap_or_default();
+        let mut child = Command::new("unshare")
+            .args(["--net", "--", "sh", "-c"])
+            .arg(format!(
+                "ip link set lo up && {add}exec \"$0\" serve --listen \"$1\""
+            ))
+            .arg(env!("CARGO_BIN_EXE_hookbox"))
+            .arg(listen)
+            .env_remove("HOOKBOX_API_KEYS")
+            .env("HOOKBOX_DATA_DIR", data.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Bounded: a server that did not refuse would serve until killed.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("`hookbox serve --listen {listen}` without keys did not refuse");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        assert!(!status.success(), "{listen}: {err}");
+        assert!(
+            err.contains(&format!("refusing {listen}")),
+            "{listen}: {err}"
+        );
+        assert!(err.contains("HOOKBOX_API_KEYS"), "{listen}: {err}");
+    }
 }
 
 #[test]
@@ -234,8 +282,11 @@ fn cli(data_dir: &std::path::Path, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// The JSON body of a raw response. Panics when there is none: a check on a field of a body
+/// that is not JSON must fail, not compare against `null`.
 pub(super) fn json_body(resp: &str) -> serde_json::Value {
-    serde_json::from_str(resp.split("\r\n\r\n").nth(1).unwrap_or_default()).unwrap_or_default()
+    let body = resp.split("\r\n\r\n").nth(1).unwrap_or_default();
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("the body is not JSON ({e}): {resp}"))
 }
 
 #[test]
