@@ -388,6 +388,31 @@ mod tests {
         assert!(origin("https://hookbox.example").is_served_at(&authority("hookbox.example:443")));
         assert!(!origin("https://hookbox.example").is_served_at(&authority("hookbox.example:80")));
         assert!(!origin("http://evil.example:8080").is_served_at(&authority("127.0.0.1:8080")));
+        assert!(origin("http://[::1]:8080").is_served_at(&authority("[::1]:8080")));
+        assert!(origin("http://LOCALHOST:8080").is_served_at(&authority("localhost:8080")));
+    }
+
+    #[test]
+    fn ports_are_read_after_the_host_including_bracketed_ipv6() {
+        assert_eq!(
+            Authority::parse("[::1]:8080"),
+            Some(Authority {
+                host: "[::1]".into(),
+                port: Some(8080)
+            })
+        );
+        assert_eq!(authority("[2001:db8::1]").port, None);
+        assert_eq!(authority("Example.COM:443").host, "example.com");
+        for bad in [
+            "example.com:",
+            "example.com:-1",
+            "example.com:65536",
+            "",
+            "@x",
+            ":80",
+        ] {
+            assert_eq!(Authority::parse(bad), None, "{bad}");
+        }
     }
 
     #[test]

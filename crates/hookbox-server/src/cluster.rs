@@ -333,3 +333,34 @@ pub async fn run(cluster: Arc<dyn Cluster>) {
         tokio::time::sleep(period).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_forwarded_request_keeps_its_end_to_end_headers_but_not_the_browsers() {
+        for kept in [
+            "content-type",
+            "x-goog-api-key",
+            "X-Goog-Upload-Command",
+            "accept",
+        ] {
+            assert!(forwarded_on(kept), "{kept}");
+        }
+        for dropped in [
+            "Origin",
+            "referer",
+            "sec-fetch-site",
+            "Sec-Fetch-Mode",
+            "sec-fetch-dest",
+            "sec-fetch-user",
+            "host",
+            "content-length",
+            FORWARDED_BY,
+            CLUSTER_SECRET,
+        ] {
+            assert!(!forwarded_on(dropped), "{dropped}");
+        }
+    }
+}

@@ -78,7 +78,7 @@ fn serve(extra: &[&str]) -> (hookbox_test_support::DataDir, Server) {
     (dir, server)
 }
 
-// The flaw (issue 33): a web page could POST a "simple" cross-origin request (no preflight)
+// The flaw: a web page could POST a "simple" cross-origin request (no preflight)
 // with a JSON body in a text/plain, form or multipart body and start an agent turn.
 #[test]
 fn cross_origin_simple_posts_cannot_start_an_interaction() {
@@ -164,7 +164,7 @@ fn cross_origin_simple_posts_cannot_start_an_interaction() {
     assert_eq!(interaction_ids(&server.addr).len(), before.len() + 2);
 }
 
-// The flaw (issue 33): every route answered any Host, so a page on a name re-pointed at
+// The flaw: every route answered any Host, so a page on a name re-pointed at
 // 127.0.0.1 (DNS rebinding) could read interactions, environments and credentials.
 #[test]
 fn dns_rebinding_host_names_are_refused_on_every_route() {
