@@ -18,11 +18,12 @@
 //!    browsers never ask DNS for it), or a name the operator allowed (`--allow-host NAME`, any
 //!    port, or `NAME:PORT`, that port only: behind a reverse proxy the operator's names are the
 //!    way in). A request without `Host` is refused unless it is HTTP/1.0 (browsers always send
-//!    one). Refused: 403.
+//!    one). Refused: 403 (400 for a missing, repeated or malformed `Host`).
 //! 2. **Origin**, when present, be allowed: the same `host[:port]` as the request's `Host`
 //!    (same origin; the authority is compared, not the scheme, so a TLS-terminating proxy that
 //!    keeps `Host` works), or an origin the operator listed (`--allow-origin`, normalised:
-//!    lowercase, default port stripped). `Origin: null` is never allowed. Refused: 403.
+//!    lowercase, default port stripped). `Origin: null` is never allowed. Refused: 403 (400 for
+//!    a repeated or malformed `Origin`).
 //! 3. **Sec-Fetch-Site** not be `cross-site` or `same-site` without an allowed `Origin`
 //!    (browsers send no `Origin` on `<img src>` or `<script src>` GETs), except top-level
 //!    navigations (`Sec-Fetch-Mode: navigate`, GET or HEAD), so a link to `/console` works.
@@ -33,7 +34,7 @@
 //!    so this closes simple requests even where `Origin` is absent. Refused: 415 naming the type.
 //!    Routes whose body is file bytes ([`Policy::file_bytes_at`]: the resumable upload's
 //!    chunks) instead need the `X-Goog-Upload-Command` header (a custom header forces a
-//!    preflight) and may not use the three types a browser sends without one.
+//!    preflight; 400 without it) and may not use the three types a browser sends without one.
 //!
 //! CORS headers are sent only to origins the operator listed: their preflights are answered
 //! here (the methods, and the request headers the SDKs send) and their answers name them in
