@@ -8,7 +8,8 @@
 # `hookbox mcp` against the official MCP Python SDK (stdio and streamable HTTP). The store's
 # suite runs twice: on SQLite, and on a throwaway PostgreSQL cluster (scripts/postgres.sh); two
 # replicas share it end to end (and hand over at a clean stop); a TLS-only cluster checks
-# verify-full; the web console is driven in a headless Chromium. Snapshots run
+# verify-full; the web console is driven in a headless Chromium, and pages in it try DNS
+# rebinding and cross-site requests against `hookbox serve` (tests/browser_guard). Snapshots run
 # against a throwaway Garage object store (scripts/objectstore.sh), and two replicas with separate
 # data dirs carry environments through it; snapshots (gs://) and gcs sources run against a
 # throwaway fake-gcs-server (scripts/objectstore.sh start --gcs). A test that needs a tool or
@@ -64,4 +65,5 @@ tests/mcp/run.sh
 HOOKBOX_RUNTIME=gvisor tests/mcp/run.sh
 tests/console/run.sh
 HOOKBOX_RUNTIME=gvisor tests/console/run.sh
+tests/browser_guard/run.sh
 tests/deb/run.sh

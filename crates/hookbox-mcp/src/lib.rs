@@ -3,8 +3,8 @@
 //! pre hooks → tool in the sandbox → post hooks). A deny is a tool error carrying the hook's
 //! reason, so the calling agent sees it and can adapt, as the reference's model does.
 //!
-//! Served over stdio ([`serve_stdio`]) or streamable HTTP ([`router`], mounted at `/mcp`), with
-//! the official Rust SDK (`rmcp`). This crate translates MCP to the lifecycle and back; it must
+//! Served over stdio ([`serve_stdio`]) or streamable HTTP ([`router`], mounted at `/mcp` behind
+//! the browser guard, so no web page can call the tools), with the official Rust SDK (`rmcp`). This crate translates MCP to the lifecycle and back; it must
 //! not run hooks or tools itself, nor open stores (the binary hands it an opened environment).
 //!
 //! [`client`] is the other direction: the agent's connections to remote MCP servers (an
@@ -175,18 +175,22 @@ pub async fn serve_stdio(tools: SandboxTools) -> Result<(), Error> {
     Ok(())
 }
 
-/// The streamable HTTP endpoint at `/mcp`. `allowed_hosts` are the `Host` values accepted
-/// (DNS-rebinding defence; the SDK's default is loopback names only).
-pub fn router(tools: SandboxTools, allowed_hosts: Vec<String>) -> axum::Router {
+/// The streamable HTTP endpoint at `/mcp`, behind the browser guard `guard`
+/// (`hookbox-browser-guard`: `Host` an IP address, `localhost` or an allowed name, `Origin` its
+/// own or a listed one, JSON bodies), which applies to every path of the server. The guard
+/// decides alone: rmcp's own `Host` list is turned off, since it would refuse the IP addresses
+/// the guard answers (rebinding forges names, never addresses), and its `Origin` check is off
+/// by default.
+pub fn router(tools: SandboxTools, guard: &hookbox_browser_guard::Policy) -> axum::Router {
     use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
     use rmcp::transport::streamable_http_server::{
         StreamableHttpServerConfig, StreamableHttpService,
     };
-    let config = StreamableHttpServerConfig::default().with_allowed_hosts(allowed_hosts);
+    let config = StreamableHttpServerConfig::default().disable_allowed_hosts();
     let service = StreamableHttpService::new(
         move || Ok(tools.clone()),
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    axum::Router::new().nest_service("/mcp", service)
+    guard.protect(axum::Router::new().nest_service("/mcp", service))
 }

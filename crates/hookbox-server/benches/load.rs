@@ -161,11 +161,11 @@ fn serve_on(
         cluster,
     );
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(hookbox_server::serve(
-        listener,
-        state,
-        std::future::pending(),
-    ));
+    // What `hookbox serve` listens with, so the guard's cost is in the numbers.
+    let guard = hookbox_server::browser_policy(&Default::default(), &[], &[], None).unwrap();
+    tokio::spawn(async move {
+        hookbox_server::serve(listener, state, &guard, std::future::pending()).await
+    });
     addr
 }
 

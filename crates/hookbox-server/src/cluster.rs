@@ -57,6 +57,17 @@ fn end_to_end(name: &str) -> bool {
     !HOP_HEADERS.iter().any(|h| name.eq_ignore_ascii_case(h))
 }
 
+/// Whether a request header goes on to the replica a request is forwarded to: end to end, and
+/// not about the browser that sent it. This replica's browser guard already judged `Origin`
+/// and `Sec-Fetch-*`; the receiving replica sees a request from a peer, whose `Host` is the
+/// peer's `--replica-url`.
+fn forwarded_on(name: &str) -> bool {
+    end_to_end(name)
+        && !hookbox_browser_guard::headers::BROWSER_CONTEXT
+            .iter()
+            .any(|h| name.eq_ignore_ascii_case(h))
+}
+
 /// This replica's place in a cluster.
 #[derive(Clone)]
 pub struct ClusterConfig {
@@ -154,7 +165,7 @@ pub async fn forward(
         .header(CLUSTER_SECRET, config.secret.as_str())
         .body(body);
     for (name, value) in headers {
-        if end_to_end(name.as_str()) {
+        if forwarded_on(name.as_str()) {
             request = request.header(name.as_str(), value.as_bytes());
         }
     }
@@ -320,5 +331,36 @@ pub async fn run(cluster: Arc<dyn Cluster>) {
             Err(e) => tracing::warn!(error = %e, "reaping stopped replicas' interactions failed"),
         }
         tokio::time::sleep(period).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_forwarded_request_keeps_its_end_to_end_headers_but_not_the_browsers() {
+        for kept in [
+            "content-type",
+            "x-goog-api-key",
+            "X-Goog-Upload-Command",
+            "accept",
+        ] {
+            assert!(forwarded_on(kept), "{kept}");
+        }
+        for dropped in [
+            "Origin",
+            "referer",
+            "sec-fetch-site",
+            "Sec-Fetch-Mode",
+            "sec-fetch-dest",
+            "sec-fetch-user",
+            "host",
+            "content-length",
+            FORWARDED_BY,
+            CLUSTER_SECRET,
+        ] {
+            assert!(!forwarded_on(dropped), "{dropped}");
+        }
     }
 }

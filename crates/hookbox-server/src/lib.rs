@@ -11,6 +11,13 @@
 //! [`ToolExecutor`] and an [`EnvironmentProvider`]. This crate owns HTTP only: it must not run
 //! tools itself, open databases or pick models; the binary wires those in. [`sandbox`] is the
 //! small adapter that puts `hookbox-sandbox` behind the two seams (the lifecycle stays there).
+//!
+//! Whatever listens ([`serve`], [`metrics_app`]) is behind the browser guard
+//! (`hookbox-browser-guard`, configured by [`browser_policy`]): every route, the console,
+//! `/metrics`, `/healthz`, `/readyz` and the replicas' expire route answer only `Host` values
+//! that are IP addresses, `localhost` or names the operator allowed, only pages of their own
+//! origin or a listed one, and only JSON bodies (upload chunks: file bytes with the SDKs'
+//! upload header), so no web page the user opens can drive a local server.
 
 pub mod approvals;
 pub mod audit;
@@ -319,7 +326,45 @@ fn upload_routes() -> Router<AppState> {
         .route("/sessions/{session}", post(environments::upload_chunk))
 }
 
-/// The whole API.
+/// Whether `path` is a resumable upload's chunk (`/upload[/{v}]/sessions/{session}`), whose
+/// body is the file's bytes, not JSON.
+pub fn is_upload_chunk(path: &str) -> bool {
+    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    match parts.as_slice() {
+        ["upload", "sessions", session] => !session.is_empty(),
+        ["upload", version, "sessions", session] => {
+            API_VERSIONS.contains(version) && !session.is_empty()
+        }
+        _ => false,
+    }
+}
+
+/// The browser guard of everything `hookbox serve` listens on: the names and origins of the
+/// config file's `[server]` and of `--allow-host` / `--allow-origin`, the host of this
+/// replica's `--replica-url` (so requests forwarded by the other replicas pass), upload chunks
+/// as file bytes; refusals name the flags and the config keys.
+pub fn browser_policy(
+    config: &quota::ServerConfig,
+    allow_hosts: &[String],
+    allow_origins: &[String],
+    replica_url: Option<&str>,
+) -> std::result::Result<hookbox_browser_guard::Policy, hookbox_browser_guard::Error> {
+    let mut policy = hookbox_browser_guard::Policy::new();
+    policy.mention_config_file().file_bytes_at(is_upload_chunk);
+    for host in config.allow_hosts.iter().chain(allow_hosts) {
+        policy.allow_host(host)?;
+    }
+    for origin in config.allow_origins.iter().chain(allow_origins) {
+        policy.allow_origin(origin)?;
+    }
+    if let Some(url) = replica_url {
+        policy.allow_url_host(url)?;
+    }
+    Ok(policy)
+}
+
+/// The whole API, without the browser guard: for tests that call it in process. [`serve`]
+/// puts it behind the guard.
 pub fn app(state: AppState) -> Router {
     let mut router = Router::new().merge(api_routes());
     for v in API_VERSIONS {
@@ -397,9 +442,10 @@ async fn local_metrics(
     metrics_text().await.into_response()
 }
 
-/// The operator's metrics endpoint on an address of its own: `GET /metrics` only.
-pub fn metrics_app() -> Router {
-    Router::new().route("/metrics", get(metrics_text))
+/// The operator's metrics endpoint on an address of its own: `GET /metrics` only, behind the
+/// browser guard `guard`.
+pub fn metrics_app(guard: &hookbox_browser_guard::Policy) -> Router {
+    guard.protect(Router::new().route("/metrics", get(metrics_text)))
 }
 
 async fn metrics_text() -> impl axum::response::IntoResponse {
@@ -471,13 +517,14 @@ async fn fallback(method: Method, uri: Uri) -> ApiError {
     ))
 }
 
-/// Serves `app` on `listener` until `shutdown` resolves.
+/// Serves [`app`] behind the browser guard `guard` on `listener` until `shutdown` resolves.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
+    guard: &hookbox_browser_guard::Policy,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
-    axum::serve(listener, app(state))
+    axum::serve(listener, guard.protect(app(state)))
         .with_graceful_shutdown(shutdown)
         .await?;
     Ok(())
@@ -536,4 +583,60 @@ pub(crate) fn strip_resource_prefix<'a>(id: &'a str, prefix: &str) -> &'a str {
     id.strip_prefix(prefix)
         .and_then(|r| r.strip_prefix('/'))
         .unwrap_or(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upload_chunks_are_recognised_by_their_path_only() {
+        for chunk in [
+            "/upload/sessions/upl_1",
+            "/upload/v1beta/sessions/upl_1",
+            "/upload/v1/sessions/r_1.upl_2",
+        ] {
+            assert!(is_upload_chunk(chunk), "{chunk}");
+        }
+        for other in [
+            "/upload/v1beta/environments/env_1/files/a.txt",
+            "/upload/v9/sessions/upl_1",
+            "/upload/v1beta/sessions/",
+            "/v1beta/sessions/upl_1",
+            "/upload/v1beta/sessions/upl_1/x",
+            "/v1beta/interactions",
+        ] {
+            assert!(!is_upload_chunk(other), "{other}");
+        }
+    }
+
+    #[test]
+    fn the_browser_policy_joins_the_config_the_flags_and_the_replica_url() {
+        let config = quota::ServerConfig {
+            allow_hosts: vec!["proxy.example".into()],
+            allow_origins: vec!["https://console.example".into()],
+        };
+        let policy = browser_policy(
+            &config,
+            &["flag.example:8443".into()],
+            &["http://app.example:3000".into()],
+            Some("http://replica-1.internal:8080"),
+        )
+        .unwrap();
+        let hosts: Vec<String> = policy.hosts().iter().map(|h| h.to_string()).collect();
+        assert_eq!(
+            hosts,
+            ["proxy.example", "flag.example:8443", "replica-1.internal"]
+        );
+        let origins: Vec<String> = policy.origins().iter().map(|o| o.to_string()).collect();
+        assert_eq!(
+            origins,
+            ["https://console.example", "http://app.example:3000"]
+        );
+        let bad = quota::ServerConfig {
+            allow_origins: vec!["*".into()],
+            ..Default::default()
+        };
+        assert!(browser_policy(&bad, &[], &[], None).is_err());
+    }
 }

@@ -208,12 +208,17 @@ impl QuotaOverrides {
 /// runtime = "namespaces"
 /// [projects.team-a.quotas]
 /// sandbox_processes = 8
+/// [server]                      # what browsers may reach (added to --allow-host/--allow-origin)
+/// allow_hosts = ["hookbox.example.com"]
+/// allow_origins = ["https://console.example.com"]
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct QuotaConfig {
     #[serde(default)]
     pub defaults: DefaultsConfig,
+    #[serde(default)]
+    pub server: ServerConfig,
     #[serde(default)]
     pub quotas: QuotaOverrides,
     #[serde(default)]
@@ -227,6 +232,22 @@ pub struct DefaultsConfig {
     /// The runtime of every project's new environments.
     #[serde(default)]
     pub runtime: Option<RuntimeKind>,
+}
+
+/// `[server]` of the config file: the names and origins besides the command line's
+/// (`--allow-host`, `--allow-origin`) that the browser guard lets in (see
+/// [`crate::browser_policy`]).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// `Host` names (`NAME` on any port, or `NAME:PORT`) clients may reach the server by,
+    /// besides IP addresses and `localhost`: the names a reverse proxy passes on.
+    #[serde(default)]
+    pub allow_hosts: Vec<String>,
+    /// Origins (`SCHEME://HOST[:PORT]`) of web pages other than the server's own that may use
+    /// the API, with CORS headers.
+    #[serde(default)]
+    pub allow_origins: Vec<String>,
 }
 
 /// `[projects.NAME]` of the config file.
@@ -246,6 +267,8 @@ impl QuotaConfig {
         self.quotas
             .validate()
             .map_err(|e| format!("[quotas]: {e}"))?;
+        crate::browser_policy(&self.server, &[], &[], None)
+            .map_err(|e| format!("[server]: {e}"))?;
         for (name, project) in &self.projects {
             if !hookbox_store::valid_project_name(name) {
                 return Err(format!(

@@ -32,9 +32,15 @@ pub struct McpArgs {
     /// --allow-host names the public host clients use.
     #[arg(long)]
     pub listen: Option<SocketAddr>,
-    /// A `Host` value HTTP clients may send besides the loopback names. Repeatable.
-    #[arg(long = "allow-host", value_name = "HOST")]
+    /// A name HTTP clients may send as `Host` besides IP addresses and `localhost`: NAME (any
+    /// port) or NAME:PORT (that port only). Every other `Host` gets 403 (DNS-rebinding
+    /// defence). Repeatable.
+    #[arg(long = "allow-host", value_name = "NAME[:PORT]")]
     pub allow_hosts: Vec<String>,
+    /// The origin (SCHEME://HOST[:PORT]) of a web page that may call the endpoint (with CORS
+    /// headers). Pages of any other origin get 403. Never `*`. Repeatable.
+    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    pub allow_origins: Vec<String>,
     #[command(flatten)]
     pub store: StoreArgs,
     #[command(flatten)]
@@ -54,6 +60,13 @@ pub fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
         bail!(
             "--listen {addr} is not loopback: name the host clients will use with --allow-host (the MCP endpoint has no authentication of its own; put it behind one)"
         );
+    }
+    let mut guard = hookbox_browser_guard::Policy::new();
+    for host in &args.allow_hosts {
+        guard.allow_host(host).context("--allow-host")?;
+    }
+    for origin in &args.allow_origins {
+        guard.allow_origin(origin).context("--allow-origin")?;
     }
     let store = args.store.open_with(None, args.egress.operator())?;
     let env_id = match args.env_id {
@@ -91,15 +104,12 @@ pub fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
         match args.listen {
             None => hookbox_mcp::serve_stdio(tools).await?,
             Some(addr) => {
-                let mut hosts: Vec<String> =
-                    vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
-                hosts.extend(args.allow_hosts);
                 let listener = tokio::net::TcpListener::bind(addr)
                     .await
                     .with_context(|| format!("cannot listen on {addr}"))?;
                 let local = listener.local_addr()?;
                 eprintln!("hookbox mcp: environment {env_id} at http://{local}/mcp");
-                axum::serve(listener, hookbox_mcp::router(tools, hosts))
+                axum::serve(listener, hookbox_mcp::router(tools, &guard))
                     .with_graceful_shutdown(async {
                         let _ = tokio::signal::ctrl_c().await;
                     })

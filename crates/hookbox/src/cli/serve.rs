@@ -68,8 +68,21 @@ pub struct ServeArgs {
     )]
     pub cluster_secret: Option<String>,
     /// Where the other replicas reach this one (default: http:// and the address it listens on).
+    /// Its host is always an allowed Host (see --allow-host).
     #[arg(long, value_name = "URL")]
     pub replica_url: Option<String>,
+    /// A name clients may reach the server by besides IP addresses and `localhost`: NAME (any
+    /// port) or NAME:PORT (that port only). Every other `Host` gets 403, so that no web page can
+    /// reach the server through a name it re-points at this machine (DNS rebinding). Give the
+    /// names a reverse proxy or load balancer passes on, and names in the metrics scraper's
+    /// targets. Repeatable; also `allow_hosts` in the config file's `[server]` table.
+    #[arg(long = "allow-host", value_name = "NAME[:PORT]")]
+    pub allow_hosts: Vec<String>,
+    /// The origin (SCHEME://HOST[:PORT]) of a web page other than the server's own that may use
+    /// the API (another console, a web app): its requests get CORS headers. Pages of any other
+    /// origin get 403. Never `*`. Repeatable; also `allow_origins` in `[server]`.
+    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    pub allow_origins: Vec<String>,
     /// Append one JSON line per hook decision and per egress decision to FILE (created 0600;
     /// each line written before the decision takes effect, fsynced within a second; rotated to
     /// FILE.1 … FILE.5 past --audit-log-max-bytes).
@@ -80,6 +93,7 @@ pub struct ServeArgs {
     pub audit_log_max_bytes: u64,
     /// Also serve Prometheus metrics (`GET /metrics`, every project's) on this address, for the
     /// operator's scraper; keep it off public networks. In local mode the API serves them too.
+    /// A scraper that names the server by a host name needs it in --allow-host.
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<SocketAddr>,
     /// How long a replica's heartbeat and environment leases last unrenewed: after it stops,
@@ -93,7 +107,8 @@ pub struct ServeArgs {
     #[arg(long = "api-key", env = hookbox_server::env_vars::HOOKBOX_API_KEYS, value_delimiter = ',', hide_env_values = true)]
     pub api_keys: Vec<String>,
     /// Config file (TOML) with per-project quotas: `[quotas]` for every project and
-    /// `[projects.NAME.quotas]` for one (see README).
+    /// `[projects.NAME.quotas]` for one, and `[server]` with `allow_hosts` and `allow_origins`
+    /// (see README).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Host uids (and gids) environments' sandboxes run as, FIRST:COUNT; one per environment.
@@ -312,6 +327,19 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .collect();
     let api_keys = hookbox_store::keys::parse_static_keys(&specs)?;
     let quotas = read_config(args.config.as_deref())?;
+    let guard = hookbox_server::browser_policy(
+        &quotas.server,
+        &args.allow_hosts,
+        &args.allow_origins,
+        args.replica_url.as_deref(),
+    )
+    .context("--allow-host, --allow-origin or --replica-url")?;
+    if !args.listen.ip().is_loopback() && guard.hosts().is_empty() {
+        tracing::info!(
+            listen = %args.listen,
+            "only IP addresses and localhost are answered as Host; give the names clients use (a reverse proxy, a load balancer) with --allow-host"
+        );
+    }
     let data_dir = match args.data_dir {
         Some(d) => d,
         None => hookbox_sandbox::environment::default_data_dir()?,
@@ -585,9 +613,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             let bound = listener.local_addr().context("metrics listener address")?;
             Some((
                 bound,
-                tokio::spawn(
-                    async move { axum::serve(listener, hookbox_server::metrics_app()).await },
-                ),
+                tokio::spawn({
+                    let app = hookbox_server::metrics_app(&guard);
+                    async move { axum::serve(listener, app).await }
+                }),
             ))
         }
         None => None,
@@ -606,9 +635,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let grace = Duration::from_secs_f64(args.shutdown_grace);
     let mut signals = Signals::new()?;
     let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
-    let mut http = tokio::spawn(hookbox_server::serve(listener, state.clone(), async move {
-        let _ = http_stopped.await;
-    }));
+    let mut http = tokio::spawn({
+        let state = state.clone();
+        async move {
+            hookbox_server::serve(listener, state, &guard, async move {
+                let _ = http_stopped.await;
+            })
+            .await
+        }
+    });
     tokio::select! {
         () = signals.recv() => {}
         served = &mut http => {

@@ -29,7 +29,8 @@ fn start_running(server: &Server, command: &str) -> (String, TcpStream, Vec<u8>)
     let mut stream = TcpStream::connect(&server.addr).unwrap();
     write!(
         stream,
-        "GET /v1beta/interactions/{id}?stream=true HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        "GET /v1beta/interactions/{id}?stream=true HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+        server.addr
     )
     .unwrap();
     let mut seen = Vec::new();

@@ -1,4 +1,5 @@
 mod answers_cli;
+mod browser_cli;
 mod drain_cli;
 mod env_cli;
 mod gvisor_cli;

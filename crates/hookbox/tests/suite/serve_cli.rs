@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 pub(super) struct Server {
     pub(super) child: Child,
     pub(super) addr: String,
-    banner: String,
+    pub(super) banner: String,
 }
 
 impl Drop for Server {
@@ -223,7 +223,8 @@ fn sigkill_mid_interaction_then_restart_marks_it_failed() {
     let mut s = TcpStream::connect(&server.addr).unwrap();
     write!(
         s,
-        "GET /v1beta/interactions/{id}?stream=true HTTP/1.1\r\nHost: x\r\n\r\n"
+        "GET /v1beta/interactions/{id}?stream=true HTTP/1.1\r\nHost: {}\r\n\r\n",
+        server.addr
     )
     .unwrap();
     let mut seen = Vec::new();
@@ -418,7 +419,7 @@ fn code_execution_output_reaches_the_stream_while_the_code_runs() {
     let mut s = TcpStream::connect(&server.addr).unwrap();
     s.set_read_timeout(Some(std::time::Duration::from_secs(120)))
         .unwrap();
-    write!(s, "POST /v1beta/interactions HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len()).unwrap();
+    write!(s, "POST /v1beta/interactions HTTP/1.1\r\nHost: {}\r\nAccept: text/event-stream\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", server.addr, body.len()).unwrap();
     let mut seen = Vec::new();
     let mut buf = [0u8; 4096];
     let piece = loop {
@@ -634,7 +635,7 @@ fn two_replicas_share_one_database_and_one_survives_the_other() {
         let mut s = TcpStream::connect(addr).unwrap();
         write!(
             s,
-            "{head}Host: x\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            "{head}Host: {addr}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             body.len()
         )
         .unwrap();
@@ -669,6 +670,23 @@ fn two_replicas_share_one_database_and_one_survives_the_other() {
         Some(replica_a.as_str()),
         "{finished}"
     );
+    // The console on B (B's own origin) reaches an environment that A holds: B's browser
+    // guard judged the browser's headers, and B forwards without them, so A (whose origin B's
+    // is not) serves its peer.
+    let from_console = raw(
+        &b.addr,
+        &format!(
+            "GET /v1beta/environments/{env}/files/workspace HTTP/1.1\r\nOrigin: http://{}\r\nSec-Fetch-Site: same-origin\r\nSec-Fetch-Mode: cors\r\n",
+            b.addr
+        ),
+        "",
+    );
+    assert!(from_console.starts_with("HTTP/1.1 200"), "{from_console}");
+    assert_eq!(
+        served_by(&from_console).as_deref(),
+        Some(replica_a.as_str()),
+        "{from_console}"
+    );
     // A credential made on B is there for A.
     let made = post_json(
         &b.addr,
@@ -698,7 +716,8 @@ fn two_replicas_share_one_database_and_one_survives_the_other() {
         .unwrap();
     write!(
         follow,
-        "GET /v1beta/interactions/{running_id}?stream=true HTTP/1.1\r\nHost: x\r\n\r\n"
+        "GET /v1beta/interactions/{running_id}?stream=true HTTP/1.1\r\nHost: {}\r\n\r\n",
+        b.addr
     )
     .unwrap();
     let before = read_stream(&mut follow, Vec::new(), "code_execution_call");
@@ -760,7 +779,7 @@ fn two_replicas_share_one_database_and_one_survives_the_other() {
     let body =
         serde_json::json!({"agent": agent, "input": "run `true`", "environment": env}).to_string();
     let mut s = TcpStream::connect(&b.addr).unwrap();
-    write!(s, "POST /v1beta/interactions HTTP/1.1\r\nHost: x\r\nx-hookbox-forwarded-by: r_someone\r\nx-hookbox-cluster-secret: wrong-secret-0000\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).unwrap();
+    write!(s, "POST /v1beta/interactions HTTP/1.1\r\nHost: {}\r\nx-hookbox-forwarded-by: r_someone\r\nx-hookbox-cluster-secret: wrong-secret-0000\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", b.addr, body.len()).unwrap();
     let mut forged = String::new();
     s.read_to_string(&mut forged).unwrap();
     assert!(forged.starts_with("HTTP/1.1 403"), "{forged}");
