@@ -163,9 +163,14 @@ def http(base, method, path, body=None):
 
 
 def records(base, interaction, state="all"):
+    """The approval records of `interaction` (GET /v1beta/approvals); None when the server has
+    no such listing (the checks using it then fail)."""
     status, body = http(base, "GET", f"/approvals?interaction={interaction}&state={state}")
-    assert status == 200, body
-    return body.get("approvals", [])
+    return body.get("approvals", []) if status == 200 else None
+
+
+def first_record(base, interaction):
+    return (records(base, interaction) or [{}])[0]
 
 
 def http_status(e):
@@ -363,7 +368,7 @@ code, text = status_of(lambda: c.interactions.create(
     input=[{"type": "function_result", "call_id": req.id, "result": {"approved": True}}]))
 check("elsewhere: an answer through an agent's base_environment spec is a 400",
       code == 400 and "base_environment" in text and ask_env in text, text)
-check("elsewhere: still pending after the refusals", [r["state"] for r in records(base, p.id)] == ["pending"])
+check("elsewhere: still pending after the refusals", [r["state"] for r in records(base, p.id) or []] == ["pending"])
 done = c.interactions.create(agent="based", environment=ask_env, previous_interaction_id=p.id,
                              input=[{"type": "function_result", "call_id": req.id, "result": {"approved": True}}])
 check("elsewhere: approved where it was paused, it runs there",
@@ -402,9 +407,9 @@ codes = sorted(a[0] for a in answers if a)
 check("concurrent: exactly one of six simultaneous answers is taken", codes == [200] + [400] * (N - 1), answers)
 check("concurrent: the call ran once", read(c, ask_env, "/workspace/listed.txt") == b"listed\n")
 winner = next(a[1] for a in answers if a and a[0] == 200)
-settled = records(base, p.id)
+settled = first_record(base, p.id)
 check("concurrent: the record names the answer that won",
-      settled[0]["state"] == "approved" and settled[0]["settled_by"] == winner.id, settled)
+      settled.get("state") == "approved" and settled.get("settled_by") == winner.id, settled)
 status, listed = http(base, "GET", "/approvals")
 check("endpoint: a settled call is no longer listed",
       not [r for r in listed.get("approvals", []) if r["interaction_id"] == p.id], listed)
@@ -448,24 +453,26 @@ expected_settlements += ["approved", "timed_out"]
 paused = c.interactions.create(agent=AGENT, environment=paused.environment_id,
                                input="Run `echo raced > /workspace/race.txt # deploy`.")
 check("race: paused", paused.status == "requires_action", paused.status)
-rec = records(base, paused.id)[0]
-deadline = datetime.fromisoformat(rec["expires_at"].replace("Z", "+00:00")).timestamp()
+rec = first_record(base, paused.id)
 # Answer as soon as the deadline has passed (or the sweeper took it): the two race.
-until(lambda: time.time() >= deadline or records(base, paused.id)[0]["state"] != "pending", timeout=60)
+deadline = datetime.fromisoformat(rec.get("expires_at", request_of(paused).arguments["expires_at"])
+                                  .replace("Z", "+00:00")).timestamp()
+until(lambda: time.time() >= deadline or first_record(base, paused.id).get("state") != "pending", timeout=60)
 code, late = status_of(lambda: answer(c, paused, {"approved": True}))
-settled = records(base, paused.id)[0]
-by_sweeper = settled["settled_by"] == "sweeper"
+settled = first_record(base, paused.id)
+by_sweeper = settled.get("settled_by") == "sweeper"
 check("race: the call is settled timed_out, by the sweeper or by the late answer",
-      settled["state"] == "timed_out" and (by_sweeper == (code == 400)), (code, settled))
-if by_sweeper:
+      settled.get("state") == "timed_out" and (by_sweeper == (code == 400)), (code, settled))
+if code == 400:
     until(lambda: c.interactions.get(id=paused.id).status == "completed")
-    taken_by = paused.id
+    taken_by = {paused.id}
 else:
     check("race: the late answer that won tells the model nobody approved",
           "nobody approved" in text_of(late), text_of(late))
-    taken_by = late.id
-lines = settled_lines(rec["call_id"], {paused.id, late.id if code == 200 else paused.id})
-check("race: one approval line for the call", len(lines) == 1 and lines[0]["interaction"] == taken_by, lines)
+    taken_by = {late.id}
+lines = settled_lines(request_of(paused).arguments["call_id"], {paused.id} | ({late.id} if code == 200 else set()))
+check("race: one approval line for the call",
+      len(lines) == 1 and {lines[0]["interaction"]} == taken_by, lines)
 check("race: nothing ran", not exists(c, paused.environment_id, "/workspace/race.txt"))
 check("metrics: the raced call counted once", approvals_counted("timed_out") == 2, approvals_counted("timed_out"))
 expected_settlements += ["timed_out"]

@@ -3,6 +3,12 @@
 //! `previous_interaction_id`, stores the interaction, then runs the agent loop in its own task:
 //! each step is appended to the store *before* it is broadcast, so what a client has seen is
 //! durable. The run survives the client going away.
+//!
+//! A continuation that answers calls paused for a reviewer is checked against their records
+//! (what the paused run recorded, never what its steps say), refused if it would run anywhere
+//! but where they were paused, and stored only in the transaction that settles them
+//! (`Store::create_interaction_settling`); its run is handed the settled calls. A run's
+//! `LoopEvent::ApprovalRequested` is recorded before its request step is stored.
 
 use std::sync::Arc;
 
