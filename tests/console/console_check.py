@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 
 from selenium import webdriver
@@ -198,17 +199,39 @@ try:
         ask_env = post("/v1beta/environments", {"sources": [
             {"type": "inline", "target": ".agents/hooks.json", "content": ask_hooks},
             {"type": "inline", "target": ".agents/ask.py", "content": ask_py}]})["id"]
-        to_approve = post("/v1beta/interactions", {"agent": agent, "environment": ask_env,
-                                                    "input": "run `echo ok > /workspace/approved.txt # deploy`"})
+        # The call to approve runs under an agent whose base_environment is a spec (a new
+        # environment for each new interaction) and with an MCP server whose header the
+        # interaction echoes `[redacted]`: Approve must still run it where it was paused.
+        post("/v1beta/agents", {"id": "console-based", "base_environment": {"type": "remote", "sources": [
+            {"type": "inline", "target": "workspace/elsewhere.txt", "content": "x"}]}})
+        to_approve = post("/v1beta/interactions", {"agent": "console-based", "environment": ask_env,
+                                                    "input": "run `echo ok > /workspace/approved.txt # deploy`",
+                                                    "tools": [{"type": "mcp_server", "name": "docs", "url": "http://mcp.invalid/mcp",
+                                                               "headers": {"Authorization": "Bearer not-echoed"}}]})
         to_deny = post("/v1beta/interactions", {"agent": agent, "environment": ask_env,
                                                  "input": "run `echo no > /workspace/denied.txt # deploy`"})
-        check("approvals: two calls wait", to_approve["status"] == to_deny["status"] == "requires_action",
-              (to_approve["status"], to_deny["status"]))
+        # One answered through the API by a continuation that is not stored (store: false).
+        answered = post("/v1beta/interactions", {"agent": agent, "environment": ask_env,
+                                                  "input": "run `echo api > /workspace/api.txt # deploy`"})
+        check("approvals: three calls wait", to_approve["status"] == to_deny["status"] == answered["status"] == "requires_action",
+              (to_approve["status"], to_deny["status"], answered["status"]))
+        request = next(x for x in answered["steps"] if x["type"] == "function_call" and x["name"] == "hookbox_approval")
+        post("/v1beta/interactions", {"agent": agent, "previous_interaction_id": answered["id"], "store": False,
+                                      "input": [{"type": "function_result", "call_id": request["id"], "result": {"approved": True}}]})
+        try:
+            pending = get("/v1beta/approvals")["approvals"]
+        except urllib.error.HTTPError as e:  # a server without the listing: the check fails
+            pending = str(e)
+        check("approvals: the server lists what waits", isinstance(pending, list) and sorted(a["interaction_id"] for a in pending)
+              == sorted([to_approve["id"], to_deny["id"]]), pending)
         browser.get(base + "/console#/approvals")
         browser.refresh()
         row = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, f'#approval-list tr[data-id="{to_deny["id"]}"]')))
         check("approvals: lists the call, its arguments and the hook's reason",
               "denied.txt" in row.text and "deploys need a person" in row.text, row.text)
+        listed = [r.get_attribute("data-id") for r in browser.find_elements(By.CSS_SELECTOR, "#approval-list tr")]
+        check("approvals: a call settled by an answer that was not stored is not listed",
+              answered["id"] not in listed and sorted(listed) == sorted([to_approve["id"], to_deny["id"]]), listed)
         browser.save_screenshot(os.path.join(shots, "approvals.png"))
         row.find_element(By.CSS_SELECTOR, "input.deny-reason").send_keys("not before the <b>release</b>")
         row.find_element(By.CSS_SELECTOR, "button.deny-button").click()
@@ -232,6 +255,13 @@ try:
         files = json.dumps(get("/v1beta/environments/" + ask_env + "/files/workspace?recursive=true"))
         check("approvals: approve runs the call, deny does not",
               "approved.txt" in files and "denied.txt" not in files, files)
+        check("approvals: approve ran the call where it was paused, not in the agent's base_environment",
+              get("/v1beta/interactions/" + approved_next)["environment_id"] == ask_env)
+        browser.get(base + "/console#/approvals")
+        browser.refresh()
+        wait.until(ec.visibility_of_element_located((By.ID, "approvals-empty")))
+        check("approvals: nothing waits once both are answered",
+              not browser.find_elements(By.CSS_SELECTOR, "#approval-list tr"))
         # The kernel the sandbox runs on is the runtime asked for (HOOKBOX_RUNTIME, as hookbox reads).
         kernel = post("/v1beta/interactions", {"agent": agent, "input": "run `dmesg 2>&1 | head -1`", "environment": env})
         gvisor = os.environ.get("HOOKBOX_RUNTIME", "namespaces") == "gvisor"

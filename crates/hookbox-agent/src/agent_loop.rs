@@ -5,11 +5,15 @@
 //! or the run is cancelled. Every step is sent on the channel as soon as it exists; the caller
 //! persists and streams it. This module must not store or serve anything itself.
 //!
-//! A call a pre hook asks a person about (hookbox extension) does not run: the loop emits an
-//! approval request ([`crate::approval`]) and the turn ends `requires_action`, like a client
-//! function's. A run that continues such a turn first settles the answered requests: the
-//! approved calls run (without their pre hooks), the others get the reviewer's reason (or the
-//! deadline's) as their error result; then the model is asked again.
+//! A call a pre hook asks a person about (hookbox extension) does not run: the loop reports it
+//! as [`LoopEvent::ApprovalRequested`] (the paused call and the request step the client sees;
+//! the caller records both) and the turn ends `requires_action`, like a client function's. Only
+//! that event pauses a call: a model's own call of the reserved `hookbox_approval` is answered
+//! with an error result, like an unknown tool. A run that continues such a turn is given the
+//! calls the server settled ([`LoopContext::settled`], from its records, never from steps):
+//! the approved ones run (without their pre hooks, in the environment and with the arguments
+//! the hooks saw), the others get the reviewer's reason (or the deadline's) as their error
+//! result; then the model is asked again.
 
 use std::str::FromStr;
 
@@ -19,7 +23,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
 use crate::approval;
-use crate::model::{Model, ModelRequest, current_turn_start};
+use crate::model::{Model, ModelRequest};
 use crate::seams::ToolExecutor;
 use crate::tools::{call_step, result_step};
 
@@ -59,6 +63,9 @@ pub struct LoopContext<'a> {
     pub functions: &'a [crate::model::FunctionDecl],
     /// The remote MCP servers' tools (`mcp_server` tools), called through this seam.
     pub mcp: &'a dyn crate::mcp::McpTools,
+    /// Paused calls of the turn this run continues that the server settled: they get their
+    /// results first (an approved one runs).
+    pub settled: &'a [approval::SettledCall],
 }
 
 /// How a run ended.
@@ -74,6 +81,13 @@ pub struct LoopOutcome {
 pub enum LoopEvent {
     /// A new step of the interaction.
     Step(Step),
+    /// A call a pre hook asked a person about, paused: the caller records `call` (what runs
+    /// if a reviewer approves) and stores `step` (the request the client sees) as the next
+    /// step. Only the loop sends this, for a hook's `ask`.
+    ApprovalRequested {
+        step: Step,
+        call: approval::PausedCall,
+    },
     /// A piece of the running `code_execution`'s stdout, for the result step that comes next:
     /// `offset` is where it starts in that stdout (bytes), so a gap (a piece dropped because
     /// the receiver was slow) is visible. Not stored: the result step holds the whole output.
@@ -174,10 +188,36 @@ pub async fn run(
         }
         let mut for_the_client = 0;
         for call in turn.calls {
+            // A model's id never looks like an approval request's.
             let id = call
                 .id
                 .clone()
+                .filter(|id| !approval::is_approval_id(id))
                 .unwrap_or_else(|| format!("call_{}", conversation.len()));
+            // The reserved name: never a request, whoever asks; an error result like an
+            // unknown tool's (the model sees it and goes on; the turn budget bounds a loop).
+            if call.name == approval::APPROVAL_FUNCTION {
+                tracing::info!(call_id = %id, "the model called the reserved hookbox_approval; refused");
+                emit(
+                    &mut conversation,
+                    steps,
+                    call_step(&id, &call.name, &call.args, call.signature.clone()),
+                )
+                .await;
+                emit(
+                    &mut conversation,
+                    steps,
+                    result_step(
+                        &id,
+                        &call.name,
+                        Value::String(approval::RESERVED_MESSAGE.to_owned()),
+                        true,
+                        None,
+                    ),
+                )
+                .await;
+                continue;
+            }
             // A remote MCP server's tool: its own step types, run through the MCP seam.
             if let Some((server, tool)) = crate::mcp::resolve(ctx.mcp, &call.name) {
                 let (server, tool) = (server.to_owned(), tool.map(str::to_owned));
@@ -239,12 +279,20 @@ pub async fn run(
                     + chrono::Duration::from_std(config.ask_timeout)
                         .unwrap_or(chrono::Duration::MAX);
                 tracing::info!(tool = %tool, group = %request.group, "tool call waits for a reviewer");
-                emit(
-                    &mut conversation,
-                    steps,
-                    approval::request_step(&id, tool, &request, deadline),
-                )
-                .await;
+                let call = approval::PausedCall {
+                    call_id: id.clone(),
+                    tool,
+                    args: request.args,
+                    reason: request.reason,
+                    group: request.group,
+                    expires_at: deadline,
+                };
+                let step = call.request_step();
+                conversation.push(step.clone());
+                // A closed receiver means nobody listens any more; the run still finishes.
+                let _ = steps
+                    .send(LoopEvent::ApprovalRequested { step, call })
+                    .await;
                 for_the_client += 1;
                 continue;
             }
@@ -369,42 +417,34 @@ async fn execute(
     (execution.output, execution.is_error, hooks, ask)
 }
 
-/// Settles the approval requests of the current turn that have an answer: an approved call
-/// runs (its post hooks too, not its pre hooks), any other verdict becomes the call's error
-/// result. Each result step is emitted; the trace says who decided.
+/// Gives the paused calls the server settled their results: an approved call runs in the
+/// environment its hooks ran in, with exactly the arguments they saw (its post hooks too, not
+/// its pre hooks); any other verdict becomes the call's error result. Each result step is
+/// emitted; its trace says who decided.
 async fn settle_approvals(
     ctx: &LoopContext<'_>,
     conversation: &mut Vec<Step>,
     steps: &mpsc::Sender<LoopEvent>,
 ) {
-    let start = current_turn_start(conversation);
-    let answered = approval::answered(&conversation[start..], chrono::Utc::now());
-    for (request, verdict) in answered {
-        let tool = request.tool;
+    for settled in ctx.settled {
+        let tool = settled.tool;
+        let verdict = &settled.verdict;
         let mut decided = serde_json::json!({"verdict": verdict.label()});
-        if let approval::Verdict::Denied(reason) = &verdict {
+        if let approval::Verdict::Denied(reason) = verdict {
             decided["reason"] = serde_json::json!(reason);
         }
         let decided = serde_json::json!({"approval": decided});
-        tracing::info!(
-            name: hookbox_protocol::events::APPROVAL_SETTLED,
-            tool = %tool,
-            call_id = %request.call_id,
-            outcome = verdict.label(),
-            reason = match &verdict {
-                approval::Verdict::Denied(Some(reason)) => reason.as_str(),
-                _ => "",
-            },
-            "a reviewer's answer settles a paused call"
-        );
-        let step = match (&verdict, ctx.environment_id) {
-            (approval::Verdict::Approved, Some(env)) => {
+        let step = match verdict {
+            approval::Verdict::Approved => {
                 let call = ToolCall {
                     name: tool,
-                    args: request.args.clone(),
+                    args: settled.args.clone(),
                 };
                 let sink = (tool == ToolName::CodeExecution).then(|| output_sink(steps.clone()));
-                let execution = ctx.executor.execute_approved(env, &call, sink).await;
+                let execution = ctx
+                    .executor
+                    .execute_approved(&settled.environment_id, &call, sink)
+                    .await;
                 let mut trace = execution.trace;
                 match trace.as_object_mut() {
                     Some(map) => {
@@ -413,22 +453,15 @@ async fn settle_approvals(
                     None => trace = decided,
                 }
                 result_step(
-                    &request.call_id,
+                    &settled.call_id,
                     tool.as_str(),
                     execution.output,
                     execution.is_error,
                     Some(trace),
                 )
             }
-            (approval::Verdict::Approved, None) => result_step(
-                &request.call_id,
-                tool.as_str(),
-                Value::String("this interaction has no environment to run tools in".into()),
-                true,
-                Some(decided),
-            ),
-            (other, _) => result_step(
-                &request.call_id,
+            other => result_step(
+                &settled.call_id,
                 tool.as_str(),
                 Value::String(other.message(tool.as_str()).unwrap_or_default()),
                 true,

@@ -1,5 +1,6 @@
 //! Calls a pre hook asked a person about (hookbox extension, `{"decision": "ask"}`): how the
-//! pause looks in an interaction, and how a reviewer's answer is read.
+//! pause looks in an interaction, how a reviewer's answer is read, and what a run is told about
+//! the calls a reviewer (or the deadline) settled.
 //!
 //! The pause is a `function_call` step to the reserved function [`APPROVAL_FUNCTION`], so an
 //! unmodified SDK can read it and answer it like any client function: its `arguments` carry the
@@ -10,6 +11,14 @@
 //! its pre hooks again) or the model sees the reviewer's reason as the call's error result. An
 //! answer after the deadline, or none at all, denies the call, saying so.
 //!
+//! The step is only what the client sees. What was paused is reported by the loop as a
+//! [`PausedCall`] on a channel no model or client writes to (`LoopEvent::ApprovalRequested`),
+//! and the server keeps it as a record; a run is told what to do with paused calls only through
+//! [`SettledCall`]s the server hands it after settling those records. Nothing here reads an
+//! approval, a request or an answer out of a conversation's steps, so no step a model or client
+//! wrote can pause, approve or run anything. A model's own call to the reserved name is
+//! answered with [`RESERVED_MESSAGE`] like an unknown tool.
+//!
 //! The approval steps are between the server and the client: models never see them (the
 //! backends skip them through [`crate::tools::as_tool_step`]); the model sees only its own call
 //! and, in the end, that call's result. This module decides nothing about storage or HTTP.
@@ -19,41 +28,99 @@ use hookbox_protocol::ToolName;
 use hookbox_protocol::api::Step;
 use serde_json::{Value, json};
 
-use crate::seams::ApprovalRequest;
-
 /// The reserved name of the function whose calls are approval requests. Clients may not
-/// declare a function of this name nor send a call of it.
+/// declare a function of this name nor send a call of it; a model's call of it is refused.
 pub const APPROVAL_FUNCTION: &str = "hookbox_approval";
+
+/// What a model that calls [`APPROVAL_FUNCTION`] itself is answered (an error result).
+pub const RESERVED_MESSAGE: &str = "`hookbox_approval` is reserved: hookbox makes these requests itself when a hook asks a person about a call; it is not a tool you can call";
 
 /// The longest reviewer's reason passed on to the model (characters); longer ones are cut.
 pub const MAX_REVIEWER_REASON_LEN: usize = 4 * 1024;
 
+/// How every approval request id begins (no model call id may: the loop renames one that does).
+pub const ID_PREFIX: &str = "approval_";
+
 /// The id of the approval request for the call `call_id`.
 pub fn approval_id(call_id: &str) -> String {
-    format!("approval_{call_id}")
+    format!("{ID_PREFIX}{call_id}")
 }
 
-/// The approval request step for the call `call_id` of `tool`, answerable until `expires_at`.
-pub fn request_step(
-    call_id: &str,
-    tool: ToolName,
-    request: &ApprovalRequest,
-    expires_at: DateTime<Utc>,
-) -> Step {
-    Step::FunctionCall {
-        id: approval_id(call_id),
-        name: APPROVAL_FUNCTION.to_owned(),
-        arguments: json!({
-            "call_id": call_id,
-            "tool": tool.as_str(),
-            "args": request.args,
-            "reason": request.reason,
-            "hook_group": request.group,
-            "expires_at": expires_at.to_rfc3339_opts(SecondsFormat::Secs, true),
-            "answer": "continue this interaction with a function_result for this call: {\"approved\": true} or {\"approved\": false, \"reason\": \"...\"} (the object, or the same as JSON text)",
-        }),
-        signature: None,
+/// Whether `id` is (shaped like) an approval request's id.
+pub fn is_approval_id(id: &str) -> bool {
+    id.starts_with(ID_PREFIX)
+}
+
+/// Whether `step` is an approval request or its answer (hidden from models). A model's own
+/// call of the reserved name never has an approval id, so it and its error result are shown.
+pub fn is_approval_step(step: &Step) -> bool {
+    match step {
+        Step::FunctionCall { id, name, .. } => name == APPROVAL_FUNCTION && is_approval_id(id),
+        Step::FunctionResult {
+            call_id,
+            name: Some(name),
+            ..
+        } => name == APPROVAL_FUNCTION && is_approval_id(call_id),
+        _ => false,
     }
+}
+
+/// A call a pre hook asked a person about, as the loop reports it (the server records it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PausedCall {
+    /// The paused call's id.
+    pub call_id: String,
+    pub tool: ToolName,
+    /// The arguments the hooks saw (after any `updated_args`): what runs if approved.
+    pub args: Value,
+    /// The hook's reason.
+    pub reason: String,
+    /// The hooks group whose handler asked.
+    pub group: String,
+    pub expires_at: DateTime<Utc>,
+}
+
+impl PausedCall {
+    /// Its approval request's id.
+    pub fn approval_id(&self) -> String {
+        approval_id(&self.call_id)
+    }
+
+    /// `expires_at` as RFC 3339 (seconds, `Z`).
+    pub fn expires_at_rfc3339(&self) -> String {
+        self.expires_at.to_rfc3339_opts(SecondsFormat::Secs, true)
+    }
+
+    /// The approval request step the client sees.
+    pub fn request_step(&self) -> Step {
+        Step::FunctionCall {
+            id: self.approval_id(),
+            name: APPROVAL_FUNCTION.to_owned(),
+            arguments: json!({
+                "call_id": self.call_id,
+                "tool": self.tool.as_str(),
+                "args": self.args,
+                "reason": self.reason,
+                "hook_group": self.group,
+                "expires_at": self.expires_at_rfc3339(),
+                "answer": "continue this interaction with a function_result for this call: {\"approved\": true} or {\"approved\": false, \"reason\": \"...\"} (the object, or the same as JSON text)",
+            }),
+            signature: None,
+        }
+    }
+}
+
+/// A paused call the server settled (from its record, never from a step): a run that continues
+/// the pause runs it (approved) or gives the model the verdict as its error result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SettledCall {
+    pub call_id: String,
+    pub tool: ToolName,
+    /// Exactly the arguments the hooks saw.
+    pub args: Value,
+    /// Where the hooks ran; an approved call runs there.
+    pub environment_id: String,
+    pub verdict: Verdict,
 }
 
 /// A reviewer's verdict.
@@ -93,11 +160,11 @@ impl Verdict {
     }
 }
 
-/// Reads a reviewer's `function_result` `result`: `{"approved": bool, "reason"?: string}`
-/// (the result of an answer that timed out carries `"timed_out": true`). The same object may
-/// also come as JSON text: a string, or a list holding one `text` content item. Clients whose SDK
-/// cannot send an object `result` answer that way: the Java SDK's `FunctionResultStepResult` has
-/// no fields, so an object sent through it arrives as `{}`. `Err` says what is wrong, for a 400.
+/// Reads a reviewer's `function_result` `result`: `{"approved": bool, "reason"?: string}`. The
+/// same object may also come as JSON text: a string, or a list holding one `text` content item.
+/// Clients whose SDK cannot send an object `result` answer that way: the Java SDK's
+/// `FunctionResultStepResult` has no fields, so an object sent through it arrives as `{}`.
+/// `Err` says what is wrong, for a 400.
 pub fn parse_answer(result: &Value) -> Result<Verdict, String> {
     match result {
         Value::Object(_) => parse_object(result),
@@ -138,9 +205,6 @@ fn parse_object(result: &Value) -> Result<Verdict, String> {
     let Some(object) = result.as_object() else {
         return Err(expected(kind(result)));
     };
-    if object.get("timed_out") == Some(&Value::Bool(true)) {
-        return Ok(Verdict::TimedOut);
-    }
     match object.get("approved") {
         Some(Value::Bool(true)) => Ok(Verdict::Approved),
         Some(Value::Bool(false)) => match object.get("reason") {
@@ -157,100 +221,9 @@ fn parse_object(result: &Value) -> Result<Verdict, String> {
     }
 }
 
-/// The `result` the server records when nobody answered in time.
+/// The `result` the server records (as the answer step) when nobody answered in time.
 pub fn timed_out_answer() -> Value {
     json!({"approved": false, "timed_out": true})
-}
-
-/// An approval request as found in a conversation.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Request {
-    /// The approval step's id (what the client's `function_result` answers).
-    pub id: String,
-    /// The paused call's id.
-    pub call_id: String,
-    pub tool: ToolName,
-    pub args: Value,
-    pub expires_at: Option<DateTime<Utc>>,
-}
-
-impl Request {
-    /// Reads an approval request step; `None` for any other step.
-    pub fn from_step(step: &Step) -> Option<Request> {
-        let Step::FunctionCall {
-            id,
-            name,
-            arguments,
-            ..
-        } = step
-        else {
-            return None;
-        };
-        if name != APPROVAL_FUNCTION {
-            return None;
-        }
-        Some(Request {
-            id: id.clone(),
-            call_id: arguments.get("call_id")?.as_str()?.to_owned(),
-            tool: arguments.get("tool")?.as_str()?.parse().ok()?,
-            args: arguments.get("args")?.clone(),
-            expires_at: arguments
-                .get("expires_at")
-                .and_then(Value::as_str)
-                .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
-                .map(|t| t.with_timezone(&Utc)),
-        })
-    }
-
-    /// Whether its deadline has passed at `now`.
-    pub fn expired(&self, now: DateTime<Utc>) -> bool {
-        self.expires_at.is_some_and(|deadline| now >= deadline)
-    }
-}
-
-/// The approval requests of `steps` that have an answer (a `function_result` for them) but
-/// whose paused call has no result yet, each with the answer's verdict (an answer after the
-/// deadline is [`Verdict::TimedOut`]; one that cannot be read is a denial saying so).
-pub fn answered(steps: &[Step], now: DateTime<Utc>) -> Vec<(Request, Verdict)> {
-    let results: Vec<(&str, &Value)> = steps
-        .iter()
-        .filter_map(|s| match s {
-            Step::FunctionResult {
-                call_id, result, ..
-            } => Some((call_id.as_str(), result)),
-            Step::CodeExecutionResult {
-                call_id, result, ..
-            } => Some((call_id.as_str(), result)),
-            _ => None,
-        })
-        .collect();
-    steps
-        .iter()
-        .filter_map(Request::from_step)
-        .filter(|r| !results.iter().any(|(id, _)| *id == r.call_id))
-        .filter_map(|r| {
-            let (_, answer) = results.iter().find(|(id, _)| *id == r.id)?;
-            let verdict = match parse_answer(answer) {
-                Ok(Verdict::Approved) if r.expired(now) => Verdict::TimedOut,
-                Ok(verdict) => verdict,
-                Err(why) => Verdict::Denied(Some(format!("the answer could not be read: {why}"))),
-            };
-            Some((r, verdict))
-        })
-        .collect()
-}
-
-/// The approval requests of `steps` nobody answered yet.
-pub fn unanswered(steps: &[Step]) -> Vec<Request> {
-    steps
-        .iter()
-        .filter_map(Request::from_step)
-        .filter(|r| {
-            !steps
-                .iter()
-                .any(|s| matches!(s, Step::FunctionResult { call_id, .. } if *call_id == r.id))
-        })
-        .collect()
 }
 
 fn cut(text: &str) -> String {
@@ -275,26 +248,16 @@ fn kind(v: &Value) -> &'static str {
 mod tests {
     use super::*;
 
-    fn request(expires_at: DateTime<Utc>) -> Step {
-        request_step(
-            "call_1",
-            ToolName::CodeExecution,
-            &ApprovalRequest {
-                reason: "deploys need a person".into(),
-                group: "review".into(),
-                args: json!({"code": "make deploy"}),
-            },
-            expires_at,
-        )
-    }
-
-    fn answer(result: Value) -> Step {
-        Step::FunctionResult {
-            call_id: "approval_call_1".into(),
-            result,
-            name: Some(APPROVAL_FUNCTION.into()),
-            is_error: None,
-            hooks: None,
+    fn paused() -> PausedCall {
+        PausedCall {
+            call_id: "call_1".into(),
+            tool: ToolName::CodeExecution,
+            args: json!({"code": "make deploy"}),
+            reason: "deploys need a person".into(),
+            group: "review".into(),
+            expires_at: DateTime::parse_from_rfc3339("2026-12-04T10:00:00Z")
+                .unwrap()
+                .with_timezone(&Utc),
         }
     }
 
@@ -312,7 +275,8 @@ mod tests {
             parse_answer(&json!({"approved": false})),
             Ok(Verdict::Denied(None))
         );
-        assert_eq!(parse_answer(&timed_out_answer()), Ok(Verdict::TimedOut));
+        // A client cannot claim the deadline's verdict: its timed-out answer is a denial.
+        assert_eq!(parse_answer(&timed_out_answer()), Ok(Verdict::Denied(None)));
         for bad in [
             json!("yes"),
             json!({"approved": "true"}),
@@ -353,42 +317,43 @@ mod tests {
     }
 
     #[test]
-    fn a_request_round_trips_and_is_answered_once() {
-        let now = Utc::now();
-        let later = now + chrono::Duration::hours(1);
-        let steps = vec![request(later)];
-        let r = Request::from_step(&steps[0]).unwrap();
-        assert_eq!(r.call_id, "call_1");
-        assert_eq!(r.tool, ToolName::CodeExecution);
-        assert_eq!(r.args, json!({"code": "make deploy"}));
-        assert!(!r.expired(now));
-        assert!(r.expired(later));
-        assert_eq!(unanswered(&steps).len(), 1);
-        assert!(answered(&steps, now).is_empty());
-
-        let mut with_answer = steps.clone();
-        with_answer.push(answer(json!({"approved": true})));
-        assert!(unanswered(&with_answer).is_empty());
-        assert_eq!(answered(&with_answer, now)[0].1, Verdict::Approved);
-        // Approved too late is timed out.
+    fn the_request_step_carries_the_paused_call() {
+        let Step::FunctionCall {
+            id,
+            name,
+            arguments,
+            ..
+        } = paused().request_step()
+        else {
+            panic!("not a function_call")
+        };
         assert_eq!(
-            answered(&with_answer, later + chrono::Duration::seconds(1))[0].1,
-            Verdict::TimedOut
+            (id.as_str(), name.as_str()),
+            ("approval_call_1", APPROVAL_FUNCTION)
         );
-        // Once the paused call has its result, the request is settled.
-        with_answer.push(crate::tools::result_step(
-            "call_1",
-            "code_execution",
-            json!("done"),
-            false,
-            None,
-        ));
-        assert!(answered(&with_answer, now).is_empty());
+        assert_eq!(arguments["call_id"], "call_1");
+        assert_eq!(arguments["tool"], "code_execution");
+        assert_eq!(arguments["args"], json!({"code": "make deploy"}));
+        assert_eq!(arguments["hook_group"], "review");
+        assert_eq!(arguments["expires_at"], "2026-12-04T10:00:00Z");
     }
 
     #[test]
-    fn other_calls_are_not_requests() {
-        let step = crate::tools::call_step("call_2", "view_file", &json!({"path": "/a"}), None);
-        assert_eq!(Request::from_step(&step), None);
+    fn only_approval_ids_make_approval_steps() {
+        assert!(is_approval_step(&paused().request_step()));
+        let answer = |call_id: &str| Step::FunctionResult {
+            call_id: call_id.into(),
+            result: json!({"approved": true}),
+            name: Some(APPROVAL_FUNCTION.into()),
+            is_error: None,
+            hooks: None,
+        };
+        assert!(is_approval_step(&answer("approval_call_1")));
+        // A model's own call of the reserved name (any other id) and its result are shown.
+        let own = crate::tools::call_step("call_2", APPROVAL_FUNCTION, &json!({}), None);
+        assert!(!is_approval_step(&own));
+        assert!(!is_approval_step(&answer("call_2")));
+        let other = crate::tools::call_step("approval_x", "view_file", &json!({}), None);
+        assert!(!is_approval_step(&other));
     }
 }

@@ -119,13 +119,13 @@ pub enum ToolStep<'a> {
 }
 
 /// Views a step as a tool call or result, if it is one. Approval requests and their answers
-/// ([`crate::approval`]) are between the server and the client, not the model's: `None`.
+/// ([`crate::approval::is_approval_step`]) are between the server and the client, not the
+/// model's: `None`.
 pub fn as_tool_step(step: &Step) -> Option<ToolStep<'_>> {
+    if crate::approval::is_approval_step(step) {
+        return None;
+    }
     match step {
-        Step::FunctionCall { name, .. }
-        | Step::FunctionResult {
-            name: Some(name), ..
-        } if name == crate::approval::APPROVAL_FUNCTION => None,
         Step::CodeExecutionCall {
             id,
             arguments,

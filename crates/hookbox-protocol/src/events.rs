@@ -31,7 +31,8 @@ pub const PENDING_CHECKPOINTS: &str = "snapshot.pending";
 /// `gave_up`; status, attempt).
 pub const WEBHOOK_DELIVERY: &str = "webhook.delivery";
 
-/// A call a hook asked a person about was settled (tool, outcome: `approved`, `denied`,
+/// A call a hook asked a person about was settled, emitted once per call by the run that won
+/// its record (tool, call_id, approval_id, paused_interaction, outcome: `approved`, `denied`,
 /// `timed_out`; reason: the reviewer's, if any).
 pub const APPROVAL_SETTLED: &str = "approval.settled";
 

@@ -3,6 +3,12 @@
 //! `previous_interaction_id`, stores the interaction, then runs the agent loop in its own task:
 //! each step is appended to the store *before* it is broadcast, so what a client has seen is
 //! durable. The run survives the client going away.
+//!
+//! A continuation that answers calls paused for a reviewer is checked against their records
+//! (what the paused run recorded, never what its steps say), refused if it would run anywhere
+//! but where they were paused, and stored only in the transaction that settles them
+//! (`Store::create_interaction_settling`); its run is handed the settled calls. A run's
+//! `LoopEvent::ApprovalRequested` is recorded before its request step is stored.
 
 use std::sync::Arc;
 
@@ -19,7 +25,10 @@ use hookbox_protocol::api::{
     Interaction, InteractionError, InteractionStatus, Step,
 };
 use hookbox_protocol::{HookEvent, InteractionHookPayload, ToolName};
-use hookbox_store::{EnvironmentRecord, StatusUpdate};
+use hookbox_store::{
+    ApprovalFilter, ApprovalRecord, ApprovalState, EnvironmentRecord, Settle, Settled, Settlement,
+    StatusUpdate,
+};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use tokio::sync::{broadcast, mpsc, watch};
@@ -411,23 +420,26 @@ fn function_tools(tools: Option<&[Value]>) -> ApiResult<Vec<hookbox_agent::model
     Ok(functions)
 }
 
-/// Refuses input that could pass for the server's own approval requests (only the loop writes
-/// those), and names the answers to approval requests after the reserved function, so the
-/// record says what they are and models never see them.
-/// Returns whether the input answers approval requests.
-fn mark_approval_answers(
+/// A client's answer to one approval request of the interaction it continues.
+#[derive(Debug)]
+struct Answer {
+    /// The record it answers.
+    record: ApprovalRecord,
+    verdict: approval::Verdict,
+}
+
+/// Reads the answers to approval requests in `new_steps`, from the records of `previous` (what
+/// its run paused), and names them after the reserved function so the record says what they
+/// are and models never see them. Refuses input that could pass for the server's own requests
+/// (only the loop makes those), an answer that cannot be read, and one to a request that is
+/// settled already (saying by whom and how; the conditional update at store time decides
+/// races).
+fn approval_answers(
     previous: Option<&Interaction>,
+    records: &[ApprovalRecord],
     new_steps: &mut [Step],
-) -> ApiResult<bool> {
-    let mut answers = false;
-    let requests: Vec<String> = previous
-        .map(|p| {
-            approval::unanswered(&p.steps[hookbox_agent::model::current_turn_start(&p.steps)..])
-                .into_iter()
-                .map(|r| r.id)
-                .collect()
-        })
-        .unwrap_or_default();
+) -> ApiResult<Vec<Answer>> {
+    let mut answers = Vec::new();
     for (i, step) in new_steps.iter_mut().enumerate() {
         match step {
             Step::FunctionCall { name, .. } if name == approval::APPROVAL_FUNCTION => {
@@ -435,31 +447,170 @@ fn mark_approval_answers(
                     "Invalid `input[{i}]`: `{name}` calls are hookbox's approval requests; only the server makes them."
                 )));
             }
+            // Not even one that does not parse as a call.
+            Step::Other(v)
+                if v.get("name").and_then(Value::as_str) == Some(approval::APPROVAL_FUNCTION)
+                    && result_of(step).is_none() =>
+            {
+                return Err(ApiError::bad_request(format!(
+                    "Invalid `input[{i}]`: `{}` steps are hookbox's approval requests; only the server makes them.",
+                    approval::APPROVAL_FUNCTION
+                )));
+            }
             Step::FunctionResult {
                 call_id,
                 result,
                 name,
                 ..
-            } if requests.contains(call_id) => {
-                if let Err(why) = approval::parse_answer(result) {
-                    return Err(ApiError::bad_request(format!(
+            } => {
+                let Some(record) = records.iter().find(|r| r.id == *call_id) else {
+                    if name.as_deref() == Some(approval::APPROVAL_FUNCTION)
+                        || approval::is_approval_id(call_id)
+                    {
+                        return Err(ApiError::bad_request(format!(
+                            "Invalid `input[{i}]`: `{call_id}` is no approval request of {}; a `function_result` for `{}` answers only a request a hook's ask made.",
+                            previous.map_or_else(
+                                || "any interaction (set `previous_interaction_id`)".to_owned(),
+                                |p| format!("interaction `{}`", p.id)
+                            ),
+                            approval::APPROVAL_FUNCTION
+                        )));
+                    }
+                    continue;
+                };
+                if record.state != ApprovalState::Pending {
+                    return Err(already_settled(record));
+                }
+                let verdict = approval::parse_answer(result).map_err(|why| {
+                    ApiError::bad_request(format!(
                         "Invalid `input[{i}].result` for approval request `{call_id}`: {why}."
+                    ))
+                })?;
+                if answers.iter().any(|a: &Answer| a.record.id == record.id) {
+                    return Err(ApiError::bad_request(format!(
+                        "Invalid `input`: approval request `{call_id}` is answered twice."
                     )));
                 }
                 *name = Some(approval::APPROVAL_FUNCTION.to_owned());
-                answers = true;
-            }
-            Step::FunctionResult {
-                name: Some(name), ..
-            } if name == approval::APPROVAL_FUNCTION => {
-                return Err(ApiError::bad_request(format!(
-                    "Invalid `input[{i}]`: a `function_result` named `{name}` must answer an approval request the previous interaction waits for."
-                )));
+                answers.push(Answer {
+                    record: record.clone(),
+                    verdict,
+                });
             }
             _ => {}
         }
     }
     Ok(answers)
+}
+
+/// The 400 for an answer to a request that is settled already.
+fn already_settled(record: &ApprovalRecord) -> ApiError {
+    let by = match record.settled_by.as_deref() {
+        Some(hookbox_store::approvals::SWEEPER) => "by the deadline's sweeper".to_owned(),
+        Some(by) => format!("by interaction `{by}`"),
+        None => "before".to_owned(),
+    };
+    ApiError::bad_request(format!(
+        "Approval request `{}` of interaction `{}` was already answered: {} {by}{}; a paused call is settled once.",
+        record.id,
+        record.interaction_id,
+        record.state,
+        record
+            .settled_at
+            .as_deref()
+            .map(|at| format!(" at {at}"))
+            .unwrap_or_default()
+    ))
+}
+
+/// Every approval record of interaction `id`.
+async fn approval_records(
+    state: &AppState,
+    project: &Project,
+    id: &str,
+) -> ApiResult<Vec<ApprovalRecord>> {
+    let filter = ApprovalFilter {
+        interaction_id: Some(id.to_owned()),
+        state: None,
+    };
+    let mut page = hookbox_store::Page {
+        size: Some(hookbox_store::Page::MAX_SIZE),
+        token: None,
+    };
+    let mut records = Vec::new();
+    loop {
+        let batch = state
+            .inner
+            .store
+            .list_approvals(project, &filter, &page)
+            .await?;
+        records.extend(batch.items);
+        match batch.next_page_token {
+            Some(token) => page.token = Some(token),
+            None => return Ok(records),
+        }
+    }
+}
+
+/// Where a continuation would run, as `(environment id, where that comes from)`; `None`: a new
+/// environment.
+fn continuation_environment(
+    requested: Option<&EnvironmentRef>,
+    agent: Option<&Agent>,
+    previous_env: Option<&str>,
+) -> (Option<String>, String) {
+    let (reference, from) = match (requested, agent.and_then(|a| a.base_environment.as_ref())) {
+        (Some(r), _) => (Some(r), "`environment`".to_owned()),
+        (None, Some(r)) => (
+            Some(r),
+            format!(
+                "agent `{}`'s `base_environment`",
+                agent.and_then(|a| a.id.as_deref()).unwrap_or_default()
+            ),
+        ),
+        (None, None) => (None, "the interaction it continues".to_owned()),
+    };
+    match reference {
+        None => (previous_env.map(str::to_owned), from),
+        Some(EnvironmentRef::Id(id)) => (
+            Some(strip_resource_prefix(id, "environments").to_owned()),
+            from,
+        ),
+        Some(EnvironmentRef::Spec(spec)) => match spec.environment_id.as_deref() {
+            Some(id) => (
+                Some(strip_resource_prefix(id, "environments").to_owned()),
+                format!("{from} (`environment_id`)"),
+            ),
+            None => (
+                None,
+                format!("{from}, a spec without `environment_id`, which makes a new environment"),
+            ),
+        },
+    }
+}
+
+/// Refuses a continuation that answers approval requests but would run anywhere else than
+/// where their hooks ran: an approved call runs only there.
+fn check_approval_environment(
+    answers: &[Answer],
+    target: &(Option<String>, String),
+) -> ApiResult<()> {
+    let (env, from) = target;
+    for answer in answers {
+        if env.as_deref() != Some(answer.record.environment_id.as_str()) {
+            return Err(ApiError::bad_request(format!(
+                "This continuation answers approval request `{}`, whose call was paused in environment `{}`, but it would run in {} (from {from}). An approved call runs only where its hooks ran: leave `environment` out (and use an agent without a `base_environment`), or name environment `{}`.",
+                answer.record.id,
+                answer.record.environment_id,
+                env.as_deref().map_or_else(
+                    || "a new environment".to_owned(),
+                    |e| format!("environment `{e}`")
+                ),
+                answer.record.environment_id
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The longest MCP server name (it is part of every name the model calls its tools by).
@@ -508,6 +659,16 @@ fn mcp_servers(tools: Option<&[Value]>) -> ApiResult<Vec<McpServerSpec>> {
                         || reqwest::header::HeaderValue::from_str(v).is_err()
                     {
                         return Err(bad(&format!("headers.{k}"), "not a valid HTTP header"));
+                    }
+                    // What an echoed interaction shows instead of a value: resending it would
+                    // send the marker to the server as if it were the secret.
+                    if v == REDACTED {
+                        return Err(bad(
+                            &format!("headers.{k}"),
+                            &format!(
+                                "`{REDACTED}` is the placeholder hookbox echoes instead of a header value, not a value; send the real value, or leave the header out"
+                            ),
+                        ));
                     }
                     headers.push((k.clone(), v.to_owned()));
                 }
@@ -562,6 +723,9 @@ fn mcp_servers(tools: Option<&[Value]>) -> ApiResult<Vec<McpServerSpec>> {
     Ok(servers)
 }
 
+/// What stored and echoed `tools` show instead of an `mcp_server` header's value.
+pub(crate) const REDACTED: &str = "[redacted]";
+
 /// `tools` as stored and echoed: `mcp_server` headers' values are secrets, never kept.
 pub(crate) fn redacted_tools(tools: &[Value]) -> Vec<Value> {
     tools
@@ -572,7 +736,7 @@ pub(crate) fn redacted_tools(tools: &[Value]) -> Vec<Value> {
                 && let Some(Value::Object(headers)) = tool.get_mut("headers")
             {
                 for value in headers.values_mut() {
-                    *value = Value::String("[redacted]".into());
+                    *value = Value::String(REDACTED.into());
                 }
             }
             tool
@@ -580,28 +744,49 @@ pub(crate) fn redacted_tools(tools: &[Value]) -> Vec<Value> {
         .collect()
 }
 
-/// Checks `function_result` steps of a continuation against what `previous` waits for: it
-/// must be `requires_action`, and every pending `function_call` of its last turn must get
-/// exactly one result (no unknown `call_id`, none missing). A call paused for a reviewer is
-/// answered through its approval request, not directly.
-fn check_function_results(previous: Option<&Interaction>, new_steps: &[Step]) -> ApiResult<()> {
-    let answered: Vec<&str> = new_steps
+/// A result step of a client's input: its type and the call it answers (if it names one).
+fn result_of(step: &Step) -> Option<(&str, Option<&str>)> {
+    match step {
+        Step::FunctionResult { call_id, .. }
+        | Step::CodeExecutionResult { call_id, .. }
+        | Step::McpServerToolResult { call_id, .. } => {
+            Some((step.type_name(), Some(call_id.as_str())))
+        }
+        Step::Other(v) => {
+            let ty = v.get("type").and_then(Value::as_str)?;
+            ty.ends_with("_result")
+                .then(|| (ty, v.get("call_id").and_then(Value::as_str)))
+        }
+        _ => None,
+    }
+}
+
+/// Checks the result steps of a continuation's input against what `previous` waits for:
+/// every `function_result`, `code_execution_result`, `mcp_server_tool_result` or other
+/// `*_result` must answer a call `previous` waits for (a client function's call, or a pending
+/// approval request), so it must be `requires_action`, and every call it waits for must get
+/// exactly one. hookbox runs the other tools itself, so their results never come from a
+/// client; a result with no interaction to answer is refused too.
+fn check_result_steps(
+    previous: Option<&Interaction>,
+    records: &[ApprovalRecord],
+    new_steps: &[Step],
+) -> ApiResult<()> {
+    let results: Vec<(usize, &str, Option<&str>)> = new_steps
         .iter()
-        .filter_map(|s| match s {
-            Step::FunctionResult { call_id, .. } => Some(call_id.as_str()),
-            _ => None,
-        })
+        .enumerate()
+        .filter_map(|(i, s)| result_of(s).map(|(ty, id)| (i, ty, id)))
         .collect();
     let Some(previous) = previous else {
-        if answered.is_empty() {
-            return Ok(());
-        }
-        return Err(ApiError::bad_request(
-            "`function_result` input answers an interaction: set `previous_interaction_id` to the one that is `requires_action`.",
-        ));
+        return match results.first() {
+            None => Ok(()),
+            Some((i, ty, _)) => Err(ApiError::bad_request(format!(
+                "Invalid `input` step {i}: a `{ty}` answers a call an interaction waits for; set `previous_interaction_id` to the one that is `requires_action`."
+            ))),
+        };
     };
     if previous.status != InteractionStatus::RequiresAction {
-        if answered.is_empty() {
+        if results.is_empty() {
             return Ok(());
         }
         return Err(ApiError::bad_request(format!(
@@ -610,24 +795,40 @@ fn check_function_results(previous: Option<&Interaction>, new_steps: &[Step]) ->
         )));
     }
     let turn = &previous.steps[hookbox_agent::model::current_turn_start(&previous.steps)..];
-    let pending = waiting_calls(turn);
-    for (i, id) in answered.iter().enumerate() {
-        if !pending.iter().any(|(p, _)| p == id) {
+    let pending = waiting_calls(turn, records);
+    let waits_for = || {
+        pending
+            .iter()
+            .map(|(p, n)| format!("`{p}` ({n})"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut answered: Vec<&str> = Vec::new();
+    for (i, ty, id) in &results {
+        let id = id.unwrap_or_default();
+        if *ty != "function_result" {
             return Err(ApiError::bad_request(format!(
-                "Invalid `input`: `function_result` {i} answers call_id `{id}`, which interaction `{}` does not wait for (it waits for: {}).",
+                "Invalid `input` step {i}: a `{ty}` (call_id `{id}`) is not something a client sends: hookbox runs its sandbox and MCP tools itself. Interaction `{}` waits only for `function_result`s, for: {}.",
                 previous.id,
-                pending
-                    .iter()
-                    .map(|(p, n)| format!("`{p}` ({n})"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                waits_for()
             )));
         }
-        if answered[..i].contains(id) {
+        if !pending.iter().any(|(p, _)| p == &id) {
+            if let Some(settled) = records.iter().find(|r| r.id == id) {
+                return Err(already_settled(settled));
+            }
+            return Err(ApiError::bad_request(format!(
+                "Invalid `input`: `function_result` (step {i}) answers call_id `{id}`, which interaction `{}` does not wait for (it waits for: {}).",
+                previous.id,
+                waits_for()
+            )));
+        }
+        if answered.contains(&id) {
             return Err(ApiError::bad_request(format!(
                 "Invalid `input`: call_id `{id}` is answered twice."
             )));
         }
+        answered.push(id);
     }
     let missing: Vec<String> = pending
         .iter()
@@ -665,40 +866,33 @@ pub async fn create(
     }
     let functions = function_tools(req.tools.as_deref())?;
     let mcp = mcp_servers(req.tools.as_deref())?;
-    let fetch_previous = || async {
-        match req.previous_interaction_id.as_deref() {
-            Some(prev) => state.inner.store.get_interaction(&project, prev).await,
-            None => Ok(None),
-        }
+    let previous = match req.previous_interaction_id.as_deref() {
+        Some(prev) => state.inner.store.get_interaction(&project, prev).await?,
+        None => None,
     };
-    let mut previous = fetch_previous().await?;
-    let mut _settling = None;
+    // What the previous interaction's run paused: its records, never its steps.
+    let records = match &previous {
+        Some(p) => approval_records(&state, &project, &p.id).await?,
+        None => Vec::new(),
+    };
+    let mut answers = Vec::new();
     if req.previous_interaction_id.is_none() || previous.is_some() {
-        let answers_approvals = mark_approval_answers(previous.as_ref(), &mut new_steps)?;
-        if answers_approvals {
-            // Answers to paused calls are checked again and stored under the approvals lock,
-            // so neither the sweeper nor a second answer can settle the same calls meanwhile.
-            _settling = Some(state.inner.approvals.lock().await);
-            previous = fetch_previous().await?;
-        }
-        check_function_results(previous.as_ref(), &new_steps)?;
-        // A paused call runs at most once: a second answer to the same requests is refused.
-        if answers_approvals
-            && let Some(previous) = previous.as_ref()
-            && let Some(environment_id) = previous.environment_id.as_deref()
-            && let Some(by) =
-                answered_by_continuation(&state, &project, previous, environment_id).await?
-        {
-            return Err(ApiError::bad_request(format!(
-                "Interaction `{}` (previous_interaction_id) was already answered by interaction `{by}`; its paused calls are settled.",
-                previous.id
-            )));
-        }
+        check_result_steps(previous.as_ref(), &records, &new_steps)?;
+        answers = approval_answers(previous.as_ref(), &records, &mut new_steps)?;
     }
     let (history, previous_env) = match req.previous_interaction_id.as_deref() {
         Some(prev) => history(&state, &project, prev).await?,
         None => (Vec::new(), None),
     };
+    // An approved call runs where its hooks ran, or not at all.
+    check_approval_environment(
+        &answers,
+        &continuation_environment(
+            req.environment.as_ref(),
+            agent.as_ref(),
+            previous_env.as_deref(),
+        ),
+    )?;
     // An existing environment runs on the replica that holds it: send the request there.
     let env_request = req
         .environment
@@ -795,11 +989,44 @@ pub async fn create(
     interaction.steps.clone_from(&new_steps);
     interaction.input = serde_json::to_value(input).ok();
     interaction.extra = echoes(&req);
-    state
-        .inner
-        .store
-        .create_interaction(&project, &interaction)
-        .await?;
+    // A continuation that answers paused calls is stored in the transaction that settles them,
+    // or not at all: of any number of answers (stored, `store: false`, deleted, concurrent, on
+    // any replica) and the deadline's sweeper, one settles each call.
+    let settled = match previous.as_ref().filter(|_| !answers.is_empty()) {
+        None => {
+            state
+                .inner
+                .store
+                .create_interaction(&project, &interaction)
+                .await?;
+            Vec::new()
+        }
+        Some(paused) => {
+            let settle = settlement(&paused.id, &interaction.id, &answers);
+            match state
+                .inner
+                .store
+                .create_interaction_settling(&project, &interaction, &settle)
+                .await?
+            {
+                Settled::Won(records) => records,
+                Settled::Refused(now) => {
+                    return Err(now
+                        .iter()
+                        .find(|r| r.state != ApprovalState::Pending)
+                        .map_or_else(
+                            || {
+                                ApiError::bad_request(format!(
+                                    "The approval requests this continuation answers are gone (interaction `{}` was deleted meanwhile).",
+                                    paused.id
+                                ))
+                            },
+                            already_settled,
+                        ));
+                }
+            }
+        }
+    };
     tracing::info!(interaction_id = %interaction.id, environment_id = %environment_id, agent = ?req.agent, "interaction created");
 
     let mut conversation = history;
@@ -819,10 +1046,10 @@ pub async fn create(
         agent: req.agent.clone().unwrap_or_default(),
         input: Some(interaction.steps.clone()),
         prior_usage: None,
+        settled,
     };
     let (events_rx, handle) = start(&state, run)?;
     drop(events_rx);
-    drop(_settling);
 
     if req.stream == Some(true) {
         let sse = crate::stream::sse(state, project, interaction.id.clone(), None).await?;
@@ -892,6 +1119,71 @@ struct RunSpec {
     /// What the interaction had used before this run (a paused one going on in place): the
     /// stored usage is the sum.
     prior_usage: Option<hookbox_protocol::api::Usage>,
+    /// The records of the paused calls this run settled (the store said it won them): their
+    /// results come first.
+    settled: Vec<ApprovalRecord>,
+}
+
+/// What settles the records `answers` answer: each becomes its verdict, an approval that
+/// came after the record's deadline a time-out.
+fn settlement(paused: &str, by: &str, answers: &[Answer]) -> Settle {
+    let now = chrono::Utc::now();
+    Settle {
+        interaction_id: paused.to_owned(),
+        by: by.to_owned(),
+        settlements: answers
+            .iter()
+            .map(|a| {
+                let expired = chrono::DateTime::parse_from_rfc3339(&a.record.expires_at)
+                    .map_or(true, |deadline| now >= deadline);
+                let (state, reviewer_reason) = match &a.verdict {
+                    approval::Verdict::Approved if expired => (ApprovalState::TimedOut, None),
+                    approval::Verdict::Approved => (ApprovalState::Approved, None),
+                    approval::Verdict::Denied(reason) => (ApprovalState::Denied, reason.clone()),
+                    approval::Verdict::TimedOut => (ApprovalState::TimedOut, None),
+                };
+                Settlement {
+                    id: a.record.id.clone(),
+                    state,
+                    reviewer_reason,
+                }
+            })
+            .collect(),
+        now: hookbox_store::time::now_rfc3339(),
+    }
+}
+
+/// What a run is told about records it settled: the call, where and with what it runs, and the
+/// verdict. A record whose arguments no longer match their hash, or whose tool is unknown,
+/// does not run (denied, saying why).
+fn settled_calls(records: &[ApprovalRecord]) -> Vec<approval::SettledCall> {
+    records
+        .iter()
+        .filter_map(|r| {
+            let Ok(tool) = r.tool.parse::<ToolName>() else {
+                tracing::error!(interaction_id = %r.interaction_id, approval = %r.id, tool = %r.tool, "a paused call names no tool; it cannot run");
+                return None;
+            };
+            let mut verdict = match r.state {
+                ApprovalState::Approved => approval::Verdict::Approved,
+                ApprovalState::Denied => approval::Verdict::Denied(r.reviewer_reason.clone()),
+                ApprovalState::TimedOut | ApprovalState::Pending => approval::Verdict::TimedOut,
+            };
+            if verdict == approval::Verdict::Approved && !r.args_intact() {
+                tracing::error!(interaction_id = %r.interaction_id, approval = %r.id, "a paused call's arguments do not match their hash; it does not run");
+                verdict = approval::Verdict::Denied(Some(
+                    "the paused call's recorded arguments failed their integrity check".into(),
+                ));
+            }
+            Some(approval::SettledCall {
+                call_id: r.call_id.clone(),
+                tool,
+                args: r.args.clone(),
+                environment_id: r.environment_id.clone(),
+                verdict,
+            })
+        })
+        .collect()
 }
 
 /// Registers and spawns the run. The returned receiver exists so callers can subscribe before
@@ -1001,6 +1293,20 @@ async fn drive(
         (None, false) => executor.mcp_session(&run.environment_id, &run.mcp).await,
         _ => Arc::new(hookbox_agent::mcp::Unreachable::default()),
     };
+    // Each paused call this run settled, once (the store said this run won it).
+    for record in &run.settled {
+        tracing::info!(
+            name: hookbox_protocol::events::APPROVAL_SETTLED,
+            tool = %record.tool,
+            call_id = %record.call_id,
+            approval_id = %record.id,
+            paused_interaction = %record.interaction_id,
+            outcome = record.state.as_str(),
+            reason = record.reviewer_reason.as_deref().unwrap_or(""),
+            "a paused call is settled"
+        );
+    }
+    let settled = settled_calls(&run.settled);
     let ctx = LoopContext {
         model: inner.model.as_ref(),
         executor,
@@ -1010,15 +1316,47 @@ async fn drive(
         tools: &ToolName::ALL,
         functions: &run.functions,
         mcp: mcp.as_ref(),
+        settled: &settled,
     };
     let persist = async {
         let mut index = run.first_index;
         let mut store_error = None;
         // The model's last text, for post_interaction hooks.
         let mut last_output = None;
+        // Whether this run paused a call (its record is withdrawn if the run ends otherwise).
+        let mut asked = false;
         while let Some(event) = rx.recv().await {
             let step = match event {
                 LoopEvent::Step(step) => step,
+                // A hook asked: the record first (what may run, and where), then the step the
+                // client sees; a request without its record is never shown.
+                LoopEvent::ApprovalRequested { step, call } => {
+                    let (id, expires_at) = (call.approval_id(), call.expires_at_rfc3339());
+                    let record = ApprovalRecord {
+                        id,
+                        interaction_id: run.id.clone(),
+                        call_id: call.call_id.clone(),
+                        environment_id: run.environment_id.clone(),
+                        tool: call.tool.as_str().to_owned(),
+                        args_sha256: hookbox_store::approvals::args_sha256(&call.args),
+                        args: call.args,
+                        reason: call.reason,
+                        hook_group: call.group,
+                        expires_at,
+                        created: hookbox_store::time::now_rfc3339(),
+                        state: ApprovalState::Pending,
+                        settled_by: None,
+                        settled_at: None,
+                        reviewer_reason: None,
+                    };
+                    if let Err(e) = inner.store.create_approval(&run.project, &record).await {
+                        tracing::error!(interaction_id = %run.id, error = %e, "could not record a paused call");
+                        store_error.get_or_insert(e.to_string());
+                        continue;
+                    }
+                    asked = true;
+                    step
+                }
                 // Running code's output, for the step about to come at `index`: live only.
                 LoopEvent::Output { offset, text } => {
                     let _ = events.send(Live::Output {
@@ -1040,7 +1378,7 @@ async fn drive(
             let _ = events.send(Live::Step(index, step));
             index += 1;
         }
-        (store_error, last_output)
+        (store_error, last_output, asked)
     };
     let run_loop = async {
         let outcome = match &pre.denied {
@@ -1069,7 +1407,7 @@ async fn drive(
         drop(tx);
         outcome
     };
-    let (mut outcome, (store_error, last_output)) = tokio::join!(run_loop, persist);
+    let (mut outcome, (store_error, last_output, asked)) = tokio::join!(run_loop, persist);
     // Stopped because the server stops, not by a client: as after a crash.
     if outcome.status == InteractionStatus::Cancelled && inner.drain.stopping() {
         outcome.status = InteractionStatus::Failed;
@@ -1101,6 +1439,13 @@ async fn drive(
             code: "storage_error".into(),
             message: "a step could not be stored; see the server log".into(),
         });
+    }
+    // Calls paused in a run that then ended otherwise (cancelled, failed) wait for nobody.
+    if asked
+        && outcome.status != InteractionStatus::RequiresAction
+        && let Err(e) = inner.store.withdraw_approvals(&run.project, &run.id).await
+    {
+        tracing::warn!(interaction_id = %run.id, error = %e, "could not withdraw paused calls nobody can answer");
     }
     // post_interaction hooks (hookbox extension): they see how the turn ended, before the
     // status is stored (a client that saw the end can rely on them having run).
@@ -1144,31 +1489,39 @@ async fn drive(
     }
 }
 
-/// Times out the paused calls of interaction `id` whose approval deadline has passed, if it still
-/// waits for nothing but reviewers and no continuation answered it: their answers are recorded
-/// as timed out (in the interaction itself) and the same interaction goes on in place, the
-/// model seeing each such call denied. `Ok(false)` when there was nothing to do.
+/// Times out the paused calls of interaction `id` if one's approval deadline has passed and it
+/// still waits for nothing but reviewers: their records are settled `timed_out` by the
+/// sweeper (a conditional update: a continuation that answered first wins, and then nothing
+/// happens here), the timed-out answers are recorded in the interaction itself, and the same
+/// interaction goes on in place, the model seeing each such call denied. `Ok(false)` when
+/// there was nothing to do.
 pub(crate) async fn resume_timed_out(
     state: &AppState,
     project: &Project,
     id: &str,
 ) -> ApiResult<bool> {
-    let _settling = state.inner.approvals.lock().await;
     let Some(paused) = state.inner.store.get_interaction(project, id).await? else {
         return Ok(false);
     };
     if paused.status != InteractionStatus::RequiresAction {
         return Ok(false);
     }
-    let turn = &paused.steps[hookbox_agent::model::current_turn_start(&paused.steps)..];
-    let waiting = approval::unanswered(turn);
+    let records = approval_records(state, project, id).await?;
+    let waiting: Vec<&ApprovalRecord> = records
+        .iter()
+        .filter(|r| r.state == ApprovalState::Pending)
+        .collect();
     let now = chrono::Utc::now();
-    if !waiting.iter().any(|r| r.expired(now)) {
+    let expired = |r: &&ApprovalRecord| {
+        chrono::DateTime::parse_from_rfc3339(&r.expires_at).map_or(true, |deadline| now >= deadline)
+    };
+    if !waiting.iter().any(expired) {
         return Ok(false);
     }
     // A turn that also waits for the client's own functions goes on only when the client
     // answers them (an approval answered after its deadline is then denied as timed out).
-    if waiting_calls(turn)
+    let turn = &paused.steps[hookbox_agent::model::current_turn_start(&paused.steps)..];
+    if waiting_calls(turn, &records)
         .iter()
         .any(|(_, name)| *name != approval::APPROVAL_FUNCTION)
     {
@@ -1177,22 +1530,34 @@ pub(crate) async fn resume_timed_out(
     let Some(environment_id) = paused.environment_id.clone() else {
         return Ok(false);
     };
-    if answered_by_continuation(state, project, &paused, &environment_id)
-        .await?
-        .is_some()
-    {
-        return Ok(false);
-    }
     let running = state.inner.quotas.start_interaction(project).await?;
+    let settle = Settle {
+        interaction_id: id.to_owned(),
+        by: hookbox_store::approvals::SWEEPER.to_owned(),
+        settlements: waiting
+            .iter()
+            .map(|r| Settlement {
+                id: r.id.clone(),
+                state: ApprovalState::TimedOut,
+                reviewer_reason: None,
+            })
+            .collect(),
+        now: hookbox_store::time::now_rfc3339(),
+    };
+    let won = match state.inner.store.settle_approvals(project, &settle).await? {
+        Settled::Won(won) => won,
+        // Answered meanwhile: that answer's run settles them.
+        Settled::Refused(_) => return Ok(false),
+    };
     let (mut conversation, _) = match paused.previous_interaction_id.as_deref() {
         Some(previous) => history(state, project, previous).await?,
         None => (Vec::new(), None),
     };
     conversation.extend(paused.steps.iter().cloned());
     let mut index = paused.steps.len();
-    for request in &waiting {
+    for record in &won {
         let answer = Step::FunctionResult {
-            call_id: request.id.clone(),
+            call_id: record.id.clone(),
             result: approval::timed_out_answer(),
             name: Some(approval::APPROVAL_FUNCTION.to_owned()),
             is_error: None,
@@ -1215,7 +1580,7 @@ pub(crate) async fn resume_timed_out(
             },
         )
         .await?;
-    tracing::info!(interaction_id = %id, calls = waiting.len(), "nobody approved paused calls in time: they are denied and the interaction goes on");
+    tracing::info!(interaction_id = %id, calls = won.len(), "nobody approved paused calls in time: they are denied and the interaction goes on");
     let tools = paused
         .extra
         .get("tools")
@@ -1253,86 +1618,57 @@ pub(crate) async fn resume_timed_out(
         keep: true,
         functions: function_tools(tools).unwrap_or_default(),
         // The stored tools carry no header values: servers are reached without them.
-        mcp: mcp_servers(tools)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|s| McpServerSpec {
-                headers: Vec::new(),
-                ..s
-            })
-            .collect(),
+        mcp: mcp_servers(tools.map(without_redacted_headers).as_deref()).unwrap_or_default(),
         agent: paused.agent.clone().unwrap_or_default(),
         input: None,
         prior_usage: paused.usage.clone(),
+        settled: won,
     };
     let (events_rx, _handle) = start(state, run)?;
     drop(events_rx);
     Ok(true)
 }
 
-/// The `function_call`s of `turn` that wait for the client's answer, as `(id, name)`: client
-/// functions and approval requests with no result yet (a call paused for a reviewer is
-/// answered through its approval request, not directly).
-fn waiting_calls(turn: &[Step]) -> Vec<(&str, &str)> {
-    let results: Vec<&str> =
-        turn.iter()
-            .filter_map(|s| match s {
-                Step::FunctionResult { call_id, .. }
-                | Step::CodeExecutionResult { call_id, .. } => Some(call_id.as_str()),
-                _ => None,
-            })
-            .collect();
-    let paused: Vec<String> = turn
+/// Stored `tools` with the redacted `mcp_server` header values left out (the servers are then
+/// reached without them).
+fn without_redacted_headers(tools: &[Value]) -> Vec<Value> {
+    tools
         .iter()
-        .filter_map(approval::Request::from_step)
-        .map(|r| r.call_id)
-        .collect();
-    turn.iter()
-        .filter_map(|s| match s {
-            Step::FunctionCall { id, name, .. }
-                if !results.contains(&id.as_str()) && !paused.contains(id) =>
-            {
-                Some((id.as_str(), name.as_str()))
+        .map(|tool| {
+            let mut tool = tool.clone();
+            if let Some(Value::Object(headers)) = tool.get_mut("headers") {
+                headers.retain(|_, v| v.as_str() != Some(REDACTED));
             }
-            _ => None,
+            tool
         })
         .collect()
 }
 
-/// The interaction that continues `paused` (which the client then answered), if any.
-async fn answered_by_continuation(
-    state: &AppState,
-    project: &Project,
-    paused: &Interaction,
-    environment_id: &str,
-) -> ApiResult<Option<String>> {
-    let filter = hookbox_store::InteractionFilter {
-        environment_id: Some(environment_id.to_owned()),
-        created_after: paused.created.clone(),
-        ..Default::default()
-    };
-    let mut page = hookbox_store::Page {
-        size: Some(100),
-        token: None,
-    };
-    loop {
-        let batch = state
-            .inner
-            .store
-            .list_interactions(project, &filter, &page)
-            .await?;
-        if let Some(by) = batch
-            .items
-            .iter()
-            .find(|i| i.previous_interaction_id.as_deref() == Some(paused.id.as_str()))
-        {
-            return Ok(Some(by.id.clone()));
-        }
-        match batch.next_page_token {
-            Some(token) => page.token = Some(token),
-            None => return Ok(None),
-        }
-    }
+/// The `function_call`s of `turn` that wait for the client's answer, as `(id, name)`: client
+/// functions' calls with no result yet, and the approval requests whose record (what the run
+/// paused, not what a step says) is still pending. A call paused for a reviewer is answered
+/// through its approval request, not directly; a request-shaped step without a pending record
+/// (a model's own call of the reserved name) waits for nothing.
+fn waiting_calls<'a>(turn: &'a [Step], records: &[ApprovalRecord]) -> Vec<(&'a str, &'a str)> {
+    let results: Vec<&str> = turn
+        .iter()
+        .filter_map(|s| result_of(s).and_then(|(_, id)| id))
+        .collect();
+    turn.iter()
+        .filter_map(|s| match s {
+            Step::FunctionCall { id, name, .. } if !results.contains(&id.as_str()) => {
+                let waits = if name == approval::APPROVAL_FUNCTION {
+                    records
+                        .iter()
+                        .any(|r| r.id == *id && r.state == ApprovalState::Pending)
+                } else {
+                    !records.iter().any(|r| r.call_id == *id)
+                };
+                waits.then_some((id.as_str(), name.as_str()))
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 /// The payload of an interaction hook for `run`, with `fill` adding the event's own fields.
@@ -1544,4 +1880,73 @@ pub async fn delete(
         )));
     }
     Ok(Json(Value::Object(Map::new())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn input(items: Value) -> Vec<Step> {
+        let Value::Array(items) = items else {
+            panic!("a list")
+        };
+        input_steps(&Input::List(items)).unwrap()
+    }
+
+    fn paused() -> Interaction {
+        let mut i = Interaction::new("int_p".to_owned(), InteractionStatus::RequiresAction);
+        i.steps = vec![
+            Step::user_text("go"),
+            hookbox_agent::tools::call_step("call_1", "f", &json!({}), None),
+        ];
+        i
+    }
+
+    // Regression (issue 36): a client-supplied `code_execution_result` (or any result step)
+    // was stored unchecked, and the approval check took it as an answer.
+    #[test]
+    fn result_steps_that_answer_nothing_pending_are_refused_for_every_result_type() {
+        for step in [
+            json!({"type": "code_execution_result", "call_id": "call_2", "result": "x"}),
+            json!({"type": "mcp_server_tool_result", "call_id": "call_2", "result": "x"}),
+            json!({"type": "google_search_result", "call_id": "call_2", "result": []}),
+            json!({"type": "url_context_result", "call_id": "call_2"}),
+            // A function_result that does not parse as one is still a result step.
+            json!({"type": "function_result", "result": {"approved": true}}),
+            json!({"type": "function_result", "call_id": "call_2", "result": "x"}),
+        ] {
+            let steps = input(json!([{"type": "text", "text": "hi"}, step.clone()]));
+            let without = check_result_steps(None, &[], &steps).unwrap_err();
+            assert!(
+                without.message.contains("previous_interaction_id"),
+                "{step}: {}",
+                without.message
+            );
+            // Continuing an interaction that waits for `f`: only its function_result passes.
+            let mut answered =
+                input(json!([{"type": "function_result", "call_id": "call_1", "result": "ok"}]));
+            answered.extend(input(json!([step.clone()])));
+            let refused = check_result_steps(Some(&paused()), &[], &answered).unwrap_err();
+            assert_eq!(
+                refused.status,
+                axum::http::StatusCode::BAD_REQUEST,
+                "{step}"
+            );
+        }
+        let ok = input(json!([{"type": "function_result", "call_id": "call_1", "result": "ok"}]));
+        check_result_steps(Some(&paused()), &[], &ok).unwrap();
+    }
+
+    #[test]
+    fn request_shaped_input_is_refused_even_when_it_does_not_parse() {
+        for step in [
+            json!({"type": "function_call", "id": "approval_x", "name": "hookbox_approval", "arguments": {}}),
+            json!({"type": "function_call", "name": "hookbox_approval"}),
+        ] {
+            let mut steps = input(json!([step.clone()]));
+            let err = approval_answers(None, &[], &mut steps).unwrap_err();
+            assert!(err.message.contains("hookbox_approval"), "{step}");
+        }
+    }
 }

@@ -1,8 +1,8 @@
 //! The Interactions API over HTTP, wire-compatible with the `google-genai` SDK (spec:
 //! `shared/spec/interactions-api.md`): interactions (blocking, background, SSE streaming, cancel,
 //! function tools answered with `function_result`, remote `mcp_server` tools, calls paused by a
-//! hook's `ask` and their sweeper ([`approvals`]), `pre_interaction` / `post_interaction`
-//! hooks around each run), environments and their files (resumable
+//! hook's `ask` with their records (`/approvals`) and sweeper ([`approvals`]), `pre_interaction`
+//! / `post_interaction` hooks around each run), environments and their files (resumable
 //! upload), credentials (secrets write-only), agents, webhooks (`webhooks`: the resource; the
 //! deliverer is `hookbox-webhooks`) and triggers ([`triggers`]: the resource and the scheduler),
 //! under `/v1`, `/v1beta`, `/v1alpha` and unversioned paths, behind API-key auth.
@@ -137,9 +137,6 @@ struct Inner {
     loop_config: LoopConfig,
     quotas: Arc<quota::QuotaBook>,
     running: Mutex<HashMap<String, interactions::Running>>,
-    /// Held while a continuation that answers paused calls is checked and stored, and while the
-    /// approvals sweeper times a paused interaction out, so only one of them settles it.
-    approvals: tokio::sync::Mutex<()>,
     uploads: Mutex<HashMap<String, environments::Upload>>,
     /// Set when this server is one replica of several.
     cluster: Option<cluster::ClusterConfig>,
@@ -196,7 +193,6 @@ impl AppState {
                 allow_keyless: services.allow_keyless,
                 loop_config: services.loop_config,
                 running: Mutex::new(HashMap::new()),
-                approvals: tokio::sync::Mutex::new(()),
                 uploads: Mutex::new(HashMap::new()),
                 cluster,
                 lifecycle: services.lifecycle,
@@ -265,6 +261,7 @@ fn api_routes() -> Router<AppState> {
             get(interactions::get).delete(interactions::delete),
         )
         .route("/interactions/{id}/cancel", post(interactions::cancel))
+        .route("/approvals", get(approvals::list))
         .route(
             "/environments",
             post(environments::create).get(environments::list),

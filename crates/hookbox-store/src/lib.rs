@@ -1,5 +1,6 @@
 //! Durable storage for hookbox: interactions with their steps, environment metadata, credentials
-//! (secrets encrypted at rest) and agents.
+//! (secrets encrypted at rest), agents, and calls paused for a reviewer ([`approvals`]: settled
+//! once, by a conditional update).
 //!
 //! The [`Store`] trait is the only thing the rest of hookbox sees. [`sqlite::SqliteStore`] is the
 //! default backend (one file in the data dir, WAL); [`postgres::PostgresStore`] lets several
@@ -9,6 +10,7 @@
 //! same test suite. This crate owns persistence only: it does not run agents, touch sandboxes or
 //! speak HTTP, and it never logs a secret value or a database URL.
 
+pub mod approvals;
 pub mod crypto;
 pub mod keys;
 pub mod pg_tls;
@@ -26,6 +28,7 @@ use hookbox_protocol::api::{
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+pub use approvals::{ApprovalFilter, ApprovalRecord, ApprovalState, Settle, Settled, Settlement};
 pub use crypto::SecretKey;
 pub use postgres::{PostgresCluster, PostgresOptions, PostgresStore};
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
@@ -472,7 +475,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn update_status(&self, interaction_id: &str, update: &StatusUpdate) -> Result<()>;
     /// The interaction with all its steps.
     async fn get_interaction(&self, project: &str, id: &str) -> Result<Option<Interaction>>;
-    /// Deletes the interaction and its steps; `false` if it did not exist.
+    /// Deletes the interaction, its steps and its approval records; `false` if it did not
+    /// exist.
     async fn delete_interaction(&self, project: &str, id: &str) -> Result<bool>;
     /// Interactions of `project` matching `filter`, newest first, without their steps.
     async fn list_interactions(
@@ -486,6 +490,33 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Marks every `queued`/`in_progress` interaction `failed` with `reason` (run at start-up:
     /// nothing can still be running them). Returns their ids.
     async fn recover_interrupted(&self, reason: &str, now: &str) -> Result<Vec<String>>;
+
+    /// Records a call paused for a reviewer (state `pending`), written by the run that paused
+    /// it. [`Error::AlreadyExists`] when its interaction already has a record of that id.
+    async fn create_approval(&self, project: &str, record: &ApprovalRecord) -> Result<()>;
+    /// Approval records of `project` matching `filter`, oldest first.
+    async fn list_approvals(
+        &self,
+        project: &str,
+        filter: &ApprovalFilter,
+        page: &Page,
+    ) -> Result<Paged<ApprovalRecord>>;
+    /// Settles records of one interaction, all or none, each by a conditional update from
+    /// `pending`: [`Settled::Refused`] (and nothing changed) when any of them is not pending or
+    /// does not exist. Whatever races it (another settlement, on any replica), one wins.
+    async fn settle_approvals(&self, project: &str, settle: &Settle) -> Result<Settled>;
+    /// [`Store::create_interaction`] and [`Store::settle_approvals`] in one transaction: the
+    /// interaction (the continuation that answers the records) is stored only if the settlement
+    /// won, so no stored continuation claims a settlement it lost, and none is lost after a win.
+    async fn create_interaction_settling(
+        &self,
+        project: &str,
+        interaction: &Interaction,
+        settle: &Settle,
+    ) -> Result<Settled>;
+    /// Deletes the `pending` records of an interaction whose run ended without waiting for
+    /// them (failed, cancelled): nobody can answer them any more. How many.
+    async fn withdraw_approvals(&self, project: &str, interaction_id: &str) -> Result<u64>;
 
     /// Inserts or replaces an environment of `project`.
     async fn put_environment(&self, project: &str, env: &EnvironmentRecord) -> Result<()>;

@@ -23,6 +23,7 @@ use serde_json::{Map, Value};
 use tokio::sync::broadcast;
 use tokio_postgres::Row;
 
+use crate::approvals::{self, ApprovalFilter, ApprovalRecord, ApprovalState, Settle, Settled};
 use crate::crypto::SecretKey;
 use crate::triggers::{self, RunStart, TriggerRecord};
 use crate::webhooks::{
@@ -204,6 +205,33 @@ CREATE TABLE trigger_executions (
 );
 CREATE INDEX trigger_executions_trigger ON trigger_executions(project, trigger_id, seq);
 CREATE INDEX trigger_executions_interaction ON trigger_executions(interaction_id);
+"#,
+    ),
+    // Calls paused for a reviewer, settled once by a conditional update; SQLite's version 5.
+    (
+        7,
+        r#"
+CREATE TABLE approvals (
+    seq BIGINT GENERATED ALWAYS AS IDENTITY,
+    project TEXT NOT NULL,
+    id TEXT NOT NULL,
+    interaction_id TEXT NOT NULL,
+    call_id TEXT NOT NULL,
+    environment_id TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    args_json TEXT NOT NULL,
+    args_sha256 TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    hook_group TEXT NOT NULL,
+    expires_at TEXT NOT NULL,
+    created TEXT NOT NULL,
+    state TEXT NOT NULL,
+    settled_by TEXT,
+    settled_at TEXT,
+    reviewer_reason TEXT,
+    PRIMARY KEY (project, interaction_id, id)
+);
+CREATE INDEX approvals_state ON approvals(project, state, seq);
 "#,
     ),
 ];
@@ -489,6 +517,176 @@ impl PostgresStore {
             .query_one("SELECT COALESCE(MAX(version), 0) FROM hookbox_schema", &[])
             .await?
             .get(0))
+    }
+}
+
+/// An interaction to insert, serialised before a connection is taken.
+struct NewInteraction {
+    body: Interaction,
+    body_json: String,
+    usage: Option<String>,
+    errors: String,
+    steps: Vec<String>,
+    now: String,
+}
+
+impl NewInteraction {
+    fn of(interaction: &Interaction) -> Result<Self> {
+        let mut body = interaction.clone();
+        let steps = std::mem::take(&mut body.steps);
+        Ok(NewInteraction {
+            body_json: serde_json::to_string(&body)?,
+            usage: body.usage.as_ref().map(serde_json::to_string).transpose()?,
+            errors: serde_json::to_string(&body.errors)?,
+            steps: steps
+                .iter()
+                .map(serde_json::to_string)
+                .collect::<std::result::Result<Vec<_>, _>>()?,
+            body,
+            now: crate::time::now_rfc3339(),
+        })
+    }
+}
+
+impl PostgresStore {
+    /// Inserts `row` and its steps in `tx` (and notifies streams); [`Error::AlreadyExists`] on
+    /// a taken id.
+    async fn insert_interaction(
+        &self,
+        tx: &deadpool_postgres::Transaction<'_>,
+        project: &str,
+        row: &NewInteraction,
+    ) -> Result<()> {
+        let body = &row.body;
+        let inserted = tx
+            .execute(
+                "INSERT INTO interactions (id, status, agent, environment_id, previous_interaction_id, created, updated, usage_json, errors_json, body_json, project, replica)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (id) DO NOTHING",
+                &[
+                    &body.id,
+                    &body.status.as_str(),
+                    &body.agent,
+                    &body.environment_id,
+                    &body.previous_interaction_id,
+                    &body.created.clone().unwrap_or_else(|| row.now.clone()),
+                    &body.updated.clone().unwrap_or_else(|| row.now.clone()),
+                    &row.usage,
+                    &row.errors,
+                    &row.body_json,
+                    &project,
+                    &self.cluster.as_ref().map(|c| c.replica.id.clone()),
+                ],
+            )
+            .await?;
+        if inserted == 0 {
+            return Err(Error::AlreadyExists {
+                what: "interaction",
+                id: body.id.clone(),
+            });
+        }
+        for (idx, step) in row.steps.iter().enumerate() {
+            tx.execute(
+                "INSERT INTO steps (interaction_id, idx, step_json) VALUES ($1, $2, $3)",
+                &[&body.id, &(idx as i64), step],
+            )
+            .await?;
+        }
+        self.notify(tx, &body.id).await
+    }
+
+    /// Remembers the environment of an interaction created here (its writes are fenced by
+    /// that environment's lease).
+    fn remember_environment(&self, body: &Interaction) {
+        if let (Some(cluster), Some(env)) = (&self.cluster, &body.environment_id) {
+            lock(&cluster.environments).insert(body.id.clone(), env.clone());
+        }
+    }
+}
+
+/// Moves every record `settle` names from `pending` to its state, in `tx`: the records as
+/// settled, or `None` as soon as one does not move (the caller rolls back, so none does). A
+/// concurrent settlement of the same row waits for this one's commit and then finds it no
+/// longer pending (READ COMMITTED re-checks the condition), so exactly one wins.
+async fn settle_in(
+    tx: &deadpool_postgres::Transaction<'_>,
+    project: &str,
+    settle: &Settle,
+) -> Result<Option<Vec<ApprovalRecord>>> {
+    let update = tx
+        .prepare_cached(&format!(
+            "UPDATE approvals SET state = $1, settled_by = $2, settled_at = $3, reviewer_reason = $4
+             WHERE project = $5 AND interaction_id = $6 AND id = $7 AND state = 'pending'
+             RETURNING {}",
+            approvals::COLUMNS
+        ))
+        .await?;
+    let mut won = Vec::new();
+    for s in approvals::ordered(settle) {
+        if s.state == ApprovalState::Pending {
+            return Ok(None);
+        }
+        let Some(row) = tx
+            .query_opt(
+                &update,
+                &[
+                    &s.state.as_str(),
+                    &settle.by,
+                    &settle.now,
+                    &s.reviewer_reason,
+                    &project,
+                    &settle.interaction_id,
+                    &s.id,
+                ],
+            )
+            .await?
+        else {
+            return Ok(None);
+        };
+        won.push(approval_row(&row, 0).record()?);
+    }
+    Ok(Some(won))
+}
+
+/// The records `settle` names, as they are now (missing ones left out).
+async fn approvals_named(
+    client: &impl GenericClient,
+    project: &str,
+    settle: &Settle,
+) -> Result<Vec<ApprovalRecord>> {
+    let query = format!(
+        "SELECT {} FROM approvals WHERE project = $1 AND interaction_id = $2 AND id = $3",
+        approvals::COLUMNS
+    );
+    let mut out = Vec::new();
+    for s in approvals::ordered(settle) {
+        if let Some(row) = client
+            .query_opt(&query, &[&project, &settle.interaction_id, &s.id])
+            .await?
+        {
+            out.push(approval_row(&row, 0).record()?);
+        }
+    }
+    Ok(out)
+}
+
+/// An approval record's columns ([`approvals::COLUMNS`]) starting at column `at`.
+fn approval_row(r: &Row, at: usize) -> approvals::Row {
+    approvals::Row {
+        id: r.get(at),
+        interaction_id: r.get(at + 1),
+        call_id: r.get(at + 2),
+        environment_id: r.get(at + 3),
+        tool: r.get(at + 4),
+        args_json: r.get(at + 5),
+        args_sha256: r.get(at + 6),
+        reason: r.get(at + 7),
+        hook_group: r.get(at + 8),
+        expires_at: r.get(at + 9),
+        created: r.get(at + 10),
+        state: r.get(at + 11),
+        settled_by: r.get(at + 12),
+        settled_at: r.get(at + 13),
+        reviewer_reason: r.get(at + 14),
     }
 }
 
@@ -1243,53 +1441,124 @@ async fn end_executions_of(
 #[async_trait]
 impl Store for PostgresStore {
     async fn create_interaction(&self, project: &str, interaction: &Interaction) -> Result<()> {
-        let mut body = interaction.clone();
-        let steps = std::mem::take(&mut body.steps);
-        let body_json = serde_json::to_string(&body)?;
-        let usage = body.usage.as_ref().map(serde_json::to_string).transpose()?;
-        let errors = serde_json::to_string(&body.errors)?;
-        let now = crate::time::now_rfc3339();
+        let row = NewInteraction::of(interaction)?;
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
-        let inserted = tx
+        self.insert_interaction(&tx, project, &row).await?;
+        tx.commit().await?;
+        self.remember_environment(&row.body);
+        Ok(())
+    }
+
+    async fn create_interaction_settling(
+        &self,
+        project: &str,
+        interaction: &Interaction,
+        settle: &Settle,
+    ) -> Result<Settled> {
+        let row = NewInteraction::of(interaction)?;
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let Some(won) = settle_in(&tx, project, settle).await? else {
+            tx.rollback().await?;
+            return Ok(Settled::Refused(
+                approvals_named(&client, project, settle).await?,
+            ));
+        };
+        self.insert_interaction(&tx, project, &row).await?;
+        tx.commit().await?;
+        self.remember_environment(&row.body);
+        Ok(Settled::Won(won))
+    }
+
+    async fn settle_approvals(&self, project: &str, settle: &Settle) -> Result<Settled> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let Some(won) = settle_in(&tx, project, settle).await? else {
+            tx.rollback().await?;
+            return Ok(Settled::Refused(
+                approvals_named(&client, project, settle).await?,
+            ));
+        };
+        tx.commit().await?;
+        Ok(Settled::Won(won))
+    }
+
+    async fn create_approval(&self, project: &str, record: &ApprovalRecord) -> Result<()> {
+        let args = serde_json::to_string(&record.args)?;
+        let n = self
+            .client()
+            .await?
             .execute(
-                "INSERT INTO interactions (id, status, agent, environment_id, previous_interaction_id, created, updated, usage_json, errors_json, body_json, project, replica)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (id) DO NOTHING",
+                "INSERT INTO approvals (project, id, interaction_id, call_id, environment_id, tool, args_json, args_sha256, reason, hook_group, expires_at, created, state, settled_by, settled_at, reviewer_reason)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+                 ON CONFLICT (project, interaction_id, id) DO NOTHING",
                 &[
-                    &body.id,
-                    &body.status.as_str(),
-                    &body.agent,
-                    &body.environment_id,
-                    &body.previous_interaction_id,
-                    &body.created.clone().unwrap_or_else(|| now.clone()),
-                    &body.updated.clone().unwrap_or(now),
-                    &usage,
-                    &errors,
-                    &body_json,
                     &project,
-                    &self.cluster.as_ref().map(|c| c.replica.id.clone()),
+                    &record.id,
+                    &record.interaction_id,
+                    &record.call_id,
+                    &record.environment_id,
+                    &record.tool,
+                    &args,
+                    &record.args_sha256,
+                    &record.reason,
+                    &record.hook_group,
+                    &record.expires_at,
+                    &record.created,
+                    &record.state.as_str(),
+                    &record.settled_by,
+                    &record.settled_at,
+                    &record.reviewer_reason,
                 ],
             )
             .await?;
-        if inserted == 0 {
+        if n == 0 {
             return Err(Error::AlreadyExists {
-                what: "interaction",
-                id: body.id,
+                what: "approval request",
+                id: format!("{}/{}", record.interaction_id, record.id),
             });
         }
-        for (idx, step) in steps.iter().enumerate() {
-            tx.execute(
-                "INSERT INTO steps (interaction_id, idx, step_json) VALUES ($1, $2, $3)",
-                &[&body.id, &(idx as i64), &serde_json::to_string(step)?],
+        Ok(())
+    }
+
+    async fn list_approvals(
+        &self,
+        project: &str,
+        filter: &ApprovalFilter,
+        page: &Page,
+    ) -> Result<Paged<ApprovalRecord>> {
+        let (after, limit) = page_bounds(page);
+        let state = filter.state.map(ApprovalState::as_str);
+        let rows = self
+            .client()
+            .await?
+            .query(
+                &format!(
+                    "SELECT seq, {} FROM approvals WHERE project = $1 AND seq > $2
+                       AND ($3::text IS NULL OR interaction_id = $3) AND ($4::text IS NULL OR state = $4)
+                     ORDER BY seq LIMIT $5",
+                    approvals::COLUMNS
+                ),
+                &[&project, &after, &filter.interaction_id, &state, &(limit + 1)],
             )
             .await?;
-        }
-        self.notify(&tx, &body.id).await?;
-        tx.commit().await?;
-        if let (Some(cluster), Some(env)) = (&self.cluster, &body.environment_id) {
-            lock(&cluster.environments).insert(body.id.clone(), env.clone());
-        }
-        Ok(())
+        let rows = rows
+            .iter()
+            .map(|r| Ok((r.get::<_, i64>(0), approval_row(r, 1).record()?)))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(finish_page(rows, limit))
+    }
+
+    async fn withdraw_approvals(&self, project: &str, interaction_id: &str) -> Result<u64> {
+        Ok(self
+            .client()
+            .await?
+            .execute(
+                "DELETE FROM approvals WHERE project = $1 AND interaction_id = $2 AND state = 'pending'",
+                &[&project, &interaction_id],
+            )
+            .await?)
     }
 
     async fn append_step(&self, interaction_id: &str, index: usize, step: &Step) -> Result<()> {
@@ -1401,16 +1670,24 @@ impl Store for PostgresStore {
     }
 
     async fn delete_interaction(&self, project: &str, id: &str) -> Result<bool> {
-        // Steps go with it (ON DELETE CASCADE).
-        Ok(self
-            .client()
-            .await?
+        // Steps go with it (ON DELETE CASCADE); its approval records here.
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let n = tx
             .execute(
                 "DELETE FROM interactions WHERE id = $1 AND project = $2",
                 &[&id, &project],
             )
-            .await?
-            > 0)
+            .await?;
+        if n > 0 {
+            tx.execute(
+                "DELETE FROM approvals WHERE project = $1 AND interaction_id = $2",
+                &[&project, &id],
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(n > 0)
     }
 
     async fn list_interactions(

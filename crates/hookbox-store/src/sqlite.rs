@@ -19,6 +19,7 @@ use hookbox_protocol::api::{
 use hookbox_protocol::triggers::{ExecutionStatus, TriggerExecution};
 use rusqlite::{Connection, OptionalExtension, params};
 
+use crate::approvals::{self, ApprovalFilter, ApprovalRecord, ApprovalState, Settle, Settled};
 use crate::crypto::SecretKey;
 use crate::triggers::{self, RunStart, TriggerRecord};
 use crate::webhooks::{
@@ -212,10 +213,38 @@ CREATE INDEX trigger_executions_trigger ON trigger_executions(project, trigger_i
 CREATE INDEX trigger_executions_interaction ON trigger_executions(interaction_id);
 "#,
     ),
+    // Calls paused for a reviewer: one record each, settled once (`state` leaves 'pending' by
+    // a conditional update).
+    (
+        5,
+        r#"
+CREATE TABLE approvals (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    project TEXT NOT NULL,
+    id TEXT NOT NULL,
+    interaction_id TEXT NOT NULL,
+    call_id TEXT NOT NULL,
+    environment_id TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    args_json TEXT NOT NULL,
+    args_sha256 TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    hook_group TEXT NOT NULL,
+    expires_at TEXT NOT NULL,
+    created TEXT NOT NULL,
+    state TEXT NOT NULL,
+    settled_by TEXT,
+    settled_at TEXT,
+    reviewer_reason TEXT,
+    UNIQUE (project, interaction_id, id)
+);
+CREATE INDEX approvals_state ON approvals(project, state, seq);
+"#,
+    ),
 ];
 
 /// The latest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// SQLite-backed [`Store`].
 #[derive(Debug, Clone)]
@@ -419,6 +448,143 @@ fn count_in_project(conn: &Connection, table: &'static str, project: &str) -> Re
         .prepare_cached(&format!("SELECT COUNT(*) FROM {table} WHERE project = ?1"))?
         .query_row(params![project], |r| r.get(0))?;
     Ok(u64::try_from(n).unwrap_or(0))
+}
+
+/// An interaction to insert, serialised outside the connection's lock.
+struct NewInteraction {
+    project: String,
+    body: Interaction,
+    body_json: String,
+    usage: Option<String>,
+    errors: String,
+    steps: Vec<String>,
+    now: String,
+}
+
+impl NewInteraction {
+    fn of(project: &str, interaction: &Interaction) -> Result<Self> {
+        let mut body = interaction.clone();
+        let steps = std::mem::take(&mut body.steps);
+        Ok(NewInteraction {
+            project: project.to_owned(),
+            body_json: serde_json::to_string(&body)?,
+            usage: body.usage.as_ref().map(serde_json::to_string).transpose()?,
+            errors: serde_json::to_string(&body.errors)?,
+            steps: steps
+                .iter()
+                .map(serde_json::to_string)
+                .collect::<std::result::Result<Vec<_>, _>>()?,
+            body,
+            now: crate::time::now_rfc3339(),
+        })
+    }
+
+    /// Inserts it and its steps in `tx`; [`Error::AlreadyExists`] on a taken id.
+    fn insert(&self, tx: &rusqlite::Transaction<'_>) -> Result<()> {
+        let body = &self.body;
+        let inserted = tx.execute(
+            "INSERT OR IGNORE INTO interactions (id, status, agent, environment_id, previous_interaction_id, created, updated, usage_json, errors_json, body_json, project)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            params![
+                body.id,
+                body.status.as_str(),
+                body.agent,
+                body.environment_id,
+                body.previous_interaction_id,
+                body.created.clone().unwrap_or_else(|| self.now.clone()),
+                body.updated.clone().unwrap_or_else(|| self.now.clone()),
+                self.usage,
+                self.errors,
+                self.body_json,
+                self.project
+            ],
+        )?;
+        if inserted == 0 {
+            return Err(Error::AlreadyExists {
+                what: "interaction",
+                id: body.id.clone(),
+            });
+        }
+        for (idx, step) in self.steps.iter().enumerate() {
+            tx.execute(
+                "INSERT INTO steps (interaction_id, idx, step_json) VALUES (?1, ?2, ?3)",
+                params![body.id, idx as i64, step],
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Moves every record `settle` names from `pending` to its state, in `tx`; `false` as soon as
+/// one does not move (the caller then rolls back, so none does).
+fn settle_in(tx: &rusqlite::Transaction<'_>, project: &str, settle: &Settle) -> Result<bool> {
+    let mut update = tx.prepare_cached(
+        "UPDATE approvals SET state = ?1, settled_by = ?2, settled_at = ?3, reviewer_reason = ?4
+         WHERE project = ?5 AND interaction_id = ?6 AND id = ?7 AND state = 'pending'",
+    )?;
+    for s in approvals::ordered(settle) {
+        if s.state == ApprovalState::Pending {
+            return Ok(false);
+        }
+        let n = update.execute(params![
+            s.state.as_str(),
+            settle.by,
+            settle.now,
+            s.reviewer_reason,
+            project,
+            settle.interaction_id,
+            s.id
+        ])?;
+        if n != 1 {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// The records `settle` names, as they are now (missing ones left out).
+fn approvals_named(
+    conn: &Connection,
+    project: &str,
+    settle: &Settle,
+) -> Result<Vec<ApprovalRecord>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {} FROM approvals WHERE project = ?1 AND interaction_id = ?2 AND id = ?3",
+        approvals::COLUMNS
+    ))?;
+    let mut out = Vec::new();
+    for s in approvals::ordered(settle) {
+        if let Some(row) = stmt
+            .query_row(params![project, settle.interaction_id, s.id], |r| {
+                approval_row(r, 0)
+            })
+            .optional()?
+        {
+            out.push(row.record()?);
+        }
+    }
+    Ok(out)
+}
+
+/// An approval record's columns ([`approvals::COLUMNS`]) starting at column `at`.
+fn approval_row(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<approvals::Row> {
+    Ok(approvals::Row {
+        id: r.get(at)?,
+        interaction_id: r.get(at + 1)?,
+        call_id: r.get(at + 2)?,
+        environment_id: r.get(at + 3)?,
+        tool: r.get(at + 4)?,
+        args_json: r.get(at + 5)?,
+        args_sha256: r.get(at + 6)?,
+        reason: r.get(at + 7)?,
+        hook_group: r.get(at + 8)?,
+        expires_at: r.get(at + 9)?,
+        created: r.get(at + 10)?,
+        state: r.get(at + 11)?,
+        settled_by: r.get(at + 12)?,
+        settled_at: r.get(at + 13)?,
+        reviewer_reason: r.get(at + 14)?,
+    })
 }
 
 fn finish_page<T>(mut rows: Vec<(i64, T)>, limit: i64) -> Paged<(i64, T)> {
@@ -671,47 +837,134 @@ fn end_executions_of(
 #[async_trait]
 impl Store for SqliteStore {
     async fn create_interaction(&self, project: &str, interaction: &Interaction) -> Result<()> {
-        let project = project.to_owned();
-        let mut body = interaction.clone();
-        let steps = std::mem::take(&mut body.steps);
-        let body_json = serde_json::to_string(&body)?;
-        let usage = body.usage.as_ref().map(serde_json::to_string).transpose()?;
-        let errors = serde_json::to_string(&body.errors)?;
-        let steps = steps
-            .iter()
-            .map(serde_json::to_string)
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        let now = crate::time::now_rfc3339();
+        let row = NewInteraction::of(project, interaction)?;
         self.with(move |conn, _| {
             let tx = conn.transaction()?;
-            let inserted = tx.execute(
-                "INSERT OR IGNORE INTO interactions (id, status, agent, environment_id, previous_interaction_id, created, updated, usage_json, errors_json, body_json, project)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-                params![
-                    body.id,
-                    body.status.as_str(),
-                    body.agent,
-                    body.environment_id,
-                    body.previous_interaction_id,
-                    body.created.clone().unwrap_or_else(|| now.clone()),
-                    body.updated.clone().unwrap_or(now),
-                    usage,
-                    errors,
-                    body_json,
-                    project
-                ],
-            )?;
-            if inserted == 0 {
-                return Err(Error::AlreadyExists { what: "interaction", id: body.id });
-            }
-            for (idx, step) in steps.iter().enumerate() {
-                tx.execute(
-                    "INSERT INTO steps (interaction_id, idx, step_json) VALUES (?1, ?2, ?3)",
-                    params![body.id, idx as i64, step],
-                )?;
-            }
+            row.insert(&tx)?;
             tx.commit()?;
             Ok(())
+        })
+        .await
+    }
+
+    async fn create_interaction_settling(
+        &self,
+        project: &str,
+        interaction: &Interaction,
+        settle: &Settle,
+    ) -> Result<Settled> {
+        let row = NewInteraction::of(project, interaction)?;
+        let (project, settle) = (project.to_owned(), settle.clone());
+        self.with(move |conn, _| {
+            let tx = conn.transaction()?;
+            if !settle_in(&tx, &project, &settle)? {
+                drop(tx);
+                return Ok(Settled::Refused(approvals_named(conn, &project, &settle)?));
+            }
+            row.insert(&tx)?;
+            let won = approvals_named(&tx, &project, &settle)?;
+            tx.commit()?;
+            Ok(Settled::Won(won))
+        })
+        .await
+    }
+
+    async fn settle_approvals(&self, project: &str, settle: &Settle) -> Result<Settled> {
+        let (project, settle) = (project.to_owned(), settle.clone());
+        self.with(move |conn, _| {
+            let tx = conn.transaction()?;
+            if !settle_in(&tx, &project, &settle)? {
+                drop(tx);
+                return Ok(Settled::Refused(approvals_named(conn, &project, &settle)?));
+            }
+            let won = approvals_named(&tx, &project, &settle)?;
+            tx.commit()?;
+            Ok(Settled::Won(won))
+        })
+        .await
+    }
+
+    async fn create_approval(&self, project: &str, record: &ApprovalRecord) -> Result<()> {
+        let (project, record) = (project.to_owned(), record.clone());
+        let args = serde_json::to_string(&record.args)?;
+        self.with(move |conn, _| {
+            let n = conn
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO approvals (project, id, interaction_id, call_id, environment_id, tool, args_json, args_sha256, reason, hook_group, expires_at, created, state, settled_by, settled_at, reviewer_reason)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+                )?
+                .execute(params![
+                    project,
+                    record.id,
+                    record.interaction_id,
+                    record.call_id,
+                    record.environment_id,
+                    record.tool,
+                    args,
+                    record.args_sha256,
+                    record.reason,
+                    record.hook_group,
+                    record.expires_at,
+                    record.created,
+                    record.state.as_str(),
+                    record.settled_by,
+                    record.settled_at,
+                    record.reviewer_reason
+                ])?;
+            if n == 0 {
+                return Err(Error::AlreadyExists {
+                    what: "approval request",
+                    id: format!("{}/{}", record.interaction_id, record.id),
+                });
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn list_approvals(
+        &self,
+        project: &str,
+        filter: &ApprovalFilter,
+        page: &Page,
+    ) -> Result<Paged<ApprovalRecord>> {
+        let project = project.to_owned();
+        let interaction = filter.interaction_id.clone();
+        let state = filter.state.map(ApprovalState::as_str);
+        let (after, limit) = page_bounds(page);
+        self.with(move |conn, _| {
+            let rows = conn
+                .prepare_cached(&format!(
+                    "SELECT seq, {} FROM approvals WHERE project = ?1 AND seq > ?2
+                       AND (?3 IS NULL OR interaction_id = ?3) AND (?4 IS NULL OR state = ?4)
+                     ORDER BY seq LIMIT ?5",
+                    approvals::COLUMNS
+                ))?
+                .query_map(
+                    params![project, after, interaction, state, limit + 1],
+                    |r| Ok((r.get::<_, i64>(0)?, approval_row(r, 1)?)),
+                )?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let page = finish_page(rows, limit);
+            Ok(Paged {
+                items: page
+                    .items
+                    .into_iter()
+                    .map(|(_, row)| row.record())
+                    .collect::<Result<_>>()?,
+                next_page_token: page.next_page_token,
+            })
+        })
+        .await
+    }
+
+    async fn withdraw_approvals(&self, project: &str, interaction_id: &str) -> Result<u64> {
+        let (project, interaction_id) = (project.to_owned(), interaction_id.to_owned());
+        self.with(move |conn, _| {
+            Ok(conn.execute(
+                "DELETE FROM approvals WHERE project = ?1 AND interaction_id = ?2 AND state = 'pending'",
+                params![project, interaction_id],
+            )? as u64)
         })
         .await
     }
@@ -801,6 +1054,10 @@ impl Store for SqliteStore {
             )?;
             if n > 0 {
                 tx.execute("DELETE FROM steps WHERE interaction_id = ?1", params![id])?;
+                tx.execute(
+                    "DELETE FROM approvals WHERE project = ?1 AND interaction_id = ?2",
+                    params![project, id],
+                )?;
             }
             tx.commit()?;
             Ok(n > 0)

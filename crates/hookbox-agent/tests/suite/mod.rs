@@ -5,7 +5,7 @@ mod offline_loop;
 use std::sync::Arc;
 
 use hookbox_agent::Model;
-use hookbox_agent::agent_loop::{LoopConfig, LoopContext, LoopOutcome, run};
+use hookbox_agent::agent_loop::{LoopConfig, LoopContext, LoopEvent, LoopOutcome, run};
 use hookbox_agent::seams::{EnvironmentSetup, ToolExecutor};
 use hookbox_protocol::ToolName;
 use hookbox_protocol::api::{Source, Step};
@@ -42,7 +42,8 @@ pub async fn run_loop(
     run_conversation(model, executor, vec![Step::user_text(input)], &[], config).await
 }
 
-/// Runs the loop on `conversation` with the client's `functions`; the outcome and the new steps.
+/// Runs the loop on `conversation` with the client's `functions`; the outcome and the new steps
+/// (an approval request's step included).
 pub async fn run_conversation(
     model: &dyn Model,
     executor: &dyn ToolExecutor,
@@ -50,6 +51,31 @@ pub async fn run_conversation(
     functions: &[hookbox_agent::model::FunctionDecl],
     config: LoopConfig,
 ) -> (LoopOutcome, Vec<Step>) {
+    let (outcome, events) = run_events(model, executor, conversation, functions, &[], config).await;
+    (outcome, steps_of(&events))
+}
+
+/// The steps among `events`, in order (an approval request's step included).
+pub fn steps_of(events: &[LoopEvent]) -> Vec<Step> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            LoopEvent::Step(s) | LoopEvent::ApprovalRequested { step: s, .. } => Some(s.clone()),
+            LoopEvent::Output { .. } => None,
+        })
+        .collect()
+}
+
+/// Runs the loop on `conversation`, continuing a pause whose calls the server settled as
+/// `settled`; the outcome and every event, in order.
+pub async fn run_events(
+    model: &dyn Model,
+    executor: &dyn ToolExecutor,
+    conversation: Vec<Step>,
+    functions: &[hookbox_agent::model::FunctionDecl],
+    settled: &[hookbox_agent::approval::SettledCall],
+    config: LoopConfig,
+) -> (LoopOutcome, Vec<LoopEvent>) {
     let (tx, mut rx) = mpsc::channel(64);
     let (_cancel_tx, cancel_rx) = watch::channel(false);
     let ctx = LoopContext {
@@ -61,15 +87,14 @@ pub async fn run_conversation(
         tools: &ToolName::ALL,
         functions,
         mcp: &hookbox_agent::mcp::Unreachable::default(),
+        settled,
     };
     let collect = tokio::spawn(async move {
-        let mut steps = Vec::new();
+        let mut events = Vec::new();
         while let Some(event) = rx.recv().await {
-            if let hookbox_agent::LoopEvent::Step(s) = event {
-                steps.push(s);
-            }
+            events.push(event);
         }
-        steps
+        events
     });
     let outcome = run(ctx, config, conversation, &tx, cancel_rx).await;
     drop(tx);

@@ -1,3 +1,4 @@
+mod approvals;
 mod auth;
 mod environments;
 mod errors;

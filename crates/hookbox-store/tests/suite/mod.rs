@@ -1,3 +1,4 @@
+mod approvals;
 mod crash;
 mod credentials;
 mod interactions;
