@@ -9,8 +9,9 @@
 # replicas share it end to end (and hand over at a clean stop); a TLS-only cluster checks
 # verify-full; the web console is driven in a headless Chromium. Snapshots run
 # against a throwaway Garage object store (scripts/objectstore.sh), and two replicas with separate
-# data dirs carry environments through it. Last, the .deb is built, installed with dpkg and run as
-# its systemd unit would run it. The sandbox suite, the end-to-end suite (with its replicas on
+# data dirs carry environments through it (and one cut off from PostgreSQL by a forwarder the test
+# controls serves no stale copy once the partition heals, with and without a third replica).
+# Last, the .deb is built, installed with dpkg and run as its systemd unit would run it. The sandbox suite, the end-to-end suite (with its replicas on
 # PostgreSQL and Garage), the SDK conformance run, the MCP run and the console run twice: under
 # namespaces and under gVisor (HOOKBOX_RUNTIME=gvisor, which the binary reads as --runtime).
 set -euo pipefail
@@ -35,7 +36,7 @@ HOOKBOX_TEST_POSTGRES_URL="$pg_url" HOOKBOX_TEST_POSTGRES_TLS_URL="$pg_tls_url" 
     cargo test -p hookbox --test all --locked "$@" -- --ignored postgres_
 echo "test.sh: snapshots in a Garage object store"
 HOOKBOX_TEST_SNAPSHOT_URL="$os_url" cargo test -p hookbox-snapshot --locked "$@"
-echo "test.sh: replicas without a shared disk, on PostgreSQL and Garage"
+echo "test.sh: replicas without a shared disk, on PostgreSQL and Garage (a crash, a clean stop, a healed partition)"
 HOOKBOX_TEST_POSTGRES_URL="$pg_url" HOOKBOX_TEST_SNAPSHOT_URL="$os_url" \
     cargo test -p hookbox --test all --locked "$@" -- --ignored replicas_without_a_shared_disk
 echo "test.sh: replicas (one database; no shared disk) again under gVisor"
