@@ -11,11 +11,14 @@
 # verify-full; the web console is driven in a headless Chromium, and pages in it try DNS
 # rebinding and cross-site requests against `hookbox serve` (tests/browser_guard). Snapshots run
 # against a throwaway Garage object store (scripts/objectstore.sh), and two replicas with separate
-# data dirs carry environments through it; snapshots (gs://) and gcs sources run against a
-# throwaway fake-gcs-server (scripts/objectstore.sh start --gcs). A test that needs a tool or
-# root that is missing fails; HOOKBOX_TEST_ALLOW_SKIP=1 skips such tests instead, loudly. Last, the .deb is built, installed with dpkg and run as
-# its systemd unit would run it. The sandbox suite, the end-to-end suite (with its replicas on
-# PostgreSQL and Garage), the SDK conformance runs (Python and Java), the MCP run and the console run twice: under
+# data dirs carry environments through it (and one cut off from PostgreSQL by a forwarder the test
+# controls serves no stale copy once the partition heals, with and without a third replica);
+# snapshots (gs://) and gcs sources run against a throwaway fake-gcs-server
+# (scripts/objectstore.sh start --gcs). A test that needs a tool or root that is missing fails;
+# HOOKBOX_TEST_ALLOW_SKIP=1 skips such tests instead, loudly. Last, the .deb is built, installed
+# with dpkg and run as its systemd unit would run it. The sandbox suite, the end-to-end suite (with
+# its replicas on PostgreSQL and Garage), the SDK conformance runs (Python and Java), the MCP run
+# and the console run twice: under
 # namespaces and under gVisor (HOOKBOX_RUNTIME=gvisor, which the binary reads as --runtime).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,7 +48,7 @@ GOOGLE_SERVICE_ACCOUNT="$gcs_account" GOOGLE_ALLOW_HTTP=true HOOKBOX_TEST_SNAPSH
     cargo test -p hookbox-snapshot --locked "$@"
 GOOGLE_SERVICE_ACCOUNT="$gcs_account" GOOGLE_ALLOW_HTTP=true HOOKBOX_TEST_GCS_BUCKET=hookbox \
     cargo test -p hookbox-sandbox --test all --locked "$@" -- --ignored gcs_sources_are_read_from_a_gcs_server
-echo "test.sh: replicas without a shared disk, on PostgreSQL and Garage"
+echo "test.sh: replicas without a shared disk, on PostgreSQL and Garage (a crash, a clean stop, a healed partition)"
 HOOKBOX_TEST_POSTGRES_URL="$pg_url" HOOKBOX_TEST_SNAPSHOT_URL="$os_url" \
     cargo test -p hookbox --test all --locked "$@" -- --ignored replicas_without_a_shared_disk
 echo "test.sh: replicas (one database; no shared disk) again under gVisor"

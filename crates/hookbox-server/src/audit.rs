@@ -186,13 +186,15 @@ pub fn layer_targets() -> tracing_subscriber::filter::Targets {
 }
 
 /// Events written as `kind: "snapshot"` lines, by their `event` field: what happens to an
-/// environment's snapshots (checkpoints, failures while the store is down, restores, evictions)
-/// and its expiry.
+/// environment's snapshots (checkpoints, failures while the store is down, restores, evictions,
+/// a stale copy refused), its copy closed after a lost lease, and its expiry.
 const SNAPSHOT_EVENTS: &[&str] = &[
     "snapshot.checkpoint",
     "snapshot.failed",
     "snapshot.restore",
     "snapshot.evict",
+    "snapshot.stale",
+    "environment.lease_lost",
     "environment.expired",
 ];
 

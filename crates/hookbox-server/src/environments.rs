@@ -166,7 +166,7 @@ pub async fn create(
             id
         }
         None => {
-            crate::interactions::create_environment(
+            let id = crate::interactions::create_environment(
                 &state,
                 &project,
                 EnvironmentSetup {
@@ -175,7 +175,10 @@ pub async fn create(
                     ..EnvironmentSetup::default()
                 },
             )
-            .await?
+            .await?;
+            // A new environment is this replica's from the start: its files are only here.
+            crate::cluster::place(state.inner.cluster.as_ref(), &id, true).await?;
+            id
         }
     };
     let env = record(&state, &project, &id).await?.environment;

@@ -108,6 +108,14 @@ pub async fn after_interaction(state: &AppState, environment_id: &str) -> Option
     loop {
         match provider.checkpoint(environment_id, true).await {
             Ok(()) => return None,
+            // Not the store's trouble: this replica may not upload this copy at all (its lease
+            // moved, or another replica wrote newer snapshots meanwhile).
+            Err(e @ hookbox_agent::seams::ProviderError::Internal(_)) => {
+                tracing::warn!(environment_id, error = %e, "checkpoint before completion refused");
+                return Some(format!(
+                    "the environment's checkpoint cannot be uploaded: {e}"
+                ));
+            }
             Err(e) if tokio::time::Instant::now() + backoff >= deadline => {
                 // The background worker keeps trying.
                 let _ = provider.checkpoint(environment_id, false).await;

@@ -102,7 +102,8 @@ struct OutcomeLabel {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SnapshotLabels {
-    /// `checkpoint`, `checkpoint_failed`, `restore`, `evict`, `expire`.
+    /// `checkpoint`, `checkpoint_failed`, `checkpoint_stale`, `restore`, `evict`, `expire`,
+    /// `lease_lost`.
     operation: String,
 }
 
@@ -172,7 +173,7 @@ impl Metrics {
         let snapshots = Family::<SnapshotLabels, Counter>::default();
         registry.register(
             "environment_lifecycle",
-            "Snapshot and expiry operations on environments, by operation (checkpoint, checkpoint_failed, restore, evict, expire)",
+            "Snapshot and expiry operations on environments, by operation (checkpoint, checkpoint_failed, checkpoint_stale, restore, evict, expire, lease_lost)",
             snapshots.clone(),
         );
         let webhook_deliveries = Family::<OutcomeLabel, Counter>::default();
@@ -361,7 +362,9 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for MetricsLayer {
             "snapshot.failed" => Some("checkpoint_failed"),
             "snapshot.restore" => Some("restore"),
             "snapshot.evict" => Some("evict"),
+            "snapshot.stale" => Some("checkpoint_stale"),
             "environment.expired" => Some("expire"),
+            "environment.lease_lost" => Some("lease_lost"),
             _ => None,
         };
         if let Some(operation) = operation {

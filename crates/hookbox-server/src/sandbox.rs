@@ -12,6 +12,15 @@
 //! evicted. Nothing is lost by evicting: everything lives on disk and the environment is reopened
 //! on next use. Eviction runs on every access and from [`SandboxBackend::spawn_sweeper`].
 //!
+//! Among replicas ([`SandboxBackend::with_leases`]) an environment is opened only while this
+//! replica holds its lease, and each open copy remembers the lease's fencing number. A copy
+//! opened under a lease this replica no longer holds (the lease lapsed while the database was
+//! out of reach, or another replica took it: a higher fence) is closed, its sandboxes ended and
+//! its disk unmounted, before the environment is served again; reopening it under the new lease
+//! restores the newest snapshot when the store holds one newer than the copy here
+//! (`hookbox_snapshot::Manager::ensure_local`). [`SandboxBackend::spawn_lease_watch`] closes
+//! such copies as soon as the lease is gone, and every access checks again.
+//!
 //! This module translates only: it must not run hooks, resolve paths itself or re-implement any
 //! part of the tool-call lifecycle.
 
@@ -103,6 +112,16 @@ pub struct ShutdownReport {
 struct Cached {
     env: Arc<Environment>,
     last_used: Instant,
+    /// The fencing number of the lease it was opened under (0 without replicas).
+    fence: u64,
+}
+
+/// Open environments taken out of the cache: idle ones (closed and checkpointed), and copies
+/// opened under a lease that was lost since (closed without a checkpoint).
+#[derive(Debug, Default)]
+struct Evicted {
+    idle: Vec<Arc<Environment>>,
+    lost: Vec<Arc<Environment>>,
 }
 
 impl Cached {
@@ -125,6 +144,11 @@ pub struct SandboxBackend {
     snapshots: Option<Arc<hookbox_snapshot::Manager>>,
     /// Limits of the agent's connections to remote MCP servers.
     mcp: hookbox_mcp::client::ClientOptions,
+    /// Among replicas: which environments' leases this replica holds, and under which fence.
+    leases: Option<Arc<dyn hookbox_store::Cluster>>,
+    /// Copies closed after their lease was lost that a running call still holds: the
+    /// environment is not opened again here until they are gone.
+    closing: std::sync::Mutex<HashMap<String, Weak<Environment>>>,
 }
 
 impl SandboxBackend {
@@ -142,7 +166,44 @@ impl SandboxBackend {
             slots: None,
             snapshots: None,
             mcp: hookbox_mcp::client::ClientOptions::default(),
+            leases: None,
+            closing: std::sync::Mutex::new(HashMap::new()),
         }
+    }
+
+    /// One replica among several: environments are opened only under a lease this replica
+    /// holds in `cluster`, and a copy opened under a lease lost since is closed before the
+    /// environment is served again.
+    pub fn with_leases(mut self, cluster: Arc<dyn hookbox_store::Cluster>) -> Self {
+        self.leases = Some(cluster);
+        self
+    }
+
+    /// The fencing number of `id`'s lease while this replica holds it (by its own reckoning,
+    /// see `Cluster::fence`); 0 without replicas.
+    fn held_fence(&self, id: &str) -> Option<u64> {
+        match &self.leases {
+            None => Some(0),
+            Some(cluster) => cluster
+                .fence(&hookbox_store::postgres::environment_resource(id))
+                .and_then(|fence| u64::try_from(fence).ok()),
+        }
+    }
+
+    /// [`Self::held_fence`], or 503 when the lease is not (or no longer) held here.
+    fn fence_of(&self, id: &str) -> Result<u64, ProviderError> {
+        self.held_fence(id).ok_or_else(|| {
+            ProviderError::Unavailable(format!(
+                "Environment `{id}` is not held by this replica any more (its lease lapsed or moved to another replica); retry."
+            ))
+        })
+    }
+
+    /// Whether a copy opened under `fence` may still be used: its lease is held under the same
+    /// fence, and the snapshot manager did not find it stale.
+    fn still_current(&self, id: &str, fence: u64) -> bool {
+        self.held_fence(id) == Some(fence)
+            && !self.snapshots.as_ref().is_some_and(|m| m.is_stale(id))
     }
 
     /// Environments are snapshotted to (and restored from) `manager`'s object store.
@@ -157,17 +218,22 @@ impl SandboxBackend {
     }
 
     /// Brings `id` onto this host's disk from its newest snapshot when it is not here (or is
-    /// older than the store's); nothing without snapshots.
-    async fn ensure_local(&self, id: &str) -> Result<(), ProviderError> {
+    /// older than the store's, or stale) for a replica holding its lease under `fence`; nothing
+    /// without snapshots.
+    async fn ensure_local(&self, id: &str, fence: u64) -> Result<(), ProviderError> {
         let Some(manager) = &self.snapshots else {
             return Ok(());
         };
-        manager.ensure_local(id).await.map(|_| ()).map_err(|e| {
+        manager.ensure_local(id, fence).await.map(|_| ()).map_err(|e| {
             use hookbox_snapshot::SnapshotError as S;
             match e {
-                S::Store { .. } => ProviderError::Unavailable(format!(
-                    "Environment `{id}` is not on this host and the snapshot store does not answer ({e}); retry."
-                )),
+                S::Store { .. } => {
+                    // The store's error names its URL: for the log, not for clients.
+                    tracing::warn!(environment_id = id, error = %e, "cannot open the environment without the snapshot store");
+                    ProviderError::Unavailable(format!(
+                        "Environment `{id}` needs the snapshot store to be opened here (it is not on this host, or another replica may have changed it since this copy was current), and the store does not answer; retry."
+                    ))
+                }
                 S::NoSnapshot { .. } => ProviderError::Unrestorable(format!(
                     "Environment `{id}` is not on this host and has no snapshot (its host stopped before its first checkpoint)."
                 )),
@@ -197,27 +263,43 @@ impl SandboxBackend {
     /// environment is never opened twice. The caller keeps it from eviction while it holds the
     /// returned `Arc`.
     async fn env(&self, id: &str) -> Result<Arc<Environment>, ProviderError> {
+        let fence = self.fence_of(id)?;
         let mut open = self.open.lock().await;
         let now = self.clock.now();
-        let env = match open.get_mut(id) {
-            Some(cached) => {
+        let cached = match open.get_mut(id) {
+            Some(cached) if cached.fence == fence && self.still_current(id, fence) => {
                 cached.last_used = now;
-                cached.env.clone()
+                Some(cached.env.clone())
             }
+            Some(_) => {
+                // Opened under a lease this replica lost since: closed before anything uses
+                // the environment again, then reopened under the lease held now.
+                // (Not unmounted: the reopen below mounts it again, or replaces it.)
+                let lost: Vec<Arc<Environment>> =
+                    open.remove(id).map(|c| c.env).into_iter().collect();
+                self.close_lost(lost, false).await;
+                None
+            }
+            None => None,
+        };
+        let env = match cached {
+            Some(env) => env,
             None => {
-                self.ensure_local(id).await?;
+                self.not_closing(id)?;
+                self.ensure_local(id, fence).await?;
                 let store = self.store.clone();
                 let owned = id.to_owned();
                 let slots = self.slots.clone();
                 let env = Arc::new(
                     blocking(move || store.open_env_with(&owned, slots.as_deref())).await?,
                 );
-                tracing::debug!(environment_id = id, "environment opened");
+                tracing::debug!(environment_id = id, fence, "environment opened");
                 open.insert(
                     id.to_owned(),
                     Cached {
                         env: env.clone(),
                         last_used: now,
+                        fence,
                     },
                 );
                 env
@@ -225,9 +307,11 @@ impl SandboxBackend {
         };
         let evicted = self.evict(&mut open, now);
         tracing::debug!(name: hookbox_protocol::events::OPEN_ENVIRONMENTS, open_environments = open.len() as u64, "open environments");
+        // Under the lock, so that no open of the same environment races the unmount.
+        self.close_lost(evicted.lost, true).await;
         drop(open);
         // Released (namespace, proxy task, CA bundle dir) outside the lock.
-        self.closed(evicted);
+        self.closed(evicted.idle);
         Ok(env)
     }
 
@@ -242,24 +326,167 @@ impl SandboxBackend {
         }
     }
 
+    /// Closes copies opened under a lease this replica no longer holds: their sandboxes end and
+    /// (with snapshots, where each replica has its own disk) their disks are unmounted. Nothing
+    /// is checkpointed: another replica may have written newer snapshots meanwhile. A copy a
+    /// running call still holds closes when that call lets go; until then the environment is
+    /// not opened here again. `unmount`: also unmount the disks of those closed now. Called
+    /// with the cache locked, so that no open of the same environment races the unmount.
+    async fn close_lost(&self, lost: Vec<Arc<Environment>>, unmount: bool) {
+        let mut closed = Vec::new();
+        for env in lost {
+            let id = env.id().to_owned();
+            tracing::warn!(
+                event = "environment.lease_lost",
+                environment_id = %id,
+                "closing the environment's copy: it was opened under a lease this replica no longer holds"
+            );
+            if Arc::strong_count(&env) > 1 {
+                self.closing_lock().insert(id, Arc::downgrade(&env));
+            } else {
+                closed.push(env);
+            }
+        }
+        let ids: Vec<String> = closed.iter().map(|e| e.id().to_owned()).collect();
+        close_off_runtime(closed).await;
+        if unmount {
+            for id in ids {
+                self.unmount_lost(&id).await;
+            }
+        }
+    }
+
+    fn closing_lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Weak<Environment>>> {
+        self.closing.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// 503 while a copy of `id` closed after a lost lease is still held by a running call.
+    fn not_closing(&self, id: &str) -> Result<(), ProviderError> {
+        let mut closing = self.closing_lock();
+        match closing.get(id) {
+            Some(old) if old.strong_count() > 0 => Err(ProviderError::Unavailable(format!(
+                "Environment `{id}` is still closing on this replica (a call started under a lease this replica lost is still running); retry."
+            ))),
+            Some(_) => {
+                closing.remove(id);
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Unmounts the disk of a copy closed after a lost lease (with snapshots only: without
+    /// them replicas share one data dir, and the disk is the new holder's too).
+    async fn unmount_lost(&self, id: &str) {
+        let Some(manager) = &self.snapshots else {
+            return;
+        };
+        match manager.unmount(id).await {
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(environment_id = id, error = %e, "cannot unmount the disk of a copy closed after a lost lease");
+            }
+        }
+    }
+
+    /// Closes every open copy whose lease this replica lost, and unmounts those that running
+    /// calls held until now. Returns how many copies were closed.
+    pub async fn close_lost_leases(&self) -> usize {
+        if self.leases.is_none() {
+            return 0;
+        }
+        let mut open = self.open.lock().await;
+        let ids: Vec<String> = open
+            .iter()
+            .filter(|(id, cached)| !self.still_current(id, cached.fence))
+            .map(|(id, _)| id.clone())
+            .collect();
+        let lost: Vec<Arc<Environment>> = ids
+            .iter()
+            .filter_map(|id| open.remove(id).map(|c| c.env))
+            .collect();
+        let count = lost.len();
+        self.close_lost(lost, true).await;
+        let released: Vec<String> = {
+            let mut closing = self.closing_lock();
+            let gone: Vec<String> = closing
+                .iter()
+                .filter(|(_, old)| old.strong_count() == 0)
+                .map(|(id, _)| id.clone())
+                .collect();
+            for id in &gone {
+                closing.remove(id);
+            }
+            gone
+        };
+        for id in released {
+            if !open.contains_key(&id) {
+                self.unmount_lost(&id).await;
+            }
+        }
+        count
+    }
+
+    /// Runs [`Self::close_lost_leases`] every `period` (a fraction of the lease TTL) until the
+    /// backend is dropped or the task is aborted; nothing to do without replicas.
+    pub fn spawn_lease_watch(self: &Arc<Self>, period: Duration) -> tokio::task::JoinHandle<()> {
+        let backend: Weak<Self> = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(period.max(Duration::from_millis(100)));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Some(backend) = backend.upgrade() else {
+                    return;
+                };
+                if backend.leases.is_none() {
+                    return;
+                }
+                backend.close_lost_leases().await;
+            }
+        })
+    }
+
     /// Drops every cached environment that is idle past the timeout, then the least recently
     /// used idle ones beyond the cap. Returns how many were dropped.
     pub async fn evict_idle(&self) -> usize {
         let mut open = self.open.lock().await;
         let evicted = self.evict(&mut open, self.clock.now());
         tracing::debug!(name: hookbox_protocol::events::OPEN_ENVIRONMENTS, open_environments = open.len() as u64, "open environments");
-        let still_open: std::collections::HashSet<String> = open.keys().cloned().collect();
+        // Copies closed after a lost lease that a call still holds are in use too.
+        let still_open: std::collections::HashSet<String> = open
+            .keys()
+            .cloned()
+            .chain(
+                self.closing_lock()
+                    .iter()
+                    .filter(|(_, old)| old.strong_count() > 0)
+                    .map(|(id, _)| id.clone()),
+            )
+            .collect();
+        let count = evicted.idle.len() + evicted.lost.len();
+        self.close_lost(evicted.lost, true).await;
         drop(open);
-        let count = evicted.len();
-        self.closed(evicted);
+        self.closed(evicted.idle);
         if let Some(manager) = &self.snapshots {
             manager.evict(&still_open).await;
         }
         count
     }
 
-    /// Removes the evictable entries from `open`; the caller drops them after unlocking.
-    fn evict(&self, open: &mut HashMap<String, Cached>, now: Instant) -> Vec<Arc<Environment>> {
+    /// Removes the evictable entries from `open`, and copies opened under a lease lost since;
+    /// the caller closes the lost ones before unlocking, the idle ones after.
+    fn evict(&self, open: &mut HashMap<String, Cached>, now: Instant) -> Evicted {
+        let mut lost = Vec::new();
+        if self.leases.is_some() {
+            open.retain(|id, cached| {
+                let current = self.still_current(id, cached.fence);
+                if !current {
+                    lost.push(cached.env.clone());
+                }
+                current
+            });
+        }
         let mut evicted = Vec::new();
         open.retain(|id, cached| {
             if cached.in_use() {
@@ -297,7 +524,10 @@ impl SandboxBackend {
                 );
             }
         }
-        evicted
+        Evicted {
+            idle: evicted,
+            lost,
+        }
     }
 
     /// At a clean stop, once no interaction runs: closes every open environment (namespaces,
@@ -652,6 +882,17 @@ impl ToolExecutor for SandboxBackend {
     ) -> hookbox_agent::InteractionHooks {
         let env = match self.env(environment_id).await {
             Ok(env) => env,
+            Err(ProviderError::Unavailable(reason)) => {
+                // The hooks may exist but cannot be read here now (the lease moved, the store
+                // is down): the turn must not run without them.
+                tracing::warn!(environment_id, error = %reason, event = %payload.hook_event_name, "the environment is unavailable for its interaction hooks; the turn is refused");
+                return hookbox_agent::InteractionHooks {
+                    denied: Some(format!(
+                        "the environment's interaction hooks could not run: {reason}"
+                    )),
+                    context: Vec::new(),
+                };
+            }
             Err(err) => {
                 // No environment, no hooks file to read: nothing can have been configured.
                 tracing::warn!(environment_id, error = %err, event = %payload.hook_event_name, "cannot open the environment for its interaction hooks");
@@ -871,7 +1112,8 @@ impl EnvironmentProvider for SandboxBackend {
             ..spec(setup)?
         };
         // The parent may live only in the snapshot store (its host stopped): restore it here.
-        self.ensure_local(from).await?;
+        let fence = self.fence_of(from)?;
+        self.ensure_local(from, fence).await?;
         let store = self.store.clone();
         let from = from.to_owned();
         let child = blocking(move || store.fork(&from, &spec)).await?;
@@ -907,11 +1149,15 @@ impl EnvironmentProvider for SandboxBackend {
             manager.request(id);
             return Ok(());
         }
-        manager
-            .checkpoint_now(id)
-            .await
-            .map(|_| ())
-            .map_err(|e| ProviderError::Unavailable(e.to_string()))
+        manager.checkpoint_now(id).await.map(|_| ()).map_err(|e| {
+            use hookbox_snapshot::SnapshotError as S;
+            match e {
+                // Final: another replica holds the environment, or ran it since this copy was
+                // current; retrying cannot upload this copy.
+                S::Stale { .. } | S::NotHolder { .. } => ProviderError::Internal(e.to_string()),
+                other => ProviderError::Unavailable(other.to_string()),
+            }
+        })
     }
 
     async fn hand_over(&self, id: &str) -> Result<bool, ProviderError> {
@@ -1228,6 +1474,152 @@ mod tests {
             .await
             .unwrap()
             .unwrap();
+    }
+
+    /// The leases of one replica as a test sets them: only `fence` is asked by the backend.
+    #[derive(Debug)]
+    struct Leases {
+        fence: std::sync::Mutex<Option<i64>>,
+        replica: hookbox_store::Replica,
+    }
+
+    impl Leases {
+        fn new() -> Self {
+            Leases {
+                fence: std::sync::Mutex::new(None),
+                replica: hookbox_store::Replica {
+                    id: "r_test".into(),
+                    url: "http://127.0.0.1:1".into(),
+                    lease_ttl: Duration::from_secs(10),
+                },
+            }
+        }
+
+        fn set(&self, fence: Option<i64>) {
+            *self.fence.lock().unwrap() = fence;
+        }
+    }
+
+    #[async_trait]
+    impl hookbox_store::Cluster for Leases {
+        fn replica(&self) -> &hookbox_store::Replica {
+            &self.replica
+        }
+        fn fence(&self, _resource: &str) -> Option<i64> {
+            *self.fence.lock().unwrap()
+        }
+        async fn heartbeat(&self) -> hookbox_store::Result<()> {
+            unreachable!()
+        }
+        async fn claim(&self, _: &str) -> hookbox_store::Result<hookbox_store::Claim> {
+            unreachable!()
+        }
+        async fn reap(&self, _: &str, _: &str) -> hookbox_store::Result<Vec<String>> {
+            unreachable!()
+        }
+        fn changes(&self) -> tokio::sync::broadcast::Receiver<String> {
+            unreachable!()
+        }
+        async fn runner_of(&self, _: &str) -> hookbox_store::Result<Option<(String, String)>> {
+            unreachable!()
+        }
+        async fn replica_url(&self, _: &str) -> hookbox_store::Result<Option<String>> {
+            unreachable!()
+        }
+        async fn holder(&self, _: &str) -> hookbox_store::Result<Option<(String, String)>> {
+            unreachable!()
+        }
+        async fn peers(&self) -> hookbox_store::Result<Vec<(String, String)>> {
+            unreachable!()
+        }
+        async fn hold(&self, _: &str, _: &str, _: u64) -> hookbox_store::Result<Option<String>> {
+            unreachable!()
+        }
+        async fn unhold(&self, _: &str) -> hookbox_store::Result<()> {
+            unreachable!()
+        }
+        async fn take_tokens(
+            &self,
+            _: &str,
+            _: f64,
+            _: f64,
+            _: f64,
+        ) -> hookbox_store::Result<hookbox_store::TokenGrant> {
+            unreachable!()
+        }
+        fn held(&self) -> Vec<String> {
+            unreachable!()
+        }
+        async fn release(&self, _: &str) -> hookbox_store::Result<()> {
+            unreachable!()
+        }
+        async fn leave(&self) -> hookbox_store::Result<()> {
+            unreachable!()
+        }
+    }
+
+    fn unavailable(result: Result<Arc<Environment>, ProviderError>) -> String {
+        match result {
+            Err(ProviderError::Unavailable(message)) => message,
+            other => panic!("expected 503, got {other:?}"),
+        }
+    }
+
+    // Regression (issue 36): a replica that lost an environment's lease kept serving the copy it
+    // had open before, once it held the lease again.
+    #[tokio::test]
+    async fn a_copy_opened_under_a_lost_lease_is_closed_before_it_is_served_again() {
+        let data = tempfile::tempdir().unwrap();
+        let (backend, _advance) = backend_with_clock(data.path(), CacheLimits::default());
+        let leases = Arc::new(Leases::new());
+        let backend = backend.with_leases(leases.clone());
+        let id = backend.create(&EnvironmentSetup::default()).await.unwrap();
+        leases.set(Some(1));
+        let first = backend.env(&id).await.unwrap();
+        let first_weak = Arc::downgrade(&first);
+        drop(first);
+        // The lease lapses (no renewal within the TTL): not served, and the watch closes it.
+        leases.set(None);
+        assert!(unavailable(backend.env(&id).await).contains("not held by this replica"));
+        // A turn whose interaction hooks cannot be read now is refused, not run without them.
+        let payload = hookbox_protocol::InteractionHookPayload {
+            interaction_id: "int_1".into(),
+            environment_id: id.clone(),
+            agent: "antigravity-preview-09-2026".into(),
+            input: None,
+            input_text: Some("hi".into()),
+            status: None,
+            output: None,
+            errors: None,
+            hook_event_name: hookbox_protocol::HookEvent::PreInteraction,
+        };
+        let hooks = backend.interaction_hooks(&id, &payload).await;
+        assert!(
+            hooks
+                .denied
+                .as_deref()
+                .is_some_and(|r| r.contains("not held by this replica")),
+            "{hooks:?}"
+        );
+        assert_eq!(backend.close_lost_leases().await, 1);
+        assert!(first_weak.upgrade().is_none(), "the lost copy stays open");
+        // Held again, under a higher fence: a fresh copy.
+        leases.set(Some(3));
+        let second = backend.env(&id).await.unwrap();
+        // Lost again while a call holds the copy, then held again: the environment is not
+        // opened twice; it waits (503) until the call lets go.
+        leases.set(Some(4));
+        let again = backend.env(&id).await;
+        assert!(unavailable(again).contains("still closing"));
+        assert!(cached(&backend, &id).await.is_none());
+        let second_weak = Arc::downgrade(&second);
+        drop(second);
+        assert!(second_weak.upgrade().is_none());
+        let third = backend.env(&id).await.unwrap();
+        assert!(Arc::ptr_eq(&cached(&backend, &id).await.unwrap(), &third));
+        // Still held under the same fence: the same copy, and the watch leaves it be.
+        assert!(Arc::ptr_eq(&backend.env(&id).await.unwrap(), &third));
+        assert_eq!(backend.close_lost_leases().await, 0);
     }
 
     // Regression: repository sources from API clients were cloned by git on the host, so a

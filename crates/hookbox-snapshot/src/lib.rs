@@ -13,7 +13,9 @@
 //!
 //! This crate owns the snapshot format and its store. It must not run sandboxes or hooks, speak
 //! the HTTP API or decide leases: the caller makes sure only the environment's lease holder
-//! checkpoints it.
+//! checkpoints it, and says which lease (its fencing number) it holds. A checkpoint appends only
+//! to the chain its copy is based on, so a host that held an old copy cannot make it the newest
+//! snapshot ([`SnapshotError::Stale`]).
 
 pub mod location;
 pub mod manager;
@@ -50,6 +52,16 @@ pub enum SnapshotError {
         "environment `{env}`: snapshot {seq} was written by another host meanwhile; the environment moved"
     )]
     Conflict { env: String, seq: u64 },
+    /// The store holds snapshots newer than the one this host's copy is based on, written by
+    /// another host: the copy here is stale, and uploading it would hide what that host wrote.
+    #[error(
+        "environment `{env}`: the snapshot store holds snapshot {latest}, newer than snapshot {local} this host's copy is based on (another host ran the environment meanwhile); the stale copy here is not uploaded and is replaced by the newest snapshot"
+    )]
+    Stale {
+        env: String,
+        local: u64,
+        latest: u64,
+    },
     #[error("environment `{env}` is held by another host, so this one may not write its snapshots")]
     NotHolder { env: String },
     #[error(

@@ -7,7 +7,12 @@
 //! - [`Manager::checkpoint_now`] runs one at once (for a caller that waits for it).
 //! - [`Manager::ensure_local`] puts an environment on this host's disk before it is opened:
 //!   restored from its newest snapshot when it is missing here, or when the store holds a newer
-//!   snapshot than the local copy (another host ran it since).
+//!   snapshot than the local copy (another host ran it since). With the store unreachable, a
+//!   local copy is used only if it is known current under the lease this host holds now
+//!   ([`crate::manifest::LocalState::current_under`]).
+//! - A checkpoint of a copy the chain moved past is refused ([`SnapshotError::Stale`]): the copy
+//!   is marked stale (on disk and in [`Manager::is_stale`]), never uploaded or opened again, and
+//!   replaced by the newest snapshot the next time it is needed.
 //! - [`Manager::evict`] removes closed, fully uploaded environments from the local disk, least
 //!   recently used first, while the local copies exceed the cache size.
 
@@ -51,13 +56,17 @@ struct Book {
     pending: HashSet<String>,
     /// Asked again while running: run once more after.
     again: HashSet<String>,
+    /// Local copies found stale (the store holds newer snapshots written by another host).
+    stale: HashSet<String>,
     health: StoreHealth,
 }
 
-/// Whether this host may checkpoint environment `id` now. Among replicas: whether it holds the
-/// environment's lease (only the holder may write its snapshots).
+/// Whether this host may checkpoint environment `id` now, and under which lease. Among
+/// replicas: `Some(fencing number)` of the environment's lease when this host holds it (only the
+/// holder may write its snapshots), `None` when another does. Without a gate every checkpoint
+/// runs under fencing number 0 (one host, no leases).
 pub type Gate = Arc<
-    dyn Fn(String) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send>>
+    dyn Fn(String) -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<u64>> + Send>>
         + Send
         + Sync,
 >;
@@ -152,6 +161,11 @@ impl Manager {
             hookbox_sandbox::disk::thaw_if_frozen(
                 &dir.join(hookbox_sandbox::environment::TREE_DIR),
             );
+            if read_state(&dir).is_ok_and(|state| state.stale) {
+                // Nothing to upload; replaced by the newest snapshot when next needed.
+                self.book().stale.insert(id);
+                continue;
+            }
             if is_dirty(&dir).unwrap_or(true) {
                 self.request(&id);
                 scheduled += 1;
@@ -221,7 +235,8 @@ impl Manager {
                 Err(
                     SnapshotError::NoSnapshot { .. }
                     | SnapshotError::NoImage { .. }
-                    | SnapshotError::NotHolder { .. },
+                    | SnapshotError::NotHolder { .. }
+                    | SnapshotError::Stale { .. },
                 ) => {
                     self.settle(self.book(), &id);
                     return;
@@ -266,14 +281,25 @@ impl Manager {
             )));
         }
         let gate = self.gate.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        if let Some(gate) = gate
-            && !gate(id.to_owned()).await
-        {
-            tracing::info!(environment_id = %id, "checkpoint dropped: another host holds the environment");
-            return Err(SnapshotError::NotHolder { env: id.to_owned() });
-        }
+        let fence = match gate {
+            Some(gate) => match gate(id.to_owned()).await {
+                Some(fence) => fence,
+                None => {
+                    tracing::info!(environment_id = %id, "checkpoint dropped: another host holds the environment");
+                    return Err(SnapshotError::NotHolder { env: id.to_owned() });
+                }
+            },
+            None => 0,
+        };
         let started = std::time::Instant::now();
-        let stats = self.snapshots.checkpoint(id, &dir).await?;
+        let stats = match self.snapshots.checkpoint_under(id, &dir, fence).await {
+            Err(err @ SnapshotError::Stale { .. }) => {
+                self.mark_stale(id, &dir);
+                tracing::error!(event = "snapshot.stale", environment_id = %id, fence, error = %err, "checkpoint refused: the local copy is stale");
+                return Err(err);
+            }
+            other => other?,
+        };
         if let Some(seq) = stats.seq {
             tracing::info!(
                 event = "snapshot.checkpoint",
@@ -291,10 +317,26 @@ impl Manager {
         Ok(stats)
     }
 
-    /// Makes sure `id` is on this host's disk, restoring its newest snapshot when it is
-    /// missing or older than the store's. `Ok(true)`: restored now. With the store down, a
-    /// local copy is used as it is.
-    pub async fn ensure_local(&self, id: &str) -> Result<bool, SnapshotError> {
+    /// Whether the local copy of `id` was found stale (it must not be opened; the next
+    /// [`Self::ensure_local`] replaces it).
+    pub fn is_stale(&self, id: &str) -> bool {
+        self.book().stale.contains(id)
+    }
+
+    fn mark_stale(&self, id: &str, dir: &std::path::Path) {
+        self.book().stale.insert(id.to_owned());
+        if let Err(err) = crate::snapshots::mark_stale(dir) {
+            tracing::warn!(environment_id = %id, error = %err, "cannot record that the local copy is stale");
+        }
+    }
+
+    /// Makes sure `id` is on this host's disk and current for a host that holds its lease with
+    /// fencing number `fence` (0: no leases), restoring the newest snapshot when the copy is
+    /// missing, stale, or older than the store's newest. `Ok(true)`: restored now. With the
+    /// store unreachable, a local copy is used only when it is known current under `fence`
+    /// ([`crate::manifest::LocalState::current_under`]); otherwise the store's error is
+    /// returned (the copy may be older than what another host wrote while it held the lease).
+    pub async fn ensure_local(&self, id: &str, fence: u64) -> Result<bool, SnapshotError> {
         let lock = self.lock_of(id);
         let _held = lock.lock().await;
         let dir = self
@@ -302,29 +344,36 @@ impl Manager {
             .dir_of(id)
             .map_err(|e| SnapshotError::Internal(e.to_string()))?;
         if self.envs.is_local(id) {
-            let local = read_state(&dir)?.seq;
+            let state = read_state(&dir)?;
+            let local = state.seq;
             let latest = match self.snapshots.latest(id).await {
                 Ok(latest) => latest.unwrap_or(0),
-                Err(err) => {
-                    tracing::warn!(environment_id = %id, error = %err, "snapshot store unreachable; using the local copy");
+                Err(err) if state.current_under(fence) => {
+                    tracing::warn!(environment_id = %id, error = %err, "snapshot store unreachable; using the local copy, current under this lease");
                     return Ok(false);
                 }
+                Err(err) => {
+                    tracing::warn!(environment_id = %id, local, copy_fence = state.fence, fence, stale = state.stale, error = %err, "snapshot store unreachable, and the local copy may be stale (another host may have held the environment since)");
+                    return Err(err);
+                }
             };
-            if latest <= local {
+            if !state.stale && latest <= local {
+                crate::snapshots::record_fence(&dir, fence)?;
                 return Ok(false);
             }
-            if is_dirty(&dir).unwrap_or(true) {
+            if !state.stale && is_dirty(&dir).unwrap_or(true) {
                 tracing::warn!(environment_id = %id, local, latest, "the local copy has changes that were never uploaded, and another host wrote newer snapshots since; the newer snapshot wins");
             }
-            tracing::info!(environment_id = %id, local, latest, "local copy is stale; restoring the newest snapshot");
+            tracing::info!(environment_id = %id, local, latest, stale = state.stale, "local copy is stale; restoring the newest snapshot");
             self.remove_local(id)?;
+            self.book().stale.remove(id);
         }
         let staging = self
             .envs
             .root()
             .join(format!(".restoring-{id}-{:08x}", rand::random::<u32>()));
         let started = std::time::Instant::now();
-        let stats = self.snapshots.restore(id, &staging).await?;
+        let stats = self.snapshots.restore_under(id, &staging, fence).await?;
         self.envs
             .install(id, &staging)
             .map_err(|e| SnapshotError::Internal(e.to_string()))
@@ -343,6 +392,23 @@ impl Manager {
         Ok(true)
     }
 
+    /// Unmounts `id`'s disk on this host (its copy was closed after the lease was lost; the
+    /// next open mounts it again). Waits for a checkpoint of it that is running. `Ok(false)`:
+    /// it was not mounted.
+    pub async fn unmount(&self, id: &str) -> Result<bool, SnapshotError> {
+        let lock = self.lock_of(id);
+        let _held = lock.lock().await;
+        let dir = self
+            .envs
+            .dir_of(id)
+            .map_err(|e| SnapshotError::Internal(e.to_string()))?;
+        let tree = dir.join(hookbox_sandbox::environment::TREE_DIR);
+        tokio::task::spawn_blocking(move || hookbox_sandbox::disk::unmount_now(&tree))
+            .await
+            .map_err(|e| SnapshotError::Internal(e.to_string()))?
+            .map_err(|e| SnapshotError::Internal(e.to_string()))
+    }
+
     fn remove_local(&self, id: &str) -> Result<(), SnapshotError> {
         self.envs
             .remove(id)
@@ -353,6 +419,7 @@ impl Manager {
     pub async fn delete(&self, id: &str) -> Result<(), SnapshotError> {
         let lock = self.lock_of(id);
         let _held = lock.lock().await;
+        self.book().stale.remove(id);
         self.snapshots.delete(id).await
     }
 
@@ -391,11 +458,14 @@ impl Manager {
             let Ok(dir) = self.envs.dir_of(&id) else {
                 continue;
             };
-            if is_dirty(&dir).unwrap_or(true) {
+            // A stale copy holds nothing worth uploading.
+            let stale = read_state(&dir).is_ok_and(|state| state.stale);
+            if !stale && is_dirty(&dir).unwrap_or(true) {
                 continue;
             }
             match self.remove_local(&id) {
                 Ok(()) => {
+                    self.book().stale.remove(&id);
                     total = total.saturating_sub(bytes);
                     tracing::info!(event = "snapshot.evict", environment_id = %id, bytes, "evicted an uploaded environment from the local disk");
                     evicted.push(id);

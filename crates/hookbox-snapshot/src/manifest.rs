@@ -11,6 +11,13 @@
 //! again: chunks are addressed by content), after which older manifests and chunks no longer
 //! referenced are deleted.
 //!
+//! Among replicas a chain has one writer at a time, the holder of the environment's lease, and
+//! every manifest records the lease's fencing number it was written under (`fence`; 0: no
+//! leases, one host). A checkpoint only ever appends the successor of the newest manifest that
+//! its local copy is based on, with a conditional create; a copy that the chain moved past
+//! (another host wrote newer snapshots while this one held an old copy) is stale and is never
+//! uploaded ([`crate::SnapshotError::Stale`]).
+//!
 //! Object layout under the store's prefix:
 //! `envs/<env>/chunks/<hash>` and `envs/<env>/manifests/<seq, 16 hex digits>.json`.
 
@@ -62,6 +69,10 @@ pub struct Manifest {
     pub created: u64,
     /// The environment's modification generation the snapshot holds.
     pub generation: u64,
+    /// The fencing number of the lease its writer held (0: written without leases, or before
+    /// manifests recorded it).
+    #[serde(default)]
+    pub fence: u64,
     /// Blob name → entry. A delta lists only blobs that changed; a full manifest, all.
     pub blobs: BTreeMap<String, BlobEntry>,
 }
@@ -173,6 +184,29 @@ pub struct LocalState {
     pub generation: u64,
     /// What it holds.
     pub resolved: Resolved,
+    /// The fencing number of the lease under which this host last found its copy current (it
+    /// restored it, uploaded it, or saw that the store held nothing newer); 0: no leases, or
+    /// never checked.
+    #[serde(default)]
+    pub fence: u64,
+    /// The store holds newer snapshots than the one this copy is based on, written by another
+    /// host: the copy must never be used or uploaded again, only replaced by a restore.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stale: bool,
+}
+
+impl LocalState {
+    /// Whether this copy is known to be current for a host that now holds the environment's
+    /// lease with fencing number `held`, without asking the store: it was current under the
+    /// same lease, or under the one just before it (a fencing number grows by one per new
+    /// owner, so no other host held the lease in between: this host's previous process did).
+    /// A copy never snapshotted (here or anywhere) is the only copy there is.
+    pub fn current_under(&self, held: u64) -> bool {
+        !self.stale
+            && (self.seq == 0
+                || held == self.fence
+                || (self.fence > 0 && held == self.fence.saturating_add(1)))
+    }
 }
 
 /// The object key of a manifest (sequence numbers sort as text).
@@ -218,6 +252,7 @@ mod tests {
             chunk_size: 4,
             created: 0,
             generation: seq,
+            fence: 0,
             blobs,
         }
     }
@@ -248,6 +283,38 @@ mod tests {
         let mut resolved = state(16, &[(0, "old"), (2, "old2")]);
         resolved.apply(&manifest(5, None, state(8, &[(1, "new")]).full()));
         assert_eq!(resolved, state(8, &[(1, "new")]));
+    }
+
+    #[test]
+    fn a_copy_is_current_only_under_its_own_lease_or_the_next_one() {
+        let copy = |seq, fence| LocalState {
+            seq,
+            fence,
+            ..LocalState::default()
+        };
+        // Without leases every fence is 0.
+        assert!(copy(3, 0).current_under(0));
+        // Checked under fence 4: current under 4 and 5 (this host's next process), not once
+        // another owner may have come between.
+        assert!(copy(3, 4).current_under(4));
+        assert!(copy(3, 4).current_under(5));
+        assert!(!copy(3, 4).current_under(6));
+        assert!(!copy(3, 4).current_under(3));
+        // Never checked under a lease: unknown.
+        assert!(!copy(3, 0).current_under(1));
+        // Never snapshotted: the only copy there is.
+        assert!(copy(0, 0).current_under(7));
+        let stale = LocalState {
+            stale: true,
+            ..copy(3, 4)
+        };
+        assert!(!stale.current_under(4));
+        // Records written before these fields existed read as unchecked and not stale.
+        let old: LocalState = serde_json::from_str(
+            r#"{"seq":2,"since_full":1,"chunk_size":4,"generation":9,"resolved":{"blobs":{}}}"#,
+        )
+        .unwrap();
+        assert_eq!((old.fence, old.stale), (0, false));
     }
 
     #[test]

@@ -250,14 +250,41 @@ impl Snapshots {
         Ok((newest, resolved, deltas))
     }
 
-    /// Uploads what changed in the environment directory `dir` (id `env`) since its last
-    /// snapshot and writes a new manifest. Only the lease holder of `env` may call it. The tree's
-    /// filesystem is frozen while its image is read (not while uploading).
+    /// [`Self::checkpoint_under`] for a host that is the environment's only writer (no leases:
+    /// fencing number 0).
     pub async fn checkpoint(
         &self,
         env: &str,
         dir: &Path,
     ) -> Result<CheckpointStats, SnapshotError> {
+        self.checkpoint_under(env, dir, 0).await
+    }
+
+    /// Uploads what changed in the environment directory `dir` (id `env`) since its last
+    /// snapshot and writes a new manifest, recording `fence`. Only the lease holder of `env` may
+    /// call it, with the fencing number of the lease it holds. The tree's filesystem is frozen
+    /// while its image is read (not while uploading).
+    ///
+    /// The new manifest is always the successor of the newest one in the store, and only if the
+    /// local copy is based on that one: when the store holds a newer snapshot written under
+    /// another lease (another host ran the environment since this copy was restored or last
+    /// uploaded), nothing is written and the answer is [`SnapshotError::Stale`]. A newer
+    /// snapshot written under `fence` itself is this host's own (its local record was lost):
+    /// the copy continues from it with a full manifest.
+    pub async fn checkpoint_under(
+        &self,
+        env: &str,
+        dir: &Path,
+        fence: u64,
+    ) -> Result<CheckpointStats, SnapshotError> {
+        let known = read_state(dir)?;
+        if known.stale {
+            return Err(SnapshotError::Stale {
+                env: env.to_owned(),
+                local: known.seq,
+                latest: self.latest(env).await.ok().flatten().unwrap_or(known.seq),
+            });
+        }
         let dir_owned = dir.to_path_buf();
         let scanned = tokio::task::spawn_blocking(move || scan_env(&dir_owned))
             .await
@@ -279,8 +306,33 @@ impl Snapshots {
             raw_bytes: spool.bytes(),
             ..CheckpointStats::default()
         };
+        // The chain this copy continues: it must not have moved past the copy's snapshot.
+        let latest = self.latest(env).await?.unwrap_or(0);
+        let mut base = state.seq;
+        if latest > state.seq {
+            let head = self.get_manifest(env, latest).await?;
+            if head.fence != fence {
+                return Err(SnapshotError::Stale {
+                    env: env.to_owned(),
+                    local: state.seq,
+                    latest,
+                });
+            }
+            // This host wrote it under the lease it still holds, and lost its local record (a
+            // crash between the two): the copy here is at least that snapshot.
+            tracing::warn!(
+                environment_id = env,
+                local = state.seq,
+                latest,
+                "snapshot sequence behind the store, under this host's own lease; writing a full snapshot"
+            );
+            base = latest;
+        }
+        // A chain with nothing at or after the copy's snapshot (its snapshots were deleted):
+        // a delta would name a parent that is gone.
+        let parent_gone = latest < state.seq;
         let delta = state.resolved.delta_to(&resolved);
-        if state.seq > 0 && delta.is_empty() {
+        if state.seq > 0 && base == state.seq && !parent_gone && delta.is_empty() {
             // Only the generation moved (a write that changed nothing, say).
             let state = LocalState {
                 generation,
@@ -319,32 +371,29 @@ impl Snapshots {
         stats.chunks_uploaded = sizes.len() as u64;
         stats.uploaded_bytes = sizes.iter().sum();
 
-        let full = state.seq == 0 || state.since_full + 1 >= COMPACT_AFTER;
-        let mut manifest = Manifest {
+        let full = state.seq == 0
+            || base != state.seq
+            || parent_gone
+            || state.since_full + 1 >= COMPACT_AFTER;
+        let manifest = Manifest {
             format: FORMAT,
             environment: env.to_owned(),
-            seq: state.seq + 1,
-            parent: (!full).then_some(state.seq),
+            seq: base + 1,
+            parent: (!full).then_some(base),
             chunk_size: CHUNK_SIZE,
             created: now(),
             generation,
+            fence,
             blobs: if full { resolved.full() } else { delta },
         };
         let written = match self.put_manifest(&manifest).await {
+            // Another host wrote that snapshot since the chain was read: this copy is stale.
             Err(SnapshotError::Conflict { .. }) => {
-                // Our last manifest was written but its local record was not (a crash between
-                // the two), or this host's record is behind. A full manifest needs no parent.
-                let latest = self.latest(env).await?.unwrap_or(0);
-                tracing::warn!(
-                    environment_id = env,
-                    local = state.seq,
-                    latest,
-                    "snapshot sequence behind the store; writing a full snapshot"
-                );
-                manifest.seq = latest + 1;
-                manifest.parent = None;
-                manifest.blobs = resolved.full();
-                self.put_manifest(&manifest).await?
+                return Err(SnapshotError::Stale {
+                    env: env.to_owned(),
+                    local: state.seq,
+                    latest: self.latest(env).await?.unwrap_or(manifest.seq),
+                });
             }
             other => other?,
         };
@@ -357,6 +406,8 @@ impl Snapshots {
             chunk_size: CHUNK_SIZE,
             generation,
             resolved,
+            fence,
+            stale: false,
         };
         write_state(dir, &new_state)?;
         if stats.full && state.seq > 0 {
@@ -468,18 +519,34 @@ impl Snapshots {
         Ok(())
     }
 
+    /// [`Self::restore_under`] for a host that is the environment's only writer (no leases).
+    pub async fn restore(&self, env: &str, staging: &Path) -> Result<RestoreStats, SnapshotError> {
+        self.restore_under(env, staging, 0).await
+    }
+
     /// Restores the newest snapshot of `env` into `staging` (a new directory, created here):
     /// the disk image (every chunk's hash checked), the metadata, the frozen hooks and the
-    /// local snapshot record. The caller puts `staging` in place; on error it is removed.
-    pub async fn restore(&self, env: &str, staging: &Path) -> Result<RestoreStats, SnapshotError> {
-        let result = self.restore_into(env, staging).await;
+    /// local snapshot record (current under the lease with fencing number `fence`). The caller
+    /// puts `staging` in place; on error it is removed.
+    pub async fn restore_under(
+        &self,
+        env: &str,
+        staging: &Path,
+        fence: u64,
+    ) -> Result<RestoreStats, SnapshotError> {
+        let result = self.restore_into(env, staging, fence).await;
         if result.is_err() {
             let _ = std::fs::remove_dir_all(staging);
         }
         result
     }
 
-    async fn restore_into(&self, env: &str, staging: &Path) -> Result<RestoreStats, SnapshotError> {
+    async fn restore_into(
+        &self,
+        env: &str,
+        staging: &Path,
+        fence: u64,
+    ) -> Result<RestoreStats, SnapshotError> {
         let (manifest, resolved, deltas) = self.resolve(env).await?;
         let chunk_size = manifest.chunk_size;
         let io = |path: &Path| {
@@ -556,6 +623,8 @@ impl Snapshots {
             chunk_size,
             generation: manifest.generation,
             resolved,
+            fence,
+            stale: false,
         };
         write_state(staging, &state)?;
         Ok(stats)
@@ -660,6 +729,31 @@ pub fn read_state(dir: &Path) -> Result<LocalState, SnapshotError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(LocalState::default()),
         Err(source) => Err(SnapshotError::Io { path, source }),
     }
+}
+
+/// Records in `dir`'s local snapshot record that its copy was found current under the lease
+/// with fencing number `fence` (nothing to write when it says so already).
+pub(crate) fn record_fence(dir: &Path, fence: u64) -> Result<(), SnapshotError> {
+    let state = read_state(dir)?;
+    if state.fence == fence || state.stale {
+        return Ok(());
+    }
+    write_state(dir, &LocalState { fence, ..state })
+}
+
+/// Marks `dir`'s copy stale: never used or uploaded again, only replaced by a restore.
+pub(crate) fn mark_stale(dir: &Path) -> Result<(), SnapshotError> {
+    let state = read_state(dir)?;
+    if state.stale {
+        return Ok(());
+    }
+    write_state(
+        dir,
+        &LocalState {
+            stale: true,
+            ..state
+        },
+    )
 }
 
 fn write_state(dir: &Path, state: &LocalState) -> Result<(), SnapshotError> {

@@ -78,7 +78,7 @@ async fn start_uploads_leftovers_eviction_keeps_unuploaded_and_open_copies() {
     );
 
     // Next use restores it.
-    assert!(manager.ensure_local(&uploaded).await.unwrap());
+    assert!(manager.ensure_local(&uploaded, 0).await.unwrap());
     envs.show(&uploaded).unwrap();
     let tree = envs.dir_of(&uploaded).unwrap().join(TREE_DIR);
     assert_eq!(
@@ -86,7 +86,7 @@ async fn start_uploads_leftovers_eviction_keeps_unuploaded_and_open_copies() {
         "one"
     );
     assert!(
-        !manager.ensure_local(&uploaded).await.unwrap(),
+        !manager.ensure_local(&uploaded, 0).await.unwrap(),
         "a current copy is kept"
     );
 }
@@ -114,13 +114,13 @@ async fn a_copy_older_than_the_store_is_replaced_by_the_newest_snapshot() {
     let id = env_with_file(&a, "v1");
     on_a.checkpoint_now(&id).await.unwrap();
     // B takes it over, then A does again and changes it: B's copy is now stale.
-    assert!(on_b.ensure_local(&id).await.unwrap());
+    assert!(on_b.ensure_local(&id, 0).await.unwrap());
     let a_tree = a.dir_of(&id).unwrap().join(TREE_DIR);
     std::fs::write(a_tree.join("workspace/f.txt"), "v2").unwrap();
     a.mark_modified(&id).unwrap();
     on_a.checkpoint_now(&id).await.unwrap();
     assert!(
-        on_b.ensure_local(&id).await.unwrap(),
+        on_b.ensure_local(&id, 0).await.unwrap(),
         "the stale copy was kept"
     );
     b.show(&id).unwrap();
@@ -150,7 +150,7 @@ async fn a_host_that_does_not_hold_an_environment_writes_no_snapshot_of_it() {
     let flag = held.clone();
     manager.set_gate(std::sync::Arc::new(move |_id: String| {
         let flag = flag.clone();
-        Box::pin(async move { flag.load(std::sync::atomic::Ordering::SeqCst) })
+        Box::pin(async move { flag.load(std::sync::atomic::Ordering::SeqCst).then_some(1) })
     }));
     let err = manager.checkpoint_now(&id).await.unwrap_err();
     assert!(
@@ -164,4 +164,175 @@ async fn a_host_that_does_not_hold_an_environment_writes_no_snapshot_of_it() {
     assert_eq!(manager.snapshots().latest(&id).await.unwrap(), None);
     held.store(true, std::sync::atomic::Ordering::SeqCst);
     assert_eq!(manager.checkpoint_now(&id).await.unwrap().seq, Some(1));
+}
+
+/// A gate that says this host holds every environment's lease under the fence in `fence`
+/// (0: another host holds it).
+fn gate(fence: &std::sync::Arc<std::sync::atomic::AtomicU64>) -> hookbox_snapshot::Gate {
+    let fence = fence.clone();
+    std::sync::Arc::new(move |_id: String| {
+        let fence = fence.load(std::sync::atomic::Ordering::SeqCst);
+        Box::pin(async move { (fence > 0).then_some(fence) })
+    })
+}
+
+fn read_file(store: &hookbox_sandbox::environment::Store, id: &str) -> String {
+    std::fs::read_to_string(
+        store
+            .dir_of(id)
+            .unwrap()
+            .join(TREE_DIR)
+            .join("workspace/f.txt"),
+    )
+    .unwrap()
+}
+
+// Regression (issue 36): a host whose copy the chain moved past must neither upload it nor use
+// it again; the newest snapshot replaces it when the host holds the environment again.
+#[tokio::test]
+async fn a_copy_the_chain_moved_past_is_marked_stale_and_replaced() {
+    assert!(is_root(), "loop-mounted disk images need root");
+    let objects = tempfile::tempdir().unwrap();
+    let url = format!("file://{}/objects", objects.path().display());
+    let (a_data, b_data) = (DataDir::new(), DataDir::new());
+    let a = common::store(a_data.path(), 64 << 20);
+    let b = common::store(b_data.path(), 64 << 20);
+    let on_a = Manager::new(
+        Snapshots::open(&url).unwrap(),
+        a.clone(),
+        ManagerOptions::default(),
+    );
+    let on_b = Manager::new(
+        Snapshots::open(&url).unwrap(),
+        b.clone(),
+        ManagerOptions::default(),
+    );
+    let (fence_a, fence_b) = (
+        std::sync::Arc::new(std::sync::atomic::AtomicU64::new(1)),
+        std::sync::Arc::new(std::sync::atomic::AtomicU64::new(2)),
+    );
+    on_a.set_gate(gate(&fence_a));
+    on_b.set_gate(gate(&fence_b));
+    let id = env_with_file(&a, "v1");
+    assert_eq!(on_a.checkpoint_now(&id).await.unwrap().seq, Some(1));
+    // B holds it (fence 2), restores it and uploads a change.
+    assert!(on_b.ensure_local(&id, 2).await.unwrap());
+    b.show(&id).unwrap(); // mounts the restored image, as opening it does
+    std::fs::write(
+        b.dir_of(&id)
+            .unwrap()
+            .join(TREE_DIR)
+            .join("workspace/f.txt"),
+        "from-B",
+    )
+    .unwrap();
+    b.mark_modified(&id).unwrap();
+    assert_eq!(on_b.checkpoint_now(&id).await.unwrap().seq, Some(2));
+
+    // A holds it again (fence 3) with its old copy, changed since: refused, marked stale, not
+    // retried.
+    fence_a.store(3, std::sync::atomic::Ordering::SeqCst);
+    std::fs::write(
+        a.dir_of(&id)
+            .unwrap()
+            .join(TREE_DIR)
+            .join("workspace/f.txt"),
+        "stale",
+    )
+    .unwrap();
+    a.mark_modified(&id).unwrap();
+    let err = on_a.checkpoint_now(&id).await.unwrap_err();
+    assert!(
+        matches!(err, hookbox_snapshot::SnapshotError::Stale { .. }),
+        "{err}"
+    );
+    assert!(on_a.is_stale(&id));
+    assert!(
+        hookbox_snapshot::read_state(&a.dir_of(&id).unwrap())
+            .unwrap()
+            .stale
+    );
+    on_a.request(&id);
+    settled(&on_a).await;
+    assert_eq!(on_a.health().consecutive_failures, 0, "{:?}", on_a.health());
+    assert_eq!(on_a.snapshots().latest(&id).await.unwrap(), Some(2));
+    // The next open replaces it with the newest snapshot, which A then continues.
+    assert!(on_a.ensure_local(&id, 3).await.unwrap());
+    assert!(!on_a.is_stale(&id));
+    a.show(&id).unwrap();
+    assert_eq!(read_file(&a, &id), "from-B");
+    std::fs::write(
+        a.dir_of(&id)
+            .unwrap()
+            .join(TREE_DIR)
+            .join("workspace/f.txt"),
+        "from-A",
+    )
+    .unwrap();
+    a.mark_modified(&id).unwrap();
+    assert_eq!(on_a.checkpoint_now(&id).await.unwrap().seq, Some(3));
+    // B, which lost the lease meanwhile, cannot upload its copy over A's either.
+    std::fs::write(
+        b.dir_of(&id)
+            .unwrap()
+            .join(TREE_DIR)
+            .join("workspace/f.txt"),
+        "late-B",
+    )
+    .unwrap();
+    b.mark_modified(&id).unwrap();
+    fence_b.store(4, std::sync::atomic::Ordering::SeqCst);
+    assert!(matches!(
+        on_b.checkpoint_now(&id).await.unwrap_err(),
+        hookbox_snapshot::SnapshotError::Stale { .. }
+    ));
+    assert_eq!(on_b.snapshots().latest(&id).await.unwrap(), Some(3));
+}
+
+// With the store out of reach, a local copy is used only when it is known current under the
+// lease held now: the same lease, or the next one (this host's own next process); after any
+// other owner it may be older than what that owner wrote, and the store's error stands.
+#[tokio::test]
+async fn with_the_store_down_only_a_copy_current_under_the_lease_is_used() {
+    assert!(is_root(), "loop-mounted disk images need root");
+    let objects = tempfile::tempdir().unwrap();
+    let url = format!("file://{}/objects", objects.path().display());
+    let data = DataDir::new();
+    let envs = common::store(data.path(), 64 << 20);
+    let up = Manager::new(
+        Snapshots::open(&url).unwrap(),
+        envs.clone(),
+        ManagerOptions::default(),
+    );
+    up.set_gate(gate(&std::sync::Arc::new(
+        std::sync::atomic::AtomicU64::new(4),
+    )));
+    let id = env_with_file(&envs, "mine");
+    assert_eq!(up.checkpoint_now(&id).await.unwrap().seq, Some(1));
+    // Nothing listens on port 1 of loopback: every request fails at once.
+    let down = Manager::new(
+        Snapshots::open(
+            "s3://b/p?endpoint=http://127.0.0.1:1&region=r&access_key_id=k&secret_access_key=s",
+        )
+        .unwrap(),
+        envs.clone(),
+        ManagerOptions::default(),
+    );
+    assert!(!down.ensure_local(&id, 4).await.unwrap());
+    assert!(!down.ensure_local(&id, 5).await.unwrap());
+    for fence in [6, 3] {
+        let err = down.ensure_local(&id, fence).await.unwrap_err();
+        assert!(
+            matches!(err, hookbox_snapshot::SnapshotError::Store { .. }),
+            "{fence}: {err}"
+        );
+    }
+    assert_eq!(
+        read_file(&envs, &id),
+        "mine",
+        "the copy is kept for when the store is back"
+    );
+    // Back under the store, the copy is current under fence 6 and recorded so.
+    assert!(!up.ensure_local(&id, 6).await.unwrap());
+    assert!(!down.ensure_local(&id, 7).await.unwrap());
 }

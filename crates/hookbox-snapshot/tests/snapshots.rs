@@ -254,3 +254,131 @@ async fn long_chains_are_compacted_and_still_restore() {
     a.remove(&id).unwrap();
     b.remove(&id).unwrap();
 }
+
+fn read_tree(store: &Store, id: &str, path: &str) -> String {
+    std::fs::read_to_string(tree(store, id).join(path)).unwrap()
+}
+
+// Regression (issue 36): a host that held an old copy of an environment while another host wrote
+// newer snapshots could upload that old copy as the newest snapshot (a conflicting sequence
+// number was answered with a full snapshot of whatever the host had), hiding the other host's
+// writes from every later restore.
+#[tokio::test]
+async fn a_stale_copy_is_never_uploaded_over_a_newer_snapshot() {
+    assert!(is_root(), "loop-mounted disk images need root");
+    let objects = tempfile::tempdir().unwrap();
+    let snapshots = Snapshots::open(&snapshot_url(objects.path())).unwrap();
+    let (a_data, b_data, c_data) = (DataDir::new(), DataDir::new(), DataDir::new());
+    let (a, b, c) = (
+        store(a_data.path()),
+        store(b_data.path()),
+        store(c_data.path()),
+    );
+    // A holds the lease with fence 1 and uploads v1.
+    let id = create(&a, false);
+    std::fs::write(tree(&a, &id).join("workspace/state.txt"), "v1\n").unwrap();
+    a.mark_modified(&id).unwrap();
+    let first = snapshots
+        .checkpoint_under(&id, &a.dir_of(&id).unwrap(), 1)
+        .await
+        .unwrap();
+    assert_eq!(first.seq, Some(1));
+    // B takes the lease over (fence 2), restores it and uploads its own write.
+    let staging = b.root().join(".restoring-b");
+    snapshots.restore_under(&id, &staging, 2).await.unwrap();
+    b.install(&id, &staging).unwrap();
+    b.show(&id).unwrap();
+    std::fs::write(tree(&b, &id).join("workspace/state.txt"), "v1\nfrom-B\n").unwrap();
+    b.mark_modified(&id).unwrap();
+    let second = snapshots
+        .checkpoint_under(&id, &b.dir_of(&id).unwrap(), 2)
+        .await
+        .unwrap();
+    assert_eq!(second.seq, Some(2));
+
+    // A, still holding its copy of snapshot 1 (changed since), gets the lease back (fence 3):
+    // its copy is refused, under the old lease and the new one alike, and nothing is written.
+    std::fs::write(tree(&a, &id).join("workspace/state.txt"), "stale\n").unwrap();
+    a.mark_modified(&id).unwrap();
+    for fence in [3, 1] {
+        let err = snapshots
+            .checkpoint_under(&id, &a.dir_of(&id).unwrap(), fence)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                SnapshotError::Stale {
+                    local: 1,
+                    latest: 2,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains(&id), "{err}");
+    }
+    assert_eq!(snapshots.manifests(&id).await.unwrap(), vec![1, 2]);
+    // Any host restoring it finds B's write.
+    let staging = c.root().join(".restoring-c");
+    assert_eq!(
+        snapshots.restore_under(&id, &staging, 3).await.unwrap().seq,
+        2
+    );
+    c.install(&id, &staging).unwrap();
+    c.show(&id).unwrap();
+    assert_eq!(read_tree(&c, &id, "workspace/state.txt"), "v1\nfrom-B\n");
+    for s in [&a, &b, &c] {
+        s.remove(&id).unwrap();
+    }
+    snapshots.delete(&id).await.unwrap();
+}
+
+// A snapshot this host wrote under the lease it still holds, whose local record was lost (a
+// crash between the manifest and the record): the copy continues from it, with a full manifest;
+// the same situation under another lease is a stale copy.
+#[tokio::test]
+async fn a_lost_local_record_continues_under_the_same_lease_only() {
+    assert!(is_root(), "loop-mounted disk images need root");
+    let objects = tempfile::tempdir().unwrap();
+    let snapshots = Snapshots::open(&snapshot_url(objects.path())).unwrap();
+    let data = DataDir::new();
+    let a = store(data.path());
+    let id = create(&a, false);
+    let dir = a.dir_of(&id).unwrap();
+    std::fs::write(tree(&a, &id).join("workspace/one.txt"), "1").unwrap();
+    a.mark_modified(&id).unwrap();
+    snapshots.checkpoint_under(&id, &dir, 7).await.unwrap();
+    let record = std::fs::read(dir.join(hookbox_snapshot::STATE_FILE)).unwrap();
+    std::fs::write(tree(&a, &id).join("workspace/two.txt"), "2").unwrap();
+    a.mark_modified(&id).unwrap();
+    assert_eq!(
+        snapshots.checkpoint_under(&id, &dir, 7).await.unwrap().seq,
+        Some(2)
+    );
+    // The record of snapshot 2 is lost; more changes follow.
+    std::fs::write(dir.join(hookbox_snapshot::STATE_FILE), &record).unwrap();
+    std::fs::write(tree(&a, &id).join("workspace/three.txt"), "3").unwrap();
+    a.mark_modified(&id).unwrap();
+    let err = snapshots.checkpoint_under(&id, &dir, 8).await.unwrap_err();
+    assert!(matches!(err, SnapshotError::Stale { .. }), "{err}");
+    assert_eq!(snapshots.manifests(&id).await.unwrap(), vec![1, 2]);
+    let third = snapshots.checkpoint_under(&id, &dir, 7).await.unwrap();
+    assert_eq!(third.seq, Some(3));
+    assert!(third.full, "{third:?}");
+    let b_data = DataDir::new();
+    let b = store(b_data.path());
+    let staging = b.root().join(".restoring-b");
+    snapshots.restore(&id, &staging).await.unwrap();
+    b.install(&id, &staging).unwrap();
+    b.show(&id).unwrap();
+    for (file, content) in [("one", "1"), ("two", "2"), ("three", "3")] {
+        assert_eq!(
+            read_tree(&b, &id, &format!("workspace/{file}.txt")),
+            content
+        );
+    }
+    a.remove(&id).unwrap();
+    b.remove(&id).unwrap();
+    snapshots.delete(&id).await.unwrap();
+}

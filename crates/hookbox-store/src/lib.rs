@@ -341,8 +341,9 @@ pub struct Replica {
 /// Who runs a resource (an environment) now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Claim {
-    /// This replica holds the lease, with this fencing number (it grows with every new owner;
-    /// writes made under an older one are refused).
+    /// This replica holds the lease, with this fencing number (it grows with every new owner,
+    /// and never goes back, not even after a release; writes made under an older one are
+    /// refused).
     Held { fence: i64 },
     /// Another replica holds an unexpired lease.
     Elsewhere { replica: String, url: String },
@@ -367,6 +368,13 @@ pub trait Cluster: Send + Sync + std::fmt::Debug {
     /// Takes `resource` if it is free or its lease expired, keeps it if held here, else says
     /// who holds it.
     async fn claim(&self, resource: &str) -> Result<Claim>;
+    /// The fencing number of `resource`'s lease while this replica holds it by its own
+    /// reckoning, without asking the database: `None` once it learnt that another replica took
+    /// it (a heartbeat that no longer renews it, a claim answered `Elsewhere`, a write refused
+    /// as `Fenced`), or once neither the lease nor this replica's heartbeat was renewed within
+    /// the lease TTL, counted from when the renewal was sent (a replica cut off from the
+    /// database must assume its leases lapsed: another may take them from then on).
+    fn fence(&self, resource: &str) -> Option<i64>;
     /// Marks `failed` (with `reason`) every running interaction whose replica stopped
     /// heartbeating; returns their ids.
     async fn reap(&self, reason: &str, now: &str) -> Result<Vec<String>>;
@@ -398,10 +406,12 @@ pub trait Cluster: Send + Sync + std::fmt::Debug {
     /// The resources this replica holds leases on, as far as it knows.
     fn held(&self) -> Vec<String>;
     /// Gives up this replica's lease on `resource` (a draining replica handing an idle
-    /// environment over); nothing if another replica holds it.
+    /// environment over); nothing if another replica holds it. The lease's fencing number is
+    /// kept, so the next owner's is higher than every earlier owner's.
     async fn release(&self, resource: &str) -> Result<()>;
-    /// Leaves the cluster at a clean stop: releases every lease this replica holds and removes
-    /// its heartbeat, so the others take its environments at once instead of after the TTL.
+    /// Leaves the cluster at a clean stop: releases every lease this replica holds (their
+    /// fencing numbers kept) and removes its heartbeat, so the others take its environments at
+    /// once instead of after the TTL.
     async fn leave(&self) -> Result<()>;
 }
 

@@ -272,8 +272,11 @@ struct ClusterState {
     /// Where to LISTEN from (a connection of its own, outside the pool).
     config: tokio_postgres::Config,
     tls: tokio_postgres_rustls::MakeRustlsConnect,
-    /// Leases held here: resource → fencing number.
-    held: Mutex<HashMap<String, i64>>,
+    /// Leases held here, by resource.
+    held: Mutex<HashMap<String, HeldLease>>,
+    /// When the last heartbeat that went through was sent: the replica row lives until then
+    /// plus the TTL at least, and no longer once the database stops answering.
+    alive_since: Mutex<Option<std::time::Instant>>,
     /// The environment of each interaction created here (the lease its writes are fenced by).
     environments: Mutex<HashMap<String, String>>,
     changes: broadcast::Sender<String>,
@@ -281,13 +284,30 @@ struct ClusterState {
     buckets: Mutex<std::collections::HashSet<String>>,
 }
 
+/// A lease this replica holds, as far as it knows.
+#[derive(Debug, Clone, Copy)]
+struct HeldLease {
+    fence: i64,
+    /// When the statement that last took or renewed it was sent (the database set its expiry
+    /// later than that, never earlier).
+    renewed: std::time::Instant,
+}
+
 impl ClusterState {
     /// The lease resource and fencing number `interaction`'s writes must match, if any.
     fn fence_of(&self, interaction: &str) -> Option<(String, i64)> {
         let env = lock(&self.environments).get(interaction)?.clone();
         let resource = environment_resource(&env);
-        let fence = *lock(&self.held).get(&resource)?;
+        let fence = lock(&self.held).get(&resource)?.fence;
         Some((resource, fence))
+    }
+
+    /// A write under `fence` was refused: the lease moved on, so it is no longer held here.
+    fn forget(&self, resource: &str, fence: i64) {
+        let mut held = lock(&self.held);
+        if held.get(resource).is_some_and(|h| h.fence == fence) {
+            held.remove(resource);
+        }
     }
 }
 
@@ -363,6 +383,7 @@ impl PostgresStore {
                 config: config.clone(),
                 tls: tls.clone(),
                 held: Mutex::default(),
+                alive_since: Mutex::default(),
                 environments: Mutex::default(),
                 changes: broadcast::channel(1024).0,
                 buckets: Mutex::default(),
@@ -464,6 +485,9 @@ impl PostgresStore {
             .map(|r| r.get::<_, i64>(0));
         if current == Some(fence) {
             return Ok(());
+        }
+        if let Some(cluster) = &self.cluster {
+            cluster.forget(&resource, fence);
         }
         Err(Error::Fenced {
             interaction: interaction.to_owned(),
@@ -923,6 +947,11 @@ async fn listen(
     result
 }
 
+/// A released lease: free for anyone (no owner, expired) with its fencing number kept, so the
+/// next owner's is higher than every earlier owner's (a deleted row would start again at 1, and
+/// a fence could no longer tell an old owner from a new one).
+const FREED: &str = "owner = '', owner_url = '', expires_at = '-infinity'";
+
 /// The coordination of one replica ([`PostgresStore::cluster`]).
 pub struct PostgresCluster {
     pool: Pool,
@@ -953,6 +982,7 @@ impl Cluster for PostgresCluster {
         let client = self.pool.get().await.map_err(pool_err)?;
         let replica = &self.state.replica;
         let ttl = self.ttl_ms();
+        let sent = std::time::Instant::now();
         // A lease is free once it expires or its owner's heartbeat does (see `claim`).
         let renewed: Vec<String> = client
             .query(
@@ -964,7 +994,13 @@ impl Cluster for PostgresCluster {
             .map(|r| r.get(0))
             .collect();
         // A lease someone else took meanwhile is forgotten.
-        lock(&self.state.held).retain(|resource, _| renewed.contains(resource));
+        lock(&self.state.held).retain(|resource, held| {
+            let kept = renewed.contains(resource);
+            if kept {
+                held.renewed = held.renewed.max(sent);
+            }
+            kept
+        });
         client
             .execute(
                 "INSERT INTO replicas (id, url, expires_at) VALUES ($1, $2, now() + $3 * interval '1 millisecond')
@@ -972,12 +1008,15 @@ impl Cluster for PostgresCluster {
                 &[&replica.id, &replica.url, &ttl],
             )
             .await?;
+        let mut alive = lock(&self.state.alive_since);
+        *alive = Some(alive.map_or(sent, |a| a.max(sent)));
         Ok(())
     }
 
     async fn claim(&self, resource: &str) -> Result<Claim> {
         let client = self.pool.get().await.map_err(pool_err)?;
         let replica = &self.state.replica;
+        let sent = std::time::Instant::now();
         let taken = client
             .query_opt(
                 "INSERT INTO leases (resource, owner, owner_url, fence, expires_at)
@@ -993,7 +1032,13 @@ impl Cluster for PostgresCluster {
             .await?;
         if let Some(row) = taken {
             let fence: i64 = row.get(0);
-            lock(&self.state.held).insert(resource.to_owned(), fence);
+            lock(&self.state.held).insert(
+                resource.to_owned(),
+                HeldLease {
+                    fence,
+                    renewed: sent,
+                },
+            );
             return Ok(Claim::Held { fence });
         }
         lock(&self.state.held).remove(resource);
@@ -1197,6 +1242,16 @@ impl Cluster for PostgresCluster {
         ))
     }
 
+    fn fence(&self, resource: &str) -> Option<i64> {
+        let held = *lock(&self.state.held).get(resource)?;
+        let alive = (*lock(&self.state.alive_since))?;
+        let ttl = self.state.replica.lease_ttl;
+        let now = std::time::Instant::now();
+        // Another replica may take the lease once it expires, or once this replica's heartbeat
+        // row does, whichever comes first.
+        (now < held.renewed + ttl && now < alive + ttl).then_some(held.fence)
+    }
+
     fn held(&self) -> Vec<String> {
         lock(&self.state.held).keys().cloned().collect()
     }
@@ -1205,7 +1260,7 @@ impl Cluster for PostgresCluster {
         let client = self.pool.get().await.map_err(pool_err)?;
         client
             .execute(
-                "DELETE FROM leases WHERE resource = $1 AND owner = $2",
+                &format!("UPDATE leases SET {FREED} WHERE resource = $1 AND owner = $2"),
                 &[&resource, &self.state.replica.id],
             )
             .await?;
@@ -1217,8 +1272,11 @@ impl Cluster for PostgresCluster {
         let mut client = self.pool.get().await.map_err(pool_err)?;
         let tx = client.transaction().await?;
         let id = &self.state.replica.id;
-        tx.execute("DELETE FROM leases WHERE owner = $1", &[id])
-            .await?;
+        tx.execute(
+            &format!("UPDATE leases SET {FREED} WHERE owner = $1"),
+            &[id],
+        )
+        .await?;
         tx.execute("DELETE FROM quota_holds WHERE replica = $1", &[id])
             .await?;
         tx.execute("DELETE FROM replicas WHERE id = $1", &[id])

@@ -315,3 +315,97 @@ async fn quota_places_and_the_request_bucket_are_shared_and_a_clean_leave_frees_
             .is_some()
     );
 }
+
+/// Polls `check` until it holds, for at most 20 s (an observable condition, not a sleep).
+async fn until(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !check().await {
+        assert!(std::time::Instant::now() < deadline, "timed out: {what}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+// Regression (issue 36): a replica must know when a lease stopped being its own: fencing numbers
+// only grow (a released lease used to be deleted, so the next owner started again at 1 and
+// could not be told from an old one), a refused write forgets the lease at once, and a lease
+// nobody renewed within its TTL is not held by local reckoning either.
+#[tokio::test]
+#[ignore = "needs HOOKBOX_TEST_POSTGRES_URL (scripts/test.sh starts a cluster)"]
+async fn a_replica_knows_which_leases_it_holds_and_fences_only_grow() {
+    let url = super::fresh_database().await;
+    let a = replica(&url, "replica-a", 60_000).await;
+    let b = replica(&url, "replica-b", 60_000).await;
+    let (ca, cb) = (a.cluster().unwrap(), b.cluster().unwrap());
+    ca.heartbeat().await.unwrap();
+    cb.heartbeat().await.unwrap();
+    let held = |fence| hookbox_store::Claim::Held { fence };
+
+    // Released and left leases keep their fence: every next owner's is higher.
+    assert_eq!(ca.claim("env:x").await.unwrap(), held(1));
+    assert_eq!(ca.fence("env:x"), Some(1));
+    ca.release("env:x").await.unwrap();
+    assert_eq!(ca.fence("env:x"), None);
+    assert_eq!(cb.claim("env:x").await.unwrap(), held(2));
+    assert_eq!(cb.fence("env:x"), Some(2));
+    cb.leave().await.unwrap();
+    assert_eq!(cb.fence("env:x"), None);
+    assert_eq!(ca.claim("env:x").await.unwrap(), held(3));
+    assert_eq!(ca.fence("env:x"), Some(3));
+    cb.heartbeat().await.unwrap();
+
+    // A's heartbeat lapses (as when it is cut off from the database): B takes its lease, and
+    // A's next write is refused and A forgets the lease, though A's own clock says it is valid.
+    assert_eq!(ca.claim("env:y").await.unwrap(), held(1));
+    a.create_interaction(super::P, &running("int_y", "y"))
+        .await
+        .unwrap();
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+        .execute(
+            "UPDATE replicas SET expires_at = now() - interval '1 second' WHERE id = 'replica-a'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(cb.claim("env:y").await.unwrap(), held(2));
+    assert_eq!(ca.fence("env:y"), Some(1), "A has not heard yet");
+    let err = a
+        .append_step("int_y", 0, &Step::user_text("late"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, hookbox_store::Error::Fenced { fence: 1, .. }),
+        "{err}"
+    );
+    assert_eq!(ca.fence("env:y"), None);
+    // A heartbeat forgets a lease another replica took, too.
+    assert_eq!(ca.fence("env:x"), Some(3));
+    client
+        .execute(
+            "UPDATE leases SET owner = 'replica-b', fence = fence + 1 WHERE resource = 'env:x'",
+            &[],
+        )
+        .await
+        .unwrap();
+    ca.heartbeat().await.unwrap();
+    assert_eq!(ca.fence("env:x"), None);
+
+    // Not renewed within the TTL: not held by local reckoning, until a heartbeat renews it
+    // (nobody took it meanwhile, so with the same fence).
+    let c = replica(&url, "replica-c", 500).await;
+    let cc = c.cluster().unwrap();
+    cc.heartbeat().await.unwrap();
+    assert_eq!(cc.claim("env:z").await.unwrap(), held(1));
+    until("C's lease to lapse by its own reckoning", async || {
+        cc.fence("env:z").is_none()
+    })
+    .await;
+    until("C's heartbeat to renew it", async || {
+        cc.heartbeat().await.unwrap();
+        cc.fence("env:z") == Some(1)
+    })
+    .await;
+}

@@ -97,7 +97,9 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<SocketAddr>,
     /// How long a replica's heartbeat and environment leases last unrenewed: after it stops,
-    /// another replica takes its environments and fails its interactions within this time.
+    /// another replica takes its environments and fails its interactions within this time. A
+    /// replica that cannot renew them for this long (cut off from the database) stops serving
+    /// its environments and closes them.
     #[arg(long, value_name = "SECONDS", default_value_t = 10)]
     pub lease_ttl: u64,
     /// API keys clients may send (comma-separated in the environment variable), each `KEY` (a
@@ -500,24 +502,33 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     });
     if let Some(manager) = &snapshots {
         backend = backend.with_snapshots(manager.clone());
-        // Among replicas only an environment's lease holder writes its snapshots.
+        // Among replicas only an environment's lease holder writes its snapshots, each
+        // recording the lease's fencing number.
         if let Some(config) = &cluster {
             let cluster = config.cluster.clone();
             manager.set_gate(Arc::new(move |id: String| {
                 let cluster = cluster.clone();
                 Box::pin(async move {
                     let resource = hookbox_store::postgres::environment_resource(&id);
-                    matches!(
-                        cluster.claim(&resource).await,
-                        Ok(hookbox_store::Claim::Held { .. })
-                    )
+                    match cluster.claim(&resource).await {
+                        Ok(hookbox_store::Claim::Held { fence }) => u64::try_from(fence).ok(),
+                        _ => None,
+                    }
                 })
             }));
         }
     }
+    // Among replicas an environment is opened only under a lease held here, and a copy opened
+    // under a lease lost since is closed before the environment is served again.
+    if let Some(config) = &cluster {
+        backend = backend.with_leases(config.cluster.clone());
+    }
     let backend = Arc::new(backend);
     let backend_for_stop = backend.clone();
     let sweeper = backend.spawn_sweeper(backend.sweep_period());
+    let lease_watch = cluster
+        .as_ref()
+        .map(|c| backend.spawn_lease_watch(c.cluster.replica().lease_ttl / 3));
     let heartbeat = cluster
         .as_ref()
         .map(|c| tokio::spawn(hookbox_server::cluster::run(c.cluster.clone())));
@@ -696,6 +707,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         webhooks.abort();
     }
     sweeper.abort();
+    if let Some(watch) = lease_watch {
+        watch.abort();
+    }
     expiry.abort();
     scheduler.abort();
     approvals.abort();

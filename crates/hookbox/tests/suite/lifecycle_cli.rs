@@ -190,6 +190,10 @@ fn bad_ttls_and_snapshot_urls_are_refused_at_start() {
     }
 }
 
+/// Held shared by the tests that need the shared Garage store up throughout, and exclusively by
+/// the one that takes it down for a while.
+pub(super) static STORE_UP: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
 /// A Garage store for one test (`HOOKBOX_TEST_SNAPSHOT_URL`, from scripts/objectstore.sh).
 pub(super) fn garage_url() -> String {
     std::env::var("HOOKBOX_TEST_SNAPSHOT_URL")
@@ -211,7 +215,7 @@ fn objectstore(command: &str, url: &str) {
 
 /// Retries a request while it answers 503 (the lease of a dead replica not yet expired),
 /// as the SDK does; the last answer.
-fn retrying(addr: &str, method: &str, path: &str, body: &str) -> String {
+pub(super) fn retrying(addr: &str, method: &str, path: &str, body: &str) -> String {
     wait_for(Duration::from_secs(60), path, || {
         let resp = http(addr, method, path, body);
         (!status_line(&resp).contains(" 503 ")).then_some(resp)
@@ -327,6 +331,8 @@ fn replicas_without_a_shared_disk_carry_environments_through_the_object_store() 
     assert!(!dir.path().join("b/environments").join(&other_env).exists());
 
     // 4. The store goes down mid-run: B keeps working, says so, and uploads once it is back.
+    // The other tests on the shared store wait until it is back.
+    let outage = STORE_UP.write().unwrap_or_else(|p| p.into_inner());
     objectstore("down", &store);
     let during = post_json(
         &b.addr,
@@ -360,6 +366,7 @@ fn replicas_without_a_shared_disk_carry_environments_through_the_object_store() 
             (r["status"] == "ready" && r["snapshots"]["pending_checkpoints"] == 0).then_some(())
         },
     );
+    drop(outage);
     // Metrics and the audit log said so too.
     let metrics = http(&b.addr, "GET", "/metrics", "");
     for operation in ["restore", "checkpoint", "checkpoint_failed"] {

@@ -6,6 +6,7 @@ mod gvisor_cli;
 mod hooks_cli;
 mod interaction_hooks_cli;
 mod lifecycle_cli;
+mod partition_cli;
 mod postgres_cli;
 mod serve_cli;
 mod support;
