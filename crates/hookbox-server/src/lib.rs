@@ -80,7 +80,7 @@ pub const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(
-        "no API keys are configured, so hookbox only listens on loopback (local mode); refusing {0}. Set {keys} or listen on 127.0.0.1",
+        "no API keys are configured, so hookbox only listens on loopback (local mode); refusing {0}. Give a key (--api-key KEY or {keys}=KEY, or create one with `hookbox key create`) or listen on 127.0.0.1",
         keys = env_vars::HOOKBOX_API_KEYS
     )]
     NonLoopbackWithoutKeys(SocketAddr),

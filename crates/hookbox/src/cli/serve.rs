@@ -361,7 +361,18 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("cannot open the audit log {}", path.display()))?;
         hookbox_server::audit::install(layer);
     }
-    // Bound first: a replica's address is part of its identity in the cluster.
+    // A keyless server may listen on loopback only, refused before anything listens. Managed
+    // keys live in the store, so without a static key a non-loopback address opens it first.
+    if api_keys.is_empty() && !args.listen.ip().is_loopback() {
+        let probe = hookbox_store::open_store(&data_dir, args.database.as_deref(), &options)
+            .await
+            .with_context(|| match args.database {
+                Some(_) => "cannot open the PostgreSQL store (--database)".to_owned(),
+                None => format!("cannot open the store in {}", data_dir.display()),
+            })?;
+        hookbox_server::check_listen_addr(args.listen, probe.has_api_keys().await?)?;
+    }
+    // Bound next: a replica's address is part of its identity in the cluster.
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;

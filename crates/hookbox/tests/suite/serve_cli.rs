@@ -116,21 +116,29 @@ fn banner_says_where_and_how_to_connect() {
 
 #[test]
 fn refuses_public_address_without_keys() {
-    // `hookbox serve` binds its address before it can tell whether keys exist (managed keys
-    // live in the store), so each address is tried in a network namespace of the test's own,
-    // with the address on its loopback: nothing there leads off the machine, and the bind
-    // succeeds, so only the check can refuse. The wildcards, private, shared and public ones.
+    // Each address is tried in a network namespace of the test's own, with the address on its
+    // loopback: nothing there leads off the machine. The port is taken beforehand by the
+    // process that becomes `hookbox serve` (the socket stays open across exec), so a server
+    // that bound before checking would fail with "cannot listen" instead of refusing.
     if !hookbox_test_require::root("a network namespace of its own (unshare --net)") {
         return;
     }
+    const HOLD_PORT: &str = "import os, socket, sys\n\
+host, port = sys.argv[1].rsplit(':', 1)\n\
+host = host.strip('[]')\n\
+s = socket.socket(socket.AF_INET6 if ':' in host else socket.AF_INET)\n\
+s.bind((host, int(port)))\n\
+s.listen()\n\
+os.set_inheritable(s.fileno(), True)\n\
+os.execv(sys.argv[2], sys.argv[2:])\n";
     for (listen, ip) in [
-        ("0.0.0.0:0", None),
-        ("[::]:0", None),
-        ("10.20.30.40:0", Some("10.20.30.40")),
-        ("192.168.77.1:0", Some("192.168.77.1")),
-        ("100.64.0.9:0", Some("100.64.0.9")),
-        ("203.0.113.9:0", Some("203.0.113.9")),
-        ("8.8.8.8:0", Some("8.8.8.8")),
+        ("0.0.0.0:18080", None),
+        ("[::]:18080", None),
+        ("10.20.30.40:18080", Some("10.20.30.40")),
+        ("192.168.77.1:18080", Some("192.168.77.1")),
+        ("100.64.0.9:18080", Some("100.64.0.9")),
+        ("203.0.113.9:18080", Some("203.0.113.9")),
+        ("8.8.8.8:18080", Some("8.8.8.8")),
     ] {
         let data = hookbox_test_support::DataDir::new();
         let add = ip
@@ -139,10 +147,11 @@ fn refuses_public_address_without_keys() {
         let mut child = Command::new("unshare")
             .args(["--net", "--", "sh", "-c"])
             .arg(format!(
-                "ip link set lo up && {add}exec \"$0\" serve --listen \"$1\""
+                "ip link set lo up && {add}exec python3 -c \"$2\" \"$1\" \"$0\" serve --listen \"$1\""
             ))
             .arg(env!("CARGO_BIN_EXE_hookbox"))
             .arg(listen)
+            .arg(HOLD_PORT)
             .env_remove("HOOKBOX_API_KEYS")
             .env("HOOKBOX_DATA_DIR", data.path())
             .stdout(Stdio::null())
@@ -175,6 +184,8 @@ fn refuses_public_address_without_keys() {
             "{listen}: {err}"
         );
         assert!(err.contains("HOOKBOX_API_KEYS"), "{listen}: {err}");
+        assert!(err.contains("--api-key"), "{listen}: {err}");
+        assert!(!err.contains("cannot listen"), "{listen}: {err}");
     }
 }
 
