@@ -19,6 +19,7 @@ pub mod engine;
 pub mod http;
 pub mod matcher;
 pub mod runner;
+pub mod scrub;
 
 pub use config::HooksConfig;
 pub use config::OnFailure;

@@ -3,7 +3,7 @@
 //! function tools answered with `function_result`, remote `mcp_server` tools, calls paused by a
 //! hook's `ask` and their sweeper ([`approvals`]), `pre_interaction` / `post_interaction`
 //! hooks around each run), environments and their files (resumable
-//! upload), credentials (secrets write-only), agents, webhooks (`webhooks`: the resource; the
+//! upload, [`uploads`]), credentials (secrets write-only), agents, webhooks (`webhooks`: the resource; the
 //! deliverer is `hookbox-webhooks`) and triggers ([`triggers`]: the resource and the scheduler),
 //! under `/v1`, `/v1beta`, `/v1alpha` and unversioned paths, behind API-key auth.
 //!
@@ -28,6 +28,7 @@ pub mod sandbox;
 mod schedule;
 mod stream;
 pub mod triggers;
+pub mod uploads;
 mod webhooks;
 
 use std::collections::HashMap;
@@ -111,6 +112,8 @@ pub struct Services {
     pub sandbox_slots: Option<Arc<hookbox_sandbox::slots::SlotRegistry>>,
     /// Expiry and checkpoints.
     pub lifecycle: lifecycle::Lifecycle,
+    /// Where unfinished uploads are spooled and how far they may go.
+    pub uploads: uploads::UploadOptions,
 }
 
 /// Shared state of all handlers.
@@ -133,7 +136,7 @@ struct Inner {
     /// Held while a continuation that answers paused calls is checked and stored, and while the
     /// approvals sweeper times a paused interaction out, so only one of them settles it.
     approvals: tokio::sync::Mutex<()>,
-    uploads: Mutex<HashMap<String, environments::Upload>>,
+    uploads: uploads::Uploads,
     /// Set when this server is one replica of several.
     cluster: Option<cluster::ClusterConfig>,
     lifecycle: lifecycle::Lifecycle,
@@ -190,7 +193,7 @@ impl AppState {
                 loop_config: services.loop_config,
                 running: Mutex::new(HashMap::new()),
                 approvals: tokio::sync::Mutex::new(()),
-                uploads: Mutex::new(HashMap::new()),
+                uploads: uploads::Uploads::new(services.uploads),
                 cluster,
                 lifecycle: services.lifecycle,
                 drain: drain::DrainState::default(),
@@ -314,9 +317,9 @@ fn upload_routes() -> Router<AppState> {
     Router::new()
         .route(
             "/environments/{id}/files/{*path}",
-            put(environments::upload_start),
+            put(uploads::upload_start),
         )
-        .route("/sessions/{session}", post(environments::upload_chunk))
+        .route("/sessions/{session}", post(uploads::upload_chunk))
 }
 
 /// The whole API.

@@ -1,4 +1,5 @@
 mod answers_cli;
+mod bounds_cli;
 mod drain_cli;
 mod env_cli;
 mod gvisor_cli;
@@ -8,3 +9,4 @@ mod lifecycle_cli;
 mod postgres_cli;
 mod serve_cli;
 mod support;
+mod telemetry_cli;
