@@ -1,7 +1,8 @@
 //! Remote MCP servers' tools (`mcp_server` tools of an interaction) as the loop sees them: what
 //! the model is offered, the name it calls each tool by, and the seam that runs a call
-//! ([`McpTools`], implemented where connections and egress live). This module opens no
-//! connection itself.
+//! ([`McpTools`], implemented where connections and egress live). At most [`MAX_SERVERS`] per
+//! interaction; listed tools whose model names clash are [`Withheld`], never shadowed. This
+//! module opens no connection itself.
 
 use async_trait::async_trait;
 use serde_json::Value;

@@ -3,7 +3,10 @@
 //! checked address, wrap it in verified TLS, and compute the headers to inject.
 //!
 //! Owns [`Egress`] (one environment's policy, CA, credentials and limits), [`Denial`] and
-//! [`EgressError`]. It must not speak HTTP to clients (see `proxy` and `poster`).
+//! [`EgressError`]. What a refusal or a failure says (a 403 body, a hook's or a webhook's error)
+//! reaches the tenant: it names the rule, never what a name resolved to; only the operator's
+//! audit event has that ([`Denial::logged`]). It must not speak HTTP to clients (see `proxy`
+//! and `poster`).
 
 use std::collections::HashMap;
 use std::fmt;

@@ -9,7 +9,8 @@
 //! does not answer or times out is reported, never fatal: [`McpSession`] lists it as
 //! unavailable, or its call gets an error result. Calls go through the environment's hooks
 //! only where a matcher written for MCP (`mcp:<server>/<tool>`) says so. Header values are sent
-//! as given and never logged. This module must not run tools or decide policy itself.
+//! as given and never logged; what a server answers is scrubbed of the values the egress
+//! injected (a server may echo them). This module must not run tools or decide policy itself.
 //!
 //! A server is hostile until its listing is read: every response is read only up to
 //! [`MAX_RESPONSE_BYTES`] before it is parsed, and its `tools/list` is followed page by page
@@ -123,6 +124,7 @@ impl McpSession {
                     session.servers.insert(spec.name.clone(), connected);
                 }
                 Err(why) => {
+                    let why = session.scrubbed(why);
                     tracing::warn!(server = %spec.name, reason = %why, "MCP server unavailable");
                     session.unavailable.push((spec.name.clone(), why));
                 }
@@ -190,6 +192,17 @@ impl McpSession {
             },
             tools,
         ))
+    }
+
+    /// `text` from a server (a result, an error) without the values the environment's egress
+    /// injected into the requests to it: a server that echoes its `Authorization` header must
+    /// not hand the credential to the model, the steps or the log.
+    fn scrubbed(&self, text: String) -> String {
+        let secrets = self.env.network().egress().injected_values();
+        if secrets.is_empty() {
+            return text;
+        }
+        hookbox_hooks::scrub::scrub(&text, &secrets)
     }
 
     /// Closes every connection.
@@ -289,6 +302,7 @@ impl McpTools for McpSession {
             )),
             Decision::Allow => {
                 let (text, is_error) = self.call_server(server, tool, &args).await;
+                let text = self.scrubbed(text);
                 ToolExecution {
                     is_error,
                     ..ToolExecution::ok(text)
