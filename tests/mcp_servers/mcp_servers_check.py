@@ -2,7 +2,8 @@
 offline agent calls a FastMCP server (`docs_server.py`) on 127.0.0.1.
 
 1. a call goes through the environment's egress proxy: the allowlist entry's transform header
-   reaches the server, and so do the request's own headers, sent as given;
+   reaches the server (and the server's echo of it is scrubbed from the result), and so do the
+   request's own headers, sent as given;
 2. the header's secret never appears in the stored interaction (its tools are echoed redacted)
    nor in a trigger that would send it at every run;
 3. `allowed_tools` filters what the model sees: a tool left out cannot be called;
@@ -136,7 +137,9 @@ try:
     text = result.result if result else ""
     check("call: the server answered", "3 results for hooks" in str(text), text)
     check("egress: the allowlist's transform header reached the server (through the proxy)",
-          "injected: by-egress" in str(text), text)
+          any(c["tool"] == "search" and c["injected"] == "by-egress" for c in calls()), calls())
+    check("egress: the server's echo of the injected value is scrubbed from the result",
+          "injected: [redacted]" in str(text) and "by-egress" not in str(text), text)
     check("headers: the request's header reached the server as given", "key ok: True" in str(text), text)
     stored = raw(f"/v1beta/interactions/{done.id}")
     check("headers: the secret is in no stored step or echo", SECRET not in stored

@@ -283,6 +283,11 @@ try:
     check("ssrf: the delivery failed, saying the guard refused it",
           len(deliveries) == 1 and deliveries[0]["status"] == "failed" and deliveries[0]["attempts"] == 2
           and "SSRF" in deliveries[0].get("last_error", ""), deliveries)
+    # The owner is told the rule, not what the name resolves to (issue 36): the operator's
+    # audit log keeps that.
+    last_error = deliveries[0].get("last_error", "") if deliveries else ""
+    check("ssrf: the error names the rule, never the address the name resolves to",
+          "blocked range (loopback)" in last_error and "127.0.0" not in last_error, last_error)
     check("ssrf: nothing reached the receiver from it",
           not any(event(i).get("data", {}).get("webhook_id") == blocked.id for i in receiver.seen)
           and len(blocked_receiver.seen) == 1, blocked_receiver.seen)

@@ -238,9 +238,9 @@ pub async fn run(
                         r = ctx.mcp.call(&server, tool, &call.args) => r,
                         _ = wait_cancelled(&mut cancel) => return cancelled(usage),
                     },
-                    None => {
-                        crate::seams::ToolExecution::error(unavailable_message(ctx.mcp, &server))
-                    }
+                    None => crate::seams::ToolExecution::error(not_callable_message(
+                        ctx.mcp, &server, &call.name,
+                    )),
                 };
                 emit(
                     &mut conversation,
@@ -335,7 +335,8 @@ fn offered_functions(ctx: &LoopContext<'_>) -> Vec<crate::model::FunctionDecl> {
     offered
 }
 
-/// The system instruction, with one line per MCP server that could not be reached.
+/// The system instruction, with one line per MCP server that could not be reached and per
+/// listed tool withheld for a clashing name.
 fn with_unavailable_servers(
     system: Option<&str>,
     mcp: &dyn crate::mcp::McpTools,
@@ -343,8 +344,29 @@ fn with_unavailable_servers(
     let notes = mcp
         .unavailable()
         .iter()
-        .map(|(server, _)| format!("[mcp] {}", unavailable_message(mcp, server)));
+        .map(|(server, _)| format!("[mcp] {}", unavailable_message(mcp, server)))
+        .chain(
+            mcp.withheld()
+                .iter()
+                .map(|w| format!("[mcp] {}", withheld_message(w))),
+        );
     crate::model::with_notes(system, notes)
+}
+
+fn withheld_message(w: &crate::mcp::Withheld) -> String {
+    format!(
+        "MCP server `{}`'s tool `{}` is not offered: {}",
+        w.server, w.tool, w.why
+    )
+}
+
+/// Why the model's call `name` of an MCP server's tool cannot be made: the tool is withheld,
+/// or its server is unavailable.
+fn not_callable_message(mcp: &dyn crate::mcp::McpTools, server: &str, name: &str) -> String {
+    match mcp.withheld().iter().find(|w| w.model_name == name) {
+        Some(w) => withheld_message(w),
+        None => unavailable_message(mcp, server),
+    }
 }
 
 fn unavailable_message(mcp: &dyn crate::mcp::McpTools, server: &str) -> String {

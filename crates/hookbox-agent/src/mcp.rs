@@ -1,12 +1,17 @@
 //! Remote MCP servers' tools (`mcp_server` tools of an interaction) as the loop sees them: what
 //! the model is offered, the name it calls each tool by, and the seam that runs a call
-//! ([`McpTools`], implemented where connections and egress live). This module opens no
-//! connection itself.
+//! ([`McpTools`], implemented where connections and egress live). At most [`MAX_SERVERS`] per
+//! interaction; listed tools whose model names clash are [`Withheld`], never shadowed. This
+//! module opens no connection itself.
 
 use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::seams::ToolExecution;
+
+/// The most `mcp_server` entries one request may declare (each is a connection, a listing and
+/// tools in every model turn).
+pub const MAX_SERVERS: usize = 16;
 
 /// One `mcp_server` entry of an interaction's `tools`. Its `Debug` never shows header values.
 #[derive(Clone, PartialEq)]
@@ -69,6 +74,51 @@ pub fn model_name(server: &str, tool: &str) -> String {
         .collect()
 }
 
+/// A listed tool the model is not offered because its model name ([`model_name`]) is also
+/// another listed tool's (`a.b` and `a_b` both become `<server>__a_b`): offering either would
+/// let one shadow the other, so neither is offered, and the model is told why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Withheld {
+    pub server: String,
+    /// The tool's own name, as its server lists it.
+    pub tool: String,
+    /// The model name it shares.
+    pub model_name: String,
+    /// Why, naming the tools that share it.
+    pub why: String,
+}
+
+/// Splits `tools` into those offered and those [`Withheld`] because their model names clash.
+/// Order is kept.
+pub fn withhold_clashes(tools: Vec<McpToolDecl>) -> (Vec<McpToolDecl>, Vec<Withheld>) {
+    let mut by_name: std::collections::HashMap<String, Vec<String>> =
+        std::collections::HashMap::new();
+    for t in &tools {
+        by_name
+            .entry(t.model_name())
+            .or_default()
+            .push(format!("`{}` of `{}`", t.tool, t.server));
+    }
+    let mut offered = Vec::new();
+    let mut withheld = Vec::new();
+    for t in tools {
+        let name = t.model_name();
+        match by_name.get(&name) {
+            Some(sharing) if sharing.len() > 1 => withheld.push(Withheld {
+                why: format!(
+                    "the tools {} would all be called `{name}`, so none of them is offered (keep one with allowed_tools)",
+                    sharing.join(" and ")
+                ),
+                server: t.server,
+                tool: t.tool,
+                model_name: name,
+            }),
+            _ => offered.push(t),
+        }
+    }
+    (offered, withheld)
+}
+
 /// The hook matcher name of a call (`mcp:<server>/<tool>`): only matchers that start with
 /// `mcp:` see it.
 pub fn hook_name(server: &str, tool: &str) -> String {
@@ -84,6 +134,11 @@ pub trait McpTools: Send + Sync + std::fmt::Debug {
     /// Servers whose tools could not be listed, with why (told to the model; a call of a tool
     /// of theirs gets the reason as its error).
     fn unavailable(&self) -> &[(String, String)];
+    /// Listed tools not offered because their model names clash (told to the model; a call by
+    /// that name gets the reason as its error).
+    fn withheld(&self) -> &[Withheld] {
+        &[]
+    }
     /// Calls `tool` of `server` (through the environment's hooks for `mcp:` matchers, if any):
     /// failures are error results, never errors of the run.
     async fn call(&self, server: &str, tool: &str, args: &Value) -> ToolExecution;
@@ -122,11 +177,14 @@ impl McpTools for Unreachable {
 }
 
 /// What a model-facing function name refers to among `mcp`'s servers: `(server, tool)` of an
-/// offered tool, or `(server, None)` for a name that starts with an unavailable server's
-/// prefix.
+/// offered tool, or `(server, None)` for a withheld tool's name or a name that starts with an
+/// unavailable server's prefix.
 pub fn resolve<'a>(mcp: &'a dyn McpTools, name: &str) -> Option<(&'a str, Option<&'a str>)> {
     if let Some(t) = mcp.tools().iter().find(|t| t.model_name() == name) {
         return Some((&t.server, Some(&t.tool)));
+    }
+    if let Some(w) = mcp.withheld().iter().find(|w| w.model_name == name) {
+        return Some((&w.server, None));
     }
     mcp.unavailable()
         .iter()
@@ -151,6 +209,43 @@ mod tests {
             shown.contains("Authorization") && !shown.contains("s3cret"),
             "{shown}"
         );
+    }
+
+    fn decl(server: &str, tool: &str) -> McpToolDecl {
+        McpToolDecl {
+            server: server.into(),
+            tool: tool.into(),
+            description: String::new(),
+            parameters: serde_json::json!({"type": "object"}),
+        }
+    }
+
+    #[test]
+    fn tools_whose_model_names_clash_are_withheld_never_shadowed() {
+        let (offered, withheld) = withhold_clashes(vec![
+            decl("docs", "a.b"),
+            decl("docs", "search"),
+            decl("docs", "a_b"),
+            decl("docs", "a b"),
+        ]);
+        assert_eq!(offered, vec![decl("docs", "search")]);
+        assert_eq!(
+            withheld.iter().map(|w| w.tool.as_str()).collect::<Vec<_>>(),
+            ["a.b", "a_b", "a b"]
+        );
+        assert!(withheld.iter().all(|w| w.model_name == "docs__a_b"));
+        assert!(
+            withheld[0]
+                .why
+                .contains("`a.b` of `docs` and `a_b` of `docs`")
+        );
+        // Long names clash once cut to 64 characters.
+        let long = "x".repeat(70);
+        let (offered, withheld) = withhold_clashes(vec![
+            decl("s", &format!("{long}1")),
+            decl("s", &format!("{long}2")),
+        ]);
+        assert!(offered.is_empty() && withheld.len() == 2);
     }
 
     #[test]

@@ -235,6 +235,15 @@ pub trait EnvironmentProvider: Send + Sync + std::fmt::Debug {
         bytes: &[u8],
         overwrite: bool,
     ) -> Result<EnvironmentFile, ProviderError>;
+    /// [`Self::write_file`] with the content of `source` from its start (an upload's spool
+    /// file), copied without holding it in memory.
+    async fn write_file_from(
+        &self,
+        id: &str,
+        path: &str,
+        source: std::fs::File,
+        overwrite: bool,
+    ) -> Result<EnvironmentFile, ProviderError>;
     async fn usage(&self, id: &str) -> Result<EnvironmentUsage, ProviderError>;
     /// Saves what changed in the environment to durable storage off this host, if the provider
     /// has any: waiting for the upload when `wait`, else scheduling it. Providers without

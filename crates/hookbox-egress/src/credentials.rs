@@ -193,17 +193,43 @@ pub const DEFAULT_HEADER_NAME: &str = "Authorization";
 /// Default prefix for bearer tokens (spec §6).
 pub const DEFAULT_PREFIX: &str = "Bearer";
 
+/// Why a `bearer_token` credential's parts cannot make the header the proxy injects, as
+/// `(field, why)`: `header_name` must be a header name that may be injected (an RFC 7230
+/// token, neither hop-by-hop nor `Host`), `prefix` and `token` valid in a header value (no CR,
+/// LF or NUL; visible ASCII, spaces and tabs). Parts left `None` are not checked. Checked when
+/// a credential is created or updated, so a bad one is refused there rather than never
+/// injected; the message never echoes the token.
+pub fn check_bearer_parts(
+    header_name: Option<&str>,
+    prefix: Option<&str>,
+    token: Option<&str>,
+) -> std::result::Result<(), (&'static str, String)> {
+    if let Some(name) = header_name {
+        crate::inject::check_header_name(name).map_err(|why| ("header_name", why.to_owned()))?;
+        if crate::inject::is_hop_by_hop(name) || name.eq_ignore_ascii_case("host") {
+            return Err(("header_name", "this header cannot be injected".to_owned()));
+        }
+    }
+    if let Some(prefix) = prefix {
+        crate::inject::check_header_value(prefix).map_err(|why| ("prefix", why.to_owned()))?;
+    }
+    if let Some(token) = token {
+        crate::inject::check_header_value(token).map_err(|why| ("token", why.to_owned()))?;
+    }
+    Ok(())
+}
+
 fn check_header(name: &str, value: &str) -> Result<()> {
-    if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+    if let Err(why) = crate::inject::check_header_name(name) {
         return Err(CredentialError::Invalid(format!(
-            "{name:?} is not a valid header name"
+            "header_name {name:?}: {why}"
         )));
     }
-    if http::HeaderValue::from_str(value).is_err() {
+    if let Err(why) = crate::inject::check_header_value(value) {
         // The message must not echo the value.
-        return Err(CredentialError::Invalid(
-            "the secret (with its prefix) is not a valid header value".into(),
-        ));
+        return Err(CredentialError::Invalid(format!(
+            "the secret (with its prefix): {why}"
+        )));
     }
     Ok(())
 }
@@ -448,6 +474,53 @@ impl CredentialStore for FileCredentialStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression (issue 36, flaw 8): a token with CR/LF or a header name with a space was
+    /// accepted and then never injected; each part is checked, naming it, never echoing it.
+    #[test]
+    fn bearer_parts_that_could_never_be_sent_are_refused_by_name() {
+        assert_eq!(
+            check_bearer_parts(Some("X-Api-Key"), Some("Bearer"), Some("t0k")),
+            Ok(())
+        );
+        assert_eq!(
+            check_bearer_parts(None, None, Some("with space and\ttab")),
+            Ok(())
+        );
+        let field = |r: std::result::Result<(), (&'static str, String)>| r.unwrap_err().0;
+        assert_eq!(
+            field(check_bearer_parts(Some("X Api"), None, None)),
+            "header_name"
+        );
+        assert_eq!(
+            field(check_bearer_parts(Some("X-Key:"), None, None)),
+            "header_name"
+        );
+        assert_eq!(
+            field(check_bearer_parts(Some("Host"), None, None)),
+            "header_name"
+        );
+        assert_eq!(
+            field(check_bearer_parts(Some("Connection"), None, None)),
+            "header_name"
+        );
+        assert_eq!(
+            field(check_bearer_parts(None, Some("Bearer\r\n"), None)),
+            "prefix"
+        );
+        for token in ["s3cret\r\nX-Evil: 1", "s3cret\n", "s3cret\0", "s3crét"] {
+            let (field, why) = check_bearer_parts(None, None, Some(token)).unwrap_err();
+            assert_eq!(field, "token");
+            assert!(!why.contains("s3cr"), "{why}");
+        }
+        // The file store refuses them too.
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileCredentialStore::open(dir.path()).unwrap();
+        assert!(matches!(
+            store.create("crlf", bearer("abc\r\nX: y")),
+            Err(CredentialError::Invalid(_))
+        ));
+    }
 
     fn bearer(token: &str) -> CredentialSpec {
         CredentialSpec::BearerToken {

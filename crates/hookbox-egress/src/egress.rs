@@ -3,7 +3,10 @@
 //! checked address, wrap it in verified TLS, and compute the headers to inject.
 //!
 //! Owns [`Egress`] (one environment's policy, CA, credentials and limits), [`Denial`] and
-//! [`EgressError`]. It must not speak HTTP to clients (see `proxy` and `poster`).
+//! [`EgressError`]. What a refusal or a failure says (a 403 body, a hook's or a webhook's error)
+//! reaches the tenant: it names the rule, never what a name resolved to; only the operator's
+//! audit event has that ([`Denial::logged`]). It must not speak HTTP to clients (see `proxy`
+//! and `poster`).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -233,18 +236,32 @@ impl DenyRule {
     }
 }
 
-/// A refusal: the rule and a human explanation (never a secret).
+/// A refusal: the rule and a human explanation (never a secret). `detail` is what the sandbox,
+/// a hook, a model or a webhook's owner is told: it names the rule, never what an internal name
+/// resolves to. The operator's audit event may say more ([`Denial::logged`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("denied by rule {}: {detail}", rule.name())]
 pub struct Denial {
     pub rule: DenyRule,
     pub detail: String,
+    /// The operator's fuller account (the resolved address and the range), for the audit
+    /// event only; `None`: the same as `detail`.
+    logged: Option<String>,
+}
+
+impl Denial {
+    /// What the operator's audit event says about the refusal: `detail`, or more (the address
+    /// a name resolved to) when there is more.
+    pub fn logged(&self) -> &str {
+        self.logged.as_deref().unwrap_or(&self.detail)
+    }
 }
 
 pub(crate) fn deny(rule: DenyRule, detail: impl Into<String>) -> Denial {
     Denial {
         rule,
         detail: detail.into(),
+        logged: None,
     }
 }
 
@@ -399,7 +416,7 @@ impl Egress {
             Ok(()) => Outcome::Allowed,
             Err(d) => Outcome::Denied {
                 rule: d.rule.name(),
-                detail: d.detail.clone(),
+                detail: d.logged().to_owned(),
             },
         };
         // The entry's credential, so a refusal for a deleted one names it.
@@ -473,16 +490,27 @@ impl Egress {
                 Ok(())
             }
             AddressVerdict::Blocked { range, via } => {
+                // The tenant learns the rule; only the operator's audit event learns what an
+                // internal name resolves to.
+                let told = if host == ip.to_string() {
+                    format!("{host} is in a blocked range ({})", range.rule)
+                } else {
+                    format!(
+                        "the address {host} resolves to is in a blocked range ({})",
+                        range.rule
+                    )
+                };
                 let via = via
                     .map(|v| format!(" (embedded via {v:?})"))
                     .unwrap_or_default();
-                Err(deny(
-                    DenyRule::BlockedAddress(range.rule),
-                    format!(
+                Err(Denial {
+                    rule: DenyRule::BlockedAddress(range.rule),
+                    detail: told,
+                    logged: Some(format!(
                         "{host} resolves to {ip}{via}, in {} ({})",
                         range.cidr, range.reason
-                    ),
-                ))
+                    )),
+                })
             }
         }
     }
@@ -530,8 +558,16 @@ impl Egress {
                     let _ = stream.set_nodelay(true);
                     return Ok(stream);
                 }
-                Ok(Err(e)) => last = format!("{addr}: {e}"),
-                Err(_) => last = format!("{addr}: connect timed out"),
+                // The error goes back to the sandbox (a 502): it says what failed, not which
+                // address the name resolved to; the operator's log has that.
+                Ok(Err(e)) => {
+                    tracing::debug!(host = %target.host_str, %addr, error = %e, "egress connect failed");
+                    last = e.to_string();
+                }
+                Err(_) => {
+                    tracing::debug!(host = %target.host_str, %addr, "egress connect timed out");
+                    last = "connect timed out".into();
+                }
             }
         }
         Err(EgressError::Connect {
@@ -562,6 +598,36 @@ impl Egress {
             }),
             Ok(Ok(s)) => Ok(s),
         }
+    }
+
+    /// Every header value this environment's egress may inject (its allowlist's `transform`
+    /// values and its credentials' values, read fresh from the credential store), and the token
+    /// part of each (after a `Bearer `-style prefix): what must be scrubbed from anything
+    /// recorded about the environment, since an upstream may echo what it was sent. Credentials
+    /// that cannot be read are left out (nothing of theirs was injected).
+    pub fn injected_values(&self) -> Vec<String> {
+        let NetworkPolicy::Allowlist(entries) = &self.policy else {
+            return Vec::new();
+        };
+        let mut values: Vec<String> = Vec::new();
+        for entry in entries {
+            for (_, value) in &entry.transform {
+                values.push(value.clone());
+            }
+            if let Some(id) = &entry.credential
+                && let Ok(Injection::Header { value, .. }) = self.credentials.reveal(id)
+            {
+                values.push(value.expose().to_owned());
+            }
+        }
+        let tokens: Vec<String> = values
+            .iter()
+            .filter_map(|v| v.split_once(' ').map(|(_, token)| token.trim().to_owned()))
+            .collect();
+        values.extend(tokens);
+        values.sort();
+        values.dedup();
+        values
     }
 
     /// The headers to inject for the target's entry, read fresh from the credential store (so

@@ -24,6 +24,36 @@ pub fn is_hop_by_hop(name: &str) -> bool {
     HOP_BY_HOP.iter().any(|h| h.eq_ignore_ascii_case(name))
 }
 
+/// Why `name` cannot name a header hookbox sends (an allowlist `transform`, a credential's
+/// `header_name`, an `mcp_server` header): it must be an RFC 7230 token (no spaces, colons or
+/// control characters). Checked when the name is given, so it is never silently dropped later.
+pub fn check_header_name(name: &str) -> Result<(), &'static str> {
+    if name.is_empty() {
+        return Err("a header name cannot be empty");
+    }
+    HeaderName::from_bytes(name.as_bytes())
+        .map(|_| ())
+        .map_err(|_| "not a valid header name (an RFC 7230 token: letters, digits and !#$%&'*+-.^_`|~, no spaces)")
+}
+
+/// Why `value` cannot be sent as (part of) a header value: only visible ASCII, spaces and tabs
+/// (no CR, LF, NUL or other control characters, nothing outside ASCII). The message never
+/// echoes the value, which is often a secret.
+pub fn check_header_value(value: &str) -> Result<(), &'static str> {
+    if value.bytes().any(|b| matches!(b, b'\r' | b'\n' | 0)) {
+        return Err("a header value cannot contain CR, LF or NUL");
+    }
+    // Stricter than `HeaderValue`, which also takes bytes past ASCII that receivers read
+    // differently.
+    if !value
+        .bytes()
+        .all(|b| b == b'\t' || (0x20..0x7f).contains(&b))
+    {
+        return Err("a header value may hold only visible ASCII characters, spaces and tabs");
+    }
+    Ok(())
+}
+
 /// Headers to set on every request to one allowlist entry's hosts.
 #[derive(Debug, Clone, Default)]
 pub struct Injected {

@@ -262,8 +262,8 @@ fn parse_headers(
 ) -> Result<Vec<(String, String)>, PolicyError> {
     let mut out = Vec::with_capacity(map.len());
     for (name, value) in map {
-        if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
-            return Err(perr(format!("{at}.{name}"), "not a valid header name"));
+        if let Err(why) = crate::inject::check_header_name(name) {
+            return Err(perr(format!("{at}.{name}"), why));
         }
         if crate::inject::is_hop_by_hop(name) || name.eq_ignore_ascii_case("host") {
             return Err(perr(
@@ -274,8 +274,8 @@ fn parse_headers(
         let Value::String(v) = value else {
             return Err(perr(format!("{at}.{name}"), "expected a string value"));
         };
-        if http::HeaderValue::from_str(v).is_err() {
-            return Err(perr(format!("{at}.{name}"), "not a valid header value"));
+        if let Err(why) = crate::inject::check_header_value(v) {
+            return Err(perr(format!("{at}.{name}"), why));
         }
         out.push((name.to_ascii_lowercase(), v.clone()));
     }
@@ -396,7 +396,7 @@ mod tests {
         );
         assert_eq!(
             err(json!({"allowlist": [{"domain": "a.com", "transform": {"Bad Name": "v"}}]})),
-            "network.allowlist[0].transform.Bad Name: not a valid header name"
+            "network.allowlist[0].transform.Bad Name: not a valid header name (an RFC 7230 token: letters, digits and !#$%&'*+-.^_`|~, no spaces)"
         );
         assert_eq!(
             err(json!({"allowlist": [{"domain": "a.com", "transform": {"Connection": "x"}}]})),

@@ -23,6 +23,15 @@
 //!   is refused anyway), and their `updated_args` apply to the call the reviewer sees. The first
 //!   ask's reason is the one shown.
 //!
+//! What is recorded where: the [`Dispatch`] (the step's trace, the tenant's) keeps what each
+//! handler said: its stderr, an excerpt of an unparseable answer, its reason. With
+//! [`HookEngine::with_secrets`] every such text is first scrubbed of the values the
+//! environment's egress injects. The `hook_handler` span carries the event, tool, group,
+//! handler type, decision and failure kind ([`Failure::summary`]); the `hook.ran` /
+//! `hook.failed` log events add the handler (its command line or URL), the duration and the
+//! deny or ask reason (the audit log reads them). Neither ever carries a handler's input,
+//! output or `updated_args`.
+//!
 //! The engine does not know where commands run or how HTTP leaves: see [`crate::runner`] and
 //! [`crate::http`].
 
@@ -106,6 +115,42 @@ pub enum Failure {
     HttpStatus { status: u16 },
     Http { message: String },
     ResponseTooLarge { limit: usize },
+}
+
+impl Failure {
+    /// The failure as telemetry and the logs tell it: without what the handler printed (its
+    /// output is the tenant's, and may echo arguments or secrets), which only the step's trace
+    /// keeps.
+    pub fn summary(&self) -> String {
+        match self {
+            Failure::NotJson { .. } => "output is not JSON".to_owned(),
+            Failure::NotADecision { .. } => "output is not a decision".to_owned(),
+            Failure::Spawn { .. }
+            | Failure::NonZeroExit { .. }
+            | Failure::Signaled { .. }
+            | Failure::TimedOut { .. }
+            | Failure::OutputLimit { .. }
+            | Failure::EmptyOutput
+            | Failure::HttpStatus { .. }
+            | Failure::Http { .. }
+            | Failure::ResponseTooLarge { .. } => self.to_string(),
+        }
+    }
+
+    /// The failure's texts that came from outside (a handler's output, an error message).
+    fn texts_mut(&mut self) -> Option<&mut String> {
+        match self {
+            Failure::NotJson { excerpt } | Failure::NotADecision { excerpt } => Some(excerpt),
+            Failure::Spawn { message } | Failure::Http { message } => Some(message),
+            Failure::NonZeroExit { .. }
+            | Failure::Signaled { .. }
+            | Failure::TimedOut { .. }
+            | Failure::OutputLimit { .. }
+            | Failure::EmptyOutput
+            | Failure::HttpStatus { .. }
+            | Failure::ResponseTooLarge { .. } => None,
+        }
+    }
 }
 
 impl std::fmt::Display for Failure {
@@ -241,6 +286,8 @@ pub struct HookEngine {
     http: Arc<dyn HttpPoster>,
     output_limit: usize,
     validator: Option<ValidatorHandle>,
+    /// What must be scrubbed from every text a handler produced before it is recorded.
+    secrets: Option<Arc<dyn crate::scrub::Secrets>>,
 }
 
 /// [`ArgsValidator`] with a `Debug` the engine can derive.
@@ -260,6 +307,46 @@ impl HookEngine {
             http,
             output_limit: DEFAULT_OUTPUT_LIMIT,
             validator: None,
+            secrets: None,
+        }
+    }
+
+    /// Scrubs `secrets` (the values the environment's egress injects) out of every text a
+    /// handler produced (its stderr, its unparseable output, its reason, its context) before
+    /// anything records it: an upstream may echo injected headers into a handler's output.
+    pub fn with_secrets(mut self, secrets: Arc<dyn crate::scrub::Secrets>) -> Self {
+        self.secrets = Some(secrets);
+        self
+    }
+
+    /// Scrubs the texts of one handler's result (see [`Self::with_secrets`]); the secrets are
+    /// read only when there is text.
+    fn scrub(&self, outcome: &mut Outcome, others: [&mut Option<String>; 3]) {
+        let Some(source) = &self.secrets else {
+            return;
+        };
+        let mut texts: Vec<&mut String> = others.into_iter().flatten().collect();
+        match outcome {
+            Outcome::Deny { reason } | Outcome::Ask { reason } => texts.push(reason),
+            Outcome::InvalidUpdate { reason, .. } => texts.push(reason),
+            Outcome::FailedOpen { failure }
+            | Outcome::FailedClosed { failure }
+            | Outcome::Failed { failure } => texts.extend(failure.texts_mut()),
+            Outcome::Allow
+            | Outcome::AllowUpdated { .. }
+            | Outcome::Completed
+            | Outcome::Skipped
+            | Outcome::Disabled => {}
+        }
+        if texts.iter().all(|t| t.is_empty()) {
+            return;
+        }
+        let secrets = source.values();
+        if secrets.is_empty() {
+            return;
+        }
+        for text in texts {
+            *text = crate::scrub::scrub(text, &secrets);
         }
     }
 
@@ -404,14 +491,15 @@ impl HookEngine {
                         group = %group.name,
                         handler_type = Empty,
                         decision = Empty,
-                        reason = Empty,
                         failure = Empty
                     );
-                    let (outcome, stderr, warning, context) = tracing::Instrument::instrument(
-                        self.run_handler(event, tool, handler, &body),
-                        span.clone(),
-                    )
-                    .await;
+                    let (mut outcome, mut stderr, mut warning, mut context) =
+                        tracing::Instrument::instrument(
+                            self.run_handler(event, tool, handler, &body),
+                            span.clone(),
+                        )
+                        .await;
+                    self.scrub(&mut outcome, [&mut stderr, &mut warning, &mut context]);
                     let mut entry =
                         trace_entry(group, rule, handler, outcome, stderr, handler_started);
                     entry.warning = warning;
@@ -803,21 +891,26 @@ fn trace_entry(
     }
 }
 
-/// What a handler's span says once it ran: its type, decision, deny reason or failure (never
-/// its input or output).
+/// What a handler's span says once it ran: its type, its decision, and the kind of failure
+/// ([`Failure::summary`]). Never its input, its output, nor a deny reason (policy text that
+/// may quote the call; the server log and the audit log have it, spans go to a collector).
 fn record_handler(span: &tracing::Span, entry: &HandlerTrace) {
     span.record("handler_type", entry.handler_type);
     span.record("decision", entry.outcome.label());
     match &entry.outcome {
-        Outcome::Deny { reason } | Outcome::Ask { reason } => {
-            span.record("reason", reason.as_str());
-        }
         Outcome::FailedOpen { failure }
         | Outcome::FailedClosed { failure }
         | Outcome::Failed { failure } => {
-            span.record("failure", failure.to_string().as_str());
+            span.record("failure", failure.summary().as_str());
         }
-        _ => {}
+        Outcome::Allow
+        | Outcome::AllowUpdated { .. }
+        | Outcome::InvalidUpdate { .. }
+        | Outcome::Deny { .. }
+        | Outcome::Ask { .. }
+        | Outcome::Completed
+        | Outcome::Skipped
+        | Outcome::Disabled => {}
     }
 }
 
@@ -846,7 +939,7 @@ fn log_handler(event: &str, tool: &str, entry: &HandlerTrace) {
             handler_index = entry.handler_index,
             decision = entry.outcome.label(),
             duration_ms = entry.duration_ms,
-            failure = %failure,
+            failure = %failure.summary(),
             "hook handler failed"
         ),
         None => tracing::info!(

@@ -10,7 +10,8 @@
 //! and HTTP handlers through an [`http::HttpPoster`] that other crates provide.
 //!
 //! Reading order: [`discover`] (where files come from) → [`config`] (what they mean) →
-//! [`matcher`] (which tools a rule covers) → [`engine`] (running handlers and deciding).
+//! [`matcher`] (which tools a rule covers) → [`engine`] (running handlers and deciding) →
+//! [`scrub`] (injected secrets taken out of what handlers said, before anything records it).
 
 pub mod config;
 pub mod diagnostic;
@@ -19,6 +20,7 @@ pub mod engine;
 pub mod http;
 pub mod matcher;
 pub mod runner;
+pub mod scrub;
 
 pub use config::HooksConfig;
 pub use config::OnFailure;

@@ -9,25 +9,42 @@
 //! does not answer or times out is reported, never fatal: [`McpSession`] lists it as
 //! unavailable, or its call gets an error result. Calls go through the environment's hooks
 //! only where a matcher written for MCP (`mcp:<server>/<tool>`) says so. Header values are sent
-//! as given and never logged. This module must not run tools or decide policy itself.
+//! as given and never logged; what a server answers is scrubbed of the values the egress
+//! injected (a server may echo them). This module must not run tools or decide policy itself.
+//!
+//! A server is hostile until its listing is read: every response is read only up to
+//! [`MAX_RESPONSE_BYTES`] before it is parsed, and its `tools/list` is followed page by page
+//! within [`MAX_LIST_PAGES`] pages, [`MAX_TOOLS_PER_SERVER`] tools and [`MAX_LISTING_BYTES`]
+//! of JSON (counted page by page as the pages arrive). A server past any of them is
+//! unavailable, saying which limit, and nothing of its listing is kept. Tools whose model names
+//! clash are withheld ([`hookbox_agent::mcp::withhold_clashes`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use hookbox_agent::mcp::{McpServerSpec, McpToolDecl, McpTools, hook_name};
+use hookbox_agent::mcp::{McpServerSpec, McpToolDecl, McpTools, Withheld, hook_name};
 use hookbox_agent::seams::ToolExecution;
 use hookbox_egress::{EgressProxy, LOCAL_PROXY_USER, LocalEndpoint};
 use hookbox_hooks::Decision;
 use hookbox_protocol::HookEvent;
 use hookbox_sandbox::environment::Environment;
 use rmcp::ServiceExt as _;
-use rmcp::model::{CallToolRequestParams, ContentBlock};
+use rmcp::model::{CallToolRequestParams, ContentBlock, PaginatedRequestParams};
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::Value;
+
+/// The most pages of one server's `tools/list` that are followed.
+pub const MAX_LIST_PAGES: usize = 32;
+/// The most tools one server may list (before `allowed_tools` filters them).
+pub const MAX_TOOLS_PER_SERVER: usize = 256;
+/// The most bytes of JSON one server's tool listing may take, all pages together.
+pub const MAX_LISTING_BYTES: usize = 2 << 20;
+/// The largest response (a JSON body, or one SSE event) read from a server before it is parsed.
+pub const MAX_RESPONSE_BYTES: usize = 4 << 20;
 
 /// Limits of a session.
 #[derive(Debug, Clone, Copy)]
@@ -57,6 +74,7 @@ pub struct McpSession {
     options: ClientOptions,
     servers: HashMap<String, Connected>,
     tools: Vec<McpToolDecl>,
+    withheld: Vec<Withheld>,
     unavailable: Vec<(String, String)>,
 }
 
@@ -69,7 +87,8 @@ struct Connected {
 
 impl McpSession {
     /// Connects to every server (one after the other, each bounded by the connect timeout)
-    /// and lists its tools, keeping those `allowed_tools` names.
+    /// and lists its tools within the listing limits, keeping those `allowed_tools` names and
+    /// withholding those whose model names clash.
     pub async fn connect(
         env: Arc<Environment>,
         servers: &[McpServerSpec],
@@ -80,6 +99,7 @@ impl McpSession {
             options,
             servers: HashMap::new(),
             tools: Vec::new(),
+            withheld: Vec::new(),
             unavailable: Vec::new(),
         };
         for spec in servers {
@@ -104,11 +124,19 @@ impl McpSession {
                     session.servers.insert(spec.name.clone(), connected);
                 }
                 Err(why) => {
+                    let why = session.scrubbed(why);
                     tracing::warn!(server = %spec.name, reason = %why, "MCP server unavailable");
                     session.unavailable.push((spec.name.clone(), why));
                 }
             }
         }
+        let (tools, withheld) =
+            hookbox_agent::mcp::withhold_clashes(std::mem::take(&mut session.tools));
+        for w in &withheld {
+            tracing::warn!(server = %w.server, tool = %w.tool, model_name = %w.model_name, "MCP tool withheld: its model name clashes");
+        }
+        session.tools = tools;
+        session.withheld = withheld;
         session
     }
 
@@ -141,27 +169,22 @@ impl McpSession {
             headers.insert(name, value);
         }
         let mut config = StreamableHttpClientTransportConfig::with_uri(spec.url.as_str())
-            .custom_headers(headers);
-        config.max_json_response_size = 4 * self.options.output_limit;
+            .custom_headers(headers)
+            .max_json_response_size(MAX_RESPONSE_BYTES)
+            .max_sse_event_size(MAX_RESPONSE_BYTES);
         config.reinit_on_expired_session = true;
         let transport = StreamableHttpClientTransport::with_client(client, config);
         let service = ()
             .serve(transport)
             .await
             .map_err(|e| format!("could not connect: {}", plain_error(&e)))?;
-        let listed = service
-            .list_all_tools()
-            .await
-            .map_err(|e| format!("could not list its tools: {}", plain_error(&e)))?;
-        let tools = listed
-            .into_iter()
-            .map(|t| McpToolDecl {
-                server: spec.name.clone(),
-                tool: t.name.to_string(),
-                description: t.description.as_deref().unwrap_or_default().to_owned(),
-                parameters: Value::Object((*t.input_schema).clone()),
-            })
-            .collect();
+        let tools = match list_tools(&service, &spec.name).await {
+            Ok(tools) => tools,
+            Err(why) => {
+                let _ = service.cancel().await;
+                return Err(why);
+            }
+        };
         Ok((
             Connected {
                 service,
@@ -169,6 +192,17 @@ impl McpSession {
             },
             tools,
         ))
+    }
+
+    /// `text` from a server (a result, an error) without the values the environment's egress
+    /// injected into the requests to it: a server that echoes its `Authorization` header must
+    /// not hand the credential to the model, the steps or the log.
+    fn scrubbed(&self, text: String) -> String {
+        let secrets = self.env.network().egress().injected_values();
+        if secrets.is_empty() {
+            return text;
+        }
+        hookbox_hooks::scrub::scrub(&text, &secrets)
     }
 
     /// Closes every connection.
@@ -238,6 +272,10 @@ impl McpTools for McpSession {
         &self.unavailable
     }
 
+    fn withheld(&self) -> &[Withheld] {
+        &self.withheld
+    }
+
     async fn call(&self, server: &str, tool: &str, args: &Value) -> ToolExecution {
         if !self
             .tools
@@ -264,6 +302,7 @@ impl McpTools for McpSession {
             )),
             Decision::Allow => {
                 let (text, is_error) = self.call_server(server, tool, &args).await;
+                let text = self.scrubbed(text);
                 ToolExecution {
                     is_error,
                     ..ToolExecution::ok(text)
@@ -291,6 +330,65 @@ impl McpTools for McpSession {
         tracing::info!(server, tool, error = execution.is_error, "MCP tool called");
         execution
     }
+}
+
+/// Lists `service`'s tools page by page within [`MAX_LIST_PAGES`], [`MAX_TOOLS_PER_SERVER`]
+/// and [`MAX_LISTING_BYTES`] (each page's JSON counted as it arrives), as the tools of
+/// `server`. Past a limit: why, naming it, and nothing kept.
+async fn list_tools(
+    service: &RunningService<RoleClient, ()>,
+    server: &str,
+) -> Result<Vec<McpToolDecl>, String> {
+    let mut tools = Vec::new();
+    let mut bytes = 0usize;
+    let mut cursor = None;
+    for _ in 0..MAX_LIST_PAGES {
+        let page = service
+            .list_tools(Some(PaginatedRequestParams::default().with_cursor(cursor)))
+            .await
+            .map_err(|e| format!("could not list its tools: {}", plain_error(&e)))?;
+        bytes = bytes.saturating_add(json_len(&page.tools));
+        if bytes > MAX_LISTING_BYTES {
+            return Err(format!(
+                "its tool listing is larger than {MAX_LISTING_BYTES} bytes of JSON, the most hookbox reads from one MCP server"
+            ));
+        }
+        if tools.len() + page.tools.len() > MAX_TOOLS_PER_SERVER {
+            return Err(format!(
+                "it lists more than {MAX_TOOLS_PER_SERVER} tools, the most hookbox takes from one MCP server"
+            ));
+        }
+        tools.extend(page.tools.into_iter().map(|t| McpToolDecl {
+            server: server.to_owned(),
+            tool: t.name.to_string(),
+            description: t.description.as_deref().unwrap_or_default().to_owned(),
+            parameters: Value::Object((*t.input_schema).clone()),
+        }));
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => return Ok(tools),
+        }
+    }
+    Err(format!(
+        "its tool listing goes on past {MAX_LIST_PAGES} pages, the most hookbox follows for one MCP server"
+    ))
+}
+
+/// The length of `tools` as JSON, without building the text.
+fn json_len(tools: &[rmcp::model::Tool]) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    let _ = serde_json::to_writer(&mut count, tools);
+    count.0
 }
 
 /// Whether `allowed_tools` lets the model see `tool`.

@@ -190,6 +190,18 @@ impl RootDir {
     /// rename). A symlink at `path` is replaced, not written through; an existing regular file
     /// keeps its permission bits. With `create_parents`, missing directories are created.
     pub fn write_file(&self, path: &str, bytes: &[u8], create_parents: bool) -> Result<()> {
+        self.write_file_from(path, &mut &bytes[..], create_parents)
+    }
+
+    /// [`Self::write_file`] with the content read from `source` to its end (an upload's spool
+    /// file), copied without holding it in memory. The same atomic replacement: a failure
+    /// (a full disk, a read error) leaves the old file whole.
+    pub fn write_file_from(
+        &self,
+        path: &str,
+        source: &mut dyn std::io::Read,
+        create_parents: bool,
+    ) -> Result<()> {
         let (parent, name) = split_parent(path)?;
         if create_parents {
             self.create_dir_all(parent)?;
@@ -227,7 +239,7 @@ impl RootDir {
             }
             rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode))?;
             let mut file = File::from(fd);
-            file.write_all(bytes)?;
+            std::io::copy(source, &mut file)?;
             file.flush()
         })()
         .map_err(|source| RootFsError::Io {

@@ -746,8 +746,10 @@ impl Store {
         // http hooks leave through the same egress as sandbox traffic: same allowlist, same
         // always-on blocks, same injected headers. A refusal fails open with the rule traced.
         let http = Arc::new(EgressPoster::new(network.egress().clone()));
+        // What hooks say is scrubbed of what this egress injects (an upstream may echo it).
         let engine = HookEngine::new(Arc::new(runner.clone()), http)
-            .with_args_validator(Arc::new(tools::validate_args));
+            .with_args_validator(Arc::new(tools::validate_args))
+            .with_secrets(Arc::new(InjectedValues(network.egress().clone())));
         Ok(Environment {
             dir,
             buckets: self.buckets.clone(),
@@ -760,6 +762,16 @@ impl Store {
             engine,
             hooks: HooksCache::new(),
         })
+    }
+}
+
+/// The values an environment's egress injects, as the hooks engine scrubs them.
+#[derive(Debug)]
+struct InjectedValues(Arc<hookbox_egress::Egress>);
+
+impl hookbox_hooks::scrub::Secrets for InjectedValues {
+    fn values(&self) -> Vec<String> {
+        self.0.injected_values()
     }
 }
 

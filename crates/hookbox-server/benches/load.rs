@@ -157,6 +157,7 @@ fn serve_on(
             quotas: Default::default(),
             sandbox_slots: None,
             lifecycle,
+            uploads: Default::default(),
         },
         cluster,
     );

@@ -1,7 +1,5 @@
 //! `/environments`: create (from sources or by forking), get, list, delete, file listing and
-//! download, and the resumable upload protocol (spec §5.3): `PUT /upload/{v}/…?…` opens a session
-//! and answers its URL in `X-Goog-Upload-URL`; `POST` chunks to it, the last one with
-//! `X-Goog-Upload-Command: upload, finalize`. Files go through the [`EnvironmentProvider`] seam;
+//! download (uploads: [`crate::uploads`]). Files go through the [`EnvironmentProvider`] seam;
 //! metadata through the store.
 //!
 //! [`EnvironmentProvider`]: hookbox_agent::seams::EnvironmentProvider
@@ -9,7 +7,7 @@
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Extension, Path, Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use hookbox_agent::seams::EnvironmentSetup;
 use hookbox_protocol::api::{
@@ -21,24 +19,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::error::{ApiError, ApiResult};
-use crate::{AppState, Project, new_id, parse_json, strip_resource_prefix};
-
-/// Largest file accepted by upload.
-pub const MAX_UPLOAD_BYTES: u64 = 1024 * 1024 * 1024;
-
-/// Upload sessions open at once; more are refused (abandoned sessions hold memory).
-pub const MAX_UPLOAD_SESSIONS: usize = 64;
-
-/// An open upload session.
-#[derive(Debug)]
-pub struct Upload {
-    /// The project that opened the session; only it may send chunks.
-    project: Project,
-    env: String,
-    path: String,
-    overwrite: bool,
-    buffer: Vec<u8>,
-}
+use crate::{AppState, Project, parse_json, strip_resource_prefix};
 
 /// `page_size` / `page_token` query.
 #[derive(Debug, Default, Deserialize)]
@@ -61,13 +42,29 @@ impl PageQuery {
 /// The environment as shown to clients: `transform` header values of the network redacted (they
 /// often carry a token; the egress proxy reads them from the sandbox's metadata, not from here).
 fn shown(mut env: Environment) -> Environment {
-    if let Some(network) = env.network.take() {
-        env.network = serde_json::to_value(&network)
-            .ok()
-            .map(|v| hookbox_sandbox::network::redact_network(&v))
-            .and_then(|v| serde_json::from_value(v).ok());
-    }
+    env.network = shown_network(env.network.take());
     env
+}
+
+/// A `network` as clients are shown it, wherever an environment spec is echoed (environments,
+/// triggers, agents): every `transform` header value redacted by the one function that does it
+/// ([`hookbox_sandbox::network::redact_network`]).
+pub(crate) fn shown_network(
+    network: Option<hookbox_protocol::api::Network>,
+) -> Option<hookbox_protocol::api::Network> {
+    let network = network?;
+    serde_json::to_value(&network)
+        .ok()
+        .map(|v| hookbox_sandbox::network::redact_network(&v))
+        .and_then(|v| serde_json::from_value(v).ok())
+}
+
+/// An environment spec kept as JSON (a trigger's `interaction.environment`) as clients are
+/// shown it: its `network` as [`shown_network`] shows it. An id or anything else is kept.
+pub(crate) fn redact_environment_value(environment: &mut Value) {
+    if let Some(network) = environment.get_mut("network") {
+        *network = hookbox_sandbox::network::redact_network(network);
+    }
 }
 
 async fn with_usage(state: &AppState, env: Environment) -> Environment {
@@ -318,198 +315,4 @@ async fn files_at(
         next_page_token,
     })
     .into_response())
-}
-
-/// Upload-start query.
-#[derive(Debug, Default, Deserialize)]
-pub struct UploadQuery {
-    #[serde(default)]
-    overwrite: Option<String>,
-    #[serde(default)]
-    extract: Option<String>,
-}
-
-fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers.get(name).and_then(|v| v.to_str().ok())
-}
-
-/// `PUT /upload/{v}/environments/{id}/files/{path…}`: opens a resumable upload session.
-pub async fn upload_start(
-    State(state): State<AppState>,
-    Extension(project): Extension<Project>,
-    Path((id, path)): Path<(String, String)>,
-    Query(q): Query<UploadQuery>,
-    headers: HeaderMap,
-) -> ApiResult<Response> {
-    crate::lifecycle::active_record(&state, &project, &id).await?;
-    if matches!(q.extract.as_deref(), Some("true" | "1")) {
-        return Err(ApiError::bad_request(
-            "extract=true (unpacking an archive) is not supported yet; upload the files one by one.",
-        ));
-    }
-    if header_str(&headers, "x-goog-upload-protocol") != Some("resumable")
-        || header_str(&headers, "x-goog-upload-command") != Some("start")
-    {
-        return Err(ApiError::bad_request(
-            "Upload start needs the headers X-Goog-Upload-Protocol: resumable and X-Goog-Upload-Command: start.",
-        ));
-    }
-    if let Some(len) = header_str(&headers, "x-goog-upload-header-content-length")
-        .and_then(|l| l.parse::<u64>().ok())
-        && len > MAX_UPLOAD_BYTES
-    {
-        return Err(ApiError::bad_request(format!(
-            "The file is {len} bytes; hookbox accepts at most {MAX_UPLOAD_BYTES}."
-        )));
-    }
-    let path = path.trim_start_matches('/').to_owned();
-    if path.is_empty() {
-        return Err(ApiError::bad_request(
-            "Upload needs a file path after /files/.",
-        ));
-    }
-    // A replica names itself in its sessions, so their chunks find it from any replica.
-    let session = match &state.inner.cluster {
-        Some(config) => format!("{}.{}", config.cluster.replica().id, new_id("upl")),
-        None => new_id("upl"),
-    };
-    let mut uploads = state
-        .inner
-        .uploads
-        .lock()
-        .map_err(|_| ApiError::internal(&"uploads lock poisoned"))?;
-    if uploads.len() >= MAX_UPLOAD_SESSIONS {
-        return Err(ApiError::bad_request(format!(
-            "Too many unfinished uploads ({MAX_UPLOAD_SESSIONS}); finish or retry later."
-        )));
-    }
-    uploads.insert(
-        session.clone(),
-        Upload {
-            project,
-            env: id,
-            path,
-            overwrite: !matches!(q.overwrite.as_deref(), Some("false" | "0")),
-            buffer: Vec::new(),
-        },
-    );
-    drop(uploads);
-    let url = session_url(&headers, &session);
-    let mut response = Json(Value::Object(Map::new())).into_response();
-    let h = response.headers_mut();
-    h.insert(
-        "x-goog-upload-url",
-        HeaderValue::from_str(&url).map_err(|e| ApiError::internal(&e))?,
-    );
-    h.insert("x-goog-upload-status", HeaderValue::from_static("active"));
-    Ok(response)
-}
-
-/// Where the chunks of `session` go. The Python SDK replaces the URL's scheme and host with its
-/// own base URL and keeps the path; the Java SDK posts to the URL as given. So the URL names the
-/// host the client asked for (`Host`) and the scheme it used: `https` when a TLS-terminating
-/// proxy in front says so (`X-Forwarded-Proto: https`, or `Forwarded: proto=https`), else
-/// `http`. Neither header can send the chunks anywhere but where this client's own request says
-/// it came from.
-fn session_url(headers: &HeaderMap, session: &str) -> String {
-    let host = header_str(headers, "host").unwrap_or("127.0.0.1");
-    let forwarded_https = header_str(headers, "x-forwarded-proto")
-        .and_then(|p| p.split(',').next())
-        .is_some_and(|p| p.trim().eq_ignore_ascii_case("https"))
-        || header_str(headers, "forwarded")
-            .and_then(|f| f.split(',').next())
-            .is_some_and(|first| {
-                first.split(';').any(|pair| {
-                    pair.trim().split_once('=').is_some_and(|(k, v)| {
-                        k.trim().eq_ignore_ascii_case("proto")
-                            && v.trim().trim_matches('"').eq_ignore_ascii_case("https")
-                    })
-                })
-            });
-    let scheme = if forwarded_https { "https" } else { "http" };
-    format!("{scheme}://{host}/upload/v1beta/sessions/{session}")
-}
-
-/// `POST /upload/{v}/sessions/{session}`: one chunk; the last one finalizes.
-pub async fn upload_chunk(
-    State(state): State<AppState>,
-    Extension(project): Extension<Project>,
-    Path(session): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> ApiResult<Response> {
-    let command = header_str(&headers, "x-goog-upload-command").unwrap_or("upload");
-    let commands: Vec<&str> = command.split(',').map(str::trim).collect();
-    let offset = header_str(&headers, "x-goog-upload-offset")
-        .map(|o| {
-            o.parse::<usize>()
-                .map_err(|_| ApiError::bad_request(format!("Invalid X-Goog-Upload-Offset `{o}`.")))
-        })
-        .transpose()?;
-    let finalize = commands.contains(&"finalize");
-    let done = {
-        let mut uploads = state
-            .inner
-            .uploads
-            .lock()
-            .map_err(|_| ApiError::internal(&"uploads lock poisoned"))?;
-        // Another project's session answers exactly like a missing one.
-        let upload = uploads
-            .get_mut(&session)
-            .filter(|u| u.project == project)
-            .ok_or_else(|| {
-                ApiError::not_found(format!(
-                    "Upload session `{session}` not found or already finished."
-                ))
-            })?;
-        if commands.contains(&"upload") {
-            let expected = upload.buffer.len();
-            if let Some(o) = offset
-                && o != expected
-            {
-                return Err(ApiError::bad_request(format!(
-                    "X-Goog-Upload-Offset is {o}, but {expected} bytes have been received."
-                )));
-            }
-            if (expected + body.len()) as u64 > MAX_UPLOAD_BYTES {
-                uploads.remove(&session);
-                return Err(ApiError::bad_request(format!(
-                    "The upload exceeds {MAX_UPLOAD_BYTES} bytes."
-                )));
-            }
-            upload.buffer.extend_from_slice(&body);
-        }
-        if finalize {
-            uploads.remove(&session)
-        } else {
-            None
-        }
-    };
-    let Some(upload) = done else {
-        let mut response = Json(Value::Object(Map::new())).into_response();
-        response
-            .headers_mut()
-            .insert("x-goog-upload-status", HeaderValue::from_static("active"));
-        return Ok(response);
-    };
-    let file = state
-        .inner
-        .environments
-        .write_file(
-            &upload.env,
-            &format!("/{}", upload.path),
-            &upload.buffer,
-            upload.overwrite,
-        )
-        .await?;
-    tracing::info!(environment_id = %upload.env, path = %upload.path, bytes = upload.buffer.len(), "file uploaded");
-    let mut response = Json(ListFilesResponse {
-        files: vec![file],
-        next_page_token: None,
-    })
-    .into_response();
-    response
-        .headers_mut()
-        .insert("x-goog-upload-status", HeaderValue::from_static("final"));
-    Ok(response)
 }

@@ -655,10 +655,11 @@ fn mcp_servers(tools: Option<&[Value]>) -> ApiResult<Vec<McpServerSpec>> {
                     let Some(v) = v.as_str() else {
                         return Err(bad(&format!("headers.{k}"), "expected a string"));
                     };
-                    if reqwest::header::HeaderName::from_bytes(k.as_bytes()).is_err()
-                        || reqwest::header::HeaderValue::from_str(v).is_err()
+                    // Refused here, never silently left out of the connection later.
+                    if let Err(why) = hookbox_egress::inject::check_header_name(k)
+                        .and_then(|()| hookbox_egress::inject::check_header_value(v))
                     {
-                        return Err(bad(&format!("headers.{k}"), "not a valid HTTP header"));
+                        return Err(bad(&format!("headers.{k}"), why));
                     }
                     // What an echoed interaction shows instead of a value: resending it would
                     // send the marker to the server as if it were the secret.
@@ -720,11 +721,86 @@ fn mcp_servers(tools: Option<&[Value]>) -> ApiResult<Vec<McpServerSpec>> {
             allowed_tools,
         });
     }
+    if servers.len() > hookbox_agent::mcp::MAX_SERVERS {
+        return Err(ApiError::bad_request(format!(
+            "Invalid `tools`: {} mcp_server entries; hookbox connects to at most {} MCP servers per interaction.",
+            servers.len(),
+            hookbox_agent::mcp::MAX_SERVERS
+        )));
+    }
+    // The model calls a tool `<server>__<tool>`: a server named after another's prefix could
+    // list a tool whose name is the other's (`a` + `b__c` and `a__b` + `c`).
+    for s in &servers {
+        if let Some(other) = servers
+            .iter()
+            .find(|o| o.name != s.name && s.name.starts_with(&format!("{}__", o.name)))
+        {
+            return Err(ApiError::bad_request(format!(
+                "Invalid mcp_server name `{}`: it starts with `{}__`, the prefix of MCP server `{}`'s tools, so their tools' names could clash; rename one.",
+                s.name, other.name, other.name
+            )));
+        }
+    }
     Ok(servers)
 }
 
 /// What stored and echoed `tools` show instead of an `mcp_server` header's value.
 pub(crate) const REDACTED: &str = "[redacted]";
+
+/// Checks, when it is stored, what a stored request (a trigger's `interaction`) sends at every
+/// run, as `POST /interactions` checks it: its `tools` (`at`: where the request is in the
+/// body) and its embedded environment's `network` (`environment_at`: where that environment
+/// is). A bad header name or value is refused here, naming the field, never silently dropped
+/// at run time.
+pub(crate) fn check_stored_request(
+    tools: Option<&[Value]>,
+    environment: Option<&Value>,
+    at: &str,
+    environment_at: &str,
+) -> ApiResult<()> {
+    let within = |e: ApiError| ApiError {
+        message: format!("In `{at}`: {}", e.message),
+        ..e
+    };
+    let functions = function_tools(tools).map_err(within)?;
+    let servers = mcp_servers(tools).map_err(within)?;
+    check_function_names(&functions, &servers).map_err(within)?;
+    check_environment_network(environment, environment_at)
+}
+
+/// Refuses an embedded environment spec (JSON, at `at` in the body) whose `network` could not
+/// be enforced as written.
+pub(crate) fn check_environment_network(environment: Option<&Value>, at: &str) -> ApiResult<()> {
+    if let Some(network) = environment.and_then(|e| e.get("network"))
+        && let Err(e) = hookbox_sandbox::network::validate_policy(Some(network))
+    {
+        return Err(ApiError::bad_request(format!(
+            "Invalid `{at}.network{}`: {}.",
+            e.path, e.message
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a client function whose name an MCP server's tools could take (`<server>__...`):
+/// the model's call would be ambiguous.
+fn check_function_names(
+    functions: &[hookbox_agent::model::FunctionDecl],
+    servers: &[McpServerSpec],
+) -> ApiResult<()> {
+    for f in functions {
+        if let Some(s) = servers.iter().find(|s| {
+            f.name
+                .starts_with(&hookbox_agent::mcp::model_name(&s.name, ""))
+        }) {
+            return Err(ApiError::bad_request(format!(
+                "Invalid function name `{}`: it starts with `{}__`, the prefix of MCP server `{}`'s tools, so it could clash with one of them; rename it.",
+                f.name, s.name, s.name
+            )));
+        }
+    }
+    Ok(())
+}
 
 /// `tools` as stored and echoed: `mcp_server` headers' values are secrets, never kept.
 pub(crate) fn redacted_tools(tools: &[Value]) -> Vec<Value> {
@@ -866,6 +942,7 @@ pub async fn create(
     }
     let functions = function_tools(req.tools.as_deref())?;
     let mcp = mcp_servers(req.tools.as_deref())?;
+    check_function_names(&functions, &mcp)?;
     let previous = match req.previous_interaction_id.as_deref() {
         Some(prev) => state.inner.store.get_interaction(&project, prev).await?,
         None => None,

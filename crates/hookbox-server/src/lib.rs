@@ -3,7 +3,7 @@
 //! function tools answered with `function_result`, remote `mcp_server` tools, calls paused by a
 //! hook's `ask` with their records (`/approvals`) and sweeper ([`approvals`]), `pre_interaction`
 //! / `post_interaction` hooks around each run), environments and their files (resumable
-//! upload), credentials (secrets write-only), agents, webhooks (`webhooks`: the resource; the
+//! upload, [`uploads`]), credentials (secrets write-only), agents, webhooks (`webhooks`: the resource; the
 //! deliverer is `hookbox-webhooks`) and triggers ([`triggers`]: the resource and the scheduler),
 //! under `/v1`, `/v1beta`, `/v1alpha` and unversioned paths, behind API-key auth.
 //!
@@ -35,6 +35,7 @@ pub mod sandbox;
 mod schedule;
 mod stream;
 pub mod triggers;
+pub mod uploads;
 mod webhooks;
 
 use std::collections::HashMap;
@@ -118,6 +119,8 @@ pub struct Services {
     pub sandbox_slots: Option<Arc<hookbox_sandbox::slots::SlotRegistry>>,
     /// Expiry and checkpoints.
     pub lifecycle: lifecycle::Lifecycle,
+    /// Where unfinished uploads are spooled and how far they may go.
+    pub uploads: uploads::UploadOptions,
 }
 
 /// Shared state of all handlers.
@@ -137,7 +140,7 @@ struct Inner {
     loop_config: LoopConfig,
     quotas: Arc<quota::QuotaBook>,
     running: Mutex<HashMap<String, interactions::Running>>,
-    uploads: Mutex<HashMap<String, environments::Upload>>,
+    uploads: uploads::Uploads,
     /// Set when this server is one replica of several.
     cluster: Option<cluster::ClusterConfig>,
     lifecycle: lifecycle::Lifecycle,
@@ -193,7 +196,7 @@ impl AppState {
                 allow_keyless: services.allow_keyless,
                 loop_config: services.loop_config,
                 running: Mutex::new(HashMap::new()),
-                uploads: Mutex::new(HashMap::new()),
+                uploads: uploads::Uploads::new(services.uploads),
                 cluster,
                 lifecycle: services.lifecycle,
                 drain: drain::DrainState::default(),
@@ -318,9 +321,9 @@ fn upload_routes() -> Router<AppState> {
     Router::new()
         .route(
             "/environments/{id}/files/{*path}",
-            put(environments::upload_start),
+            put(uploads::upload_start),
         )
-        .route("/sessions/{session}", post(environments::upload_chunk))
+        .route("/sessions/{session}", post(uploads::upload_chunk))
 }
 
 /// Whether `path` is a resumable upload's chunk (`/upload[/{v}]/sessions/{session}`), whose

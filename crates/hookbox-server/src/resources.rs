@@ -5,7 +5,7 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Extension, Path, Query, State};
 use hookbox_protocol::api::{
-    Agent, Credential, CredentialConfig, CredentialUpdate, ListAgentsResponse,
+    Agent, Credential, CredentialConfig, CredentialUpdate, EnvironmentRef, ListAgentsResponse,
     ListCredentialsResponse,
 };
 use serde_json::{Map, Value};
@@ -33,6 +33,17 @@ fn valid_id(id: &str, what: &str) -> ApiResult<()> {
     }
 }
 
+/// Refuses a bearer token whose header the proxy could never send (a header name with a space,
+/// a token with CR/LF), naming the field; the token itself is never echoed.
+fn check_bearer(
+    header_name: Option<&str>,
+    prefix: Option<&str>,
+    token: Option<&str>,
+) -> ApiResult<()> {
+    hookbox_egress::credentials::check_bearer_parts(header_name, prefix, token)
+        .map_err(|(field, why)| ApiError::bad_request(format!("Invalid `{field}`: {why}.")))
+}
+
 /// `POST /credentials`.
 pub async fn create_credential(
     State(state): State<AppState>,
@@ -41,6 +52,15 @@ pub async fn create_credential(
 ) -> ApiResult<Json<Credential>> {
     let config: CredentialConfig = parse_json(&body, "credential")?;
     valid_id(config.id(), "credential")?;
+    if let CredentialConfig::BearerToken {
+        token,
+        header_name,
+        prefix,
+        ..
+    } = &config
+    {
+        check_bearer(header_name.as_deref(), prefix.as_deref(), Some(&token.0))?;
+    }
     let meta = state
         .inner
         .store
@@ -90,6 +110,18 @@ pub async fn update_credential(
     body: Bytes,
 ) -> ApiResult<Json<Credential>> {
     let update: CredentialUpdate = parse_json(&body, "credential update")?;
+    if let CredentialUpdate::BearerToken {
+        token,
+        header_name,
+        prefix,
+    } = &update
+    {
+        check_bearer(
+            header_name.as_deref(),
+            prefix.as_deref(),
+            token.as_ref().map(|t| t.0.as_str()),
+        )?;
+    }
     let meta = state
         .inner
         .store
@@ -133,13 +165,29 @@ pub async fn create_agent(
             BUILTIN_AGENTS.join(", ")
         )));
     }
+    if let Some(base) = agent.base_environment.as_ref() {
+        let base = serde_json::to_value(base).map_err(|e| ApiError::internal(&e))?;
+        crate::interactions::check_environment_network(Some(&base), "base_environment")?;
+    }
     if state.inner.store.get_agent(&project, &id).await?.is_some() {
         return Err(ApiError::bad_request(format!(
             "Agent `{id}` already exists."
         )));
     }
     state.inner.store.put_agent(&project, &agent).await?;
-    Ok(Json(agent))
+    Ok(Json(shown_agent(agent)))
+}
+
+/// An agent as the API shows it: its base environment's `transform` values and its
+/// `mcp_server` header values redacted (the record keeps them for its runs).
+fn shown_agent(mut agent: Agent) -> Agent {
+    if let Some(EnvironmentRef::Spec(spec)) = agent.base_environment.as_mut() {
+        spec.network = crate::environments::shown_network(spec.network.take());
+    }
+    if let Some(tools) = agent.tools.as_mut() {
+        *tools = crate::interactions::redacted_tools(tools);
+    }
+    agent
 }
 
 /// `GET /agents/{id}`.
@@ -153,7 +201,7 @@ pub async fn get_agent(
         .store
         .get_agent(&project, &id)
         .await?
-        .map(Json)
+        .map(|a| Json(shown_agent(a)))
         .ok_or_else(|| ApiError::not_found(format!("Agent `{id}` not found.")))
 }
 
@@ -165,7 +213,7 @@ pub async fn list_agents(
 ) -> ApiResult<Json<ListAgentsResponse>> {
     let page = state.inner.store.list_agents(&project, &q.page()).await?;
     Ok(Json(ListAgentsResponse {
-        agents: page.items,
+        agents: page.items.into_iter().map(shown_agent).collect(),
         next_page_token: page.next_page_token,
     }))
 }

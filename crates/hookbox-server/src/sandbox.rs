@@ -1028,7 +1028,8 @@ impl SandboxBackend {
             duration_ms,
             pre_handlers = outcome.pre.trace.len(),
             post_handlers = outcome.post.as_ref().map_or(0, |p| p.trace.len()),
-            hooks = %trace,
+            pre_decision = outcome.pre.decision.label(),
+            args_rewritten = outcome.original_args.is_some(),
             "tool call finished"
         );
         let context = outcome.context_lines();
@@ -1239,27 +1240,23 @@ impl EnvironmentProvider for SandboxBackend {
         bytes: &[u8],
         overwrite: bool,
     ) -> Result<EnvironmentFile, ProviderError> {
-        let path = upload_path(path)?;
         let bytes = bytes.to_vec();
-        let env = self.env(id).await?;
-        let file = tokio::task::spawn_blocking(move || {
-            let tree = env.tree();
-            match tree.symlink_metadata(&path) {
-                Ok(_) if !overwrite => return Err(ProviderError::FileExists(path)),
-                Ok(_) | Err(RootFsError::NotFound { .. }) => {}
-                Err(e) => return Err(fs_error(e)),
-            }
-            tree.write_file(&path, &bytes, true).map_err(fs_error)?;
-            env.record_write();
-            let meta = tree.symlink_metadata(&path).map_err(fs_error)?;
-            Ok(entry(&path, meta.kind, meta.size))
-        })
-        .await
-        .map_err(|e| ProviderError::Internal(e.to_string()))??;
-        if let Some(manager) = &self.snapshots {
-            manager.request(id);
-        }
-        Ok(file)
+        self.write_from(id, path, Box::new(std::io::Cursor::new(bytes)), overwrite)
+            .await
+    }
+
+    async fn write_file_from(
+        &self,
+        id: &str,
+        path: &str,
+        mut source: std::fs::File,
+        overwrite: bool,
+    ) -> Result<EnvironmentFile, ProviderError> {
+        use std::io::Seek as _;
+        source
+            .rewind()
+            .map_err(|e| ProviderError::Internal(format!("reading an upload's spool: {e}")))?;
+        self.write_from(id, path, Box::new(source), overwrite).await
     }
 
     async fn usage(&self, id: &str) -> Result<EnvironmentUsage, ProviderError> {
@@ -1271,6 +1268,40 @@ impl EnvironmentProvider for SandboxBackend {
             })
         })
         .await
+    }
+}
+
+impl SandboxBackend {
+    /// Writes `source` to `path` of environment `id` through the tree's path-safe atomic write
+    /// (off the async executor), and asks for a checkpoint.
+    async fn write_from(
+        &self,
+        id: &str,
+        path: &str,
+        mut source: Box<dyn std::io::Read + Send>,
+        overwrite: bool,
+    ) -> Result<EnvironmentFile, ProviderError> {
+        let path = upload_path(path)?;
+        let env = self.env(id).await?;
+        let file = tokio::task::spawn_blocking(move || {
+            let tree = env.tree();
+            match tree.symlink_metadata(&path) {
+                Ok(_) if !overwrite => return Err(ProviderError::FileExists(path)),
+                Ok(_) | Err(RootFsError::NotFound { .. }) => {}
+                Err(e) => return Err(fs_error(e)),
+            }
+            tree.write_file_from(&path, &mut source, true)
+                .map_err(fs_error)?;
+            env.record_write();
+            let meta = tree.symlink_metadata(&path).map_err(fs_error)?;
+            Ok(entry(&path, meta.kind, meta.size))
+        })
+        .await
+        .map_err(|e| ProviderError::Internal(e.to_string()))??;
+        if let Some(manager) = &self.snapshots {
+            manager.request(id);
+        }
+        Ok(file)
     }
 }
 

@@ -72,6 +72,15 @@ pub async fn create(
             "Invalid `interaction.input`: the input each run sends is required.",
         ));
     }
+    crate::interactions::check_stored_request(
+        request
+            .get("tools")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice),
+        request.get("environment"),
+        "interaction",
+        "interaction.environment",
+    )?;
     if let Some(secs) = input.execution_timeout_seconds
         && !(1..=MAX_TIMEOUT_SECS).contains(&secs)
     {
@@ -187,11 +196,15 @@ pub async fn list(
     }))
 }
 
-/// A trigger as the API shows it: its interaction's `mcp_server` header values redacted (the
-/// record keeps them, since every run sends them).
+/// A trigger as the API shows it: its interaction's `mcp_server` header values and its
+/// environment's `transform` values redacted (the record keeps them, since every run sends
+/// them).
 fn shown(mut trigger: Trigger) -> Trigger {
     if let Some(Value::Array(tools)) = trigger.interaction.get("tools") {
         trigger.interaction["tools"] = Value::Array(crate::interactions::redacted_tools(tools));
+    }
+    if let Some(environment) = trigger.interaction.get_mut("environment") {
+        crate::environments::redact_environment_value(environment);
     }
     trigger
 }

@@ -419,6 +419,38 @@ impl EnvironmentProvider for LocalBackend {
         Ok(Self::entry(&root, &host, &meta))
     }
 
+    async fn write_file_from(
+        &self,
+        id: &str,
+        path: &str,
+        mut source: std::fs::File,
+        overwrite: bool,
+    ) -> Result<EnvironmentFile, ProviderError> {
+        let root = self.root(id)?;
+        if path.trim_matches('/').is_empty() {
+            return Err(ProviderError::InvalidPath("a file path is required".into()));
+        }
+        let host = Self::resolve(&root, path)?;
+        if !overwrite && tokio::fs::try_exists(&host).await.unwrap_or(false) {
+            return Err(ProviderError::FileExists(path.to_owned()));
+        }
+        if let Some(parent) = host.parent() {
+            tokio::fs::create_dir_all(parent).await.map_err(internal)?;
+        }
+        let target = host.clone();
+        tokio::task::spawn_blocking(move || {
+            use std::io::Seek as _;
+            source.rewind()?;
+            let mut out = std::fs::File::create(&target)?;
+            std::io::copy(&mut source, &mut out).map(|_| ())
+        })
+        .await
+        .map_err(|e| ProviderError::Internal(e.to_string()))?
+        .map_err(internal)?;
+        let meta = tokio::fs::metadata(&host).await.map_err(internal)?;
+        Ok(Self::entry(&root, &host, &meta))
+    }
+
     async fn usage(&self, id: &str) -> Result<EnvironmentUsage, ProviderError> {
         let files = self.list_files(id, "/", true).await?;
         Ok(EnvironmentUsage {

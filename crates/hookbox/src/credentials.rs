@@ -96,6 +96,16 @@ fn on_own_runtime<T: Send>(fut: impl Future<Output = T> + Send) -> Result<T, &'s
     .map_err(|_| "cannot start a runtime")
 }
 
+/// The API's check of a bearer token's header, for the CLI's credentials too.
+fn check_bearer(
+    header_name: Option<&str>,
+    prefix: Option<&str>,
+    token: Option<&str>,
+) -> Result<(), CredentialError> {
+    hookbox_egress::credentials::check_bearer_parts(header_name, prefix, token)
+        .map_err(|(field, why)| CredentialError::Invalid(format!("{field}: {why}")))
+}
+
 fn store_error(err: hookbox_store::Error) -> CredentialError {
     match err {
         hookbox_store::Error::AlreadyExists { id, .. } => CredentialError::Exists(id),
@@ -149,12 +159,19 @@ impl CredentialStore for StoreCredentials {
                 token,
                 header_name,
                 prefix,
-            } => CredentialConfig::BearerToken {
-                id: id.to_owned(),
-                token: api::Secret(token.expose().to_owned()),
-                header_name,
-                prefix,
-            },
+            } => {
+                check_bearer(
+                    header_name.as_deref(),
+                    prefix.as_deref(),
+                    Some(token.expose()),
+                )?;
+                CredentialConfig::BearerToken {
+                    id: id.to_owned(),
+                    token: api::Secret(token.expose().to_owned()),
+                    header_name,
+                    prefix,
+                }
+            }
             CredentialSpec::EnvironmentVariable {
                 value,
                 injection_location,
@@ -213,11 +230,18 @@ impl CredentialStore for StoreCredentials {
         let current = self.get(id)?;
         let secret = update.secret.map(|s| api::Secret(s.expose().to_owned()));
         let update = match current.kind {
-            CredentialType::BearerToken => api::CredentialUpdate::BearerToken {
-                token: secret,
-                header_name: update.header_name,
-                prefix: update.prefix,
-            },
+            CredentialType::BearerToken => {
+                check_bearer(
+                    update.header_name.as_deref(),
+                    update.prefix.as_deref(),
+                    secret.as_ref().map(|s| s.0.as_str()),
+                )?;
+                api::CredentialUpdate::BearerToken {
+                    token: secret,
+                    header_name: update.header_name,
+                    prefix: update.prefix,
+                }
+            }
             CredentialType::EnvironmentVariable => {
                 if update.header_name.is_some() || update.prefix.is_some() {
                     return Err(CredentialError::Invalid(

@@ -156,3 +156,30 @@ async fn hook_headers_are_overridden_by_injection_and_bodies_are_capped() {
     assert_eq!(resp.body.len(), 1000);
     assert_eq!(recv.seen.lock().unwrap()[0].header("x-api-key"), vec!["k1"]);
 }
+
+/// Regression (issue 36, item 7): a webhook delivery refused by the SSRF guard stored an error
+/// saying what the receiver's name resolves to. The error names the rule only.
+#[tokio::test]
+async fn a_webhook_refused_for_where_its_name_points_is_told_the_rule_not_the_address() {
+    let pins = ["hooks.internal.test:8080=127.0.0.1:8080".parse().unwrap()];
+    let poster = EgressPoster::for_webhooks(Vec::new(), None, &pins).unwrap();
+    let err = poster
+        .post(HttpRequest {
+            url: "http://hooks.internal.test:8080/deliver".into(),
+            headers: vec![],
+            body: b"{}".to_vec(),
+            timeout: Duration::from_secs(5),
+            response_limit: 1024,
+        })
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, HttpError::Blocked(_)), "{text}");
+    assert!(
+        text.contains(
+            "the address hooks.internal.test resolves to is in a blocked range (loopback)"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("127.0.0"), "{text}");
+}

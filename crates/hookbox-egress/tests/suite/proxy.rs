@@ -521,3 +521,55 @@ async fn client_tls_trusts_the_operator_ca_for_tunnels_and_the_environment_ca_fo
     let public_only = hookbox_egress::tls::upstream_client_config(None).unwrap();
     assert!(tls(tcp, "api.example.test", public_only).await.is_err());
 }
+
+/// Regression (issue 36, item 7): a 403 told the sandbox what an internal name resolves to
+/// (`vm resolves to 127.0.0.1, in 127.0.0.0/8`). The refusal names the rule; only the
+/// operator's audit event keeps the address.
+#[tokio::test]
+async fn a_refusal_names_the_rule_not_the_address_a_name_resolves_to() {
+    let ca = Arc::new(TestCa::new());
+    let mut b = EnvBuilder::new(json!({"allowlist": [{"domain": "*"}]}), ca);
+    b.loopback_allowed = false;
+    let env = b.pin("vm.internal.test").build();
+    let proxy = start_proxy(env.egress.clone()).await;
+    let refused = connect_via(proxy, "vm.internal.test:443")
+        .await
+        .unwrap_err();
+    assert_eq!(refused.status, 403);
+    assert_eq!(refused.rule.as_deref(), Some("loopback"));
+    assert!(
+        refused
+            .body
+            .contains("the address vm.internal.test resolves to is in a blocked range (loopback)"),
+        "{}",
+        refused.body
+    );
+    assert!(!refused.body.contains("127.0.0"), "{}", refused.body);
+    let tcp = tokio::net::TcpStream::connect(proxy).await.unwrap();
+    let got = send(
+        tcp,
+        get("http://vm.internal.test:8080/", "vm.internal.test", &[]),
+    )
+    .await
+    .unwrap();
+    let body = String::from_utf8_lossy(&got.body);
+    assert_eq!(got.status, 403);
+    assert!(body.contains("blocked range (loopback)"), "{body}");
+    assert!(!body.contains("127.0.0"), "{body}");
+    // The operator's record says where the name pointed.
+    let events = env.audit.0.lock().unwrap();
+    let details: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match &e.outcome {
+            hookbox_egress::audit::Outcome::Denied { detail, .. } => Some(detail.as_str()),
+            hookbox_egress::audit::Outcome::Allowed => None,
+        })
+        .collect();
+    assert_eq!(details.len(), 2, "{details:?}");
+    assert!(
+        details
+            .iter()
+            .all(|d| d.contains("resolves to 127.0.0.1") && d.contains("127.0.0.0/8")),
+        "{details:?}"
+    );
+}

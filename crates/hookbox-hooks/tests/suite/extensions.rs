@@ -522,3 +522,63 @@ async fn only_matchers_written_for_mcp_see_remote_mcp_tools() {
     assert!(matches!(&d.decision, Decision::Deny { reason, .. } if reason == "star"));
     assert_eq!(d.trace.len(), 1);
 }
+
+/// The environment's injected values, as a fixed list.
+#[derive(Debug)]
+struct Injected(Vec<String>);
+
+impl hookbox_hooks::scrub::Secrets for Injected {
+    fn values(&self) -> Vec<String> {
+        self.0.clone()
+    }
+}
+
+/// Regression (issue 36, item 5): a handler that printed what an upstream echoed (the injected
+/// `Authorization` header) put the token into the trace's stderr excerpt, its unparseable
+/// output and its deny reason, and from there into logs and spans. Every text is scrubbed.
+#[tokio::test]
+async fn injected_values_echoed_by_a_handler_are_scrubbed_from_every_text_it_produced() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = "tok-9f8e7d6c5b4a";
+    let engine = engine_in(dir.path()).with_secrets(Arc::new(Injected(vec![
+        format!("Bearer {token}"),
+        token.to_owned(),
+    ])));
+    // What the upstream echoed reaches the handlers through files, never their command lines.
+    std::fs::write(
+        dir.path().join("echo.txt"),
+        format!("upstream said: authorization: Bearer {token}\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("deny.json"),
+        json!({"decision": "deny", "reason": format!("refused, token {token} seen")}).to_string(),
+    )
+    .unwrap();
+    let config = single(
+        "pre_tool_execution",
+        "*",
+        json!([
+            command("cat echo.txt >&2; cat echo.txt", 10.0),
+            command("cat deny.json", 10.0),
+        ]),
+    );
+    let d = engine
+        .pre_tool(&config, &call(ToolName::CodeExecution), "env_x")
+        .await;
+    let shown = serde_json::to_string(&d).unwrap();
+    assert!(!shown.contains(token), "{shown}");
+    assert!(
+        shown.contains("upstream said: authorization: [redacted]"),
+        "{shown}"
+    );
+    match &d.decision {
+        Decision::Deny { reason, .. } => assert_eq!(reason, "refused, token [redacted] seen"),
+        other => panic!("{other:?}"),
+    }
+    // Without secrets nothing is changed (the scrub is not a blanket filter).
+    let plain = engine_in(dir.path())
+        .pre_tool(&config, &call(ToolName::CodeExecution), "env_x")
+        .await;
+    assert!(serde_json::to_string(&plain).unwrap().contains(token));
+}

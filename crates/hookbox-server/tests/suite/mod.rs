@@ -1,5 +1,6 @@
 mod approvals;
 mod auth;
+mod bounds;
 mod environments;
 mod errors;
 mod interactions;
@@ -51,6 +52,20 @@ impl Harness {
         api_keys: Vec<String>,
         quotas: hookbox_server::quota::QuotaConfig,
     ) -> Self {
+        let uploads = hookbox_server::uploads::UploadOptions {
+            spool_dir: dir.path().join("uploads"),
+            ..Default::default()
+        };
+        Self::with_uploads(dir, api_keys, quotas, uploads)
+    }
+
+    /// [`Self::configured`], with upload bounds `uploads`.
+    pub fn with_uploads(
+        dir: tempfile::TempDir,
+        api_keys: Vec<String>,
+        quotas: hookbox_server::quota::QuotaConfig,
+        uploads: hookbox_server::uploads::UploadOptions,
+    ) -> Self {
         let store = SqliteStore::open(
             &dir.path().join("hookbox.db"),
             SecretKey::from_bytes([9; 32]),
@@ -71,6 +86,7 @@ impl Harness {
             quotas,
             sandbox_slots: None,
             lifecycle: Default::default(),
+            uploads,
         });
         Harness { dir, state, store }
     }

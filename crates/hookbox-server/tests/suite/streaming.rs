@@ -144,6 +144,7 @@ async fn failed_runs_stream_an_error_event() {
             quotas: Default::default(),
             sandbox_slots: None,
             lifecycle: Default::default(),
+            uploads: Default::default(),
         });
         Harness { dir, state, store }
     };

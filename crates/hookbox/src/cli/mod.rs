@@ -36,7 +36,7 @@ pub enum Command {
     /// Run one tool call in an environment through its hooks; prints the result and hook trace.
     Tool(tool::ToolArgs),
     /// Serve the Interactions API for the google-genai SDK (the main command).
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Serve one environment's tools over MCP (stdio, or streamable HTTP with --listen), every
     /// call through its hooks.
     Mcp(mcp::McpArgs),
@@ -67,7 +67,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Credential(args) => credential::run(args),
         Command::Env(cmd) => env::run(cmd),
         Command::Tool(args) => tool::run(args),
-        Command::Serve(args) => serve::run(args),
+        Command::Serve(args) => serve::run(*args),
         Command::Mcp(args) => mcp::run(args),
         Command::Project(args) => project::run_project(args),
         Command::Key(args) => project::run_key(args),
@@ -109,7 +109,9 @@ fn print_all(bytes: &[u8]) -> anyhow::Result<ExitCode> {
 /// reports every failure (`hooks`) log only errors by default. Metrics and the audit log get
 /// their events whatever the level. With `OTEL_EXPORTER_OTLP_ENDPOINT` (or `..._TRACES_ENDPOINT`)
 /// set, spans go to that OTLP/HTTP receiver too (the standard `OTEL_*` variables apply); the
-/// returned provider must be shut down at exit to flush them.
+/// returned provider must be shut down at exit to flush them. Only spans are exported, with the
+/// fields each declares: log events (which may carry a deny reason) stay in the log and are
+/// never sent as span events.
 pub fn init_logging(
     verbose: u8,
     quiet: bool,
@@ -132,7 +134,10 @@ pub fn init_logging(
             Some(
                 tracing_opentelemetry::layer()
                     .with_tracer(tracer)
-                    .with_filter(hookbox_server::metrics::layer_targets()),
+                    .with_filter(tracing_subscriber::filter::FilterExt::and(
+                        hookbox_server::metrics::layer_targets(),
+                        tracing_subscriber::filter::filter_fn(|meta| meta.is_span()),
+                    )),
             ),
         ),
         None => (None, None),

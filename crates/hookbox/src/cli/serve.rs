@@ -206,6 +206,19 @@ pub struct ServeArgs {
     /// `disabled_due_to_failed_deliveries` until it is updated to `enabled`; 0: never.
     #[arg(long, value_name = "N", default_value_t = 20)]
     pub webhook_disable_after: u32,
+    /// Unfinished file uploads: one left untouched this many seconds is dropped, with the
+    /// bytes spooled for it (in `<data-dir>/uploads`, never in memory).
+    #[arg(long, value_name = "SECS", default_value_t = hookbox_server::uploads::DEFAULT_IDLE_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    pub upload_idle_timeout: u64,
+    /// Unfinished file uploads one project may hold at once.
+    #[arg(long, value_name = "N", default_value_t = hookbox_server::uploads::DEFAULT_SESSIONS_PER_PROJECT, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub upload_sessions_per_project: usize,
+    /// Bytes one project's unfinished file uploads may spool at once.
+    #[arg(long, value_name = "BYTES", default_value_t = hookbox_server::uploads::DEFAULT_BYTES_PER_PROJECT)]
+    pub upload_project_bytes: u64,
+    /// Bytes all projects' unfinished file uploads may spool at once.
+    #[arg(long, value_name = "BYTES", default_value_t = hookbox_server::uploads::DEFAULT_BUDGET_BYTES)]
+    pub upload_budget_bytes: u64,
 }
 
 /// `--webhook-retry-base`: seconds, from 0.01 to an hour.
@@ -563,6 +576,13 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
                 expiry_interval: Duration::from_secs_f64(args.expiry_interval.max(0.1)),
                 snapshots: snapshots.clone(),
             },
+            uploads: hookbox_server::uploads::UploadOptions {
+                spool_dir: data_dir.join("uploads"),
+                idle_timeout: Duration::from_secs(args.upload_idle_timeout),
+                sessions_per_project: args.upload_sessions_per_project,
+                bytes_per_project: args.upload_project_bytes,
+                budget_bytes: args.upload_budget_bytes,
+            },
         },
         cluster,
     );
@@ -576,6 +596,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let expiry = tokio::spawn(hookbox_server::lifecycle::run_expiry(state.clone()));
+    let upload_sweeper = tokio::spawn(hookbox_server::uploads::run_sweeper(state.clone()));
     // Webhook deliveries leave through egress's SSRF guard, with the operator's CIDRs and CAs.
     let poster = hookbox_egress::EgressPoster::for_webhooks(
         args.egress_allow_cidrs.clone(),
@@ -722,6 +743,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         watch.abort();
     }
     expiry.abort();
+    upload_sweeper.abort();
     scheduler.abort();
     approvals.abort();
     let report = backend_for_stop

@@ -1,4 +1,5 @@
 mod answers_cli;
+mod bounds_cli;
 mod browser_cli;
 mod drain_cli;
 mod env_cli;
@@ -10,3 +11,4 @@ mod partition_cli;
 mod postgres_cli;
 mod serve_cli;
 mod support;
+mod telemetry_cli;
