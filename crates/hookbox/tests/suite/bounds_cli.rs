@@ -313,7 +313,8 @@ fn uploads_are_spooled_to_disk_not_held_in_memory() {
         .map(|f| {
             (
                 f["path"].as_str().unwrap().to_owned(),
-                f["size_bytes"].as_u64().unwrap(),
+                // An int64 on the wire: a decimal string (docs/java.md).
+                f["size_bytes"].as_str().unwrap().parse::<u64>().unwrap(),
             )
         })
         .collect();
