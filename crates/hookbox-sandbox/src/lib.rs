@@ -82,4 +82,7 @@ pub mod tools;
 pub mod vars;
 
 pub use environment::Store;
+/// The kernel an environment's programs run on (`namespaces` or `gvisor`), by the name an
+/// environment records and a config file or the API gives.
+pub use hookbox_isolation::spec::RuntimeKind;
 pub use network::{EgressOperator, EgressOptions};

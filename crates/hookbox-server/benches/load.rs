@@ -109,7 +109,7 @@ struct Setup {
     /// Snapshots to this object store (checkpoint after every interaction).
     snapshots: Option<String>,
     /// The environments' runtime.
-    runtime: hookbox_isolation::spec::RuntimeKind,
+    runtime: hookbox_sandbox::RuntimeKind,
 }
 
 /// Serves the API over `store` and the environments in `data` on `listener`.
@@ -513,7 +513,7 @@ async fn quota_rows(client: &reqwest::Client, per_level: usize) {
 /// Warm sandboxes at concurrency 16 under each runtime, with gVisor's rate as a ratio of the
 /// namespaces one (same gate, same interaction).
 async fn runtime_rows(client: &reqwest::Client, per_level: usize) {
-    use hookbox_isolation::spec::RuntimeKind;
+    use hookbox_sandbox::RuntimeKind;
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     println!("runtime     concurrency  interactions  per_second  p50_ms  p99_ms");
     let mut rates = Vec::new();

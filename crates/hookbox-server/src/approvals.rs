@@ -1,8 +1,10 @@
 //! Calls paused for a reviewer (a pre hook's `"decision": "ask"`, hookbox extension): the
 //! listing of their records (`GET /approvals`, what the console's Approvals page shows) and the
 //! sweeper that denies the ones nobody answered before their deadline (`--ask-timeout`). The
-//! paused interaction then goes on in place: its approval requests get a timed-out answer, the
-//! model sees each such call denied, and the interaction ends as any other. Paused calls live
+//! paused interaction then goes on in place (`resume_timed_out`): its approval requests get a
+//! timed-out answer, the model sees each such call denied, and the interaction ends as any
+//! other. How a continuation's answers are read, checked and settled, and the records a run
+//! writes, are `interactions::approvals`'. Paused calls live
 //! only in the store, so a restart loses none: the next sweep finds them.
 //!
 //! Who settles a call is decided by the store's conditional update (`hookbox_store::approvals`),
@@ -15,12 +17,18 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::extract::{Extension, Query, State};
-use hookbox_protocol::api::InteractionStatus;
-use hookbox_store::{ApprovalFilter, ApprovalState, InteractionFilter, Page};
+use hookbox_agent::approval;
+use hookbox_protocol::api::{InteractionStatus, Step};
+use hookbox_store::{
+    ApprovalFilter, ApprovalRecord, ApprovalState, InteractionFilter, Page, Settle, Settled,
+    Settlement, StatusUpdate,
+};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::{ApiError, ApiResult, AppState, Project};
+use crate::holder::{self, Needs};
+use crate::interactions::{approvals, request, resolve, run};
+use crate::{ApiError, ApiResult, AppState, BUILTIN_AGENTS, Project, strip_resource_prefix};
 
 /// Query of `GET /approvals` (a hookbox extension).
 #[derive(Debug, Default, Deserialize)]
@@ -135,7 +143,7 @@ pub async fn sweep(state: &AppState) -> ApiResult<usize> {
                 if !here(state, paused.environment_id.as_deref()).await? {
                     continue;
                 }
-                match crate::interactions::resume_timed_out(state, &project, &paused.id).await {
+                match resume_timed_out(state, &project, &paused.id).await {
                     Ok(true) => resumed += 1,
                     Ok(false) => {}
                     Err(e) => {
@@ -154,11 +162,148 @@ pub async fn sweep(state: &AppState) -> ApiResult<usize> {
 
 /// Whether this replica runs interactions in `environment_id` (always, without replicas).
 async fn here(state: &AppState, environment_id: Option<&str>) -> ApiResult<bool> {
-    let (Some(_), Some(env)) = (state.inner.cluster.as_ref(), environment_id) else {
+    let Some(env) = environment_id else {
         return Ok(true);
     };
     Ok(matches!(
-        crate::cluster::place(state.inner.cluster.as_ref(), env, false).await?,
+        holder::locate(state, Needs::Environment(env), false).await?,
         crate::cluster::Placement::Here
     ))
+}
+
+/// Times out the paused calls of interaction `id` if one's approval deadline has passed and it
+/// still waits for nothing but reviewers: their records are settled `timed_out` by the
+/// sweeper (a conditional update: a continuation that answered first wins, and then nothing
+/// happens here), the timed-out answers are recorded in the interaction itself, and the same
+/// interaction goes on in place, the model seeing each such call denied. `Ok(false)` when
+/// there was nothing to do.
+async fn resume_timed_out(state: &AppState, project: &Project, id: &str) -> ApiResult<bool> {
+    let Some(paused) = state.inner.store.get_interaction(project, id).await? else {
+        return Ok(false);
+    };
+    if paused.status != InteractionStatus::RequiresAction {
+        return Ok(false);
+    }
+    let records = approvals::approval_records(state, project, id).await?;
+    let waiting: Vec<&ApprovalRecord> = records
+        .iter()
+        .filter(|r| r.state == ApprovalState::Pending)
+        .collect();
+    let now = chrono::Utc::now();
+    let expired = |r: &&ApprovalRecord| {
+        chrono::DateTime::parse_from_rfc3339(&r.expires_at).map_or(true, |deadline| now >= deadline)
+    };
+    if !waiting.iter().any(expired) {
+        return Ok(false);
+    }
+    // A turn that also waits for the client's own functions goes on only when the client
+    // answers them (an approval answered after its deadline is then denied as timed out).
+    let turn = &paused.steps[hookbox_agent::model::current_turn_start(&paused.steps)..];
+    if approvals::waiting_calls(turn, &records)
+        .iter()
+        .any(|(_, name)| *name != approval::APPROVAL_FUNCTION)
+    {
+        return Ok(false);
+    }
+    let Some(environment_id) = paused.environment_id.clone() else {
+        return Ok(false);
+    };
+    let running = state.inner.quotas.start_interaction(project).await?;
+    let settle = Settle {
+        interaction_id: id.to_owned(),
+        by: hookbox_store::approvals::SWEEPER.to_owned(),
+        settlements: waiting
+            .iter()
+            .map(|r| Settlement {
+                id: r.id.clone(),
+                state: ApprovalState::TimedOut,
+                reviewer_reason: None,
+            })
+            .collect(),
+        now: hookbox_store::time::now_rfc3339(),
+    };
+    let won = match state.inner.store.settle_approvals(project, &settle).await? {
+        Settled::Won(won) => won,
+        // Answered meanwhile: that answer's run settles them.
+        Settled::Refused(_) => return Ok(false),
+    };
+    let (mut conversation, _) = match paused.previous_interaction_id.as_deref() {
+        Some(previous) => resolve::history(state, project, previous).await?,
+        None => (Vec::new(), None),
+    };
+    conversation.extend(paused.steps.iter().cloned());
+    let mut index = paused.steps.len();
+    for record in &won {
+        let answer = Step::FunctionResult {
+            call_id: record.id.clone(),
+            result: approval::timed_out_answer(),
+            name: Some(approval::APPROVAL_FUNCTION.to_owned()),
+            is_error: None,
+            hooks: None,
+        };
+        state.inner.store.append_step(id, index, &answer).await?;
+        conversation.push(answer);
+        index += 1;
+    }
+    state
+        .inner
+        .store
+        .update_status(
+            id,
+            &StatusUpdate {
+                status: InteractionStatus::InProgress,
+                usage: None,
+                errors: Vec::new(),
+                updated: hookbox_store::time::now_rfc3339(),
+            },
+        )
+        .await?;
+    tracing::info!(interaction_id = %id, calls = won.len(), "nobody approved paused calls in time: they are denied and the interaction goes on");
+    let tools = paused
+        .extra
+        .get("tools")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice);
+    let agent = match paused.agent.as_deref() {
+        Some(name) if !BUILTIN_AGENTS.contains(&name) => {
+            state
+                .inner
+                .store
+                .get_agent(project, strip_resource_prefix(name, "agents"))
+                .await?
+        }
+        _ => None,
+    };
+    let run = run::RunSpec {
+        project: project.clone(),
+        running,
+        id: id.to_owned(),
+        environment_id,
+        model_name: paused
+            .extra
+            .get("agent_config")
+            .and_then(|c| c.get("model"))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .or_else(|| agent.as_ref()?.agent_config.as_ref()?.model.clone()),
+        system_instruction: paused
+            .extra
+            .get("system_instruction")
+            .or(agent.as_ref().and_then(|a| a.system_instruction.as_ref()))
+            .and_then(request::instruction_text),
+        conversation,
+        first_index: index,
+        keep: true,
+        functions: request::function_tools(tools).unwrap_or_default(),
+        // The stored tools carry no header values: servers are reached without them.
+        mcp: request::mcp_servers(tools.map(request::without_redacted_headers).as_deref())
+            .unwrap_or_default(),
+        agent: paused.agent.clone().unwrap_or_default(),
+        input: None,
+        prior_usage: paused.usage.clone(),
+        settled: won,
+    };
+    let (events_rx, _handle) = run::start(state, run)?;
+    drop(events_rx);
+    Ok(true)
 }

@@ -4,7 +4,10 @@
 //! there with the cluster secret. [`run`] keeps this replica's heartbeat and leases alive and
 //! fails the interactions of replicas that stopped.
 //!
-//! This module decides where a request runs; it must not run anything itself.
+//! This module holds the mechanisms: a lease taken or found ([`place`]), a request sent to a
+//! peer and its answer relayed ([`forward`]), the proof that a request came from a peer
+//! ([`forwarded`]). Which request goes where is `holder`'s; this module must not run
+//! anything itself, nor know about draining.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -138,7 +141,7 @@ pub async fn place(
 }
 
 fn unavailable(message: String) -> ApiError {
-    ApiError::unavailable(message, crate::drain::RETRY_AFTER_SECS)
+    ApiError::unavailable(message, crate::error::RETRY_AFTER_SECS)
 }
 
 /// Sends the request (`method`, `path_and_query`, the kept `headers`, `body`) to the replica at
@@ -201,110 +204,6 @@ pub async fn forward(
     out.body(body)
         .map_err(|e| ApiError::internal(&e))
         .map(IntoResponse::into_response)
-}
-
-/// What an API path needs to run where it is held: an environment, or an upload session
-/// (whose id names the replica that opened it).
-fn held_part(path: &str) -> Option<Held> {
-    let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
-    let at = |name: &str| parts.iter().position(|p| *p == name);
-    if let Some(i) = at("sessions") {
-        let session = parts.get(i + 1)?;
-        return session
-            .split_once('.')
-            .map(|(replica, _)| Held::Session(replica.to_owned()));
-    }
-    let i = at("environments")?;
-    parts
-        .get(i + 1)
-        .map(|id| Held::Environment((*id).to_owned()))
-}
-
-enum Held {
-    Environment(String),
-    Session(String),
-}
-
-async fn exists(state: &crate::AppState, project: Option<&crate::Project>, id: &str) -> bool {
-    let Some(project) = project else {
-        return false;
-    };
-    let id = crate::strip_resource_prefix(id, "environments");
-    matches!(
-        state.inner.store.get_environment(project, id).await,
-        Ok(Some(_))
-    )
-}
-
-/// Middleware: a request about one environment (its metadata, files, uploads, deletion) runs
-/// where the environment is held, and an upload chunk where its session was opened; this
-/// forwards it there, so an environment's tree is never touched by two replicas.
-pub async fn follow_environments(
-    axum::extract::State(state): axum::extract::State<crate::AppState>,
-    req: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> Response {
-    let Some(config) = state.inner.cluster.clone() else {
-        return next.run(req).await;
-    };
-    match forwarded(Some(&config), req.headers()) {
-        Ok(true) => return next.run(req).await,
-        Ok(false) => {}
-        Err(e) => return e.into_response(),
-    }
-    let project = req.extensions().get::<crate::Project>().cloned();
-    let target = match held_part(req.uri().path()) {
-        // Only environments that exist (in the caller's project) are placed: an unknown id
-        // takes no lease and gets its 404 here.
-        Some(Held::Environment(id)) if !exists(&state, project.as_ref(), &id).await => None,
-        Some(Held::Environment(id)) if state.is_draining() => {
-            match crate::drain::placement(
-                &config,
-                Some(crate::strip_resource_prefix(&id, "environments")),
-            )
-            .await
-            {
-                Ok(Placement::There { replica, url }) => Some((replica, url)),
-                Ok(Placement::Here) => None,
-                Err(e) => return e.into_response(),
-            }
-        }
-        Some(Held::Environment(id)) => match place(Some(&config), &id, false).await {
-            Ok(Placement::There { replica, url }) => Some((replica, url)),
-            Ok(Placement::Here) => None,
-            Err(e) => return e.into_response(),
-        },
-        Some(Held::Session(replica)) if replica != config.cluster.replica().id => {
-            match config.cluster.replica_url(&replica).await {
-                Ok(Some(url)) => Some((replica, url)),
-                Ok(None) => {
-                    return unavailable(format!(
-                        "The upload session was opened on replica `{replica}`, which stopped; start the upload again."
-                    ))
-                    .into_response();
-                }
-                Err(e) => return ApiError::from(e).into_response(),
-            }
-        }
-        _ => None,
-    };
-    let Some((replica, url)) = target else {
-        return next.run(req).await;
-    };
-    let (parts, body) = req.into_parts();
-    let Ok(body) = axum::body::to_bytes(body, crate::MAX_BODY_BYTES).await else {
-        return ApiError::bad_request("The request body is too large or broken.").into_response();
-    };
-    forward(
-        &config,
-        (&replica, &url),
-        parts.method.clone(),
-        &parts.uri,
-        &parts.headers,
-        body,
-    )
-    .await
-    .unwrap_or_else(IntoResponse::into_response)
 }
 
 /// Renews this replica's heartbeat and leases every third of the lease TTL and fails the

@@ -5,20 +5,17 @@
 //! and marked failed ([`AppState::stop_running`]). Everything else keeps being served, so
 //! clients can follow and read what finishes.
 //!
-//! This module decides what a draining server answers; closing sandboxes and unmounting disks
-//! is `sandbox::SandboxBackend::shutdown`'s, and the order of the steps is the binary's.
+//! This module decides what a draining server answers (`refused`, and `placement`: where a
+//! request about an environment goes instead, which `holder` applies); closing
+//! sandboxes and unmounting disks is `sandbox::SandboxBackend::shutdown`'s, and the order of the
+//! steps is the binary's.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use axum::response::Response;
-
 use crate::AppState;
-use crate::error::{ApiError, ApiResult};
-
-/// What a client is told to wait before it retries a refused interaction (a peer, or this
-/// server once restarted, takes it by then).
-pub const RETRY_AFTER_SECS: u32 = 2;
+use crate::cluster::{ClusterConfig, Placement};
+use crate::error::{ApiError, ApiResult, RETRY_AFTER_SECS};
 
 /// The failure recorded on interactions still running when the grace period ends (the same as
 /// after a crash, so clients handle both alike).
@@ -51,37 +48,6 @@ pub(crate) fn refused() -> ApiError {
         "hookbox is shutting down and takes no new interactions here; retry (another replica, or this one once restarted, will take it).",
         RETRY_AFTER_SECS,
     )
-}
-
-/// A new interaction reaching a draining server: among replicas it goes where [`placement`]
-/// sends its environment (a new one: to any live peer). It is refused with `Retry-After` when
-/// that is here (its environment is still held here, or there is no peer), and when it was
-/// forwarded already, so it never bounces.
-pub(crate) async fn elsewhere(
-    state: &AppState,
-    environment_id: Option<&str>,
-    forwarded: bool,
-    (uri, headers): (&axum::http::Uri, &axum::http::HeaderMap),
-    body: bytes::Bytes,
-) -> ApiResult<Response> {
-    let Some(config) = state.inner.cluster.as_ref().filter(|_| !forwarded) else {
-        return Err(refused());
-    };
-    let crate::cluster::Placement::There { replica, url } =
-        placement(config, environment_id).await?
-    else {
-        return Err(refused());
-    };
-    tracing::info!(%replica, "draining: new interaction sent to a peer");
-    crate::cluster::forward(
-        config,
-        (&replica, &url),
-        axum::http::Method::POST,
-        uri,
-        headers,
-        body,
-    )
-    .await
 }
 
 /// Among replicas, as a drain begins: every environment this replica holds but runs nothing in
@@ -125,11 +91,7 @@ async fn hand_over_idle(state: AppState) {
 /// Where a request about environment `id` goes on a draining replica: here while this replica
 /// still holds it, to its holder, or (free, or no environment yet) to a live peer, which takes
 /// it; never claimed here.
-pub(crate) async fn placement(
-    config: &crate::cluster::ClusterConfig,
-    id: Option<&str>,
-) -> ApiResult<crate::cluster::Placement> {
-    use crate::cluster::Placement;
+pub(crate) async fn placement(config: &ClusterConfig, id: Option<&str>) -> ApiResult<Placement> {
     let me = config.cluster.replica().id.clone();
     let holder = match id {
         Some(id) => {
@@ -169,11 +131,7 @@ impl AppState {
 
     /// Whether an interaction runs here in environment `id`.
     fn runs_in(&self, id: &str) -> bool {
-        self.inner
-            .running
-            .lock()
-            .map(|running| running.values().any(|r| r.environment_id == id))
-            .unwrap_or(true)
+        self.inner.running.runs_in(id)
     }
 
     /// Whether the server is draining.
@@ -203,15 +161,7 @@ impl AppState {
     /// many had to be stopped.
     pub async fn stop_running(&self, limit: Duration) -> usize {
         self.inner.drain.stopping.store(true, Ordering::SeqCst);
-        let stopped = {
-            let Ok(running) = self.inner.running.lock() else {
-                return 0;
-            };
-            for run in running.values() {
-                let _ = run.cancel.send(true);
-            }
-            running.len()
-        };
+        let stopped = self.inner.running.cancel_all();
         if stopped > 0 {
             tracing::warn!(
                 event = "server.stopping",

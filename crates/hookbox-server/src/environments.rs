@@ -1,13 +1,15 @@
 //! `/environments`: create (from sources or by forking), get, list, delete, file listing and
 //! download (uploads: [`crate::uploads`]). Files go through the [`EnvironmentProvider`] seam;
-//! metadata through the store.
+//! metadata through the store. [`create_environment`] (within the project's quota and disk
+//! cap, on its runtime) and [`check_credentials`] (a `network` names only credentials the
+//! project has) serve interactions' environment specs too.
 //!
 //! [`EnvironmentProvider`]: hookbox_agent::seams::EnvironmentProvider
 
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Extension, Path, Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use hookbox_agent::seams::EnvironmentSetup;
 use hookbox_protocol::api::{
@@ -19,6 +21,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::error::{ApiError, ApiResult};
+use crate::holder::{self, Needs, Received, Routed};
 use crate::{AppState, Project, parse_json, strip_resource_prefix};
 
 /// `page_size` / `page_token` query.
@@ -93,6 +96,77 @@ pub(crate) async fn record(
         .ok_or_else(|| ApiError::not_found(format!("Environment `{id}` not found.")))
 }
 
+/// Refuses a `network` whose allowlist names a credential `project` does not have (or has
+/// revoked), naming the field (`at`: where `network` is in the request): otherwise the sandbox
+/// would only ever see its tunnel refused.
+pub(crate) async fn check_credentials(
+    state: &AppState,
+    project: &Project,
+    network: Option<&hookbox_protocol::api::Network>,
+    at: &str,
+) -> ApiResult<()> {
+    use hookbox_protocol::api::{Allowlist, CredentialStatus, Network};
+    let Some(Network::Rules {
+        allowlist: Allowlist::Entries(entries),
+    }) = network
+    else {
+        return Ok(());
+    };
+    for (i, entry) in entries.iter().enumerate() {
+        let Some(id) = entry.credential.as_deref() else {
+            continue;
+        };
+        let problem = match state.inner.store.get_credential(project, id).await? {
+            None => "which this project does not have",
+            Some(c) if c.status == CredentialStatus::Revoked => "which is revoked",
+            Some(_) => continue,
+        };
+        return Err(ApiError::bad_request(format!(
+            "`{at}.allowlist[{i}].credential` names credential `{id}` (for `{}`), {problem}. Create it first (POST /v1beta/credentials, or `hookbox credential create {id} --project {project}`).",
+            entry.domain
+        )));
+    }
+    Ok(())
+}
+
+/// Materialises and records a new environment of `project`, within its `environments` quota and
+/// with its disk cap.
+pub(crate) async fn create_environment(
+    state: &AppState,
+    project: &Project,
+    mut setup: EnvironmentSetup,
+) -> ApiResult<String> {
+    let (_creating, disk) = state.inner.quotas.create_environment(project).await?;
+    setup.project = project.to_string();
+    setup.disk_limit_bytes = Some(disk);
+    setup.runtime = state
+        .inner
+        .quotas
+        .runtime(project)
+        .map(|r| r.name().to_owned());
+    let id = state.inner.environments.create(&setup).await?;
+    let now = hookbox_store::time::now_rfc3339();
+    let record = EnvironmentRecord {
+        environment: hookbox_protocol::api::Environment {
+            id: id.clone(),
+            status: Some(EnvironmentStatus::Active),
+            created: Some(now.clone()),
+            updated: Some(now.clone()),
+            last_accessed: Some(now),
+            file_count: None,
+            size_bytes: None,
+            sources: (!setup.sources.is_empty()).then_some(setup.sources),
+            network: setup.network,
+        },
+        env: setup.env,
+    };
+    if let Err(e) = state.inner.store.put_environment(project, &record).await {
+        let _ = state.inner.environments.delete(&id).await;
+        return Err(e.into());
+    }
+    Ok(id)
+}
+
 /// `POST /environments`.
 pub async fn create(
     State(state): State<AppState>,
@@ -102,8 +176,7 @@ pub async fn create(
     body: Bytes,
 ) -> ApiResult<Response> {
     let req: CreateEnvironmentRequest = parse_json(&body, "environment request")?;
-    crate::interactions::check_credentials(&state, &project, req.network.as_ref(), "network")
-        .await?;
+    check_credentials(&state, &project, req.network.as_ref(), "network").await?;
     let id = match req.from_environment.as_deref() {
         Some(from) => {
             if req.sources.as_ref().is_some_and(|s| !s.is_empty()) {
@@ -114,21 +187,11 @@ pub async fn create(
             let from = strip_resource_prefix(from, "environments");
             let parent = crate::lifecycle::active_record(&state, &project, from).await?;
             // A fork copies the parent where it is held (its newest files may not be uploaded).
-            let cluster = state.inner.cluster.as_ref();
-            let forwarded = crate::cluster::forwarded(cluster, &headers)?;
-            if let (Some(config), crate::cluster::Placement::There { replica, url }) = (
-                cluster,
-                crate::cluster::place(cluster, from, forwarded).await?,
-            ) {
-                return crate::cluster::forward(
-                    config,
-                    (&replica, &url),
-                    axum::http::Method::POST,
-                    &uri,
-                    &headers,
-                    body,
-                )
-                .await;
+            let received = Received::new(&state, Method::POST, &uri, &headers, body)?;
+            if let Routed::There(answer) =
+                holder::to_holder(&state, Needs::Environment(from), received).await?
+            {
+                return Ok(answer);
             }
             let (_creating, disk) = state.inner.quotas.create_environment(&project).await?;
             let setup = EnvironmentSetup {
@@ -145,7 +208,7 @@ pub async fn create(
             };
             let id = state.inner.environments.fork(from, &setup).await?;
             // The child starts here, where its files are.
-            crate::cluster::place(cluster, &id, true).await?;
+            holder::take_new(&state, &id).await?;
             let now = hookbox_store::time::now_rfc3339();
             let mut child = parent;
             child.environment.id.clone_from(&id);
@@ -163,7 +226,7 @@ pub async fn create(
             id
         }
         None => {
-            let id = crate::interactions::create_environment(
+            let id = create_environment(
                 &state,
                 &project,
                 EnvironmentSetup {
@@ -174,7 +237,7 @@ pub async fn create(
             )
             .await?;
             // A new environment is this replica's from the start: its files are only here.
-            crate::cluster::place(state.inner.cluster.as_ref(), &id, true).await?;
+            holder::take_new(&state, &id).await?;
             id
         }
     };

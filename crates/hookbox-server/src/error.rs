@@ -24,6 +24,11 @@ pub struct ApiError {
 /// Result alias of handlers.
 pub type ApiResult<T> = std::result::Result<T, ApiError>;
 
+/// What a client told to retry (503 `UNAVAILABLE`: a draining server, a peer that took or
+/// holds an environment) waits before it does: a peer, or this server once restarted, takes
+/// the request by then.
+pub const RETRY_AFTER_SECS: u32 = 2;
+
 impl ApiError {
     pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
         ApiError {

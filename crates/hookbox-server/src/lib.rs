@@ -26,6 +26,7 @@ pub mod cluster;
 pub mod drain;
 mod environments;
 pub mod error;
+mod holder;
 mod interactions;
 pub mod lifecycle;
 pub mod metrics;
@@ -33,14 +34,12 @@ pub mod quota;
 mod resources;
 pub mod sandbox;
 mod schedule;
-mod stream;
 pub mod triggers;
 pub mod uploads;
 mod webhooks;
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -139,7 +138,7 @@ struct Inner {
     allow_keyless: bool,
     loop_config: LoopConfig,
     quotas: Arc<quota::QuotaBook>,
-    running: Mutex<HashMap<String, interactions::Running>>,
+    running: interactions::run::Runs,
     uploads: uploads::Uploads,
     /// Set when this server is one replica of several.
     cluster: Option<cluster::ClusterConfig>,
@@ -195,7 +194,7 @@ impl AppState {
                 api_keys: services.api_keys,
                 allow_keyless: services.allow_keyless,
                 loop_config: services.loop_config,
-                running: Mutex::new(HashMap::new()),
+                running: interactions::run::Runs::default(),
                 uploads: uploads::Uploads::new(services.uploads),
                 cluster,
                 lifecycle: services.lifecycle,
@@ -249,7 +248,7 @@ impl AppState {
 
     /// Number of interactions currently running.
     pub fn running_count(&self) -> usize {
-        self.inner.running.lock().map(|m| m.len()).unwrap_or(0)
+        self.inner.running.count()
     }
 }
 
@@ -378,7 +377,7 @@ pub fn app(state: AppState) -> Router {
         // Inside auth: only authenticated requests are forwarded to another replica.
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
-            cluster::follow_environments,
+            holder::follow_environments,
         ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -28,6 +28,7 @@ use hookbox_store::{EnvironmentChange, EnvironmentRecord, InteractionFilter, Pag
 use crate::AppState;
 use crate::cluster::{self, Placement};
 use crate::error::{ApiError, ApiResult};
+use crate::holder::{self, Needs, Received};
 
 /// The lease naming the replica that runs the expiry sweeper.
 pub const SWEEPER_RESOURCE: &str = "sweeper:expiry";
@@ -252,25 +253,21 @@ async fn expire(
     cutoff: &str,
     now: &str,
 ) -> ApiResult<bool> {
-    match cluster::place(state.inner.cluster.as_ref(), id, false).await? {
+    match holder::locate(state, Needs::Environment(id), false).await? {
         Placement::Here => expire_local(state, project, id, cutoff, now).await,
         Placement::There { replica, url } => {
-            let Some(config) = &state.inner.cluster else {
-                return Ok(false);
-            };
             let uri: axum::http::Uri =
                 format!("/v1beta/environments/{id}/expire?project={project}&cutoff={cutoff}")
                     .parse()
                     .map_err(|e| ApiError::internal(&e))?;
-            let response = cluster::forward(
-                config,
-                (&replica, &url),
-                axum::http::Method::POST,
-                &uri,
-                &HeaderMap::new(),
-                bytes::Bytes::new(),
-            )
-            .await?;
+            let request = Received {
+                method: axum::http::Method::POST,
+                uri: &uri,
+                headers: &HeaderMap::new(),
+                body: bytes::Bytes::new(),
+                forwarded: false,
+            };
+            let response = holder::send(state, (&replica, &url), request).await?;
             Ok(response.status().is_success())
         }
     }

@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use hookbox_agent::seams::{OutputSink, ToolExecution, ToolExecutor};
-use hookbox_isolation::spec::RuntimeKind;
 use hookbox_protocol::ToolCall;
+use hookbox_sandbox::RuntimeKind;
 use hookbox_store::{Cluster, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};

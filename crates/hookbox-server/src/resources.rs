@@ -167,7 +167,7 @@ pub async fn create_agent(
     }
     if let Some(base) = agent.base_environment.as_ref() {
         let base = serde_json::to_value(base).map_err(|e| ApiError::internal(&e))?;
-        crate::interactions::check_environment_network(Some(&base), "base_environment")?;
+        crate::interactions::request::check_environment_network(Some(&base), "base_environment")?;
     }
     if state.inner.store.get_agent(&project, &id).await?.is_some() {
         return Err(ApiError::bad_request(format!(
@@ -185,7 +185,7 @@ fn shown_agent(mut agent: Agent) -> Agent {
         spec.network = crate::environments::shown_network(spec.network.take());
     }
     if let Some(tools) = agent.tools.as_mut() {
-        *tools = crate::interactions::redacted_tools(tools);
+        *tools = crate::interactions::request::redacted_tools(tools);
     }
     agent
 }

@@ -72,7 +72,7 @@ pub async fn create(
             "Invalid `interaction.input`: the input each run sends is required.",
         ));
     }
-    crate::interactions::check_stored_request(
+    crate::interactions::request::check_stored_request(
         request
             .get("tools")
             .and_then(Value::as_array)
@@ -201,7 +201,8 @@ pub async fn list(
 /// them).
 fn shown(mut trigger: Trigger) -> Trigger {
     if let Some(Value::Array(tools)) = trigger.interaction.get("tools") {
-        trigger.interaction["tools"] = Value::Array(crate::interactions::redacted_tools(tools));
+        trigger.interaction["tools"] =
+            Value::Array(crate::interactions::request::redacted_tools(tools));
     }
     if let Some(environment) = trigger.interaction.get_mut("environment") {
         crate::environments::redact_environment_value(environment);

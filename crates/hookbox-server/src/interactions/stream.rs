@@ -12,8 +12,8 @@ use hookbox_protocol::api::{Content, Delta, Interaction, Step, StreamError, Stre
 use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
 
+use super::run::Live;
 use crate::AppState;
-use crate::interactions::Live;
 
 /// The partial interaction carried by `interaction.created` / `interaction.completed`:
 /// no steps, plus `environment_id` (an extra field the SDK keeps).
@@ -368,7 +368,7 @@ pub async fn sse(
     id: String,
     after: Option<ResumePoint>,
 ) -> crate::ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
-    let live = crate::interactions::subscribe(&state, &id);
+    let live = state.inner.running.subscribe(&id);
     // Running on another replica: its changes arrive through the database's notifications.
     let remote = match (&live, &state.inner.cluster) {
         (None, Some(config)) => Some(config.cluster.changes()),
@@ -510,7 +510,7 @@ fn async_stream(
                                 return Some((vec![done()], StreamState::Done));
                             };
                             if stored.status.is_running() {
-                                let rx = match crate::interactions::subscribe(&state.app, &id) {
+                                let rx = match state.app.inner.running.subscribe(&id) {
                                     Some(rx) => rx,
                                     None => {
                                         // Finished between the two reads: one more store read

@@ -1,0 +1,437 @@
+//! The runs of interactions on this server: the registry of those running here ([`Runs`]: their
+//! live events, cancellation, which environment each holds), [`start`] (registers and spawns a
+//! run) and [`drive`], the run itself: `pre_interaction` hooks, the agent loop, every step
+//! appended to the store *before* it is broadcast (so what a client has seen is durable), a
+//! call a hook paused recorded before its request step, then the environment's last use, its
+//! checkpoint, `post_interaction` hooks and the final status. A run survives the client going
+//! away.
+//!
+//! This module must not speak HTTP: handlers start runs, streams subscribe to them.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use hookbox_agent::agent_loop::{LoopContext, LoopEvent, LoopOutcome};
+use hookbox_agent::mcp::McpServerSpec;
+use hookbox_protocol::api::{Interaction, InteractionError, InteractionStatus, Step};
+use hookbox_protocol::{HookEvent, InteractionHookPayload, ToolName};
+use hookbox_store::{ApprovalRecord, StatusUpdate};
+use tokio::sync::{broadcast, mpsc, watch};
+
+use super::approvals;
+use crate::error::{ApiError, ApiResult};
+use crate::quota::RunningGuard;
+use crate::{AppState, Project};
+
+/// Messages from a running interaction to its SSE subscribers.
+#[derive(Debug, Clone)]
+pub(crate) enum Live {
+    /// A step, already stored, at this index.
+    Step(usize, Step),
+    /// A piece of running code's stdout for the `code_execution_result` step that will be
+    /// stored at `index`, starting at byte `offset` of that stdout. Never stored.
+    Output {
+        index: usize,
+        offset: usize,
+        text: String,
+    },
+    /// The run ended; the final stored interaction.
+    Finished(Box<Interaction>),
+}
+
+/// Bookkeeping of a running interaction.
+#[derive(Debug)]
+struct Running {
+    /// The environment it runs in (a draining server keeps that one until it ends).
+    environment_id: String,
+    events: broadcast::Sender<Live>,
+    cancel: watch::Sender<bool>,
+    finished: watch::Receiver<bool>,
+}
+
+/// The interactions running on this server, by id. A poisoned lock counts as nothing running
+/// (and as holding every environment, so a drain hands none over).
+#[derive(Debug, Default)]
+pub(crate) struct Runs(Mutex<HashMap<String, Running>>);
+
+impl Runs {
+    fn register(&self, id: &str, run: Running) -> ApiResult<()> {
+        self.0
+            .lock()
+            .map_err(|_| ApiError::internal(&"running-interactions lock poisoned"))?
+            .insert(id.to_owned(), run);
+        Ok(())
+    }
+
+    fn remove(&self, id: &str) {
+        if let Ok(mut running) = self.0.lock() {
+            running.remove(id);
+        }
+    }
+
+    /// A live-event receiver for `id`, if it runs here.
+    pub(crate) fn subscribe(&self, id: &str) -> Option<broadcast::Receiver<Live>> {
+        self.0.lock().ok()?.get(id).map(|r| r.events.subscribe())
+    }
+
+    /// Signals interaction `id` to stop; what says when it has, if it runs here.
+    fn cancel(&self, id: &str) -> Option<watch::Receiver<bool>> {
+        let running = self.0.lock().ok()?;
+        let run = running.get(id)?;
+        let _ = run.cancel.send(true);
+        Some(run.finished.clone())
+    }
+
+    /// Signals every run to stop; returns how many there were.
+    pub(crate) fn cancel_all(&self) -> usize {
+        let Ok(running) = self.0.lock() else {
+            return 0;
+        };
+        for run in running.values() {
+            let _ = run.cancel.send(true);
+        }
+        running.len()
+    }
+
+    /// Whether an interaction runs here in environment `id`.
+    pub(crate) fn runs_in(&self, id: &str) -> bool {
+        self.0
+            .lock()
+            .map(|running| running.values().any(|r| r.environment_id == id))
+            .unwrap_or(true)
+    }
+
+    /// How many interactions run here.
+    pub(crate) fn count(&self) -> usize {
+        self.0.lock().map(|m| m.len()).unwrap_or(0)
+    }
+}
+
+/// Signals cancellation and waits until the run has stopped. `false` if it was not running.
+pub(crate) async fn cancel_and_wait(state: &AppState, id: &str) -> bool {
+    let Some(mut finished) = state.inner.running.cancel(id) else {
+        return false;
+    };
+    let _ = finished.wait_for(|done| *done).await;
+    true
+}
+
+/// What a run is started with.
+pub(crate) struct RunSpec {
+    pub(crate) project: Project,
+    /// The run's place in its project's `running_interactions` quota, freed when it ends.
+    pub(crate) running: RunningGuard,
+    pub(crate) id: String,
+    pub(crate) environment_id: String,
+    pub(crate) model_name: Option<String>,
+    pub(crate) system_instruction: Option<String>,
+    /// The steps the model sees: the history, then this interaction's.
+    pub(crate) conversation: Vec<Step>,
+    /// The index the run's first step is stored at.
+    pub(crate) first_index: usize,
+    /// Whether the interaction is kept when the run ends (`store: false` deletes it).
+    pub(crate) keep: bool,
+    /// The client's `function` tools.
+    pub(crate) functions: Vec<hookbox_agent::model::FunctionDecl>,
+    /// The remote MCP servers (`mcp_server` tools).
+    pub(crate) mcp: Vec<McpServerSpec>,
+    /// The agent it runs, as named in the request (what interaction hooks' matchers match).
+    pub(crate) agent: String,
+    /// The steps this interaction was given, for `pre_interaction` hooks; `None` for a paused
+    /// interaction that goes on in place (no new input, no new `pre_interaction`).
+    pub(crate) input: Option<Vec<Step>>,
+    /// What the interaction had used before this run (a paused one going on in place): the
+    /// stored usage is the sum.
+    pub(crate) prior_usage: Option<hookbox_protocol::api::Usage>,
+    /// The records of the paused calls this run settled (the store said it won them): their
+    /// results come first.
+    pub(crate) settled: Vec<ApprovalRecord>,
+}
+
+/// Registers and spawns the run. The returned receiver exists so callers can subscribe before
+/// the first step is sent.
+pub(crate) fn start(
+    state: &AppState,
+    run: RunSpec,
+) -> ApiResult<(
+    broadcast::Receiver<Live>,
+    tokio::task::JoinHandle<Interaction>,
+)> {
+    let (events, events_rx) = broadcast::channel(1024);
+    let (cancel_tx, cancel_rx) = watch::channel(false);
+    let (finished_tx, finished_rx) = watch::channel(false);
+    state.inner.running.register(
+        &run.id,
+        Running {
+            environment_id: run.environment_id.clone(),
+            events: events.clone(),
+            cancel: cancel_tx,
+            finished: finished_rx,
+        },
+    )?;
+    let state = state.clone();
+    // Everything the run logs (hook decisions included) carries its interaction, project and
+    // environment, for the audit log.
+    let span = tracing::info_span!(
+        "interaction",
+        interaction_id = %run.id,
+        project = %run.project.0,
+        environment_id = %run.environment_id
+    );
+    let handle = tokio::spawn(tracing::Instrument::instrument(
+        async move {
+            let id = run.id.clone();
+            let project = run.project.clone();
+            let keep = run.keep;
+            let final_interaction = drive(&state, run, events.clone(), cancel_rx).await;
+            state.inner.running.remove(&id);
+            let _ = events.send(Live::Finished(Box::new(final_interaction.clone())));
+            let _ = finished_tx.send(true);
+            state.inner.drain.ended_one();
+            if !keep && let Err(e) = state.inner.store.delete_interaction(&project, &id).await {
+                tracing::warn!(interaction_id = %id, error = %e, "could not delete an interaction with store=false");
+            }
+            final_interaction
+        },
+        span,
+    ));
+    Ok((events_rx, handle))
+}
+
+/// Runs the loop and persists every step before broadcasting it; returns the final interaction.
+async fn drive(
+    state: &AppState,
+    run: RunSpec,
+    events: broadcast::Sender<Live>,
+    cancel: watch::Receiver<bool>,
+) -> Interaction {
+    let inner = Arc::clone(&state.inner);
+    let (tx, mut rx) = mpsc::channel::<LoopEvent>(256);
+    // Among replicas, each tool call also holds a place of the project's cluster-wide count.
+    let counted = crate::quota::ClusterSlots {
+        inner: inner.executor.as_ref(),
+        book: &inner.quotas,
+        project: &run.project,
+    };
+    let executor: &dyn hookbox_agent::seams::ToolExecutor = if inner.cluster.is_some() {
+        &counted
+    } else {
+        inner.executor.as_ref()
+    };
+    // pre_interaction hooks (hookbox extension): may deny the turn or add context.
+    let pre = match &run.input {
+        Some(input) => {
+            let payload = interaction_payload(&run, HookEvent::PreInteraction, |p| {
+                p.input_text = Some(
+                    input
+                        .iter()
+                        .filter_map(Step::text)
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                );
+                p.input = serde_json::to_value(input).ok();
+            });
+            executor
+                .interaction_hooks(&run.environment_id, &payload)
+                .await
+        }
+        None => hookbox_agent::InteractionHooks::default(),
+    };
+    // pre_interaction hooks' context, one `[context from hooks] TEXT` line each.
+    let system_instruction = hookbox_agent::model::with_notes(
+        run.system_instruction.as_deref(),
+        pre.context
+            .iter()
+            .map(|c| format!("{}{c}", hookbox_agent::model::HOOK_CONTEXT_PREFIX)),
+    );
+    let mcp: Arc<dyn hookbox_agent::mcp::McpTools> = match (&pre.denied, run.mcp.is_empty()) {
+        (None, false) => executor.mcp_session(&run.environment_id, &run.mcp).await,
+        _ => Arc::new(hookbox_agent::mcp::Unreachable::default()),
+    };
+    // Each paused call this run settled, once (the store said this run won it).
+    let settled = approvals::settled_calls(&run.settled);
+    let ctx = LoopContext {
+        model: inner.model.as_ref(),
+        executor,
+        environment_id: Some(&run.environment_id),
+        model_name: run.model_name.as_deref(),
+        system_instruction: system_instruction.as_deref(),
+        tools: &ToolName::ALL,
+        functions: &run.functions,
+        mcp: mcp.as_ref(),
+        settled: &settled,
+    };
+    let persist = async {
+        let mut index = run.first_index;
+        let mut store_error = None;
+        // The model's last text, for post_interaction hooks.
+        let mut last_output = None;
+        // Whether this run paused a call (its record is withdrawn if the run ends otherwise).
+        let mut asked = false;
+        while let Some(event) = rx.recv().await {
+            let step = match event {
+                LoopEvent::Step(step) => step,
+                // A hook asked: the record first (what may run, and where), then the step the
+                // client sees; a request without its record is never shown.
+                LoopEvent::ApprovalRequested { step, call } => {
+                    let record = approvals::paused_record(&run.id, &run.environment_id, call);
+                    if let Err(e) = inner.store.create_approval(&run.project, &record).await {
+                        tracing::error!(interaction_id = %run.id, error = %e, "could not record a paused call");
+                        store_error.get_or_insert(e.to_string());
+                        continue;
+                    }
+                    asked = true;
+                    step
+                }
+                // Running code's output, for the step about to come at `index`: live only.
+                LoopEvent::Output { offset, text } => {
+                    let _ = events.send(Live::Output {
+                        index,
+                        offset,
+                        text,
+                    });
+                    continue;
+                }
+            };
+            if let Err(e) = inner.store.append_step(&run.id, index, &step).await {
+                tracing::error!(interaction_id = %run.id, error = %e, "could not store a step");
+                store_error.get_or_insert(e.to_string());
+                continue;
+            }
+            if let Step::ModelOutput { .. } = &step {
+                last_output = step.text();
+            }
+            let _ = events.send(Live::Step(index, step));
+            index += 1;
+        }
+        (store_error, last_output, asked)
+    };
+    let run_loop = async {
+        let outcome = match &pre.denied {
+            Some(reason) => {
+                tracing::info!(interaction_id = %run.id, reason = %reason, "a pre_interaction hook denied the turn");
+                LoopOutcome {
+                    status: InteractionStatus::Failed,
+                    usage: Default::default(),
+                    errors: vec![InteractionError {
+                        code: "denied_by_hook".into(),
+                        message: reason.clone(),
+                    }],
+                }
+            }
+            None => {
+                hookbox_agent::run(
+                    ctx,
+                    inner.loop_config,
+                    run.conversation.clone(),
+                    &tx,
+                    cancel,
+                )
+                .await
+            }
+        };
+        drop(tx);
+        outcome
+    };
+    let (mut outcome, (store_error, last_output, asked)) = tokio::join!(run_loop, persist);
+    // Stopped because the server stops, not by a client: as after a crash.
+    if outcome.status == InteractionStatus::Cancelled && inner.drain.stopping() {
+        outcome.status = InteractionStatus::Failed;
+        outcome.errors = vec![InteractionError {
+            code: "server_stopped".into(),
+            message: crate::drain::STOPPED_REASON.into(),
+        }];
+    }
+    // Used until its end: the expiry clock starts when the interaction stops.
+    let touch = hookbox_store::EnvironmentChange::Touch {
+        now: hookbox_store::time::now_rfc3339(),
+    };
+    if let Err(e) = inner
+        .store
+        .change_environment(&run.project, &run.environment_id, &touch)
+        .await
+    {
+        tracing::warn!(environment_id = %run.environment_id, error = %e, "cannot record the environment's last use");
+    }
+    if let Some(message) = crate::lifecycle::after_interaction(state, &run.environment_id).await {
+        outcome.errors.push(InteractionError {
+            code: "checkpoint_failed".into(),
+            message,
+        });
+    }
+    if store_error.is_some() {
+        outcome.status = InteractionStatus::Failed;
+        outcome.errors.push(InteractionError {
+            code: "storage_error".into(),
+            message: "a step could not be stored; see the server log".into(),
+        });
+    }
+    // Calls paused in a run that then ended otherwise (cancelled, failed) wait for nobody.
+    if asked
+        && outcome.status != InteractionStatus::RequiresAction
+        && let Err(e) = inner.store.withdraw_approvals(&run.project, &run.id).await
+    {
+        tracing::warn!(interaction_id = %run.id, error = %e, "could not withdraw paused calls nobody can answer");
+    }
+    // post_interaction hooks (hookbox extension): they see how the turn ended, before the
+    // status is stored (a client that saw the end can rely on them having run).
+    if !inner.drain.stopping() {
+        let payload = interaction_payload(&run, HookEvent::PostInteraction, |p| {
+            p.status = Some(outcome.status.as_str().to_owned());
+            p.output = last_output;
+            p.errors = (!outcome.errors.is_empty())
+                .then(|| serde_json::to_value(&outcome.errors).ok())
+                .flatten();
+        });
+        executor
+            .interaction_hooks(&run.environment_id, &payload)
+            .await;
+    }
+    if let Some(prior) = &run.prior_usage {
+        outcome.usage.add(prior);
+    }
+    let update = StatusUpdate {
+        status: outcome.status,
+        usage: (outcome.usage != hookbox_protocol::api::Usage::default()).then_some(outcome.usage),
+        errors: outcome.errors,
+        updated: hookbox_store::time::now_rfc3339(),
+    };
+    if let Err(e) = inner.store.update_status(&run.id, &update).await {
+        tracing::error!(interaction_id = %run.id, error = %e, "could not store the final status");
+    }
+    // The store wrote the webhook events with the status; send them now.
+    inner.wake_webhooks();
+    tracing::info!(name: hookbox_protocol::events::INTERACTION_FINISHED, interaction_id = %run.id, status = %update.status, "interaction finished");
+    let ended = inner.store.get_interaction(&run.project, &run.id).await;
+    drop(run.running);
+    match ended {
+        Ok(Some(i)) => i,
+        _ => {
+            let mut i = Interaction::new(run.id.clone(), update.status);
+            i.errors = update.errors;
+            i.environment_id = Some(run.environment_id.clone());
+            i
+        }
+    }
+}
+
+/// The payload of an interaction hook for `run`, with `fill` adding the event's own fields.
+fn interaction_payload(
+    run: &RunSpec,
+    event: HookEvent,
+    fill: impl FnOnce(&mut InteractionHookPayload),
+) -> InteractionHookPayload {
+    let mut payload = InteractionHookPayload {
+        interaction_id: run.id.clone(),
+        environment_id: run.environment_id.clone(),
+        agent: run.agent.clone(),
+        input: None,
+        input_text: None,
+        status: None,
+        output: None,
+        errors: None,
+        hook_event_name: event,
+    };
+    fill(&mut payload);
+    payload
+}
