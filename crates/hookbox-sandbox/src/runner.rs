@@ -748,33 +748,6 @@ impl CommandRunner for SandboxRunner {
     }
 }
 
-impl RunError {
-    /// Whether launching again may succeed: only a sandbox the kernel could not build for a
-    /// momentary lack of resources.
-    pub fn is_transient(&self) -> bool {
-        match self {
-            RunError::Sandbox(err) => err.is_transient(),
-            RunError::Tree(_) | RunError::Network(_) => false,
-        }
-    }
-
-    /// The stage of construction that failed, when the sandbox could not be built.
-    pub fn stage(&self) -> Option<Stage> {
-        match self {
-            RunError::Sandbox(err) => err.stage(),
-            RunError::Tree(_) | RunError::Network(_) => None,
-        }
-    }
-
-    /// The errno of the failure, where there is one.
-    pub fn errno(&self) -> Option<i32> {
-        match self {
-            RunError::Sandbox(err) => err.errno(),
-            RunError::Tree(_) | RunError::Network(_) => None,
-        }
-    }
-}
-
 /// The network a launch is in: the namespace the launcher joins (namespaces), and the
 /// environment's egress when its policy allows it (relayed into a gVisor sandbox).
 struct Joined {

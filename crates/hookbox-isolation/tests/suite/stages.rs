@@ -161,3 +161,36 @@ async fn a_fork_the_pids_cgroup_refuses_is_transient_cold_and_in_a_warm_call() {
     stop(sandbox).await;
     drop(cgroup);
 }
+
+// Under gVisor the launcher is the container's init, in another kernel: its typed report still
+// reaches hookbox (through a call's status channel, a host pipe passed in).
+#[tokio::test]
+async fn under_gvisor_a_missing_program_fails_at_exec_with_enoent() {
+    if !hookbox_test_require::root("gVisor sandboxes (runsc runs as root)")
+        || !hookbox_test_require::program("runsc", "the gVisor runtime")
+    {
+        return;
+    }
+    let runsc = hookbox_isolation::gvisor::Runsc::detect(
+        std::env::var_os("HOOKBOX_TEST_RUNSC")
+            .map(std::path::PathBuf::from)
+            .as_deref(),
+        Default::default(),
+    )
+    .unwrap();
+    let mut t = tree(&["/bin/not-a-program"]);
+    t.spec.runtime = hookbox_isolation::spec::RuntimeKind::Gvisor;
+    let (key, _) = t.spec.split_call();
+    let sandbox =
+        hookbox_isolation::warm::WarmSandbox::start_gvisor(&runsc, &launcher(), key, None)
+            .await
+            .unwrap();
+    let err = failed_at(warm_call(&sandbox, &t.spec, TIMEOUT, LIMIT).await);
+    assert_eq!(
+        (err.stage(), err.errno()),
+        (Some(Stage::Exec), Some(libc::ENOENT)),
+        "{err}"
+    );
+    assert!(!err.is_transient());
+    stop(sandbox).await;
+}
