@@ -1,16 +1,18 @@
-//! [`EgressPoster`]: the hooks engine's [`HttpPoster`] for one environment, so an http hook
-//! leaves through the same policy, SSRF checks, TLS verification and header injection as
-//! sandbox traffic.
+//! [`EgressPoster`]: one bounded POST ([`HttpRequest`] → [`HttpResponse`], the shapes of
+//! `hookbox_protocol::post`) through an [`Egress`], so an http hook leaves through the same
+//! policy, SSRF checks, TLS verification and header injection as sandbox traffic, and a webhook
+//! delivery through the SSRF guard ([`EgressPoster::for_webhooks`]).
 //!
-//! Owns only the mapping between the hook seam (`HttpRequest`/`HttpResponse`/`HttpError`) and
-//! [`Egress`]; it must not decide anything itself. A refusal is `HttpError::Blocked` naming the
-//! rule, which the engine treats as a failed handler (fail open) and records in its trace.
+//! Owns only the mapping between a POST and [`Egress`]; it must not decide anything itself, and
+//! it does not know who posts: the hooks engine reaches it through an adapter where hooks are
+//! wired to an environment (`hookbox-sandbox`), webhooks call it directly. A refusal is
+//! `HttpError::Blocked` naming the rule, which the hooks engine treats as a failed handler (fail
+//! open) and records in its trace.
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use bytes::Bytes;
-use hookbox_hooks::http::{HttpError, HttpPoster, HttpRequest, HttpResponse};
+use hookbox_protocol::post::{HttpError, HttpRequest, HttpResponse};
 use http::uri::{Authority, Scheme};
 use http::{HeaderName, HeaderValue, Method, Request, Uri};
 use http_body_util::{BodyExt as _, Full};
@@ -233,9 +235,10 @@ fn to_http_error(e: EgressError) -> HttpError {
     }
 }
 
-#[async_trait]
-impl HttpPoster for EgressPoster {
-    async fn post(&self, request: HttpRequest) -> Result<HttpResponse, HttpError> {
+impl EgressPoster {
+    /// POSTs `request` through the egress, bounded by its timeout (connect, send and reading
+    /// the answer together) and its response limit.
+    pub async fn post(&self, request: HttpRequest) -> Result<HttpResponse, HttpError> {
         tokio::time::timeout(request.timeout, self.post_inner(&request))
             .await
             .map_err(|_| HttpError::TimedOut)?

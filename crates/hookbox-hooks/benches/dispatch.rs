@@ -8,9 +8,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use hookbox_hooks::command::LocalRunner;
 use hookbox_hooks::config::parse;
 use hookbox_hooks::http::DirectPoster;
-use hookbox_hooks::runner::LocalRunner;
 use hookbox_hooks::{HookEngine, HooksConfig};
 use hookbox_protocol::{ToolCall, ToolName};
 

@@ -32,7 +32,7 @@
 //! deny or ask reason (the audit log reads them). Neither ever carries a handler's input,
 //! output or `updated_args`.
 //!
-//! The engine does not know where commands run or how HTTP leaves: see [`crate::runner`] and
+//! The engine does not know where commands run or how HTTP leaves: see [`crate::command`] and
 //! [`crate::http`].
 
 use std::sync::Arc;
@@ -43,13 +43,11 @@ use tracing::field::Empty;
 use hookbox_protocol::{HookEvent, HookPayload, InteractionHookPayload, ToolCall, ToolName};
 use serde::Serialize;
 
+use crate::command::{CommandRequest, CommandRunner, DEFAULT_OUTPUT_LIMIT, Termination};
 use crate::config::{Group, Handler, HandlerKind, HooksConfig, OnFailure, Rule};
 use crate::http::{DEFAULT_RESPONSE_LIMIT, HttpError, HttpPoster, HttpRequest};
-use crate::runner::{CommandRequest, CommandRunner, DEFAULT_OUTPUT_LIMIT, Termination};
 
-/// How the names of remote MCP tools begin (`mcp:<server>/<tool>`), and the matchers that may
-/// match them.
-pub const MCP_PREFIX: &str = "mcp:";
+pub use crate::matcher::MCP_PREFIX;
 
 /// The longest deny reason passed on to the model; longer ones are cut.
 pub const MAX_REASON_LEN: usize = 8 * 1024;

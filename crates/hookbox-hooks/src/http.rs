@@ -3,55 +3,22 @@
 //! [`HttpPoster`] is the seam between the hooks engine and the network: the engine only says
 //! "POST these bytes to this URL with these headers, within this time, reading at most this
 //! much". [`DirectPoster`] sends straight out with reqwest (no proxy, no redirects) and is meant
-//! for local development; `hookbox-egress` implements the same trait so that every hook request
-//! goes through an environment's allowlist, SSRF defences and header injection.
+//! for local development; `hookbox-sandbox` implements the same trait over `hookbox-egress`'s
+//! poster so that every hook request goes through an environment's allowlist, SSRF defences
+//! and header injection. The request and response shapes are `hookbox_protocol::post`'s, shared
+//! with webhook deliveries; every [`HttpError`] makes the handler fail open (or closed, with
+//! `on_failure: deny`).
 //!
 //! This module must not interpret response bodies; the engine decides what a body means.
 
 use std::fmt;
-use std::time::Duration;
 
 use async_trait::async_trait;
 
+pub use hookbox_protocol::post::{HttpError, HttpRequest, HttpResponse};
+
 /// Default cap on a hook response body.
 pub const DEFAULT_RESPONSE_LIMIT: usize = 1024 * 1024;
-
-/// One POST of an event to an http handler.
-#[derive(Debug, Clone)]
-pub struct HttpRequest {
-    pub url: String,
-    /// Headers from the handler's `headers` map, in file order.
-    pub headers: Vec<(String, String)>,
-    /// The JSON payload.
-    pub body: Vec<u8>,
-    /// Limit for connect, send and reading the response together.
-    pub timeout: Duration,
-    /// Cap on the response body; a longer body is cut and flagged.
-    pub response_limit: usize,
-}
-
-/// What came back.
-#[derive(Debug, Clone)]
-pub struct HttpResponse {
-    pub status: u16,
-    pub body: Vec<u8>,
-    pub truncated: bool,
-}
-
-/// Why a POST produced no response. Every variant makes the handler fail open.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum HttpError {
-    #[error("invalid url: {0}")]
-    InvalidUrl(String),
-    #[error("blocked by network policy: {0}")]
-    Blocked(String),
-    #[error("could not connect: {0}")]
-    Connect(String),
-    #[error("timed out")]
-    TimedOut,
-    #[error("request failed: {0}")]
-    Other(String),
-}
 
 /// Sends hook events over HTTP.
 #[async_trait]

@@ -6,20 +6,22 @@
 //! events (matched against the agent's name).
 //!
 //! It owns the contract in `shared/spec/hooks.md` and nothing else: it must not build sandboxes,
-//! enforce network policy or know the HTTP API. Commands run through a [`runner::CommandRunner`]
-//! and HTTP handlers through an [`http::HttpPoster`] that other crates provide.
+//! enforce network policy, bound processes or know the HTTP API. Commands run through a
+//! [`command::CommandRunner`] and HTTP handlers through an [`http::HttpPoster`] that other crates
+//! provide (an environment's sandbox and egress, wired in `hookbox-sandbox`); processes are
+//! bounded by `hookbox-process`, which the runners use.
 //!
 //! Reading order: [`discover`] (where files come from) → [`config`] (what they mean) →
 //! [`matcher`] (which tools a rule covers) → [`engine`] (running handlers and deciding) →
 //! [`scrub`] (injected secrets taken out of what handlers said, before anything records it).
 
+pub mod command;
 pub mod config;
 pub mod diagnostic;
 pub mod discover;
 pub mod engine;
 pub mod http;
 pub mod matcher;
-pub mod runner;
 pub mod scrub;
 
 pub use config::HooksConfig;

@@ -7,6 +7,10 @@
 
 use hookbox_protocol::ToolName;
 
+/// How the names of remote MCP tools begin (`mcp:<server>/<tool>`), and the matchers that may
+/// match them.
+pub const MCP_PREFIX: &str = "mcp:";
+
 /// Upper bound on the compiled size of one matcher, so a hostile pattern cannot eat memory.
 const REGEX_SIZE_LIMIT: usize = 1 << 20;
 
@@ -65,10 +69,10 @@ impl Matcher {
     }
 
     /// Whether it is written for remote MCP tools (a pattern starting with
-    /// [`crate::engine::MCP_PREFIX`]): only such matchers match `mcp:<server>/<tool>` names,
+    /// [`MCP_PREFIX`]): only such matchers match `mcp:<server>/<tool>` names,
     /// and they match nothing else.
     pub fn is_for_mcp(&self) -> bool {
-        matches!(self, Matcher::Regex { pattern, .. } if pattern.starts_with(crate::engine::MCP_PREFIX))
+        matches!(self, Matcher::Regex { pattern, .. } if pattern.starts_with(MCP_PREFIX))
     }
 
     /// The built-in tools this matcher applies to.

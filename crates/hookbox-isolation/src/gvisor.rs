@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::error::{LaunchFailure, Stage};
 use crate::spec::{Identity, LaunchSpec};
 
 /// The oldest gVisor release (`runsc --version`'s date) the runtime supports: Debian 13's
@@ -142,6 +143,21 @@ pub enum GvisorError {
     },
 }
 
+impl From<GvisorError> for LaunchFailure {
+    /// gVisor cannot be used, or the bundle could not be written: a failure of [`Stage::Runsc`].
+    fn from(err: GvisorError) -> Self {
+        let errno = match &err {
+            GvisorError::Bundle { source, .. } => source.raw_os_error(),
+            GvisorError::NotFound
+            | GvisorError::Version { .. }
+            | GvisorError::TooOld { .. }
+            | GvisorError::NotRoot
+            | GvisorError::NoIsolation => None,
+        };
+        LaunchFailure::new(Stage::Runsc, errno, err.to_string())
+    }
+}
+
 /// A `runsc` that was found and checked, and how to run it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Runsc {
@@ -166,10 +182,10 @@ impl Runsc {
             .env_clear()
             .stdin(Stdio::null())
             .stderr(Stdio::null());
-        let output = crate::bounded::output(cmd, COMMAND_TIMEOUT).map_err(|message| {
+        let output = hookbox_process::host::output(cmd, COMMAND_TIMEOUT).map_err(|e| {
             GvisorError::Version {
                 path: path.clone(),
-                message,
+                message: e.to_string(),
             }
         })?;
         let text = String::from_utf8_lossy(&output);
@@ -245,8 +261,8 @@ impl Runsc {
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null());
-            if let Err(message) = crate::bounded::run(cmd, COMMAND_TIMEOUT) {
-                tracing::debug!(container = id, command = args[0], %message, "runsc housekeeping");
+            if let Err(error) = hookbox_process::host::run(cmd, COMMAND_TIMEOUT) {
+                tracing::debug!(container = id, command = args[0], %error, "runsc housekeeping");
             }
         }
     }
@@ -328,24 +344,37 @@ impl Runsc {
 ///
 /// The mounts exist only in the wrapper's namespace, which runsc's processes inherit, and go
 /// with them.
-pub fn wrap(wrap: &Wrap) -> std::io::Result<std::convert::Infallible> {
+pub fn wrap(wrap: &Wrap) -> Result<std::convert::Infallible, LaunchFailure> {
     use rustix::fs::{Mode, OFlags};
-    nix::sched::unshare(
-        nix::sched::CloneFlags::CLONE_NEWNS | nix::sched::CloneFlags::CLONE_NEWNET,
-    )?;
-    crate::launcher::make_private().map_err(std::io::Error::other)?;
+    let runsc = wrap.program.display();
+    let failed = |stage: Stage, errno: Option<i32>, what: String| {
+        LaunchFailure::new(stage, errno, format!("starting runsc {runsc}: {what}"))
+    };
+    let staging = |path: &Path, e: std::io::Error| {
+        failed(
+            Stage::Staging,
+            e.raw_os_error(),
+            format!("staging {}: {e}", path.display()),
+        )
+    };
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS | nix::sched::CloneFlags::CLONE_NEWNET)
+        .map_err(|e| failed(Stage::Namespaces, Some(e as i32), e.to_string()))?;
+    crate::launcher::make_private().map_err(|e| {
+        let inner = e.failure();
+        failed(inner.stage, inner.errno, inner.message)
+    })?;
     for staged in &wrap.staged {
         let fd = rustix::fs::open(
             &staged.source,
             OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::empty(),
         )
-        .map_err(|e| staging_error(&staged.source, e.into()))?;
+        .map_err(|e| staging(&staged.source, e.into()))?;
         let is_dir = rustix::fs::fstat(&fd)
             .map(|st| rustix::fs::FileType::from_raw_mode(st.st_mode).is_dir())
-            .map_err(|e| staging_error(&staged.source, e.into()))?;
+            .map_err(|e| staging(&staged.source, e.into()))?;
         if is_dir != staged.dir {
-            return Err(staging_error(
+            return Err(staging(
                 &staged.source,
                 std::io::Error::other("changed kind since the bundle was written"),
             ));
@@ -354,21 +383,48 @@ pub fn wrap(wrap: &Wrap) -> std::io::Result<std::convert::Infallible> {
             "/proc/self/fd/{}",
             std::os::fd::AsRawFd::as_raw_fd(&fd)
         ));
-        crate::launcher::bind(&through, &staged.staged, staged.writable)
-            .map_err(|e| staging_error(&staged.source, std::io::Error::other(e)))?;
+        crate::launcher::bind(&through, &staged.staged, staged.writable).map_err(|e| {
+            let inner = e.failure();
+            failed(
+                Stage::Staging,
+                inner.errno,
+                format!("staging {}: {}", staged.source.display(), inner.message),
+            )
+        })?;
     }
-    let program = std::ffi::CString::new(wrap.program.as_os_str().as_encoded_bytes())
-        .map_err(std::io::Error::other)?;
+    let nul = |_| {
+        failed(
+            Stage::Exec,
+            None,
+            "a NUL byte in runsc's command line".into(),
+        )
+    };
+    let program =
+        std::ffi::CString::new(wrap.program.as_os_str().as_encoded_bytes()).map_err(nul)?;
     let mut argv = vec![program.clone()];
     for arg in &wrap.args {
-        argv.push(std::ffi::CString::new(arg.as_str()).map_err(std::io::Error::other)?);
+        argv.push(std::ffi::CString::new(arg.as_str()).map_err(nul)?);
     }
     let envp: [std::ffi::CString; 0] = [];
-    Ok(nix::unistd::execve(&program, &argv, &envp)?)
+    match nix::unistd::execve(&program, &argv, &envp) {
+        Ok(never) => match never {},
+        Err(e) => Err(failed(Stage::Runsc, Some(e as i32), e.to_string())),
+    }
 }
 
-fn staging_error(path: &Path, e: std::io::Error) -> std::io::Error {
-    std::io::Error::new(e.kind(), format!("staging {}: {e}", path.display()))
+/// The wrapper's entry point (the launcher binary run with [`WRAP_MARKER`]): its [`Wrap`] on
+/// [`crate::spec::SPEC_FD`], a failure on stderr, which is the warm sandbox's status channel.
+pub(crate) fn wrapper_main() -> i32 {
+    let result = crate::launcher::read_json::<Wrap>()
+        .map_err(|e| e.failure())
+        .and_then(|spec| wrap(&spec));
+    match result {
+        Ok(never) => match never {},
+        Err(failure) => {
+            crate::status::report(&mut None, &failure);
+            crate::spec::EXIT_SETUP_FAILED
+        }
+    }
 }
 
 /// `20240729` from `runsc version 0.0~20240729.0` or `runsc version release-20240729.0`.
@@ -400,28 +456,6 @@ fn find_on_path(name: &str) -> Option<PathBuf> {
                     && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0
             })
         })
-}
-
-/// The files generated in every sandbox's `/etc` (by the namespaces launcher, or in the bundle).
-pub(crate) fn generated_etc(hostname: &str) -> [(&'static str, String); 5] {
-    [
-        (
-            "passwd",
-            "root:x:0:0:root:/workspace:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
-                .to_owned(),
-        ),
-        ("group", "root:x:0:\nnogroup:x:65534:\n".to_owned()),
-        ("hostname", format!("{hostname}\n")),
-        (
-            "hosts",
-            format!("127.0.0.1 localhost {hostname}\n::1 localhost {hostname}\n"),
-        ),
-        // DNS must not be a channel out: nothing answers here, names are resolved by the proxy.
-        (
-            "resolv.conf",
-            crate::spec::SANDBOX_RESOLV_CONF.to_owned(),
-        ),
-    ]
 }
 
 /// Writes the OCI bundle of `spec`'s warm sandbox into `dir` (which must be empty): `rootfs/`
@@ -480,7 +514,7 @@ pub fn write_bundle(
             .host_entry(&host, &format!("etc/{entry}"))
             .map_err(err(&host))?;
     }
-    for (name, content) in generated_etc(&spec.hostname) {
+    for (name, content) in crate::spec::generated_etc(&spec.hostname) {
         let path = generated.join(name);
         std::fs::write(&path, content).map_err(err(&path))?;
         bundle.bind(&path, &format!("etc/{name}"), false, false)?;

@@ -30,8 +30,9 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 
-use crate::launcher::{LaunchError, Result, report};
+use crate::launcher::{LaunchError, Result};
 use crate::spec::LaunchSpec;
+use crate::status::{note, report};
 
 /// The request socket runsc hands the container's init.
 const CONTROL_FD: i32 = 0;
@@ -42,12 +43,13 @@ struct Call {
     killed: bool,
 }
 
-/// Entry point inside the container. Setup failures go to stderr, which runsc passes to hookbox.
+/// Entry point inside the container. Setup failures go to stderr (typed, see
+/// [`crate::status`]), which runsc passes to hookbox.
 pub fn main() -> i32 {
     match run() {
         Ok(code) => code,
         Err(err) => {
-            report(&mut None, &err.to_string());
+            report(&mut None, &err.failure());
             crate::spec::EXIT_SETUP_FAILED
         }
     }
@@ -186,7 +188,7 @@ fn reap(calls: &mut HashMap<i32, Call>, relay: Option<Pid>) {
         && let Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) =
             waitpid(relay, Some(WaitPidFlag::WNOHANG))
     {
-        report(&mut None, "the egress relay ended");
+        note("the egress relay ended");
     }
 }
 
@@ -232,12 +234,8 @@ fn start_call(
         ));
     }
     if pid < 0 {
-        let err = std::io::Error::last_os_error();
-        let _ = crate::fdpass::send(
-            reply.as_fd(),
-            format!("cannot start the call (clone PID/mount/IPC namespaces): {err}").as_bytes(),
-            &[],
-        );
+        let failure = crate::launcher::call_clone_failure(std::io::Error::last_os_error());
+        let _ = crate::fdpass::send(reply.as_fd(), &failure.encode(), &[]);
         return None;
     }
     let _ = crate::fdpass::send(reply.as_fd(), b"P", &[]);

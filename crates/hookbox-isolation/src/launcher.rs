@@ -1,7 +1,8 @@
 //! The launcher: the small single-threaded program (`hookbox-sandbox-exec`, or `hookbox
 //! __sandbox-exec`) that turns a [`LaunchSpec`] into a sandboxed process.
 //!
-//! Sequence (each step has its own error, naming the kernel feature it needs):
+//! Sequence (each step has its own error, naming the kernel feature it needs, and reported to
+//! hookbox on the status channel as its [`Stage`] and errno, see [`crate::status`]):
 //! 1. read the spec from fd [`SPEC_FD`]; arm `PR_SET_PDEATHSIG` and check the parent is alive;
 //! 2. join the environment's cgroups (pids, memory);
 //! 3. optionally `setns` into an inherited network namespace ([`Network::Join`]);
@@ -38,126 +39,32 @@ use nix::sys::signal::Signal;
 use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid};
 
+use crate::error::{LaunchFailure, Stage};
 use crate::seccomp;
 use crate::spec::{
     CallSpec, EXIT_EXEC_FAILED, EXIT_MARK, EXIT_SETUP_FAILED, Identity, Isolation, LaunchSpec,
     NETNS_FD, Network, SPEC_FD, STAGE_MARK, STATUS_FD, WARM_FD,
 };
+use crate::status::report;
 
 /// Where an unprivileged launch stages its host paths: a fresh tmpfs over `/tmp` in the
 /// launcher's private mount namespace (the host never sees it). `/tmp` is chosen because every
 /// system has it and every uid may traverse it, which the data dir's parents need not allow.
 const STAGE_DIR: &str = "/tmp";
 
-/// A step of sandbox construction that failed.
-#[derive(Debug, thiserror::Error)]
-pub enum LaunchError {
-    #[error("reading the launch spec from fd {SPEC_FD}: {0}")]
-    ReadSpec(String),
-    #[error("arming the parent-death signal (prctl PR_SET_PDEATHSIG): {0}")]
-    Pdeathsig(nix::Error),
-    #[error("the parent process exited before the sandbox started")]
-    ParentGone,
-    #[error("joining cgroup {path}: {source}")]
-    Cgroup {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("joining the environment's network namespace (setns CLONE_NEWNET): {0}")]
-    JoinNetwork(nix::Error),
-    #[error(
-        "creating namespaces (unshare user/mount/pid/ipc/uts/net): {0}; the kernel must allow user namespaces (user.max_user_namespaces > 0)"
-    )]
-    Unshare(nix::Error),
-    #[error("writing {file} (user namespace id maps): {source}")]
-    IdMap {
-        file: &'static str,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("fork: {0}")]
-    Fork(nix::Error),
-    #[error("staging {path} for the unprivileged sandbox: {source}")]
-    Stage {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("becoming the sandbox's unprivileged host identity (uid {uid}, gid {gid}): {source}")]
-    DropIdentity {
-        uid: u32,
-        gid: u32,
-        #[source]
-        source: nix::Error,
-    },
-    #[error("setsid: {0}")]
-    Setsid(nix::Error),
-    #[error("mount {what} at {target}: {source}")]
-    Mount {
-        what: String,
-        target: String,
-        #[source]
-        source: nix::Error,
-    },
-    #[error("preparing {path} in the new root: {source}")]
-    Prepare {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("pivot_root: {0}")]
-    PivotRoot(nix::Error),
-    #[error("sethostname (UTS namespace): {0}")]
-    Hostname(nix::Error),
-    #[error("bringing up the loopback interface: {0}")]
-    Loopback(std::io::Error),
-    #[error("chdir {path}: {source}")]
-    Chdir {
-        path: String,
-        #[source]
-        source: nix::Error,
-    },
-    #[error("setrlimit {resource}: {source}")]
-    Rlimit {
-        resource: &'static str,
-        #[source]
-        source: nix::Error,
-    },
-    #[error("Landlock: {0}; hookbox needs Landlock (CONFIG_SECURITY_LANDLOCK, lsm=landlock)")]
-    Landlock(String),
-    #[error(transparent)]
-    Seccomp(#[from] seccomp::SeccompError),
-    #[error("dropping capability {cap} from the bounding set: {source}")]
-    CapDrop {
-        cap: i32,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("the program or an argument contains a NUL byte")]
-    Nul,
-    #[error("waiting for the sandbox: {0}")]
-    Wait(nix::Error),
-    #[error("the warm sandbox's request socket (fd {WARM_FD}): {0}")]
-    WarmSocket(std::io::Error),
-}
+pub use crate::error::LaunchError;
 
 pub(crate) type Result<T> = std::result::Result<T, LaunchError>;
 
-/// Entry point of the launcher binary. Never returns on success (the program is exec'd or its
-/// status becomes ours); on failure, reports on [`STATUS_FD`] and returns the exit code.
-pub fn main() -> i32 {
-    if std::env::var_os(crate::gvisor::INIT_MARKER).is_some() {
-        return crate::gvisor_init::main();
-    }
-    if std::env::var_os(crate::gvisor::WRAP_MARKER).is_some() {
-        return wrap_runsc();
-    }
+/// Entry point of the namespaces launcher (see [`crate::launcher_main`], which also dispatches
+/// to gVisor's init and wrapper). Never returns on success (the program is exec'd or its status
+/// becomes ours); on failure, reports on [`STATUS_FD`] and returns the exit code.
+pub(crate) fn main() -> i32 {
     let mut status = status_pipe();
     match run(&mut status) {
         Ok(code) => code,
         Err(err) => {
-            report(&mut status, &err.to_string());
+            report(&mut status, &err.failure());
             EXIT_SETUP_FAILED
         }
     }
@@ -175,15 +82,6 @@ fn status_pipe() -> Option<File> {
     let fd = unsafe { OwnedFd::from_raw_fd(STATUS_FD) };
     let _ = rustix::io::fcntl_setfd(&fd, rustix::io::FdFlags::CLOEXEC);
     Some(File::from(fd))
-}
-
-pub(crate) fn report(status: &mut Option<File>, message: &str) {
-    match status {
-        Some(file) => {
-            let _ = file.write_all(message.as_bytes());
-        }
-        None => eprintln!("hookbox-sandbox: {message}"),
-    }
 }
 
 /// Records that `name` just ended, when the spec asks for stage timings.
@@ -204,27 +102,12 @@ pub fn monotonic_ns() -> i128 {
     now.tv_sec as i128 * 1_000_000_000 + now.tv_nsec as i128
 }
 
-/// The runsc wrapper ([`crate::gvisor::wrap`]): its spec on [`SPEC_FD`], errors on stderr.
-fn wrap_runsc() -> i32 {
-    let result = read_json::<crate::gvisor::Wrap>().and_then(|wrap| {
-        crate::gvisor::wrap(&wrap).map_err(|e| {
-            LaunchError::ReadSpec(format!("starting runsc {}: {e}", wrap.program.display()))
-        })
-    });
-    match result {
-        Ok(never) => match never {},
-        Err(err) => {
-            report(&mut None, &err.to_string());
-            EXIT_SETUP_FAILED
-        }
-    }
-}
-
 fn read_spec() -> Result<LaunchSpec> {
     read_json()
 }
 
-fn read_json<T: serde::de::DeserializeOwned>() -> Result<T> {
+/// Reads the JSON at [`SPEC_FD`] (a launch spec, or the runsc wrapper's).
+pub(crate) fn read_json<T: serde::de::DeserializeOwned>() -> Result<T> {
     // SAFETY: fcntl only reads the flags of fd 3, failing with EBADF when it is not open.
     if unsafe { libc::fcntl(SPEC_FD, libc::F_GETFD) } < 0 {
         return Err(LaunchError::ReadSpec("not open".into()));
@@ -325,7 +208,7 @@ fn run(status: &mut Option<File>) -> Result<i32> {
             let code = match init(&spec, status, warm) {
                 Ok(code) => code,
                 Err(err) => {
-                    report(status, &err.to_string());
+                    report(status, &err.failure());
                     EXIT_SETUP_FAILED
                 }
             };
@@ -505,7 +388,7 @@ fn confine_and_run(
     let child = match spawn_program(&path, &argv, &envp) {
         Ok(child) => child,
         Err(err) => {
-            report(status, &format!("cannot execute {}: {err}", spec.argv[0]));
+            report(status, &exec_failure(spec, err));
             return Ok(EXIT_EXEC_FAILED);
         }
     };
@@ -615,12 +498,8 @@ fn start_call(
     }
     let reply = &fds[5];
     if pid < 0 {
-        let err = std::io::Error::last_os_error();
-        let _ = crate::fdpass::send(
-            reply.as_fd(),
-            format!("cannot start the call (clone PID/mount/IPC namespaces): {err}").as_bytes(),
-            &[],
-        );
+        let failure = call_clone_failure(std::io::Error::last_os_error());
+        let _ = crate::fdpass::send(reply.as_fd(), &failure.encode(), &[]);
         return;
     }
     // SAFETY: the kernel just returned this pidfd to us; nothing else owns it.
@@ -683,10 +562,29 @@ pub(crate) fn call_init(
             code
         }
         Err(err) => {
-            report(&mut status, &err.to_string());
+            report(&mut status, &err.failure());
             EXIT_SETUP_FAILED
         }
     }
+}
+
+/// Why a warm call could not be cloned, for its reply socket.
+pub(crate) fn call_clone_failure(err: std::io::Error) -> LaunchFailure {
+    LaunchFailure::new(
+        Stage::CallClone,
+        err.raw_os_error(),
+        format!("cannot start the call (clone PID/mount/IPC namespaces): {err}"),
+    )
+}
+
+/// Why the program could not be executed.
+fn exec_failure(spec: &LaunchSpec, err: nix::Error) -> LaunchFailure {
+    let program = spec.argv.first().map(String::as_str).unwrap_or_default();
+    LaunchFailure::new(
+        Stage::Exec,
+        Some(err as i32),
+        format!("cannot execute {program}: {err}"),
+    )
 }
 
 /// A call's own `/proc` (showing only its PID namespace) and `/dev/shm`, over the warm
@@ -762,7 +660,7 @@ fn exec_insecure(spec: &LaunchSpec, status: &mut Option<File>) -> Result<i32> {
     })?;
     let (path, argv, envp) = exec_args(spec)?;
     let err = exec(&path, &argv, &envp);
-    report(status, &format!("cannot execute {}: {err}", spec.argv[0]));
+    report(status, &exec_failure(spec, err));
     Ok(EXIT_EXEC_FAILED)
 }
 
@@ -911,7 +809,7 @@ fn build_root(spec: &LaunchSpec) -> Result<()> {
             Err(_) => {}
         }
     }
-    let generated = crate::gvisor::generated_etc(&spec.hostname);
+    let generated = crate::spec::generated_etc(&spec.hostname);
     for (name, content) in generated {
         let path = etc.join(name);
         std::fs::write(&path, content).map_err(prepare_err(&path))?;

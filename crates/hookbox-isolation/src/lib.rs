@@ -2,16 +2,24 @@
 //! program.
 //!
 //! Owns: the launch spec ([`spec`]); the launcher, the small single-threaded program that builds
-//! a sandbox from Linux primitives ([`launcher`]); warm sandboxes and the call protocol
-//! ([`warm`], [`fdpass`]); the seccomp deny list ([`seccomp`]); per-environment cgroups
-//! ([`cgroup`]); kernel feature detection ([`features`]); the isolation runtimes behind one
-//! trait ([`runtime::Runtime`]: [`runtime::Namespaces`], [`runtime::Gvisor`]) and gVisor's host
-//! side ([`gvisor`]) and init; bounded host helper programs ([`bounded`]).
+//! a sandbox from Linux primitives ([`launcher`], entered through [`launcher_main`]); handing a
+//! launch over to it ([`handoff`]) and reading its status channel back ([`status`]); why a
+//! launch failed, typed ([`error`]: the [`Stage`], the errno, [`SandboxError::is_transient`]);
+//! warm sandboxes and the call protocol ([`warm`], [`fdpass`]); the seccomp deny list
+//! ([`seccomp`]); per-environment cgroups ([`cgroup`]); kernel feature detection ([`features`]);
+//! the isolation runtimes behind one trait ([`runtime::Runtime`]: [`runtime::Namespaces`],
+//! [`runtime::Gvisor`]) and gVisor's host side ([`gvisor`]) and init.
 //!
-//! Must not: know environments, hooks configuration, network policy or the API. It takes a
-//! [`spec::LaunchSpec`] and a network to join (or to relay to) and gives back a program's
-//! output; what goes into the spec is the environments crate's (`hookbox-sandbox`) business.
-//! codex-rs keeps `linux-sandbox` apart from the code that uses it the same way.
+//! Must not: know environments, hooks (configuration or engine), network policy or the API. It
+//! takes a [`spec::LaunchSpec`] and a network to join (or to relay to) and gives back a
+//! program's output; what goes into the spec is the environments crate's (`hookbox-sandbox`)
+//! business. Bounding a process (time-outs, output caps, killing its group, pidfds) is
+//! `hookbox-process`'s, which it shares with everything else that runs programs. codex-rs keeps
+//! `linux-sandbox` apart from the code that uses it the same way.
+//!
+//! Module order, bottom up: [`spec`], [`fdpass`], [`seccomp`], [`error`], [`status`],
+//! [`cgroup`] → [`launcher`] → [`gvisor`], `gvisor_init` → [`handoff`] → [`warm`] →
+//! [`runtime`]; no module imports one above it.
 //!
 //! # Decisions
 //! - One sandbox per open environment, built by a re-executed single-threaded launcher
@@ -19,7 +27,8 @@
 //!   and command hook is cloned inside it into its own PID, mount and IPC namespaces with its own
 //!   `/proc`, limits, Landlock and seccomp, and handed over with its stdio through a socket
 //!   ([`fdpass`]). With `SandboxOptions::warm` off, one sandbox per call. The spec travels as
-//!   JSON in a memfd on fd 3, failures come back as text on fd 4.
+//!   JSON in a memfd on fd 3; a failure comes back on fd 4 as one line naming its stage and
+//!   errno ([`status`]), so whether to try again is decided on types, never on words.
 //! - Namespaces: user (uid/gid 0 inside mapped to hookbox's own uid/gid), mount, PID, IPC, UTS,
 //!   and a network namespace (see Network below).
 //! - Root: a tmpfs, read-only after setup, with the host's `/usr`, `/bin`, `/sbin`, `/lib*` bound
@@ -46,15 +55,33 @@
 //!   and kill go over their reply socket (no pidfd crosses out of gVisor). Egress is relayed from
 //!   gVisor's own loopback to the environment's proxy over unix sockets passed in.
 
-pub mod bounded;
 pub mod cgroup;
+pub mod error;
 pub mod fdpass;
 pub mod features;
 pub mod gvisor;
 mod gvisor_init;
+pub mod handoff;
 pub mod launcher;
 pub mod runtime;
 pub mod seccomp;
 pub mod spec;
+pub mod status;
 pub mod vars;
 pub mod warm;
+
+pub use error::{LaunchFailure, SandboxError, Stage};
+
+/// Entry point of the launcher binary (`hookbox-sandbox-exec`, `hookbox __sandbox-exec`): the
+/// init of a gVisor container, the wrapper around `runsc`, or (by default) the namespaces
+/// launcher, by the marker in its environment. Never returns on success; on failure it has
+/// reported on its status channel and returns the exit code.
+pub fn launcher_main() -> i32 {
+    if std::env::var_os(gvisor::INIT_MARKER).is_some() {
+        return gvisor_init::main();
+    }
+    if std::env::var_os(gvisor::WRAP_MARKER).is_some() {
+        return gvisor::wrapper_main();
+    }
+    launcher::main()
+}

@@ -198,7 +198,19 @@ pub enum SeccompError {
     #[error("building the seccomp filter: {0}")]
     Build(String),
     #[error("installing the seccomp filter (seccomp): {0}")]
-    Install(String),
+    Install(#[source] seccompiler::Error),
+}
+
+impl SeccompError {
+    /// The errno of a failed install (`prctl` or `seccomp`), where there was one.
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            SeccompError::Install(err) => std::error::Error::source(err)
+                .and_then(|source| source.downcast_ref::<std::io::Error>())
+                .and_then(std::io::Error::raw_os_error),
+            SeccompError::Arch(_) | SeccompError::Build(_) => None,
+        }
+    }
 }
 
 fn arch() -> Result<TargetArch, SeccompError> {
@@ -275,7 +287,7 @@ fn build_except(allowed: &[i64]) -> Result<Programs, SeccompError> {
 /// Installs both filters on the calling thread (sets `no_new_privs` first).
 pub fn install(programs: &Programs) -> Result<(), SeccompError> {
     for program in programs {
-        seccompiler::apply_filter(program).map_err(|e| SeccompError::Install(e.to_string()))?;
+        seccompiler::apply_filter(program).map_err(SeccompError::Install)?;
     }
     Ok(())
 }

@@ -14,9 +14,9 @@ pub const SANDBOX_RESOLV_CONF: &str = "nameserver 127.0.0.1\noptions timeout:1 a
 
 /// The fd number on which the launcher finds the JSON spec.
 pub const SPEC_FD: i32 = 3;
-/// The fd number on which the launcher reports a setup or exec failure (text), then exits with
-/// [`EXIT_SETUP_FAILED`] or [`EXIT_EXEC_FAILED`]. Closed on a successful exec, so silence means
-/// the program ran.
+/// The fd number on which the launcher reports a setup or exec failure (a [`FAIL_MARK`] line,
+/// see `crate::status`), then exits with [`EXIT_SETUP_FAILED`] or [`EXIT_EXEC_FAILED`]. Closed
+/// on a successful exec, so silence means the program ran.
 pub const STATUS_FD: i32 = 4;
 /// The fd number of an inherited network namespace, when [`Network::Join`] names it.
 pub const NETNS_FD: i32 = 5;
@@ -29,6 +29,11 @@ pub const STAGE_MARK: char = '\u{1f}';
 /// The first byte of the line with which a warm sandbox's call reports its program's exit
 /// status (`<mark><code>\n`) on its status channel, just before it ends.
 pub const EXIT_MARK: char = '\u{1e}';
+
+/// The first byte of the line with which the launcher reports a failure: the stage, the errno
+/// and the message as JSON (`crate::error::LaunchFailure`). Also the first byte of a warm call's
+/// reply when the call could not be started.
+pub const FAIL_MARK: char = '\u{1d}';
 
 /// The launcher's exit status when building the sandbox failed.
 pub const EXIT_SETUP_FAILED: i32 = 125;
@@ -243,4 +248,26 @@ impl LaunchSpec {
             ..self.clone()
         }
     }
+}
+
+/// The files generated in every sandbox's `/etc` (by the namespaces launcher, or in the bundle).
+pub fn generated_etc(hostname: &str) -> [(&'static str, String); 5] {
+    [
+        (
+            "passwd",
+            "root:x:0:0:root:/workspace:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+                .to_owned(),
+        ),
+        ("group", "root:x:0:\nnogroup:x:65534:\n".to_owned()),
+        ("hostname", format!("{hostname}\n")),
+        (
+            "hosts",
+            format!("127.0.0.1 localhost {hostname}\n::1 localhost {hostname}\n"),
+        ),
+        // DNS must not be a channel out: nothing answers here, names are resolved by the proxy.
+        (
+            "resolv.conf",
+            SANDBOX_RESOLV_CONF.to_owned(),
+        ),
+    ]
 }

@@ -3,10 +3,13 @@
 //!
 //! [`WarmSandbox::start`] spawns the launcher with [`LaunchSpec::warm`] and waits until its init
 //! says it is ready; [`WarmSandbox::call`] hands it one call (spec memfd, stdio, status channel,
-//! reply socket) and returns a [`Spawned`] for `supervise_spawned`, whose end is the call's pidfd
-//! becoming readable and whose kill is `pidfd_send_signal`. Dropping the sandbox closes its
-//! socket; its init exits once its last call ended, and the drop waits (bounded) for that, so an
-//! environment's mounts are gone when it is.
+//! reply socket) and returns a [`Call`], which [`Call::supervise`] runs to its end with
+//! `hookbox_process`'s bounds: its end is the call's pidfd becoming readable and its kill is
+//! `pidfd_send_signal` ([`hookbox_process::pidfd`]). A sandbox that does not start, or a call
+//! that cannot be handed over, is a typed [`SandboxError`]: the launcher's own report of the
+//! stage that failed, or [`Stage::WarmSocket`] for the socket protocol itself. Dropping the
+//! sandbox closes its socket; its init exits once its last call ended, and the drop waits
+//! (bounded) for that, so an environment's mounts are gone when it is.
 //!
 //! This module must not decide when a sandbox may be shared (the runner compares specs) nor
 //! re-implement supervision.
@@ -16,27 +19,30 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hookbox_hooks::runner::{OutputPipe, OutputTap, RunnerError, Spawned, Termination};
+use hookbox_process::pidfd::Pidfd;
+use hookbox_process::{OutputPipe, OutputTap, Spawned, Termination};
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncWrite, Interest};
 use tokio::net::unix::pipe;
 
+use crate::error::{LaunchFailure, SandboxError, Stage};
 use crate::fdpass;
+use crate::handoff::{Launcher, place_fds, spec_memfd};
 use crate::spec::{CallSpec, LaunchSpec, SPEC_FD, STATUS_FD, WARM_FD};
+use crate::status::read_status;
+
+/// What serves one connection relayed out of a gVisor sandbox's loopback (the environment's
+/// egress proxy).
+pub type RelaySink = Arc<dyn Fn(tokio::net::UnixStream) + Send + Sync>;
 
 /// How long a warm sandbox may take to be built.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long dropping a warm sandbox waits for its init to exit before killing it.
 const STOP_GRACE: Duration = Duration::from_secs(5);
 
-/// What a call's status channel held once it ended: the failure report (empty: none), stage
+/// What a call's status channel held once it ended: the failure (none: the program ran), stage
 /// timings, and the exit status its init reported (none: it was killed).
-#[derive(Debug, Default, Clone)]
-pub struct CallStatus {
-    pub report: String,
-    pub stages: Vec<(String, i128)>,
-    pub exit: Option<i32>,
-}
+pub type CallStatus = crate::status::StatusReport;
 
 /// One environment's kept sandbox.
 #[derive(Debug)]
@@ -84,15 +90,14 @@ impl WarmSandbox {
 
     /// Builds the sandbox for `key` (which must have `warm` set) with `launcher`.
     pub async fn start(
-        launcher: &crate::runtime::Launcher,
+        launcher: &Launcher,
         key: LaunchSpec,
         netns: Option<Arc<OwnedFd>>,
-    ) -> Result<Self, RunnerError> {
-        let spawn = |e: std::io::Error| RunnerError::Spawn(e);
-        let spec_fd = crate::runtime::spec_memfd(&key).map_err(spawn)?;
+    ) -> Result<Self, SandboxError> {
+        let spec_fd = spec_memfd(&key).map_err(SandboxError::spawn)?;
         let (status_read, status_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
-            .map_err(|e| spawn(e.into()))?;
-        let (ours, theirs) = fdpass::pair().map_err(spawn)?;
+            .map_err(SandboxError::spawn)?;
+        let (ours, theirs) = fdpass::pair().map_err(SandboxError::spawn)?;
         let mut cmd = std::process::Command::new(&launcher.program);
         cmd.args(&launcher.args)
             .env_clear()
@@ -106,21 +111,23 @@ impl WarmSandbox {
             (theirs, WARM_FD),
         ];
         if let Some(ns) = &netns {
-            inherited.push((ns.try_clone().map_err(spawn)?, crate::spec::NETNS_FD));
+            inherited.push((
+                ns.try_clone().map_err(SandboxError::spawn)?,
+                crate::spec::NETNS_FD,
+            ));
         }
         // SAFETY: the closure runs between fork and exec and only calls fcntl and dup2, which
         // are async-signal-safe; it allocates nothing.
         unsafe {
-            std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
-                crate::runtime::place_fds(&inherited)
-            });
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || place_fds(&inherited));
         }
-        let child = cmd.spawn().map_err(spawn)?;
+        let child = cmd.spawn().map_err(SandboxError::spawn)?;
         // The command (holding the child's copies of the fds) is gone once spawned.
         drop(cmd);
-        rustix::io::ioctl_fionbio(&ours, true).map_err(|e| spawn(e.into()))?;
+        rustix::io::ioctl_fionbio(&ours, true).map_err(SandboxError::spawn)?;
         let sandbox = Self {
-            socket: register(ours, Interest::READABLE | Interest::WRITABLE).map_err(spawn)?,
+            socket: register(ours, Interest::READABLE | Interest::WRITABLE)
+                .map_err(SandboxError::spawn)?,
             key,
             netns,
             launcher: Mutex::new(Some(child)),
@@ -135,11 +142,10 @@ impl WarmSandbox {
     /// until the init inside says it is ready.
     pub async fn start_gvisor(
         runsc: &crate::gvisor::Runsc,
-        launcher: &crate::runtime::Launcher,
+        launcher: &Launcher,
         key: LaunchSpec,
-        relay: Option<crate::runtime::RelaySink>,
-    ) -> Result<Self, RunnerError> {
-        let spawn = |e: std::io::Error| RunnerError::Spawn(e);
+        relay: Option<RelaySink>,
+    ) -> Result<Self, SandboxError> {
         // Once per process, what an earlier hookbox left behind when it died goes first.
         static SWEPT: std::sync::Once = std::sync::Once::new();
         SWEPT.call_once(|| {
@@ -149,23 +155,23 @@ impl WarmSandbox {
         let bundle = tempfile::Builder::new()
             .prefix(crate::gvisor::BUNDLE_PREFIX)
             .tempdir()
-            .map_err(spawn)?;
-        let lock = crate::gvisor::lock_bundle(bundle.path()).map_err(spawn)?;
+            .map_err(SandboxError::spawn)?;
+        let lock = crate::gvisor::lock_bundle(bundle.path()).map_err(SandboxError::spawn)?;
         let staged =
             crate::gvisor::write_bundle(bundle.path(), &key, &launcher.program, &launcher.args)
-                .map_err(|e| RunnerError::Sandbox(e.to_string()))?;
+                .map_err(LaunchFailure::from)?;
         let id = bundle
             .path()
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "hookbox-gvisor".into());
         let state = bundle.path().join("state");
-        std::fs::create_dir(&state).map_err(spawn)?;
+        std::fs::create_dir(&state).map_err(SandboxError::spawn)?;
         let (status_read, status_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
-            .map_err(|e| spawn(e.into()))?;
-        let (ours, theirs) = fdpass::pair().map_err(spawn)?;
+            .map_err(SandboxError::spawn)?;
+        let (ours, theirs) = fdpass::pair().map_err(SandboxError::spawn)?;
         let wrap = runsc.run_wrapped(&state, bundle.path(), &id, staged);
-        let wrap_fd = crate::runtime::spec_memfd(&wrap).map_err(spawn)?;
+        let wrap_fd = spec_memfd(&wrap).map_err(SandboxError::spawn)?;
         let mut cmd = std::process::Command::new(&launcher.program);
         cmd.args(&launcher.args)
             .env_clear()
@@ -174,33 +180,34 @@ impl WarmSandbox {
             .stdout(Stdio::null())
             .stderr(Stdio::from(status_write));
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-        let cgroups = crate::cgroup::ProcsFiles::open(&key.cgroups).map_err(spawn)?;
+        let cgroups = crate::cgroup::ProcsFiles::open(&key.cgroups).map_err(SandboxError::spawn)?;
         let inherited = [(wrap_fd, SPEC_FD)];
         // SAFETY: the closure runs between fork and exec and only calls write, fcntl, dup2 and
         // prctl, which are async-signal-safe; it allocates nothing.
         unsafe {
             std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
                 cgroups.join()?;
-                crate::runtime::place_fds(&inherited)?;
+                place_fds(&inherited)?;
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
                 Ok(())
             });
         }
-        let child = cmd.spawn().map_err(spawn)?;
+        let child = cmd.spawn().map_err(SandboxError::spawn)?;
         drop(cmd);
-        rustix::io::ioctl_fionbio(&ours, true).map_err(|e| spawn(e.into()))?;
-        let spec_fd = crate::runtime::spec_memfd(&key).map_err(spawn)?;
+        rustix::io::ioctl_fionbio(&ours, true).map_err(SandboxError::spawn)?;
+        let spec_fd = spec_memfd(&key).map_err(SandboxError::spawn)?;
         let egress = match relay {
             Some(sink) => {
-                let (host, guest) = fdpass::pair().map_err(spawn)?;
+                let (host, guest) = fdpass::pair().map_err(SandboxError::spawn)?;
                 Some((host, guest, sink))
             }
             None => None,
         };
         let mut sandbox = Self {
-            socket: register(ours, Interest::READABLE | Interest::WRITABLE).map_err(spawn)?,
+            socket: register(ours, Interest::READABLE | Interest::WRITABLE)
+                .map_err(SandboxError::spawn)?,
             key,
             netns: None,
             launcher: Mutex::new(Some(child)),
@@ -220,7 +227,13 @@ impl WarmSandbox {
         drop(fds);
         if let Err(e) = sent {
             // The wrapper or runsc may have stopped already (a bind it could not stage).
-            return Err(sandbox.failed(status_read, format!("the gVisor sandbox's socket: {e}")));
+            return Err(sandbox.failed(
+                status_read,
+                warm_socket(
+                    e.raw_os_error(),
+                    format!("the gVisor sandbox's socket: {e}"),
+                ),
+            ));
         }
         if let Some((host, guest, sink)) = egress {
             drop(guest);
@@ -233,7 +246,7 @@ impl WarmSandbox {
     }
 
     /// Waits until the sandbox's init says it is ready; otherwise stops it and reports why.
-    async fn ready(self, status_read: OwnedFd) -> Result<Self, RunnerError> {
+    async fn ready(self, status_read: OwnedFd) -> Result<Self, SandboxError> {
         let sandbox = self;
         let ready = tokio::time::timeout(START_TIMEOUT, sandbox.recv()).await;
         match ready {
@@ -241,23 +254,35 @@ impl WarmSandbox {
             other => Err(sandbox.failed(
                 status_read,
                 match other {
-                    Err(_) => format!(
-                        "the warm sandbox was not ready within {}s",
-                        START_TIMEOUT.as_secs()
+                    Err(_) => warm_socket(
+                        None,
+                        format!(
+                            "the warm sandbox was not ready within {}s",
+                            START_TIMEOUT.as_secs()
+                        ),
                     ),
-                    Ok(Err(e)) => format!("the warm sandbox's socket: {e}"),
-                    Ok(Ok(_)) => "the warm sandbox ended before it was ready".into(),
+                    Ok(Err(e)) => {
+                        warm_socket(e.raw_os_error(), format!("the warm sandbox's socket: {e}"))
+                    }
+                    Ok(Ok(_)) => warm_socket(None, "the warm sandbox ended before it was ready"),
                 },
             )),
         }
     }
 
     /// Stops a sandbox that did not start and says why: the launcher's (or runsc's) own report
-    /// when it wrote one before exiting, else `otherwise`.
-    fn failed(self, status_read: OwnedFd, otherwise: String) -> RunnerError {
+    /// when it wrote one before exiting, else `otherwise`. Under gVisor, text on the channel
+    /// that the launcher did not write is runsc's.
+    fn failed(self, status_read: OwnedFd, otherwise: LaunchFailure) -> SandboxError {
         self.stop();
-        let (report, _, _) = crate::runtime::read_status(&status_read);
-        RunnerError::Sandbox(if report.is_empty() { otherwise } else { report })
+        let untyped = match self.container {
+            Some(_) => Stage::Runsc,
+            None => Stage::Unknown,
+        };
+        read_status(&status_read, untyped)
+            .failure
+            .unwrap_or(otherwise)
+            .into()
     }
 
     async fn recv(&self) -> std::io::Result<fdpass::Message> {
@@ -278,26 +303,25 @@ impl WarmSandbox {
         }
     }
 
-    /// Starts `call` in this sandbox. The returned [`Spawned`] ends when the call's init has
-    /// (and with it, its whole PID namespace); its `status` receiver then holds what the call
-    /// reported. An error means nothing ran (the sandbox is gone: start another).
+    /// Starts `call` in this sandbox; [`Call::supervise`] runs it to its end. An error means
+    /// nothing ran (the sandbox is gone: start another, or the init could not clone the call,
+    /// which the error's stage says).
     pub async fn call(
         &self,
         call: &CallSpec,
         stdout_tap: Option<OutputTap>,
-    ) -> Result<(Spawned, tokio::sync::oneshot::Receiver<CallStatus>), RunnerError> {
-        let spawn = |e: std::io::Error| RunnerError::Spawn(e);
-        let spec_fd = crate::runtime::spec_memfd(call).map_err(spawn)?;
+    ) -> Result<Call, SandboxError> {
+        let spec_fd = spec_memfd(call).map_err(SandboxError::spawn)?;
         let cloexec = rustix::pipe::PipeFlags::CLOEXEC;
         let (stdin_read, stdin_write) =
-            rustix::pipe::pipe_with(cloexec).map_err(|e| spawn(e.into()))?;
+            rustix::pipe::pipe_with(cloexec).map_err(SandboxError::spawn)?;
         let (stdout_read, stdout_write) =
-            rustix::pipe::pipe_with(cloexec).map_err(|e| spawn(e.into()))?;
+            rustix::pipe::pipe_with(cloexec).map_err(SandboxError::spawn)?;
         let (stderr_read, stderr_write) =
-            rustix::pipe::pipe_with(cloexec).map_err(|e| spawn(e.into()))?;
+            rustix::pipe::pipe_with(cloexec).map_err(SandboxError::spawn)?;
         let (status_read, status_write) =
-            rustix::pipe::pipe_with(cloexec).map_err(|e| spawn(e.into()))?;
-        let (reply_ours, reply_theirs) = fdpass::pair().map_err(spawn)?;
+            rustix::pipe::pipe_with(cloexec).map_err(SandboxError::spawn)?;
+        let (reply_ours, reply_theirs) = fdpass::pair().map_err(SandboxError::spawn)?;
         self.send(
             b"C",
             &[
@@ -310,7 +334,7 @@ impl WarmSandbox {
             ],
         )
         .await
-        .map_err(|e| RunnerError::Sandbox(format!("the warm sandbox is gone: {e}")))?;
+        .map_err(|e| warm_socket(e.raw_os_error(), format!("the warm sandbox is gone: {e}")))?;
         // Only the call may hold the write ends now, so EOF means it is done with them.
         drop((
             spec_fd,
@@ -321,17 +345,25 @@ impl WarmSandbox {
             reply_theirs,
         ));
 
-        rustix::io::ioctl_fionbio(&reply_ours, true).map_err(|e| spawn(e.into()))?;
-        let reply = Arc::new(register(reply_ours, Interest::READABLE).map_err(spawn)?);
-        let message = recv_on(&reply).await.map_err(spawn)?;
+        rustix::io::ioctl_fionbio(&reply_ours, true).map_err(SandboxError::spawn)?;
+        let reply =
+            Arc::new(register(reply_ours, Interest::READABLE).map_err(SandboxError::spawn)?);
+        let message = recv_on(&reply)
+            .await
+            .map_err(|e| warm_socket(e.raw_os_error(), format!("the call's reply socket: {e}")))?;
         let handle = match (message.payload.as_slice(), message.fds.into_iter().next()) {
-            (b"P", Some(pidfd)) => CallHandle::Pidfd(Arc::new(pidfd)),
+            (b"P", Some(pidfd)) => CallHandle::Pidfd(Pidfd::from_owned(pidfd)),
             // gVisor: no pidfd crosses out; the reply socket stands in for one.
             (b"P", None) => CallHandle::Reply(reply),
-            ([], None) => {
-                return Err(RunnerError::Sandbox("the warm sandbox is gone".into()));
+            ([], None) => return Err(warm_socket(None, "the warm sandbox is gone").into()),
+            // The init could not start the call and said why (typed), or, from a launcher that
+            // does not type its reports, in words.
+            (report, _) => {
+                let text = String::from_utf8_lossy(report);
+                return Err(LaunchFailure::decode(&text)
+                    .unwrap_or_else(|| LaunchFailure::new(Stage::Unknown, None, text.trim()))
+                    .into());
             }
-            (text, _) => return Err(RunnerError::Sandbox(String::from_utf8_lossy(text).into())),
         };
 
         let (status_tx, status_rx) = tokio::sync::oneshot::channel();
@@ -342,16 +374,12 @@ impl WarmSandbox {
                 let _kill_on_drop = KillOnDrop(handle.clone());
                 handle.ended().await?;
                 // The call's init wrote everything before it exited; nobody else holds the pipe.
-                let (report, stages, exit) = crate::runtime::read_status(&status_read);
-                let termination = match exit {
+                let status = read_status(&status_read, Stage::Unknown);
+                let termination = match status.exit {
                     Some(code) => Termination::Exited(code),
                     None => Termination::Signaled(libc::SIGKILL),
                 };
-                let _ = status_tx.send(CallStatus {
-                    report,
-                    stages,
-                    exit,
-                });
+                let _ = status_tx.send(status);
                 Ok(termination)
             }
         };
@@ -359,24 +387,24 @@ impl WarmSandbox {
         let writers_gone_at_end = matches!(handle, CallHandle::Reply(_));
         let kill = move || handle.kill();
         let spawned = Spawned {
-            stdin: Some(
-                Box::new(pipe::Sender::from_owned_fd(stdin_write).map_err(spawn)?)
-                    as Box<dyn AsyncWrite + Send + Unpin>,
-            ),
-            stdout: Some(
-                Box::new(pipe::Receiver::from_owned_fd(stdout_read).map_err(spawn)?)
-                    as Box<dyn OutputPipe>,
-            ),
-            stderr: Some(
-                Box::new(pipe::Receiver::from_owned_fd(stderr_read).map_err(spawn)?)
-                    as Box<dyn OutputPipe>,
-            ),
+            stdin: Some(Box::new(
+                pipe::Sender::from_owned_fd(stdin_write).map_err(SandboxError::spawn)?,
+            ) as Box<dyn AsyncWrite + Send + Unpin>),
+            stdout: Some(Box::new(
+                pipe::Receiver::from_owned_fd(stdout_read).map_err(SandboxError::spawn)?,
+            ) as Box<dyn OutputPipe>),
+            stderr: Some(Box::new(
+                pipe::Receiver::from_owned_fd(stderr_read).map_err(SandboxError::spawn)?,
+            ) as Box<dyn OutputPipe>),
             ended: Box::pin(ended),
             kill: Box::new(kill),
             stdout_tap,
             writers_gone_at_end,
         };
-        Ok((spawned, status_rx))
+        Ok(Call {
+            spawned,
+            status: status_rx,
+        })
     }
 
     /// Waits (bounded by [`STOP_GRACE`]) for the launcher to exit after our socket closed, then
@@ -396,20 +424,7 @@ impl WarmSandbox {
         // Closing our end is what tells init to finish; `shutdown` does it while the AsyncFd
         // still owns the descriptor.
         let _ = rustix::net::shutdown(self.socket.get_ref(), rustix::net::Shutdown::Both);
-        let pid = rustix::process::Pid::from_raw(child.id() as i32);
-        let exited = pid
-            .and_then(|pid| {
-                rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
-            })
-            .map(|pidfd| {
-                let mut fds = [nix::poll::PollFd::new(
-                    pidfd.as_fd(),
-                    nix::poll::PollFlags::POLLIN,
-                )];
-                let millis = u16::try_from(STOP_GRACE.as_millis()).unwrap_or(u16::MAX);
-                matches!(nix::poll::poll(&mut fds, millis), Ok(n) if n > 0)
-            })
-            .unwrap_or(false);
+        let exited = Pidfd::open(child.id()).is_ok_and(|pidfd| pidfd.wait_exited(STOP_GRACE));
         // A gVisor sandbox that died (a fork bomb at the host cap, an OOM kill) leaves its
         // `runsc run` with a failure status while its other processes may still be going.
         let clean = exited && matches!(child.try_wait(), Ok(Some(status)) if status.success());
@@ -426,12 +441,47 @@ impl WarmSandbox {
                 pid = child.id(),
                 "warm sandbox did not stop in time; killing it"
             );
-            let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(child.id() as i32),
-                nix::sys::signal::Signal::SIGKILL,
-            );
+            // The launcher leads its own group (`process_group(0)` at spawn).
+            if let Ok(pgid) = i32::try_from(child.id()) {
+                hookbox_process::kill_group(pgid);
+            }
         }
         let _ = child.wait();
+    }
+}
+
+/// A call started in a warm sandbox: a [`Spawned`] that ends when the call's init has (and with
+/// it, its whole PID namespace), and what the call reported on its status channel by then.
+pub struct Call {
+    spawned: Spawned,
+    status: tokio::sync::oneshot::Receiver<CallStatus>,
+}
+
+impl std::fmt::Debug for Call {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Call").finish_non_exhaustive()
+    }
+}
+
+impl Call {
+    /// Supervises the call (started at `started`) to its end with `hookbox_process`'s bounds
+    /// (`stdin`, `timeout`, `output_limit`); its output and stage timings, or the failure its
+    /// init reported (a call that could not be confined or exec'd ran nothing).
+    pub async fn supervise(
+        self,
+        started: std::time::Instant,
+        stdin: Vec<u8>,
+        timeout: Duration,
+        output_limit: usize,
+    ) -> Result<(hookbox_process::CommandOutput, Vec<(String, i128)>), SandboxError> {
+        let output =
+            hookbox_process::supervise_spawned(self.spawned, started, stdin, timeout, output_limit)
+                .await;
+        let status = self.status.await.unwrap_or_default();
+        if let Some(failure) = status.failure {
+            return Err(failure.into());
+        }
+        Ok((output?, status.stages))
     }
 }
 
@@ -440,18 +490,14 @@ impl WarmSandbox {
 /// to it or shuts it down).
 #[derive(Debug, Clone)]
 enum CallHandle {
-    Pidfd(Arc<OwnedFd>),
+    Pidfd(Pidfd),
     Reply(Arc<AsyncFd<OwnedFd>>),
 }
 
 impl CallHandle {
     async fn ended(&self) -> std::io::Result<()> {
         match self {
-            CallHandle::Pidfd(pidfd) => {
-                let exited = register(pidfd.clone(), Interest::READABLE)?;
-                let _ = exited.readable().await?;
-                Ok(())
-            }
+            CallHandle::Pidfd(pidfd) => pidfd.exited().await,
             CallHandle::Reply(reply) => loop {
                 let message = recv_on(reply).await?;
                 if message.payload == b"X" || (message.payload.is_empty() && message.fds.is_empty())
@@ -464,9 +510,7 @@ impl CallHandle {
 
     fn kill(&self) {
         match self {
-            CallHandle::Pidfd(pidfd) => {
-                let _ = rustix::process::pidfd_send_signal(&**pidfd, rustix::process::Signal::KILL);
-            }
+            CallHandle::Pidfd(pidfd) => pidfd.kill(),
             CallHandle::Reply(reply) => {
                 let _ = rustix::net::shutdown(reply.get_ref(), rustix::net::Shutdown::Write);
             }
@@ -485,7 +529,7 @@ impl Drop for KillOnDrop {
 
 /// Serves a gVisor sandbox's egress channel: each `E` asks for one connection to the proxy,
 /// answered with (`F`) one end of a fresh socket pair whose other end goes to `sink`.
-async fn serve_relayed(channel: OwnedFd, sink: crate::runtime::RelaySink) {
+async fn serve_relayed(channel: OwnedFd, sink: RelaySink) {
     let channel = match rustix::io::ioctl_fionbio(&channel, true)
         .map_err(std::io::Error::from)
         .and_then(|()| register(channel, Interest::READABLE | Interest::WRITABLE))
@@ -551,4 +595,9 @@ impl Drop for WarmSandbox {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// A failure of the warm sandbox's socket protocol, seen from hookbox's side.
+fn warm_socket(errno: Option<i32>, message: impl Into<String>) -> LaunchFailure {
+    LaunchFailure::new(Stage::WarmSocket, errno, message)
 }

@@ -1,11 +1,13 @@
-//! Wire shapes shared by every hookbox crate: the six built-in tool names, a tool call, and the
-//! JSON payload that hook handlers receive.
+//! Wire shapes shared by every hookbox crate: the six built-in tool names, a tool call, the
+//! JSON payload that hook handlers receive, and one bounded POST ([`post`]: what http hooks and
+//! webhook deliveries send through egress).
 //!
 //! This crate is serde-only. It must not do I/O, spawn processes or know about sandboxes, hooks
 //! configuration files or the HTTP API; those live in the crates that depend on it.
 
 pub mod api;
 pub mod events;
+pub mod post;
 pub mod triggers;
 pub mod webhooks;
 

@@ -62,10 +62,10 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> DiskError {
 
 /// Runs `cmd` to completion within [`TOOL_TIMEOUT`], killing it past that.
 fn run(tool: &'static str, cmd: Command, path: &Path) -> Result<()> {
-    hookbox_isolation::bounded::run(cmd, TOOL_TIMEOUT).map_err(|message| DiskError::Tool {
+    hookbox_process::host::run(cmd, TOOL_TIMEOUT).map_err(|e| DiskError::Tool {
         tool,
         path: path.to_path_buf(),
-        message,
+        message: e.to_string(),
     })
 }
 

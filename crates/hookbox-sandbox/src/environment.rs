@@ -74,7 +74,7 @@ pub enum EnvError {
     #[error("cannot find a data directory: set {} or HOME", vars::HOOKBOX_DATA_DIR)]
     NoDataDir,
     #[error("{0}")]
-    Runner(#[from] hookbox_hooks::runner::RunnerError),
+    Runner(#[from] crate::runner::RunError),
     /// The `network` of a spec (or of stored metadata) is invalid; names the JSON path.
     #[error("invalid {0}")]
     Policy(PolicyError),
@@ -745,7 +745,9 @@ impl Store {
             .with_slots(slots.map(|r| r.for_project(meta.project.as_deref())));
         // http hooks leave through the same egress as sandbox traffic: same allowlist, same
         // always-on blocks, same injected headers. A refusal fails open with the rule traced.
-        let http = Arc::new(EgressPoster::new(network.egress().clone()));
+        let http = Arc::new(crate::network::HookPoster(EgressPoster::new(
+            network.egress().clone(),
+        )));
         // What hooks say is scrubbed of what this egress injects (an upstream may echo it).
         let engine = HookEngine::new(Arc::new(runner.clone()), http)
             .with_args_validator(Arc::new(tools::validate_args))
@@ -817,9 +819,9 @@ fn copy_tree(from: &Path, to: &Path) -> Result<()> {
     cp.args(["-a", "--reflink=auto", "--"])
         .arg(from.join("."))
         .arg(to);
-    hookbox_isolation::bounded::run(cp, COPY_TIMEOUT).map_err(|message| EnvError::Io {
+    hookbox_process::host::run(cp, COPY_TIMEOUT).map_err(|e| EnvError::Io {
         path: from.to_path_buf(),
-        source: std::io::Error::other(format!("cp -a: {message}")),
+        source: std::io::Error::other(format!("cp -a: {e}")),
     })
 }
 
@@ -986,7 +988,7 @@ impl Environment {
     pub async fn call_tool_streaming(
         &self,
         call: ToolCall,
-        tap: Option<hookbox_hooks::runner::OutputTap>,
+        tap: Option<hookbox_process::OutputTap>,
     ) -> ToolCallOutcome {
         let id = self.meta.id.clone();
         let hooks = self.load_hooks();
@@ -1077,7 +1079,7 @@ impl Environment {
     pub async fn call_tool_approved(
         &self,
         call: ToolCall,
-        tap: Option<hookbox_hooks::runner::OutputTap>,
+        tap: Option<hookbox_process::OutputTap>,
     ) -> ToolCallOutcome {
         let hooks = self.load_hooks();
         let config = hooks.config.clone();
@@ -1101,7 +1103,7 @@ impl Environment {
         call: ToolCall,
         original_args: Option<Value>,
         (hooks, config, pre): (Arc<Loaded>, Arc<hookbox_hooks::HooksConfig>, Dispatch),
-        tap: Option<hookbox_hooks::runner::OutputTap>,
+        tap: Option<hookbox_process::OutputTap>,
     ) -> ToolCallOutcome {
         let id = self.meta.id.clone();
         let ran = self.run_tool(&call, tap).await;
@@ -1138,7 +1140,7 @@ impl Environment {
     async fn run_tool(
         &self,
         call: &ToolCall,
-        tap: Option<hookbox_hooks::runner::OutputTap>,
+        tap: Option<hookbox_process::OutputTap>,
     ) -> std::result::Result<ToolOutput, ToolError> {
         let trees = Trees {
             tree: &self.tree,

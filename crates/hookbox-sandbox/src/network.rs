@@ -3,7 +3,8 @@
 //! Owns the egress plumbing a [`crate::environment::Store`] is opened with ([`EgressOptions`]:
 //! the credential store and the operator's [`EgressOperator`] options) and, per opened
 //! environment, [`EnvNetwork`]: its [`Egress`] (policy, CA, credentials), used by http hooks
-//! through `EgressPoster`, and — only when the policy allows some egress — a lazily created
+//! through `EgressPoster` (behind the hooks engine's seam: [`HookPoster`]), and — only when the
+//! policy allows some egress — a lazily created
 //! per-environment network namespace with the egress proxy listening inside, the CA bundle file
 //! and the proxy/CA variables every sandbox of the environment gets.
 //!
@@ -50,6 +51,23 @@ pub const SYSTEM_CA_BUNDLES: &[&str] = &[
 const MAX_SYSTEM_BUNDLE: u64 = 8 << 20;
 
 pub use hookbox_isolation::spec::SANDBOX_RESOLV_CONF;
+
+/// The hooks engine's http seam over an environment's egress: every http hook leaves through
+/// the environment's allowlist, SSRF defences and header injection. Egress does not know the
+/// engine, nor the engine egress; both speak `hookbox_protocol::post`, so this is all the
+/// wiring there is.
+#[derive(Debug, Clone)]
+pub struct HookPoster(pub hookbox_egress::EgressPoster);
+
+#[async_trait::async_trait]
+impl hookbox_hooks::http::HttpPoster for HookPoster {
+    async fn post(
+        &self,
+        request: hookbox_protocol::post::HttpRequest,
+    ) -> Result<hookbox_protocol::post::HttpResponse, hookbox_protocol::post::HttpError> {
+        self.0.post(request).await
+    }
+}
 
 /// What the operator decides for every environment of a hookbox process. Defaults are the safe
 /// ones: no re-admitted ranges, no extra roots, no pins.

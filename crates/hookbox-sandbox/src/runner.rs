@@ -1,10 +1,12 @@
 //! [`SandboxRunner`]: runs a program inside one environment's sandbox, bounded by
-//! `hookbox_hooks::runner::supervise`. It is the `CommandRunner` the hooks engine uses for the
+//! `hookbox_process::supervise`. It is the `CommandRunner` the hooks engine uses for the
 //! environment's command handlers, and what `code_execution` runs through.
 //!
-//! It builds the [`LaunchSpec`], hands it to the launcher in a memfd, and reads the launcher's
-//! status pipe afterwards so that a sandbox that could not be built is an error, never a silent
-//! "allow". It must not re-implement supervision (timeouts, output caps, killing the group).
+//! It builds the [`LaunchSpec`] and hands it to the environment's isolation runtime, so that a
+//! sandbox that could not be built is an error ([`RunError`]: the stage and errno the launcher
+//! reported), never a silent "allow". A launch that failed for a momentary lack of resources
+//! ([`hookbox_isolation::SandboxError::is_transient`]) is tried again; nothing else is. It must
+//! not re-implement supervision (timeouts, output caps, killing the group).
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -12,12 +14,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use hookbox_hooks::runner::{
-    CommandOutput, CommandRequest, CommandRunner, OutputTap, RunnerError, supervise_spawned,
-};
-use hookbox_rootfs::{EntryKind, RootDir};
+use hookbox_hooks::command::{CommandRequest, CommandRunner, RunnerError};
+use hookbox_process::{CommandOutput, OutputTap};
+use hookbox_rootfs::{EntryKind, RootDir, RootFsError};
 
-use crate::network::{EnvNetwork, JoinedNetwork};
+use crate::network::{EnvNetwork, JoinedNetwork, NetworkError};
 use crate::slots::{ProcessSlots, SlotGuard, SlotsExhausted};
 use hookbox_isolation::cgroup::EnvCgroups;
 use hookbox_isolation::launcher::monotonic_ns;
@@ -26,18 +27,29 @@ use hookbox_isolation::spec::{
     Bind, Identity, Isolation, LaunchSpec, Limits, Network, RuntimeKind,
 };
 use hookbox_isolation::warm::WarmSandbox;
+use hookbox_isolation::{LaunchFailure, SandboxError, Stage};
 
 /// The program that builds sandboxes (re-exported: [`SandboxOptions::launcher`] is one).
 pub use hookbox_isolation::runtime::Launcher;
 
 /// What sees a program's stdout as it is written (re-exported for the sandbox's users).
-pub use hookbox_hooks::runner::OutputTap as StdoutTap;
+pub use hookbox_process::OutputTap as StdoutTap;
 
-/// Top-level names of the sandbox that come from the host or the launcher, never from the
-/// environment's tree.
-pub const RESERVED_TOP_LEVEL: &[&str] = &[
-    "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "proc", "dev", "sys",
-];
+pub use crate::source::RESERVED_TOP_LEVEL;
+
+/// Why a program did not run in an environment's sandbox.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The sandbox could not be built or the program not started in it: the stage and errno.
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+    /// The environment's tree could not be opened or listed.
+    #[error("the environment's tree: {0}")]
+    Tree(#[from] RootFsError),
+    /// The environment's egress network could not be set up.
+    #[error(transparent)]
+    Network(#[from] NetworkError),
+}
 
 /// Host directories bound read-only into every sandbox.
 const HOST_READ_ONLY: &[&str] = &[
@@ -204,7 +216,7 @@ impl SandboxOptions {
             isolation: Isolation::Full,
             limits: ResourceLimits::default(),
             tool_timeout: Duration::from_secs(300),
-            output_limit: hookbox_hooks::runner::DEFAULT_OUTPUT_LIMIT,
+            output_limit: hookbox_process::DEFAULT_OUTPUT_LIMIT,
             sources: crate::source::SourceLimits::default(),
             identities: rustix::process::geteuid()
                 .is_root()
@@ -217,7 +229,7 @@ impl SandboxOptions {
     }
 
     /// The runtime that builds `kind`'s sandboxes (gVisor: with the checked `runsc`).
-    pub fn runtime_for(&self, kind: RuntimeKind) -> Result<Arc<dyn Runtime>, RunnerError> {
+    pub fn runtime_for(&self, kind: RuntimeKind) -> Result<Arc<dyn Runtime>, SandboxError> {
         let launcher = self.launcher.clone();
         Ok(match kind {
             RuntimeKind::Namespaces => {
@@ -225,7 +237,11 @@ impl SandboxOptions {
             }
             RuntimeKind::Gvisor => Arc::new(hookbox_isolation::runtime::Gvisor {
                 launcher,
-                runsc: self.gvisor.check().map_err(RunnerError::Sandbox)?.clone(),
+                runsc: self
+                    .gvisor
+                    .check()
+                    .map_err(|message| LaunchFailure::new(Stage::Runsc, None, message))?
+                    .clone(),
             }),
         })
     }
@@ -328,8 +344,8 @@ pub struct SandboxRunner {
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 impl SandboxRunner {
-    pub fn new(options: Arc<SandboxOptions>, layout: SandboxLayout) -> Result<Self, RunnerError> {
-        let tree = RootDir::open(&layout.tree).map_err(|e| RunnerError::Sandbox(e.to_string()))?;
+    pub fn new(options: Arc<SandboxOptions>, layout: SandboxLayout) -> Result<Self, RunError> {
+        let tree = RootDir::open(&layout.tree)?;
         Ok(Self {
             options,
             layout: Arc::new(layout),
@@ -364,11 +380,8 @@ impl SandboxRunner {
 
     /// The environment's own directories, bound writable at the same top-level name, except
     /// reserved names and, when frozen, `/.agents` (bound read-only from the snapshot).
-    fn binds(&self) -> Result<Vec<Bind>, RunnerError> {
-        let entries = self
-            .tree
-            .list_dir("/")
-            .map_err(|e| RunnerError::Sandbox(format!("listing the environment: {e}")))?;
+    fn binds(&self) -> Result<Vec<Bind>, RunError> {
+        let entries = self.tree.list_dir("/")?;
         let mut binds: Vec<Bind> = entries
             .into_iter()
             .filter(|e| e.kind == EntryKind::Dir)
@@ -413,7 +426,7 @@ impl SandboxRunner {
 
     /// The spec for running `argv` in this environment, as launched without its egress network
     /// (see [`Self::with_network`]; [`Self::run_argv`] adds it).
-    pub fn spec(&self, argv: Vec<String>) -> Result<LaunchSpec, RunnerError> {
+    pub fn spec(&self, argv: Vec<String>) -> Result<LaunchSpec, RunError> {
         self.spec_with(argv, None)
     }
 
@@ -421,7 +434,7 @@ impl SandboxRunner {
         &self,
         argv: Vec<String>,
         joined: Option<&JoinedNetwork>,
-    ) -> Result<LaunchSpec, RunnerError> {
+    ) -> Result<LaunchSpec, RunError> {
         let limits = &self.options.limits;
         let cgroups = &self.layout.cgroups;
         Ok(LaunchSpec {
@@ -474,7 +487,7 @@ impl SandboxRunner {
         stdin: Vec<u8>,
         timeout: Duration,
         output_limit: usize,
-    ) -> Result<CommandOutput, RunnerError> {
+    ) -> Result<CommandOutput, RunError> {
         let slot = match &self.slots {
             Some(slots) => Some(slots.acquire().await),
             None => None,
@@ -491,7 +504,7 @@ impl SandboxRunner {
         stdin: Vec<u8>,
         timeout: Duration,
         output_limit: usize,
-    ) -> Result<CommandOutput, RunnerError> {
+    ) -> Result<CommandOutput, RunError> {
         self.run_argv_tapped(slot, argv, stdin, timeout, output_limit, None)
             .await
     }
@@ -505,13 +518,13 @@ impl SandboxRunner {
         timeout: Duration,
         output_limit: usize,
         tap: Option<OutputTap>,
-    ) -> Result<CommandOutput, RunnerError> {
+    ) -> Result<CommandOutput, RunError> {
         let _slot = slot;
         let (spec, joined) = self.prepared(argv).await?;
         // A sandbox that could not be built ran nothing, so building it again is safe; only
-        // failures the kernel reports as momentary (EAGAIN, ENOMEM, ENOSPC for namespaces)
-        // are retried, with a short pause, so a busy machine does not turn a hook into a
-        // failure of its own.
+        // failures the kernel reports as momentary (EAGAIN, ENOMEM, ENOSPC where it creates a
+        // namespace, a task or a mount: `SandboxError::is_transient`) are retried, with a short
+        // pause, so a busy machine does not turn a hook into a failure of its own.
         let mut attempt = 1;
         loop {
             match self
@@ -526,12 +539,18 @@ impl SandboxRunner {
                 .await
                 .map(|(output, _)| output)
             {
-                Err(err) if attempt < LAUNCH_ATTEMPTS && transient(&err) => {
-                    tracing::warn!(attempt, error = %err, "sandbox launch failed for lack of resources; retrying");
+                Err(err) if attempt < LAUNCH_ATTEMPTS && err.is_transient() => {
+                    tracing::warn!(
+                        attempt,
+                        stage = ?err.stage(),
+                        errno = err.errno(),
+                        error = %err,
+                        "sandbox launch failed for lack of resources; retrying"
+                    );
                     tokio::time::sleep(Duration::from_millis(20 * attempt as u64)).await;
                     attempt += 1;
                 }
-                other => return other,
+                other => return Ok(other?),
             }
         }
     }
@@ -543,7 +562,7 @@ impl SandboxRunner {
         &self,
         argv: Vec<String>,
         timeout: Duration,
-    ) -> Result<(CommandOutput, StageTimes), RunnerError> {
+    ) -> Result<(CommandOutput, StageTimes), RunError> {
         let (mut spec, joined) = self.prepared(argv).await?;
         spec.stage_timings = true;
         let started = monotonic_ns();
@@ -562,12 +581,9 @@ impl SandboxRunner {
 
     /// The spec for `argv` and the network namespace to hand the launcher: the environment's
     /// egress namespace (created on first use) when its policy allows egress.
-    async fn prepared(&self, argv: Vec<String>) -> Result<(LaunchSpec, Joined), RunnerError> {
+    async fn prepared(&self, argv: Vec<String>) -> Result<(LaunchSpec, Joined), RunError> {
         let joined = match &self.network {
-            Some(network) => network
-                .sandbox()
-                .await
-                .map_err(|e| RunnerError::Sandbox(e.to_string()))?,
+            Some(network) => network.sandbox().await?,
             None => None,
         };
         let spec = self.spec_with(argv, joined.as_deref())?;
@@ -594,12 +610,12 @@ impl SandboxRunner {
         timeout: Duration,
         output_limit: usize,
         tap: Option<OutputTap>,
-    ) -> Result<(CommandOutput, Vec<(String, i128)>), RunnerError> {
+    ) -> Result<(CommandOutput, Vec<(String, i128)>), SandboxError> {
         let gvisor = spec.runtime == RuntimeKind::Gvisor;
         if gvisor && spec.isolation != Isolation::Full {
-            return Err(RunnerError::Sandbox(
-                hookbox_isolation::gvisor::GvisorError::NoIsolation.to_string(),
-            ));
+            return Err(
+                LaunchFailure::from(hookbox_isolation::gvisor::GvisorError::NoIsolation).into(),
+            );
         }
         let warm = gvisor || (self.options.warm && spec.isolation == Isolation::Full);
         if !warm {
@@ -617,7 +633,7 @@ impl SandboxRunner {
         let started = std::time::Instant::now();
         let (key, call) = spec.split_call();
         let mut sandbox = self.warm_sandbox(&key, joined).await?;
-        let (spawned, status) = match sandbox.call(&call, tap.clone()).await {
+        let started_call = match sandbox.call(&call, tap.clone()).await {
             Ok(started) => started,
             Err(err) => {
                 // Nothing ran: the sandbox died (killed, or its init failed). Build another
@@ -639,12 +655,9 @@ impl SandboxRunner {
             duration_ms = started.elapsed().as_millis() as u64,
             "sandbox started"
         );
-        let output = supervise_spawned(spawned, started, stdin, timeout, output_limit).await;
-        let status = status.await.unwrap_or_default();
-        if !status.report.is_empty() {
-            return Err(RunnerError::Sandbox(status.report));
-        }
-        output.map(|o| (o, status.stages))
+        started_call
+            .supervise(started, stdin, timeout, output_limit)
+            .await
     }
 
     /// The warm sandbox for `key` in `netns`: the current one if it was built from the same,
@@ -654,7 +667,7 @@ impl SandboxRunner {
         &self,
         key: &LaunchSpec,
         joined: &Joined,
-    ) -> Result<Arc<WarmSandbox>, RunnerError> {
+    ) -> Result<Arc<WarmSandbox>, SandboxError> {
         let gvisor = key.runtime == RuntimeKind::Gvisor;
         // A gVisor sandbox joins no namespace of hookbox's: its network is relayed.
         let netns = if gvisor { None } else { joined.netns.clone() };
@@ -693,7 +706,7 @@ impl SandboxRunner {
         timeout: Duration,
         output_limit: usize,
         tap: Option<OutputTap>,
-    ) -> Result<(CommandOutput, Vec<(String, i128)>), RunnerError> {
+    ) -> Result<(CommandOutput, Vec<(String, i128)>), SandboxError> {
         let output = hookbox_isolation::runtime::launch_cold(
             &self.options.launcher,
             spec,
@@ -726,6 +739,12 @@ impl CommandRunner for SandboxRunner {
             request.output_limit,
         )
         .await
+        .map_err(|err| match err {
+            RunError::Sandbox(SandboxError::Process(err)) => RunnerError::Process(err),
+            other @ (RunError::Sandbox(SandboxError::Launch(_))
+            | RunError::Tree(_)
+            | RunError::Network(_)) => RunnerError::Sandbox(Box::new(other)),
+        })
     }
 }
 
@@ -745,23 +764,6 @@ fn retire(sandbox: Option<Arc<WarmSandbox>>) {
 
 /// How often one launch is tried when the kernel is momentarily out of resources.
 const LAUNCH_ATTEMPTS: usize = 3;
-
-/// Whether a launch failed for a momentary lack of resources (worth one more try).
-fn transient(err: &RunnerError) -> bool {
-    const MOMENTARY: [(i32, &str); 3] = [
-        (libc::EAGAIN, "EAGAIN"),
-        (libc::ENOMEM, "ENOMEM"),
-        (libc::ENOSPC, "ENOSPC"),
-    ];
-    match err {
-        RunnerError::Spawn(io) => io
-            .raw_os_error()
-            .is_some_and(|e| MOMENTARY.iter().any(|(code, _)| *code == e)),
-        // The launcher's report names the errno (nix formats errors as `EAGAIN: ...`).
-        RunnerError::Sandbox(report) => MOMENTARY.iter().any(|(_, name)| report.contains(name)),
-        RunnerError::Wait(_) => false,
-    }
-}
 
 /// When one timed launch ([`SandboxRunner::run_argv_timed`]) reached each stage, in
 /// `CLOCK_MONOTONIC` nanoseconds: `started` just before the spawn, each launcher stage as it

@@ -23,13 +23,17 @@ use std::time::Duration;
 use base64::Engine;
 use futures::StreamExt;
 use hookbox_egress::{Egress, EgressError, EgressProxy};
-use hookbox_hooks::runner::{Termination, supervise};
+use hookbox_process::{Termination, supervise};
 use hookbox_rootfs::{EntryKind, RootDir, RootFsError};
 use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
 use serde::{Deserialize, Serialize};
 
-use crate::runner::RESERVED_TOP_LEVEL;
+/// Top-level names of the sandbox that come from the host or the launcher, never from the
+/// environment's tree: no source may target them, and the runner binds none of the tree's.
+pub const RESERVED_TOP_LEVEL: &[&str] = &[
+    "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "proc", "dev", "sys",
+];
 
 /// Who wrote a spec, which decides what its repository sources may name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use hookbox_hooks::runner::{CommandOutput, RunnerError, Termination};
+use hookbox_process::{CommandOutput, Termination};
 use hookbox_protocol::ToolName;
 use hookbox_rootfs::{RootDir, RootFsError};
 use serde::Deserialize;
@@ -41,7 +41,7 @@ pub enum ToolError {
     #[error("code is {len} bytes; the limit is {MAX_CODE_BYTES}")]
     CodeTooLong { len: usize },
     #[error("the sandbox failed: {0}")]
-    Sandbox(#[from] RunnerError),
+    Sandbox(#[from] crate::runner::RunError),
     #[error(transparent)]
     Quota(#[from] crate::slots::SlotsExhausted),
 }
@@ -314,7 +314,7 @@ pub async fn code_execution(
     raw: &Value,
     timeout: Duration,
     output_limit: usize,
-    tap: Option<hookbox_hooks::runner::OutputTap>,
+    tap: Option<hookbox_process::OutputTap>,
 ) -> Result<ToolOutput, ToolError> {
     let a: CodeArgs = args("code_execution", raw)?;
     if a.code.len() > MAX_CODE_BYTES {

@@ -12,7 +12,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hookbox_hooks::http::{HttpError, HttpPoster, HttpRequest};
+use hookbox_egress::EgressPoster;
+use hookbox_protocol::post::{HttpError, HttpRequest};
 use hookbox_store::{AttemptOutcome, ClaimedDelivery, Store};
 use tokio::sync::Notify;
 
@@ -81,17 +82,13 @@ pub enum DeliveryError {
 #[derive(Debug)]
 pub struct Deliverer {
     store: Arc<dyn Store>,
-    poster: Arc<dyn HttpPoster>,
+    poster: Arc<EgressPoster>,
     options: DeliveryOptions,
     wake: Arc<Notify>,
 }
 
 impl Deliverer {
-    pub fn new(
-        store: Arc<dyn Store>,
-        poster: Arc<dyn HttpPoster>,
-        options: DeliveryOptions,
-    ) -> Self {
+    pub fn new(store: Arc<dyn Store>, poster: Arc<EgressPoster>, options: DeliveryOptions) -> Self {
         Self {
             store,
             poster,
@@ -166,7 +163,7 @@ impl Deliverer {
 /// One attempt of one delivery.
 struct Attempt {
     store: Arc<dyn Store>,
-    poster: Arc<dyn HttpPoster>,
+    poster: Arc<EgressPoster>,
     options: DeliveryOptions,
 }
 

@@ -6,20 +6,32 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hookbox_egress::EgressPoster;
-use hookbox_hooks::http::{HttpError, HttpPoster, HttpRequest};
-use hookbox_hooks::runner::LocalRunner;
+use hookbox_hooks::command::LocalRunner;
+use hookbox_hooks::http::{HttpError, HttpPoster, HttpRequest, HttpResponse};
 use hookbox_hooks::{Decision, Failure, HookEngine, HooksConfig, Outcome};
 use hookbox_protocol::{ToolCall, ToolName};
 use serde_json::json;
 
 use super::support::*;
 
+/// The hooks engine's seam over the egress poster, as `hookbox-sandbox` wires an environment's
+/// hooks (egress itself does not know the engine).
+#[derive(Debug)]
+struct HookPoster(EgressPoster);
+
+#[async_trait::async_trait]
+impl HttpPoster for HookPoster {
+    async fn post(&self, request: HttpRequest) -> Result<HttpResponse, HttpError> {
+        self.0.post(request).await
+    }
+}
+
 fn engine(poster: EgressPoster) -> HookEngine {
     let runner = LocalRunner {
         cwd: None,
         env: Vec::new(),
     };
-    HookEngine::new(Arc::new(runner), Arc::new(poster))
+    HookEngine::new(Arc::new(runner), Arc::new(HookPoster(poster)))
 }
 
 fn hooks(url: &str) -> HooksConfig {

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hookbox_egress::EgressPoster;
-use hookbox_hooks::http::{HttpPoster, HttpRequest};
+use hookbox_protocol::post::HttpRequest;
 use serde_json::json;
 
 use super::support::*;

@@ -1,6 +1,6 @@
+mod command;
 mod dispatch;
 mod extensions;
 mod http;
 mod parser_props;
-mod runner;
 mod support;

@@ -3,8 +3,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use hookbox_hooks::command::LocalRunner;
 use hookbox_hooks::http::DirectPoster;
-use hookbox_hooks::runner::LocalRunner;
 use hookbox_hooks::{Dispatch, HookEngine, HooksConfig};
 use hookbox_protocol::{ToolCall, ToolName};
 

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hookbox_hooks::runner::CommandOutput;
+use hookbox_hooks::command::CommandOutput;
 use hookbox_isolation::spec::Identity;
 use hookbox_isolation::spec::RuntimeKind;
 use hookbox_sandbox::runner::{

@@ -4,7 +4,7 @@ use std::io::Read;
 use std::os::linux::net::SocketAddrExt;
 use std::time::Duration;
 
-use hookbox_hooks::runner::Termination;
+use hookbox_hooks::command::Termination;
 use hookbox_sandbox::environment::ToolResult;
 use serde_json::json;
 

@@ -95,7 +95,7 @@ async fn output_is_capped_and_the_tree_killed() {
         .unwrap();
     assert_eq!(
         out.termination,
-        hookbox_hooks::runner::Termination::OutputLimit
+        hookbox_hooks::command::Termination::OutputLimit
     );
     assert_eq!(out.stdout.len(), 4096);
     assert!(out.stdout_truncated);
@@ -134,13 +134,13 @@ async fn any_tree_can_stand_for_the_sandbox_root() {
     let runner =
         hookbox_sandbox::runner::SandboxRunner::new(std::sync::Arc::new(options()), layout)
             .unwrap();
-    let request = hookbox_hooks::runner::CommandRequest {
+    let request = hookbox_hooks::command::CommandRequest {
         command: "sh /.agents/hello.sh; pwd".into(),
         stdin: Vec::new(),
         timeout: std::time::Duration::from_secs(20),
         output_limit: 1024,
     };
-    let out = hookbox_hooks::runner::CommandRunner::run(&runner, request)
+    let out = hookbox_hooks::command::CommandRunner::run(&runner, request)
         .await
         .unwrap();
     assert_eq!(text(&out.stdout), "from-agents\n/workspace\n");

@@ -13,10 +13,10 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use hookbox_egress::policy::NetworkPolicy;
 use hookbox_egress::{Egress, EgressConfig, EgressPoster};
+use hookbox_hooks::command::CommandRunner;
 use hookbox_hooks::config::{Group, HandlerKind, HooksConfig};
 use hookbox_hooks::diagnostic::{Diagnostic, Severity};
 use hookbox_hooks::engine::{Decision, Dispatch, Outcome};
-use hookbox_hooks::runner::CommandRunner;
 use hookbox_hooks::{HookEngine, Loaded};
 use hookbox_isolation::spec::Isolation;
 use hookbox_protocol::{HookEvent, ToolCall, ToolName};
@@ -567,5 +567,7 @@ fn http_poster(
     let credentials = crate::credentials::StoreCredentials::open(&data_dir, database)?;
     let config = EgressConfig::new(environment_id, policy, Arc::new(credentials));
     let egress = Egress::new(config).context("cannot set up egress")?;
-    Ok(Arc::new(EgressPoster::new(Arc::new(egress))))
+    Ok(Arc::new(hookbox_sandbox::network::HookPoster(
+        EgressPoster::new(Arc::new(egress)),
+    )))
 }

@@ -58,5 +58,5 @@ pub fn run(args: ToolArgs) -> anyhow::Result<ExitCode> {
 
 /// `hookbox __sandbox-exec`: become the sandbox launcher (see hookbox_isolation::launcher).
 pub fn sandbox_exec() -> ! {
-    std::process::exit(hookbox_isolation::launcher::main())
+    std::process::exit(hookbox_isolation::launcher_main())
 }

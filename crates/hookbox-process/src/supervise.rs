@@ -1,13 +1,14 @@
-//! How a command handler's shell line becomes a bounded process.
+//! Supervising one process tree to its end, bounded.
 //!
-//! [`CommandRunner`] is the seam between the hooks engine and wherever commands run: the
-//! [`LocalRunner`] here spawns `/bin/sh -c` on the host (used where no sandbox is wanted), and
-//! `hookbox-sandbox` implements the same trait to run handlers inside an environment.
-//! [`supervise`] is the one place that bounds a process: stdin written without blocking on a
-//! handler that never reads it, stdout/stderr capped, the whole process group killed on timeout,
-//! on output overflow and after the leader exits (so a grandchild holding a pipe cannot stall us).
+//! [`supervise`] spawns a [`Command`] in a fresh process group; [`supervise_spawned`] takes a
+//! tree started by someone else (a warm sandbox's call) as a [`Spawned`]: its pipes, how to learn
+//! that it ended, how to kill it. Either way this module owns stdio and every bound: stdin
+//! written on its own task (a program that never reads it cannot block us, a broken pipe is
+//! expected), stdout and stderr capped, the whole tree killed at the time-out, on output
+//! overflow and once the leader ended (so a grandchild holding a pipe cannot stall us), and the
+//! pipes drained within [`DRAIN_GRACE`] after that.
 //!
-//! This module must not interpret output; deciding what output means is the engine's job.
+//! This module must not interpret output; deciding what output means is the caller's job.
 
 use std::fmt;
 use std::future::Future;
@@ -17,30 +18,18 @@ use std::pin::Pin;
 use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::process::Command;
 use tokio::sync::watch;
+
+use crate::ProcessError;
 
 /// Default cap on each of stdout and stderr captured from a handler.
 pub const DEFAULT_OUTPUT_LIMIT: usize = 1024 * 1024;
 
 /// How long to keep draining pipes after the process group was killed. Only an escaped process
 /// (one that left the group) can hold a pipe open past the kill; this bounds the wait for it.
-const DRAIN_GRACE: Duration = Duration::from_millis(250);
-
-/// One command to run.
-#[derive(Debug, Clone)]
-pub struct CommandRequest {
-    /// The shell line, run as `/bin/sh -c <command>`.
-    pub command: String,
-    /// Written to the process's stdin, which is then closed.
-    pub stdin: Vec<u8>,
-    /// Wall-clock limit for the whole process tree.
-    pub timeout: Duration,
-    /// Cap on each of stdout and stderr, in bytes.
-    pub output_limit: usize,
-}
+pub const DRAIN_GRACE: Duration = Duration::from_millis(250);
 
 /// How a supervised process ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,44 +73,6 @@ impl CommandOutput {
     }
 }
 
-/// Errors that stop a command from running at all.
-#[derive(Debug, thiserror::Error)]
-pub enum RunnerError {
-    #[error("could not start the process: {0}")]
-    Spawn(#[source] io::Error),
-    #[error("could not wait for the process: {0}")]
-    Wait(#[source] io::Error),
-    #[error("the sandbox refused to run the command: {0}")]
-    Sandbox(String),
-}
-
-/// Runs a command handler's shell line somewhere, bounded.
-#[async_trait]
-pub trait CommandRunner: Send + Sync + fmt::Debug {
-    async fn run(&self, request: CommandRequest) -> Result<CommandOutput, RunnerError>;
-}
-
-/// Runs commands directly on the host through `/bin/sh -c`, in a fresh process group, with the
-/// given working directory. No isolation at all: for tests and for `--insecure-no-isolation`.
-#[derive(Debug, Clone, Default)]
-pub struct LocalRunner {
-    pub cwd: Option<std::path::PathBuf>,
-    pub env: Vec<(String, String)>,
-}
-
-#[async_trait]
-impl CommandRunner for LocalRunner {
-    async fn run(&self, request: CommandRequest) -> Result<CommandOutput, RunnerError> {
-        let mut cmd = Command::new("/bin/sh");
-        cmd.arg("-c").arg(&request.command);
-        if let Some(cwd) = &self.cwd {
-            cmd.current_dir(cwd);
-        }
-        cmd.envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-        supervise(cmd, request.stdin, request.timeout, request.output_limit).await
-    }
-}
-
 /// Spawns `cmd` in its own process group and supervises it to the end.
 ///
 /// The caller configures program, arguments, environment and working directory; this function
@@ -131,7 +82,7 @@ pub async fn supervise(
     stdin: Vec<u8>,
     timeout: Duration,
     output_limit: usize,
-) -> Result<CommandOutput, RunnerError> {
+) -> Result<CommandOutput, ProcessError> {
     supervise_with_tap(cmd, stdin, timeout, output_limit, None).await
 }
 
@@ -145,15 +96,16 @@ pub async fn supervise_with_tap(
     timeout: Duration,
     output_limit: usize,
     tap: Option<OutputTap>,
-) -> Result<CommandOutput, RunnerError> {
+) -> Result<CommandOutput, ProcessError> {
     let started = Instant::now();
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    let mut child = cmd.spawn().map_err(RunnerError::Spawn)?;
-    let group = ProcessGroup(child.id().and_then(|id| i32::try_from(id).ok()));
+    let mut child = cmd.spawn().map_err(ProcessError::Spawn)?;
+    // The child leads its own group (`process_group(0)`), so its pid is the group's id.
+    let group = child.id().and_then(|id| i32::try_from(id).ok());
     let spawned = Spawned {
         stdin: child
             .stdin
@@ -169,7 +121,11 @@ pub async fn supervise_with_tap(
             .map(|p| Box::new(p) as Box<dyn OutputPipe>),
         // Killing the group (whose leader is the child) ends this wait too.
         ended: Box::pin(async move { child.wait().await.map(termination_of) }),
-        kill: Box::new(move || group.kill()),
+        kill: Box::new(move || {
+            if let Some(pgid) = group {
+                kill_group(pgid);
+            }
+        }),
         stdout_tap: tap,
         writers_gone_at_end: false,
     };
@@ -215,7 +171,7 @@ pub async fn supervise_spawned(
     stdin: Vec<u8>,
     timeout: Duration,
     output_limit: usize,
-) -> Result<CommandOutput, RunnerError> {
+) -> Result<CommandOutput, ProcessError> {
     let Spawned {
         stdin: stdin_pipe,
         stdout,
@@ -249,7 +205,7 @@ pub async fn supervise_spawned(
             }
             Err(err) => {
                 kill();
-                return Err(RunnerError::Wait(err));
+                return Err(ProcessError::Wait(err));
             }
         },
         _ = tokio::time::sleep_until(deadline) => Termination::TimedOut,
@@ -295,19 +251,14 @@ async fn overflowed(rx: &mut watch::Receiver<bool>) {
     }
 }
 
-/// A process group we created; killing it is idempotent and best effort.
-#[derive(Clone, Copy)]
-struct ProcessGroup(Option<i32>);
-
-impl ProcessGroup {
-    fn kill(&self) {
-        if let Some(pgid) = self.0 {
-            // ESRCH (group already gone) is the common, harmless case.
-            let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(pgid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
+/// Kills process group `pgid` with SIGKILL: idempotent and best effort (a group already gone,
+/// `ESRCH`, is the common, harmless case). Only for groups the caller created.
+pub fn kill_group(pgid: i32) {
+    if pgid > 0 {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pgid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
     }
 }
 

@@ -1,30 +1,47 @@
-//! Host helper programs (`mkfs.ext4`, `mount`, `cp`) run to completion within a deadline: the
-//! process is killed past it, and its stderr is drained on its own thread (so a chatty program
-//! cannot block on a full pipe) with only the first [`STDERR_KEEP`] bytes kept for the error.
-//! This module runs trusted host tools only; sandboxed code goes through the launcher.
+//! Trusted host tools (`mkfs.ext4`, `mount`, `cp`, `runsc`) run to completion within a deadline,
+//! from synchronous code: the process is killed past it, and its stderr is drained on its own
+//! thread (so a chatty program cannot block on a full pipe) with only the first
+//! [`STDERR_KEEP`] bytes kept for the error. Sandboxed code never runs this way; it goes through
+//! the launcher and [`crate::supervise`].
 
 use std::io::Read;
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 /// How much of a failed program's stderr its error keeps.
-const STDERR_KEEP: u64 = 4096;
+pub const STDERR_KEEP: u64 = 4096;
 
-/// Runs `cmd` (stdin and stdout null) and waits at most `timeout`. `Err` says what went wrong:
-/// it could not start, it was killed at the deadline, or its non-zero status and stderr.
-pub fn run(cmd: Command, timeout: Duration) -> Result<(), String> {
+/// How much of a program's stdout [`output`] keeps.
+pub const STDOUT_KEEP: u64 = 64 * 1024;
+
+/// Why a host tool did not succeed.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// It could not be started.
+    #[error("cannot run it: {0}")]
+    Start(#[source] std::io::Error),
+    /// It was still running at the deadline and was killed.
+    #[error("timed out after {0:?}")]
+    TimedOut(Duration),
+    /// Waiting for it failed.
+    #[error("{0}")]
+    Wait(#[source] std::io::Error),
+    /// It exited unsuccessfully; `stderr` is the start of what it said.
+    #[error("{status}: {stderr}")]
+    Failed { status: ExitStatus, stderr: String },
+}
+
+/// Runs `cmd` (stdin and stdout null) and waits at most `timeout`.
+pub fn run(cmd: Command, timeout: Duration) -> Result<(), HostError> {
     run_capturing(cmd, timeout, false).map(drop)
 }
 
 /// [`run`], returning the first [`STDOUT_KEEP`] bytes of its stdout.
-pub fn output(cmd: Command, timeout: Duration) -> Result<Vec<u8>, String> {
+pub fn output(cmd: Command, timeout: Duration) -> Result<Vec<u8>, HostError> {
     run_capturing(cmd, timeout, true)
 }
 
-/// How much of a program's stdout [`output`] keeps.
-const STDOUT_KEEP: u64 = 64 * 1024;
-
-fn run_capturing(mut cmd: Command, timeout: Duration, stdout: bool) -> Result<Vec<u8>, String> {
+fn run_capturing(mut cmd: Command, timeout: Duration, stdout: bool) -> Result<Vec<u8>, HostError> {
     let mut child = cmd
         .env("LC_ALL", "C")
         .stdin(Stdio::null())
@@ -35,7 +52,7 @@ fn run_capturing(mut cmd: Command, timeout: Duration, stdout: bool) -> Result<Ve
         })
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot run it: {e}"))?;
+        .map_err(HostError::Start)?;
     let drain = child.stderr.take().map(|mut pipe| {
         std::thread::spawn(move || {
             let mut kept = String::new();
@@ -59,11 +76,11 @@ fn run_capturing(mut cmd: Command, timeout: Duration, stdout: bool) -> Result<Ve
             Ok(None) if started.elapsed() > timeout => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!("timed out after {timeout:?}"));
+                return Err(HostError::TimedOut(timeout));
             }
             // Host tools finish in milliseconds; a short poll keeps this synchronous.
             Ok(None) => std::thread::sleep(Duration::from_millis(2)),
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(HostError::Wait(e)),
         }
     };
     let stderr = drain.and_then(|d| d.join().ok()).unwrap_or_default();
@@ -71,7 +88,10 @@ fn run_capturing(mut cmd: Command, timeout: Duration, stdout: bool) -> Result<Ve
     if status.success() {
         Ok(stdout)
     } else {
-        Err(format!("{status}: {}", stderr.trim()))
+        Err(HostError::Failed {
+            status,
+            stderr: stderr.trim().to_owned(),
+        })
     }
 }
 
@@ -81,7 +101,7 @@ mod tests {
 
     #[test]
     fn success_failure_with_stderr_and_a_deadline() {
-        assert_eq!(run(Command::new("true"), Duration::from_secs(10)), Ok(()));
+        run(Command::new("true"), Duration::from_secs(10)).unwrap();
         let mut echo = Command::new("echo");
         echo.arg("out");
         assert_eq!(output(echo, Duration::from_secs(10)).unwrap(), b"out\n");
@@ -90,12 +110,14 @@ mod tests {
             "-c",
             "head -c 200000 /dev/zero | tr '\\\\0' x >&2; echo bad >&2; exit 3",
         ]);
-        let err = run(loud, Duration::from_secs(10)).unwrap_err();
+        let err = run(loud, Duration::from_secs(10)).unwrap_err().to_string();
         assert!(err.contains("exit status: 3"), "{err}");
         assert!(err.len() < 5000, "only the start of stderr is kept");
         let mut slow = Command::new("sleep");
         slow.arg("30");
-        let err = run(slow, Duration::from_millis(100)).unwrap_err();
+        let err = run(slow, Duration::from_millis(100))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("timed out"), "{err}");
     }
 }

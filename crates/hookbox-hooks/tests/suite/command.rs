@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use hookbox_hooks::runner::{CommandRequest, CommandRunner, LocalRunner, Termination};
+use hookbox_hooks::command::{CommandRequest, CommandRunner, LocalRunner, Termination};
 
 fn request(command: &str, timeout: Duration, limit: usize) -> CommandRequest {
     CommandRequest {

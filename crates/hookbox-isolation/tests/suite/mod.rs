@@ -1,0 +1,3 @@
+mod bounds;
+mod stages;
+mod support;
