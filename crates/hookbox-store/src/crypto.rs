@@ -12,7 +12,7 @@ use base64::Engine;
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// Nonce length of XChaCha20-Poly1305.
 pub const NONCE_LEN: usize = 24;
