@@ -103,3 +103,33 @@ fn int4(row: &tokio_postgres::Row, i: usize) -> bool {
         .get(i)
         .is_some_and(|c| *c.type_() == tokio_postgres::types::Type::INT4)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sqlite_row_reads_by_index_skips_and_refuses_a_wrong_type() {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        let read = |r: &rusqlite::Row<'_>| -> Result<_> {
+            let rest = r.skip(1);
+            Ok((
+                r.int(0)?,
+                rest.text(0)?,
+                rest.opt_text(1)?,
+                rest.opt_int(2)?,
+                rest.bytes(3)?,
+                rest.json::<Vec<u32>>(4)?,
+            ))
+        };
+        let row = conn
+            .query_row_and_then("SELECT 7, 'a', NULL, 3, x'00ff', '[1,2]'", [], read)
+            .unwrap();
+        assert_eq!(
+            row,
+            (7, "a".into(), None, Some(3), vec![0, 255], vec![1, 2])
+        );
+        let wrong = conn.query_row_and_then("SELECT 'seven'", [], |r| r.int(0));
+        assert!(matches!(wrong, Err(crate::error::Error::Sqlite(_))));
+    }
+}

@@ -1,8 +1,8 @@
 //! The storage seam ([`Store`]): every method the rest of hookbox persists through, grouped by
-//! resource in the order of the backends' files (interactions and their steps, approvals,
-//! environments, credentials, agents, webhooks and their deliveries, triggers and their
-//! executions, projects and their keys). It holds no logic: each backend's `store.rs` says which
-//! function of its resource files serves each method.
+//! resource (interactions and their steps, approvals, environments, credentials, agents,
+//! webhooks and their deliveries, triggers and their executions, projects and their keys). It
+//! holds no logic: each backend's `store.rs` says which function of its resource files serves
+//! each method.
 
 use async_trait::async_trait;
 use hookbox_protocol::api::{
