@@ -8,7 +8,7 @@ use hookbox_protocol::api::{
 };
 use serde_json::Value;
 
-use crate::crypto::SecretKey;
+use crate::crypto::{Sealed, SecretKey};
 use crate::error::{Error, Result};
 use crate::projects::DEFAULT_PROJECT;
 use crate::row::Columns;
@@ -24,11 +24,7 @@ fn credential_aad(project: &str, id: &str) -> String {
 }
 
 /// A configuration sealed for the store: `(nonce, ciphertext)`.
-pub(crate) fn seal(
-    key: &SecretKey,
-    project: &str,
-    config: &CredentialConfig,
-) -> Result<(Vec<u8>, Vec<u8>)> {
+pub(crate) fn seal(key: &SecretKey, project: &str, config: &CredentialConfig) -> Result<Sealed> {
     key.seal(
         &credential_aad(project, config.id()),
         &serde_json::to_vec(config)?,

@@ -20,6 +20,9 @@ const KEY_LEN: usize = 32;
 /// File name of the generated key inside the data dir.
 pub const KEY_FILE: &str = "secret.key";
 
+/// Bytes sealed with [`SecretKey::seal`]: `(nonce, ciphertext)`.
+pub(crate) type Sealed = (Vec<u8>, Vec<u8>);
+
 /// The 32-byte key. `Debug` does not show it.
 #[derive(Clone)]
 pub struct SecretKey([u8; KEY_LEN]);

@@ -15,7 +15,7 @@ use hookbox_protocol::webhooks::{
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::crypto::SecretKey;
+use crate::crypto::{Sealed, SecretKey};
 use crate::error::{Error, Result};
 use crate::row::Columns;
 
@@ -73,13 +73,31 @@ fn secrets_aad(project: &str, id: &str) -> String {
     format!("webhook:{project}/{id}")
 }
 
+/// A webhook's columns as written: its state, its record's JSON, and (when given) its keys
+/// sealed anew, `(nonce, ciphertext)`.
+pub(crate) fn columns(
+    key: &SecretKey,
+    project: &str,
+    record: &WebhookRecord,
+    keys: Option<&[SigningKey]>,
+) -> Result<(&'static str, String, Option<Sealed>)> {
+    let sealed = keys
+        .map(|keys| seal_keys(key, project, &record.webhook.id, keys))
+        .transpose()?;
+    Ok((
+        record.webhook.state.as_str(),
+        serde_json::to_string(record)?,
+        sealed,
+    ))
+}
+
 /// Webhook `id`'s signing keys sealed for the store: `(nonce, ciphertext)`.
 pub(crate) fn seal_keys(
     key: &SecretKey,
     project: &str,
     id: &str,
     keys: &[SigningKey],
-) -> Result<(Vec<u8>, Vec<u8>)> {
+) -> Result<Sealed> {
     key.seal(&secrets_aad(project, id), &serde_json::to_vec(keys)?)
 }
 

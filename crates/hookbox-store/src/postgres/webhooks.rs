@@ -43,18 +43,15 @@ pub(super) async fn write(
     keys: Option<&[SigningKey]>,
 ) -> Result<()> {
     let id = &record.webhook.id;
-    let json = serde_json::to_string(record)?;
-    let state = record.webhook.state.as_str();
-    match keys {
-        Some(keys) => {
-            let (nonce, ct) = webhooks::seal_keys(key, project, id, keys)?;
+    match webhooks::columns(key, project, record, keys)? {
+        (state, json, Some((nonce, ct))) => {
             c.execute(
                 "UPDATE webhooks SET state = $3, record_json = $4, nonce = $5, ciphertext = $6 WHERE project = $1 AND id = $2",
                 &[&project, id, &state, &json, &nonce, &ct],
             )
             .await?;
         }
-        None => {
+        (state, json, None) => {
             c.execute(
                 "UPDATE webhooks SET state = $3, record_json = $4 WHERE project = $1 AND id = $2",
                 &[&project, id, &state, &json],

@@ -37,17 +37,14 @@ pub(super) fn write(
     keys: Option<&[SigningKey]>,
 ) -> Result<()> {
     let id = &record.webhook.id;
-    let json = serde_json::to_string(record)?;
-    let state = record.webhook.state.as_str();
-    match keys {
-        Some(keys) => {
-            let (nonce, ct) = webhooks::seal_keys(key, project, id, keys)?;
+    match webhooks::columns(key, project, record, keys)? {
+        (state, json, Some((nonce, ct))) => {
             conn.prepare_cached(
                 "UPDATE webhooks SET state = ?3, record_json = ?4, nonce = ?5, ciphertext = ?6 WHERE project = ?1 AND id = ?2",
             )?
             .execute(params![project, id, state, json, nonce, ct])?;
         }
-        None => {
+        (state, json, None) => {
             conn.prepare_cached(
                 "UPDATE webhooks SET state = ?3, record_json = ?4 WHERE project = ?1 AND id = ?2",
             )?
