@@ -15,6 +15,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::error::{Error, Result};
+use crate::row::Columns;
+
 /// Where a paused call stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -98,6 +101,14 @@ impl ApprovalRecord {
     /// Whether `args` still hash to `args_sha256` (what runs is what the hooks saw).
     pub fn args_intact(&self) -> bool {
         args_sha256(&self.args) == self.args_sha256
+    }
+
+    /// [`Error::AlreadyExists`] for this record: its interaction already has one of its id.
+    pub(crate) fn taken(&self) -> Error {
+        Error::AlreadyExists {
+            what: "approval request",
+            id: format!("{}/{}", self.interaction_id, self.id),
+        }
     }
 }
 
@@ -187,53 +198,33 @@ pub fn args_sha256(args: &Value) -> String {
         .collect()
 }
 
-/// The columns an [`ApprovalRecord`] is read from, in [`Row`]'s order (both backends).
+/// The columns an [`ApprovalRecord`] is read from, in [`from_row`]'s order (both backends).
 pub(crate) const COLUMNS: &str = "id, interaction_id, call_id, environment_id, tool, args_json, args_sha256, reason, hook_group, expires_at, created, state, settled_by, settled_at, reviewer_reason";
 
-/// A record's columns as read, before the JSON and the state are parsed.
-pub(crate) struct Row {
-    pub id: String,
-    pub interaction_id: String,
-    pub call_id: String,
-    pub environment_id: String,
-    pub tool: String,
-    pub args_json: String,
-    pub args_sha256: String,
-    pub reason: String,
-    pub hook_group: String,
-    pub expires_at: String,
-    pub created: String,
-    pub state: String,
-    pub settled_by: Option<String>,
-    pub settled_at: Option<String>,
-    pub reviewer_reason: Option<String>,
-}
-
-impl Row {
-    pub(crate) fn record(self) -> crate::Result<ApprovalRecord> {
-        Ok(ApprovalRecord {
-            state: ApprovalState::parse(&self.state).ok_or_else(|| {
-                crate::Error::Json(serde::de::Error::custom(format!(
-                    "unknown approval state `{}`",
-                    self.state
-                )))
-            })?,
-            args: serde_json::from_str(&self.args_json)?,
-            id: self.id,
-            interaction_id: self.interaction_id,
-            call_id: self.call_id,
-            environment_id: self.environment_id,
-            tool: self.tool,
-            args_sha256: self.args_sha256,
-            reason: self.reason,
-            hook_group: self.hook_group,
-            expires_at: self.expires_at,
-            created: self.created,
-            settled_by: self.settled_by,
-            settled_at: self.settled_at,
-            reviewer_reason: self.reviewer_reason,
-        })
-    }
+/// A record from its row ([`COLUMNS`]).
+pub(crate) fn from_row(r: &impl Columns) -> Result<ApprovalRecord> {
+    let state = r.text(11)?;
+    Ok(ApprovalRecord {
+        state: ApprovalState::parse(&state).ok_or_else(|| {
+            Error::Json(serde::de::Error::custom(format!(
+                "unknown approval state `{state}`"
+            )))
+        })?,
+        args: r.json(5)?,
+        id: r.text(0)?,
+        interaction_id: r.text(1)?,
+        call_id: r.text(2)?,
+        environment_id: r.text(3)?,
+        tool: r.text(4)?,
+        args_sha256: r.text(6)?,
+        reason: r.text(7)?,
+        hook_group: r.text(8)?,
+        expires_at: r.text(9)?,
+        created: r.text(10)?,
+        settled_by: r.opt_text(12)?,
+        settled_at: r.opt_text(13)?,
+        reviewer_reason: r.opt_text(14)?,
+    })
 }
 
 /// The settlements of `settle` in a fixed order (by record id), so two transactions settling

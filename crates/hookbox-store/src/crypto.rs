@@ -12,13 +12,16 @@ use base64::Engine;
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// Nonce length of XChaCha20-Poly1305.
 pub const NONCE_LEN: usize = 24;
 const KEY_LEN: usize = 32;
 /// File name of the generated key inside the data dir.
 pub const KEY_FILE: &str = "secret.key";
+
+/// Bytes sealed with [`SecretKey::seal`]: `(nonce, ciphertext)`.
+pub(crate) type Sealed = (Vec<u8>, Vec<u8>);
 
 /// The 32-byte key. `Debug` does not show it.
 #[derive(Clone)]

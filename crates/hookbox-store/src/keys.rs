@@ -93,7 +93,7 @@ pub fn parse_static_keys(specs: &[String]) -> Result<Vec<StaticKey>, KeySpecErro
             let spec = spec.trim();
             let (project, key) = match spec.split_once(':') {
                 Some((project, key)) => {
-                    if !crate::valid_project_name(project) {
+                    if !crate::projects::valid_project_name(project) {
                         return Err(KeySpecError::BadProject {
                             index,
                             project: project.to_owned(),

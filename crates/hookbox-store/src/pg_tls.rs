@@ -21,7 +21,7 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{CertificateError, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use tokio_postgres::config::SslMode as PgSslMode;
 
-use crate::Error;
+use crate::error::Error;
 
 /// libpq's `sslmode` values that hookbox supports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

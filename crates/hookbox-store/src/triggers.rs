@@ -119,9 +119,65 @@ pub(crate) fn apply_update(
     record.trigger.update_time = now.to_owned();
 }
 
-/// A new execution id.
-pub(crate) fn new_execution_id() -> String {
-    format!("exec_{:016x}", rand::random::<u64>())
+/// Claims a run of `record` (the trigger as stored, if it still is): `claim` is, for a
+/// scheduled run, the `next_run_ms` the caller read and the one after it. `None` (the run is
+/// lost) when the trigger is gone, its stored next run is no longer the one read, or it is not
+/// active (another replica took the run, or the trigger changed); else the trigger, moved on to
+/// the next run. A manual run (`claim` `None`) proceeds while the trigger exists.
+pub(crate) fn claim(
+    record: Option<TriggerRecord>,
+    claim: Option<(i64, Option<i64>)>,
+) -> Option<TriggerRecord> {
+    let mut record = record?;
+    if let Some((expected, next)) = claim {
+        if record.next_run_ms != Some(expected) || record.trigger.status != TriggerStatus::Active {
+            return None;
+        }
+        record.set_next_run(next);
+    }
+    Some(record)
+}
+
+/// The execution a run of `record` starts at `now` (scheduled at `scheduled`): `skipped` at once
+/// while an earlier one still runs (`busy`), else running, and the trigger's last run is now.
+pub(crate) fn start(
+    record: &mut TriggerRecord,
+    busy: bool,
+    scheduled: &str,
+    now: &str,
+) -> TriggerExecution {
+    let mut execution = TriggerExecution {
+        id: format!("exec_{:016x}", rand::random::<u64>()),
+        trigger_id: record.trigger.id.clone(),
+        status: ExecutionStatus::InProgress,
+        scheduled_time: Some(scheduled.to_owned()),
+        start_time: Some(now.to_owned()),
+        end_time: None,
+        interaction_id: None,
+        environment_id: record.trigger.environment_id.clone(),
+        error: None,
+    };
+    if busy {
+        execution.status = ExecutionStatus::Skipped;
+        execution.end_time = Some(now.to_owned());
+        execution.error = Some("the previous execution was still running".into());
+    } else {
+        record.trigger.last_run_time = Some(now.to_owned());
+    }
+    execution
+}
+
+/// Links `execution` to the interaction it created (and the environment that runs it, when
+/// known).
+pub(crate) fn attach(
+    execution: &mut TriggerExecution,
+    interaction_id: &str,
+    environment_id: Option<&str>,
+) {
+    execution.interaction_id = Some(interaction_id.to_owned());
+    if let Some(env) = environment_id {
+        execution.environment_id = Some(env.to_owned());
+    }
 }
 
 /// How a claim of a run went.
@@ -133,6 +189,17 @@ pub enum RunStart {
     Skipped(TriggerExecution),
     /// Another replica claimed it, or the trigger changed (paused, deleted) meanwhile.
     Lost,
+}
+
+impl RunStart {
+    /// A started execution ([`start`]): run it, or it was skipped.
+    pub(crate) fn of(execution: TriggerExecution) -> Self {
+        if execution.status == ExecutionStatus::Skipped {
+            RunStart::Skipped(execution)
+        } else {
+            RunStart::Run(execution)
+        }
+    }
 }
 
 #[cfg(test)]

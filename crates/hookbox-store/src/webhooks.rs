@@ -15,7 +15,9 @@ use hookbox_protocol::webhooks::{
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::{Error, Result};
+use crate::crypto::{Sealed, SecretKey};
+use crate::error::{Error, Result};
+use crate::row::Columns;
 
 /// A webhook as stored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -71,30 +73,60 @@ fn secrets_aad(project: &str, id: &str) -> String {
     format!("webhook:{project}/{id}")
 }
 
+/// A webhook's columns as written: its state, its record's JSON, and (when given) its keys
+/// sealed anew, `(nonce, ciphertext)`.
+pub(crate) fn columns(
+    key: &SecretKey,
+    project: &str,
+    record: &WebhookRecord,
+    keys: Option<&[SigningKey]>,
+) -> Result<(&'static str, String, Option<Sealed>)> {
+    let sealed = keys
+        .map(|keys| seal_keys(key, project, &record.webhook.id, keys))
+        .transpose()?;
+    Ok((
+        record.webhook.state.as_str(),
+        serde_json::to_string(record)?,
+        sealed,
+    ))
+}
+
 /// Webhook `id`'s signing keys sealed for the store: `(nonce, ciphertext)`.
 pub(crate) fn seal_keys(
-    key: &crate::SecretKey,
+    key: &SecretKey,
     project: &str,
     id: &str,
     keys: &[SigningKey],
-) -> Result<(Vec<u8>, Vec<u8>)> {
+) -> Result<Sealed> {
     key.seal(&secrets_aad(project, id), &serde_json::to_vec(keys)?)
 }
 
-/// A stored webhook row (its record's JSON and its sealed keys) opened.
-pub(crate) fn open_row(
-    key: &crate::SecretKey,
+/// A webhook's record and its signing keys (opened) from its row:
+/// `record_json, nonce, ciphertext`.
+pub(crate) fn opened_from_row(
+    key: &SecretKey,
     project: &str,
     id: &str,
-    json: &str,
-    nonce: &[u8],
-    ciphertext: &[u8],
+    r: &impl Columns,
 ) -> Result<(WebhookRecord, Vec<SigningKey>)> {
-    let record: WebhookRecord = serde_json::from_str(json)?;
+    let record: WebhookRecord = r.json(0)?;
     let plain = key
-        .open(&secrets_aad(project, id), nonce, ciphertext)
+        .open(&secrets_aad(project, id), &r.bytes(1)?, &r.bytes(2)?)
         .map_err(|_| Error::Decrypt(format!("webhook {id}")))?;
     Ok((record, serde_json::from_slice(&plain)?))
+}
+
+/// A webhook as shown at `now` (its live secrets truncated) from its row:
+/// `id, record_json, nonce, ciphertext`.
+pub(crate) fn shown_from_row(
+    key: &SecretKey,
+    project: &str,
+    r: &impl Columns,
+    now: &str,
+) -> Result<WebhookRecord> {
+    let (mut record, keys) = opened_from_row(key, project, &r.text(0)?, &r.skip(1))?;
+    show_secrets(&mut record, &keys, now);
+    Ok(record)
 }
 
 /// What a rotation does to the secrets: `new` becomes current; the others expire at
@@ -150,7 +182,7 @@ pub(crate) fn show_secrets(record: &mut WebhookRecord, keys: &[SigningKey], now:
 
 /// Whether a delivery of `kind` goes to `record`: enabled and subscribed (a ping goes to the
 /// one webhook it names, whatever it subscribed to).
-pub(crate) fn wants(record: &WebhookRecord, kind: &str) -> bool {
+fn wants(record: &WebhookRecord, kind: &str) -> bool {
     kind == PING_EVENT
         || (record.webhook.state == WebhookState::Enabled
             && record.webhook.subscribed_events.iter().any(|e| e == kind))
@@ -185,13 +217,164 @@ pub fn interaction_data(
     data
 }
 
-/// A new delivery id (the `webhook-id` header and the body's `id`).
-pub(crate) fn new_delivery_id() -> String {
-    format!("msg_{:032x}", rand::random::<u128>())
+/// The event (kind and data) an interaction's change of status from `old` to `new` emits, if
+/// any: written in the transaction that stores the change.
+pub(crate) fn status_event(
+    interaction_id: &str,
+    old: Option<InteractionStatus>,
+    new: InteractionStatus,
+    environment_id: Option<&str>,
+) -> Option<(&'static str, Value)> {
+    interaction_event(old, new)
+        .map(|kind| (kind, interaction_data(interaction_id, new, environment_id)))
+}
+
+/// The columns of a due delivery and its webhook that [`claimed_from_row`] reads, in its order
+/// (`d` the delivery, `w` its webhook).
+pub(crate) const CLAIMED_COLUMNS: &str = "d.id, d.project, d.webhook_id, d.event_type, d.payload_json, d.attempts, d.created_ms, w.record_json";
+
+/// A claimed delivery from its row ([`CLAIMED_COLUMNS`]).
+pub(crate) fn claimed_from_row(r: &impl Columns) -> Result<ClaimedDelivery> {
+    let record: WebhookRecord = r.json(7)?;
+    Ok(ClaimedDelivery {
+        id: r.text(0)?,
+        project: r.text(1)?,
+        webhook_id: r.text(2)?,
+        event_type: r.text(3)?,
+        payload: r.text(4)?,
+        attempts: count(r.int(5)?),
+        created_ms: r.int(6)?,
+        uri: record.webhook.uri,
+    })
+}
+
+/// The columns [`delivery_from_row`] reads, in its order.
+pub(crate) const DELIVERY_COLUMNS: &str =
+    "id, event_type, status, attempts, created, updated, last_status, last_error, next_attempt_ms";
+
+/// A delivery of webhook `webhook_id` as listed, from its row ([`DELIVERY_COLUMNS`]).
+pub(crate) fn delivery_from_row(r: &impl Columns, webhook_id: &str) -> Result<DeliveryRecord> {
+    let status = DeliveryStatus::parse(&r.text(2)?)?;
+    Ok(DeliveryRecord {
+        id: r.text(0)?,
+        webhook_id: webhook_id.to_owned(),
+        event_type: r.text(1)?,
+        status,
+        attempts: count(r.int(3)?),
+        created: r.text(4)?,
+        updated: r.text(5)?,
+        last_status: r.opt_int(6)?.and_then(|s| u16::try_from(s).ok()),
+        last_error: r.opt_text(7)?,
+        next_attempt_ms: r.opt_int(8)?.filter(|_| status == DeliveryStatus::Pending),
+    })
+}
+
+/// An attempt counter as stored (never negative) as a count.
+fn count(n: i64) -> u32 {
+    u32::try_from(n.max(0)).unwrap_or(u32::MAX)
+}
+
+/// What an attempt's end writes into its delivery's row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AttemptRow<'a> {
+    /// `delivered`, `pending` (to retry) or `failed` (no attempts left).
+    pub status: &'static str,
+    /// When to try again, while pending.
+    pub next_attempt_ms: Option<i64>,
+    /// The receiver's HTTP status, if it answered.
+    pub last_status: Option<u16>,
+    pub last_error: Option<&'a str>,
+}
+
+impl AttemptOutcome {
+    /// What this attempt's end writes into its delivery's row.
+    pub(crate) fn row(&self) -> AttemptRow<'_> {
+        match self {
+            AttemptOutcome::Delivered { status } => AttemptRow {
+                status: DeliveryStatus::Delivered.as_str(),
+                next_attempt_ms: None,
+                last_status: Some(*status),
+                last_error: None,
+            },
+            AttemptOutcome::Failed {
+                error,
+                status,
+                retry_at_ms,
+                ..
+            } => AttemptRow {
+                status: if retry_at_ms.is_some() {
+                    DeliveryStatus::Pending.as_str()
+                } else {
+                    DeliveryStatus::Failed.as_str()
+                },
+                next_attempt_ms: *retry_at_ms,
+                last_status: *status,
+                last_error: Some(error),
+            },
+        }
+    }
+
+    /// Counts this attempt for its webhook's `record` at `now`: a success clears the failures,
+    /// a failure adds one (and disables the webhook at the limit). `true` when the record
+    /// changed and must be written.
+    pub(crate) fn count_for(&self, record: &mut WebhookRecord, now: &str) -> bool {
+        match self {
+            AttemptOutcome::Delivered { .. } => {
+                let changed = record.consecutive_failures > 0 || record.last_error.is_some();
+                record.consecutive_failures = 0;
+                record.last_error = None;
+                changed
+            }
+            AttemptOutcome::Failed {
+                error,
+                disable_after,
+                ..
+            } => {
+                count_failure(record, error, *disable_after, now);
+                true
+            }
+        }
+    }
+}
+
+/// A delivery to write into the outbox, pending and due at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NewDelivery {
+    /// Its id (the `webhook-id` header and the body's `id`).
+    pub id: String,
+    pub webhook_id: String,
+    /// The exact body to send.
+    pub body: String,
+    /// Unix milliseconds of the event: when it was created, and when it is first due.
+    pub created_ms: i64,
+}
+
+/// The deliveries of one event of `kind` (with `data`, at `now`): one for each of `records`
+/// that wants it ([`wants`]).
+pub(crate) fn new_deliveries(
+    records: &[WebhookRecord],
+    kind: &str,
+    data: &Value,
+    now: &str,
+) -> Result<Vec<NewDelivery>> {
+    let created_ms = now_ms();
+    records
+        .iter()
+        .filter(|r| wants(r, kind))
+        .map(|record| {
+            let id = format!("msg_{:032x}", rand::random::<u128>());
+            Ok(NewDelivery {
+                body: event_body(&id, kind, now, data)?,
+                id,
+                webhook_id: record.webhook.id.clone(),
+                created_ms,
+            })
+        })
+        .collect()
 }
 
 /// The body of delivery `id`.
-pub(crate) fn event_body(id: &str, kind: &str, timestamp: &str, data: &Value) -> Result<String> {
+fn event_body(id: &str, kind: &str, timestamp: &str, data: &Value) -> Result<String> {
     Ok(serde_json::to_string(&WebhookEvent {
         id: id.to_owned(),
         kind: kind.to_owned(),
@@ -280,12 +463,7 @@ pub struct DeliveryRecord {
 }
 
 /// The record after a failed attempt: one more failure, and disabled at the limit.
-pub(crate) fn count_failure(
-    record: &mut WebhookRecord,
-    error: &str,
-    disable_after: u32,
-    now: &str,
-) {
+fn count_failure(record: &mut WebhookRecord, error: &str, disable_after: u32, now: &str) {
     record.consecutive_failures = record.consecutive_failures.saturating_add(1);
     record.last_error = Some(error.to_owned());
     if disable_after > 0

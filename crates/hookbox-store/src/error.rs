@@ -1,0 +1,137 @@
+//! The storage layer's errors, one enum for both backends: whether the store did not answer
+//! ([`Error::is_unavailable`]) or refused, and the two refusals every resource shares ("not
+//! found", "already exists"). Messages never hold a secret value or a database URL.
+
+/// Errors of the storage layer.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("postgres: {}", postgres_message(.0))]
+    Postgres(#[from] tokio_postgres::Error),
+    #[error("postgres connection pool: {0}")]
+    Pool(String),
+    /// A setting of the store (its URL, TLS files) is wrong; never repeats the URL.
+    #[error("{0}")]
+    Config(String),
+    #[error(
+        "interaction `{interaction}`: environment `{environment}` is now run by another replica (fence {fence} is stale)"
+    )]
+    Fenced {
+        interaction: String,
+        environment: String,
+        fence: i64,
+    },
+    #[error("stored JSON is invalid: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("{what} `{id}` already exists")]
+    AlreadyExists { what: &'static str, id: String },
+    #[error("{what} `{id}` not found")]
+    NotFound { what: &'static str, id: String },
+    #[error("credential `{id}` is of type {stored}, the update is of type {update}")]
+    CredentialTypeMismatch {
+        id: String,
+        stored: &'static str,
+        update: &'static str,
+    },
+    #[error(
+        "database schema version {found} is newer than this hookbox supports ({supported}); upgrade hookbox"
+    )]
+    SchemaTooNew { found: i64, supported: i64 },
+    #[error("secret key: {0}")]
+    Key(String),
+    #[error("I/O on {path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("credential `{0}` could not be decrypted (wrong HOOKBOX_SECRET_KEY or secret.key?)")]
+    Decrypt(String),
+    #[error("credential encryption failed")]
+    Encrypt,
+    #[error("the store's lock was poisoned by a panic")]
+    Poisoned,
+    #[error("background task failed: {0}")]
+    Join(String),
+}
+
+impl Error {
+    /// Whether the store did not answer (down, unreachable, out of connections, busy), as
+    /// opposed to refusing the operation: the request may succeed if retried later.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            Error::Pool(_) => true,
+            Error::Postgres(e) => {
+                e.is_closed()
+                    || e.as_db_error().is_none_or(|db| {
+                        // Class 08 (connection exception), 53 (insufficient resources), 57P0x
+                        // (shutdown / cannot connect now).
+                        let code = db.code().code();
+                        code.starts_with("08") || code.starts_with("53") || code.starts_with("57P0")
+                    })
+            }
+            Error::Sqlite(rusqlite::Error::SqliteFailure(e, _)) => matches!(
+                e.code,
+                rusqlite::ErrorCode::DatabaseBusy
+                    | rusqlite::ErrorCode::DatabaseLocked
+                    | rusqlite::ErrorCode::CannotOpen
+            ),
+            _ => false,
+        }
+    }
+
+    /// [`Error::Pool`]: no connection from the pool (with the causes, which hold the reason).
+    pub(crate) fn pool(e: impl std::error::Error) -> Self {
+        Error::Pool(error_chain(&e))
+    }
+
+    /// [`Error::NotFound`].
+    pub(crate) fn not_found(what: &'static str, id: impl Into<String>) -> Self {
+        Error::NotFound {
+            what,
+            id: id.into(),
+        }
+    }
+}
+
+/// Result alias of this crate.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// The end of a conditional insert (`INSERT OR IGNORE`, `ON CONFLICT DO NOTHING`): `Ok` when it
+/// wrote its row, else [`Error::AlreadyExists`] for `what` `id`.
+pub(crate) fn inserted(wrote: bool, what: &'static str, id: impl Into<String>) -> Result<()> {
+    if wrote {
+        Ok(())
+    } else {
+        Err(Error::AlreadyExists {
+            what,
+            id: id.into(),
+        })
+    }
+}
+
+/// A PostgreSQL error with the server's message when there is one (tokio-postgres's own Display
+/// says only "db error").
+fn postgres_message(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{}: {}", db.code().code(), db.message()),
+        None => error_chain(e),
+    }
+}
+
+/// `e` and its causes, each said once ("error performing TLS handshake: invalid peer
+/// certificate: UnknownIssuer"): tokio-postgres and deadpool keep the useful part in the causes.
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut message = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        cause = c.source();
+    }
+    message
+}
