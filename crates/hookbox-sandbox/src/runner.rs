@@ -19,6 +19,7 @@ use hookbox_rootfs::{EntryKind, RootDir};
 
 use crate::network::{EnvNetwork, JoinedNetwork};
 use crate::slots::{ProcessSlots, SlotGuard, SlotsExhausted};
+use crate::source::RESERVED_TOP_LEVEL;
 use hookbox_isolation::cgroup::EnvCgroups;
 use hookbox_isolation::launcher::monotonic_ns;
 use hookbox_isolation::runtime::{Runtime, SandboxNet};
@@ -32,12 +33,6 @@ pub use hookbox_isolation::runtime::Launcher;
 
 /// What sees a program's stdout as it is written (re-exported for the sandbox's users).
 pub use hookbox_hooks::runner::OutputTap as StdoutTap;
-
-/// Top-level names of the sandbox that come from the host or the launcher, never from the
-/// environment's tree.
-pub const RESERVED_TOP_LEVEL: &[&str] = &[
-    "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "proc", "dev", "sys",
-];
 
 /// Host directories bound read-only into every sandbox.
 const HOST_READ_ONLY: &[&str] = &[

@@ -29,7 +29,11 @@ use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
 use serde::{Deserialize, Serialize};
 
-use crate::runner::RESERVED_TOP_LEVEL;
+/// Top-level names of the sandbox that come from the host or the launcher, never from the
+/// environment's tree: no source may write there, and the runner binds none of the tree's.
+pub const RESERVED_TOP_LEVEL: &[&str] = &[
+    "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "proc", "dev", "sys",
+];
 
 /// Who wrote a spec, which decides what its repository sources may name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
