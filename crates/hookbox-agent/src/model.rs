@@ -61,7 +61,7 @@ pub trait Model: Send + Sync + std::fmt::Debug {
 
 /// How context from hooks (`additional_context`, hookbox extension) begins where the model
 /// sees it: each piece on its own line.
-pub const HOOK_CONTEXT_PREFIX: &str = "[context from hooks] ";
+pub use hookbox_protocol::HOOK_CONTEXT_PREFIX;
 
 /// `system` with `notes` after it, one line each (after a blank line); `system` as it is when
 /// there are none.

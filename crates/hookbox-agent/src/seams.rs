@@ -1,7 +1,9 @@
-//! The two seams between the agent/server and the sandbox. The sandbox crate implements them:
-//! [`ToolExecutor`] runs one tool call with its pre and post hooks inside an environment;
-//! [`EnvironmentProvider`] creates environments from sources and serves their files. This module
-//! only defines the contracts; it must not implement isolation.
+//! The two seams between the agent loop and the environments. The server implements them
+//! (`hookbox_server::sandbox`, over `hookbox-sandbox`, whose tool-call lifecycle runs each call);
+//! test doubles implement them in `hookbox-test-support`. [`ToolExecutor`] runs one tool call
+//! with its pre and post hooks inside an environment; [`EnvironmentProvider`] creates
+//! environments from sources and serves their files. This module only defines the contracts; it
+//! must not implement isolation.
 
 use async_trait::async_trait;
 use hookbox_protocol::ToolCall;

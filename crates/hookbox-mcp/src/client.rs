@@ -7,10 +7,12 @@
 //! injected by the proxy (intercepted TLS is trusted through the environment's CA), and the
 //! audit log records it, exactly as for the sandbox's own traffic. A server that is refused,
 //! does not answer or times out is reported, never fatal: [`McpSession`] lists it as
-//! unavailable, or its call gets an error result. Calls go through the environment's hooks
-//! only where a matcher written for MCP (`mcp:<server>/<tool>`) says so. Header values are sent
-//! as given and never logged; what a server answers is scrubbed of the values the egress
-//! injected (a server may echo them). This module must not run tools or decide policy itself.
+//! unavailable, or its call gets an error result. Each call goes through the environment's
+//! tool-call lifecycle (`Environment::call_remote_tool`), whose run step is the call to the
+//! server, so its hooks run only where a matcher written for MCP (`mcp:<server>/<tool>`) says
+//! so. Header values are sent as given and never logged; what a server answers is scrubbed of
+//! the values the egress injected (a server may echo them). This module must not run hooks or
+//! tools, or decide policy itself.
 //!
 //! A server is hostile until its listing is read: every response is read only up to
 //! [`MAX_RESPONSE_BYTES`] before it is parsed, and its `tools/list` is followed page by page
@@ -27,9 +29,8 @@ use async_trait::async_trait;
 use hookbox_agent::mcp::{McpServerSpec, McpToolDecl, McpTools, Withheld, hook_name};
 use hookbox_agent::seams::ToolExecution;
 use hookbox_egress::{EgressProxy, LOCAL_PROXY_USER, LocalEndpoint};
-use hookbox_hooks::Decision;
-use hookbox_protocol::HookEvent;
 use hookbox_sandbox::environment::Environment;
+use hookbox_sandbox::lifecycle::{RemoteReply, ToolResult};
 use rmcp::ServiceExt as _;
 use rmcp::model::{CallToolRequestParams, ContentBlock, PaginatedRequestParams};
 use rmcp::service::{RoleClient, RunningService};
@@ -212,7 +213,17 @@ impl McpSession {
         }
     }
 
-    async fn call_server(&self, server: &str, tool: &str, args: &Value) -> (String, bool) {
+    /// Calls `tool` of `server` (the lifecycle's run step): its answer as text, scrubbed and
+    /// cut to the output limit, or why there is none.
+    async fn call_server(&self, server: &str, tool: &str, args: &Value) -> RemoteReply {
+        let (text, is_error) = self.answer(server, tool, args).await;
+        RemoteReply {
+            text: self.scrubbed(text),
+            is_error,
+        }
+    }
+
+    async fn answer(&self, server: &str, tool: &str, args: &Value) -> (String, bool) {
         let Some(connected) = self.servers.get(server) else {
             return (format!("MCP server `{server}` is not connected"), true);
         };
@@ -286,49 +297,35 @@ impl McpTools for McpSession {
                 "`{tool}` is not one of MCP server `{server}`'s allowed tools"
             ));
         }
-        let name = hook_name(server, tool);
-        let pre = self
+        let outcome = self
             .env
-            .named_tool_hooks(HookEvent::PreToolExecution, &name, args, None)
+            .call_remote_tool(
+                hook_name(server, tool),
+                args.clone(),
+                Box::new(move |args| {
+                    Box::pin(async move { self.call_server(server, tool, &args).await })
+                }),
+            )
             .await;
-        let ran_pre = !pre.trace.is_empty();
-        let mut ran_post = false;
-        let args = pre.updated_args.clone().unwrap_or_else(|| args.clone());
-        let mut execution = match &pre.decision {
-            Decision::Deny { reason, .. } => ToolExecution::denied(reason.clone()),
-            // Nobody can be asked about a remote tool mid-run: refused, saying why.
-            Decision::Ask { reason, .. } => ToolExecution::denied(format!(
-                "A hook asks a person to approve this call ({reason}); approvals are for the sandbox's own tools, so the call was not made."
-            )),
-            Decision::Allow => {
-                let (text, is_error) = self.call_server(server, tool, &args).await;
-                let text = self.scrubbed(text);
-                ToolExecution {
-                    is_error,
-                    ..ToolExecution::ok(text)
-                }
+        tracing::info!(
+            server,
+            tool,
+            error = outcome.view.is_error,
+            "MCP tool called"
+        );
+        let denied_reason = match &outcome.result {
+            ToolResult::Denied { reason } => Some(reason.clone()),
+            ToolResult::Ok { .. } | ToolResult::Error { .. } | ToolResult::NeedsApproval { .. } => {
+                None
             }
         };
-        let mut trace = serde_json::json!({"pre": pre});
-        if execution.denied_reason.is_none() {
-            let error = execution
-                .is_error
-                .then(|| execution.output.as_str().unwrap_or_default().to_owned());
-            let post = self
-                .env
-                .named_tool_hooks(HookEvent::PostToolExecution, &name, &args, error.as_deref())
-                .await;
-            if !post.trace.is_empty() {
-                trace["post"] = serde_json::json!(post);
-                ran_post = true;
-            }
+        ToolExecution {
+            output: outcome.view.output,
+            is_error: outcome.view.is_error,
+            denied_reason,
+            trace: outcome.trace,
+            approval: None,
         }
-        // Without a matcher written for MCP there are no hooks, and no trace.
-        if ran_pre || ran_post {
-            execution.trace = trace;
-        }
-        tracing::info!(server, tool, error = execution.is_error, "MCP tool called");
-        execution
     }
 }
 

@@ -1,21 +1,25 @@
 //! The sandbox as an MCP server: the six built-in tools of one environment, each call going
-//! through the environment's hooks exactly as an agent's call does ([`Environment::call_tool`]:
-//! pre hooks → tool in the sandbox → post hooks). A deny is a tool error carrying the hook's
-//! reason, so the calling agent sees it and can adapt, as the reference's model does.
+//! through the environment's hooks exactly as an agent's call does (the tool-call lifecycle,
+//! `hookbox_sandbox::lifecycle`: pre hooks → tool in the sandbox → post hooks). A deny is a tool
+//! error carrying the hook's reason, so the calling agent sees it and can adapt, as the
+//! reference's model does.
 //!
 //! Served over stdio ([`serve_stdio`]) or streamable HTTP ([`router`], mounted at `/mcp` behind
 //! the browser guard, so no web page can call the tools), with the official Rust SDK (`rmcp`). This crate translates MCP to the lifecycle and back; it must
 //! not run hooks or tools itself, nor open stores (the binary hands it an opened environment).
 //!
 //! [`client`] is the other direction: the agent's connections to remote MCP servers (an
-//! interaction's `mcp_server` tools), through the environment's egress.
+//! interaction's `mcp_server` tools), through the environment's egress; their calls go through
+//! the same lifecycle, with the remote call as its run step.
 
 pub mod client;
 
 use std::sync::Arc;
 
 use hookbox_protocol::{ToolCall, ToolName};
-use hookbox_sandbox::environment::{Environment, ToolResult};
+use hookbox_sandbox::environment::Environment;
+use hookbox_sandbox::lifecycle::ToolResult;
+use hookbox_sandbox::tools::ToolOutput;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
@@ -58,67 +62,47 @@ impl SandboxTools {
     }
 
     /// Runs one call through the environment's hooks and turns the outcome into MCP's result:
-    /// a deny or a failed tool is an error result (`isError`) whose text the caller sees.
+    /// the tool's output as JSON text, or why it did not run; a deny or a failed tool is an
+    /// error result (`isError`) whose text the caller sees.
     pub async fn call(&self, tool: ToolName, args: Value) -> CallToolResult {
         let outcome = self.env.call_tool(ToolCall { name: tool, args }).await;
         tracing::info!(
             env_id = %outcome.environment_id,
             tool = %tool,
             pre_handlers = outcome.pre.trace.len(),
-            decision = match outcome.result {
-                ToolResult::Denied { .. } => "deny",
-                ToolResult::NeedsApproval { .. } => "ask",
-                _ => "allow",
-            },
+            decision = outcome.pre.decision.label(),
             "mcp tool call"
         );
-        // Hooks that answered `additional_context` (hookbox extension): one more text block,
-        // which the caller's model sees with the result.
-        let context: Vec<String> = outcome
-            .pre
-            .additional_context
-            .iter()
-            .chain(
-                outcome
-                    .post
-                    .iter()
-                    .flat_map(|p| p.additional_context.iter()),
-            )
-            .map(|c| format!("[context from hooks] {c}"))
-            .collect();
-        let with_context = |mut content: Vec<ContentBlock>| {
-            if !context.is_empty() {
-                content.push(ContentBlock::text(context.join("\n")));
-            }
-            content
-        };
-        match outcome.result {
-            ToolResult::Ok { output } => {
-                let failed = tool == ToolName::CodeExecution
-                    && output.get("exit_code").and_then(Value::as_i64) != Some(0);
-                let text = hookbox_agent::tools::output_as_text(&output);
-                let content = with_context(vec![ContentBlock::text(text)]);
-                if failed {
-                    CallToolResult::error(content)
-                } else {
-                    CallToolResult::success(content)
-                }
-            }
-            ToolResult::Error { error } => {
-                CallToolResult::error(with_context(vec![ContentBlock::text(error)]))
-            }
-            ToolResult::Denied { reason } => {
-                CallToolResult::error(with_context(vec![ContentBlock::text(format!(
-                    "Denied by a pre_tool_execution hook: {reason}"
-                ))]))
-            }
+        let (text, failed) = match &outcome.result {
+            ToolResult::Ok { output } => (
+                hookbox_agent::tools::output_as_text(&output.json()),
+                matches!(output, ToolOutput::Code(code) if code.failed()),
+            ),
+            ToolResult::Error { error } => (error.clone(), true),
+            ToolResult::Denied { reason } => (
+                format!("Denied by a pre_tool_execution hook: {reason}"),
+                true,
+            ),
             // An MCP server has nobody to ask: the call does not run, and the caller is told
             // why (the API server is where a person approves calls).
-            ToolResult::NeedsApproval { reason, .. } => {
-                CallToolResult::error(with_context(vec![ContentBlock::text(format!(
+            ToolResult::NeedsApproval { reason, .. } => (
+                format!(
                     "Not run: a pre_tool_execution hook asks a person to approve this call ({reason}), and `hookbox mcp` has no reviewer; approvals need `hookbox serve`."
-                ))]))
-            }
+                ),
+                true,
+            ),
+        };
+        let mut content = vec![ContentBlock::text(text)];
+        // Hooks that answered `additional_context` (hookbox extension): one more text block,
+        // which the caller's model sees with the result.
+        let context = outcome.context_lines();
+        if !context.is_empty() {
+            content.push(ContentBlock::text(context.join("\n")));
+        }
+        if failed {
+            CallToolResult::error(content)
+        } else {
+            CallToolResult::success(content)
         }
     }
 }

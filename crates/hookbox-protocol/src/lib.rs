@@ -16,6 +16,11 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+/// How each text a hook answered as `additional_context` (hookbox extension) begins where the
+/// model sees it (beside a tool's result, or with the system instruction): each piece on its own
+/// line. The one spelling of it.
+pub const HOOK_CONTEXT_PREFIX: &str = "[context from hooks] ";
+
 /// The built-in sandbox tools that hooks can gate. Hooks never fire for other tools
 /// (client-side `function` calls, MCP tools).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use hookbox_isolation::spec::RuntimeKind;
 use hookbox_protocol::{ToolCall, ToolName};
-use hookbox_sandbox::environment::{Environment, Store, ToolResult};
+use hookbox_sandbox::environment::{Environment, Store};
+use hookbox_sandbox::lifecycle::ToolResult;
 use hookbox_sandbox::runner::{GvisorSettings, Launcher, SandboxOptions};
 use hookbox_sandbox::source::EnvironmentSpec;
 
@@ -42,7 +43,7 @@ async fn ok(env: &Environment, code: &str) -> Duration {
     let out = env.call_tool(bash(code)).await;
     let elapsed = t.elapsed();
     match out.result {
-        ToolResult::Ok { output } if output["exit_code"] == 0 => elapsed,
+        ToolResult::Ok { output } if output.json()["exit_code"] == 0 => elapsed,
         other => panic!("{code}: {other:?}"),
     }
 }

@@ -11,7 +11,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hookbox_protocol::{ToolCall, ToolName};
-use hookbox_sandbox::environment::{Store, ToolResult};
+use hookbox_sandbox::environment::Store;
+use hookbox_sandbox::lifecycle::ToolResult;
 use hookbox_sandbox::runner::{Launcher, SandboxOptions};
 use hookbox_sandbox::source::{EnvironmentSpec, Source};
 

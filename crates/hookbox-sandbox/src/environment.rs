@@ -1,4 +1,4 @@
-//! Environments on disk and the tool-call lifecycle.
+//! Environments on disk, and an opened one ([`Environment`]) with what its tool calls use.
 //!
 //! Layout: `<data_dir>/environments/<env_id>/` holds `environment.json` (metadata, written
 //! atomically: temp file then rename), `root/` (the tree the sandbox sees), `mnt/` (the empty
@@ -6,9 +6,10 @@
 //! `/.agents` and `/workspace/.agents/hooks.json`). An environment is built under a temporary
 //! name and renamed into place, so a failed creation leaves nothing behind.
 //!
-//! [`Environment::call_tool`] is the one place a tool call goes through: load hooks → pre hooks →
-//! tool (in the sandbox or confined on the tree) → post hooks. It must not parse hooks files or
-//! interpret handler output itself (that is `hookbox-hooks`).
+//! An opened [`Environment`] holds its sandbox runner, hook engine, hooks cache and network; the
+//! tool-call lifecycle that uses them is `crate::lifecycle`, and this module must not sequence
+//! any part of a call itself. It must not parse hooks files or interpret handler output either
+//! (that is `hookbox-hooks`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,8 +18,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use hookbox_egress::EgressPoster;
 use hookbox_egress::policy::{NetworkPolicy, PolicyError};
 use hookbox_hooks::discover::{HooksCache, Loaded};
-use hookbox_hooks::{Decision, Dispatch, HookEngine};
-use hookbox_protocol::{ToolCall, ToolName};
+use hookbox_hooks::{Dispatch, HookEngine};
 use hookbox_rootfs::{RootDir, RootFsError, Usage};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -29,7 +29,7 @@ use crate::runner::{SandboxLayout, SandboxOptions, SandboxRunner, UidRange};
 use crate::source::{
     self, Buckets, EnvironmentSpec, GcsFromEnv, Materialiser, Source, SourceError, SourceOrigin,
 };
-use crate::tools::{self, ToolError, ToolOutput, Trees};
+use crate::tools;
 use crate::vars;
 use hookbox_isolation::cgroup::{self, EnvCgroups};
 use hookbox_isolation::features::{self, Feature};
@@ -859,51 +859,6 @@ fn freeze(dir: &Path, tree: &RootDir) -> Result<()> {
     Ok(())
 }
 
-/// What a tool call produced, as the model sees it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "status", rename_all = "snake_case")]
-pub enum ToolResult {
-    /// The tool ran. For `code_execution` this includes a non-zero exit and stderr.
-    Ok { output: Value },
-    /// The tool could not do what was asked (bad arguments, missing file, sandbox failure).
-    Error { error: String },
-    /// A pre hook denied the call; the tool did not run.
-    Denied { reason: String },
-    /// A pre hook asked a person to decide (hookbox extension); the tool did not run. The
-    /// caller pauses the call until someone approves it ([`Environment::call_tool_approved`]).
-    NeedsApproval { reason: String, group: String },
-}
-
-/// Everything about one tool call: the result and the hooks that ran around it.
-#[derive(Debug, Clone, Serialize)]
-pub struct ToolCallOutcome {
-    pub environment_id: String,
-    pub call: ToolCall,
-    pub result: ToolResult,
-    /// The hooks files read for this call and their diagnostics.
-    pub hooks: Loaded,
-    pub pre: Dispatch,
-    /// Absent when the call was denied or waits for approval.
-    pub post: Option<Dispatch>,
-    /// The arguments the call came with, when a pre hook rewrote them (`call` then holds the
-    /// arguments the tool ran with).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub original_args: Option<Value>,
-}
-
-impl ToolCallOutcome {
-    /// What the hooks answered as `additional_context` (hookbox extension), pre hooks first,
-    /// each as the model is shown it: `[context from hooks] TEXT`.
-    pub fn context_lines(&self) -> Vec<String> {
-        self.pre
-            .additional_context
-            .iter()
-            .chain(self.post.iter().flat_map(|p| p.additional_context.iter()))
-            .map(|c| format!("[context from hooks] {c}"))
-            .collect()
-    }
-}
-
 /// An opened environment, ready for tool calls.
 #[derive(Debug)]
 pub struct Environment {
@@ -946,6 +901,17 @@ impl Environment {
         &self.tree
     }
 
+    /// The frozen hooks snapshot, when hooks are frozen (it serves reads under `/.agents`).
+    pub(crate) fn frozen(&self) -> Option<&RootDir> {
+        self.frozen.as_ref()
+    }
+
+    /// The engine that runs this environment's hooks (commands in its sandbox, http through its
+    /// egress).
+    pub(crate) fn engine(&self) -> &HookEngine {
+        &self.engine
+    }
+
     /// The hooks files the next tool call reads (the frozen snapshot's when frozen) and their
     /// diagnostics, as `hooks check` reports them.
     pub fn hooks_report(&self) -> (Loaded, bool) {
@@ -977,89 +943,10 @@ impl Environment {
         Ok(())
     }
 
-    /// Runs one tool call through the hooks: pre hooks (a deny stops here), the tool, post hooks
-    /// with `error` when the tool failed or wrote to stderr.
-    pub async fn call_tool(&self, call: ToolCall) -> ToolCallOutcome {
-        self.call_tool_streaming(call, None).await
-    }
-
-    /// [`Self::call_tool`], with `tap` seeing `code_execution`'s stdout as it is written (only
-    /// once the pre hooks allowed the call).
-    pub async fn call_tool_streaming(
-        &self,
-        call: ToolCall,
-        tap: Option<hookbox_process::OutputTap>,
-    ) -> ToolCallOutcome {
-        let id = self.meta.id.clone();
-        let hooks = self.load_hooks();
-        let config = hooks.config.clone();
-
-        let pre = self.engine.pre_tool(&config, &call, &id).await;
-        // A pre hook's `updated_args` (validated by the engine) replace the call's arguments
-        // for the tool and the post hooks (and what a reviewer is asked about); the originals
-        // are kept for the record.
-        let mut call = call;
-        let original_args = pre
-            .updated_args
-            .clone()
-            .map(|updated| std::mem::replace(&mut call.args, updated));
-        let stopped = match &pre.decision {
-            Decision::Allow => None,
-            Decision::Deny { reason, group } => {
-                tracing::info!(env_id = %id, tool = %call.name, %group, %reason, "tool call denied by a pre hook");
-                // The model's call is what the record shows for a call that never ran.
-                if let Some(original) = original_args.clone() {
-                    call.args = original;
-                }
-                Some(ToolResult::Denied {
-                    reason: reason.clone(),
-                })
-            }
-            Decision::Ask { reason, group } => {
-                tracing::info!(env_id = %id, tool = %call.name, %group, %reason, "tool call waits for a person's approval");
-                Some(ToolResult::NeedsApproval {
-                    reason: reason.clone(),
-                    group: group.clone(),
-                })
-            }
-        };
-        if let Some(result) = stopped {
-            self.touch(false);
-            let original_args =
-                original_args.filter(|_| matches!(result, ToolResult::NeedsApproval { .. }));
-            return ToolCallOutcome {
-                environment_id: id,
-                result,
-                call,
-                hooks: (*hooks).clone(),
-                pre,
-                post: None,
-                original_args,
-            };
-        }
-        self.run_and_post(call, original_args, (hooks, config, pre), tap)
-            .await
-    }
-
     /// The hooks files as the next call reads them: re-read on every call so that edits take
     /// effect; a frozen environment reads its snapshot, which nothing in the sandbox can write.
-    fn load_hooks(&self) -> Arc<Loaded> {
+    pub(crate) fn load_hooks(&self) -> Arc<Loaded> {
         self.hooks.load(self.frozen.as_ref().unwrap_or(&self.tree))
-    }
-
-    /// Runs `event`'s hooks for a remote MCP tool's call, `name` = `mcp:<server>/<tool>`
-    /// (hookbox extension: only `mcp:` matchers match; see [`HookEngine::named_tool`]).
-    pub async fn named_tool_hooks(
-        &self,
-        event: hookbox_protocol::HookEvent,
-        name: &str,
-        args: &Value,
-        error: Option<&str>,
-    ) -> Dispatch {
-        let hooks = self.load_hooks();
-        self.engine
-            .named_tool(&hooks.config, event, name, args, &self.meta.id, error)
-            .await
     }
 
     /// Runs the `pre_interaction` or `post_interaction` hooks of the environment's hooks files
@@ -1073,99 +960,6 @@ impl Environment {
         self.engine.interaction(&hooks.config, payload).await
     }
 
-    /// Runs a call that a person approved after a pre hook asked about it (hookbox extension):
-    /// the tool with exactly these arguments, then the post hooks. The pre hooks do not run
-    /// again: the reviewer's approval is their decision. The returned `pre` dispatch is empty.
-    pub async fn call_tool_approved(
-        &self,
-        call: ToolCall,
-        tap: Option<hookbox_process::OutputTap>,
-    ) -> ToolCallOutcome {
-        let hooks = self.load_hooks();
-        let config = hooks.config.clone();
-        let pre = Dispatch {
-            event: hookbox_protocol::HookEvent::PreToolExecution,
-            tool: call.name.as_str().to_owned(),
-            decision: Decision::Allow,
-            trace: Vec::new(),
-            duration_ms: 0,
-            updated_args: None,
-            additional_context: Vec::new(),
-        };
-        tracing::info!(env_id = %self.meta.id, tool = %call.name, "running a call a person approved");
-        self.run_and_post(call, None, (hooks, config, pre), tap)
-            .await
-    }
-
-    /// The tool, then the post hooks, for a call the pre hooks (or a person) let through.
-    async fn run_and_post(
-        &self,
-        call: ToolCall,
-        original_args: Option<Value>,
-        (hooks, config, pre): (Arc<Loaded>, Arc<hookbox_hooks::HooksConfig>, Dispatch),
-        tap: Option<hookbox_process::OutputTap>,
-    ) -> ToolCallOutcome {
-        let id = self.meta.id.clone();
-        let ran = self.run_tool(&call, tap).await;
-        let (result, hook_error) = match ran {
-            Ok(ToolOutput { output, hook_error }) => (ToolResult::Ok { output }, hook_error),
-            Err(err) => {
-                let text = err.to_string();
-                (
-                    ToolResult::Error {
-                        error: text.clone(),
-                    },
-                    Some(text),
-                )
-            }
-        };
-        tracing::info!(env_id = %id, tool = %call.name, ok = matches!(result, ToolResult::Ok { .. }), "tool ran");
-
-        let post = self
-            .engine
-            .post_tool(&config, &call, &id, hook_error.as_deref())
-            .await;
-        self.touch(is_write(call.name) && matches!(result, ToolResult::Ok { .. }));
-        ToolCallOutcome {
-            environment_id: id,
-            call,
-            result,
-            hooks: (*hooks).clone(),
-            pre,
-            post: Some(post),
-            original_args,
-        }
-    }
-
-    async fn run_tool(
-        &self,
-        call: &ToolCall,
-        tap: Option<hookbox_process::OutputTap>,
-    ) -> std::result::Result<ToolOutput, ToolError> {
-        let trees = Trees {
-            tree: &self.tree,
-            frozen: self.frozen.as_ref(),
-        };
-        let options = self.runner.options();
-        match call.name {
-            ToolName::CodeExecution => {
-                tools::code_execution(
-                    &self.runner,
-                    &call.args,
-                    options.tool_timeout,
-                    options.output_limit,
-                    tap,
-                )
-                .await
-            }
-            ToolName::ViewFile => tools::view_file(trees, &call.args),
-            ToolName::WriteToFile => tools::write_to_file(trees, &call.args),
-            ToolName::ReplaceFileContent => tools::replace_file_content(trees, &call.args),
-            ToolName::ListDir => tools::list_dir(trees, &call.args),
-            ToolName::DeleteFile => tools::delete_file(trees, &call.args),
-        }
-    }
-
     /// Records that the tree was changed from outside a tool call (an upload through the API):
     /// a later snapshot must include it.
     pub fn record_write(&self) {
@@ -1173,7 +967,7 @@ impl Environment {
     }
 
     /// Records the access (and modification) time; best effort, a failure is only logged.
-    fn touch(&self, modified: bool) {
+    pub(crate) fn touch(&self, modified: bool) {
         let mut meta = match read_meta(&self.dir) {
             Ok(meta) => meta,
             Err(err) => {
@@ -1190,15 +984,5 @@ impl Environment {
         if let Err(err) = write_meta(&self.dir, &meta) {
             tracing::warn!(env_id = %self.meta.id, %err, "cannot update metadata");
         }
-    }
-}
-
-fn is_write(tool: ToolName) -> bool {
-    match tool {
-        ToolName::CodeExecution
-        | ToolName::WriteToFile
-        | ToolName::ReplaceFileContent
-        | ToolName::DeleteFile => true,
-        ToolName::ViewFile | ToolName::ListDir => false,
     }
 }

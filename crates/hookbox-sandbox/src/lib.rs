@@ -3,8 +3,10 @@
 //! Owns: environments on disk and their sources ([`environment`], [`source`], [`disk`]), an
 //! environment's egress wiring ([`network`]), per-project process slots ([`slots`]), the
 //! [`runner::SandboxRunner`] that turns an environment into launch specs and runs command hooks
-//! and `code_execution` through its runtime, the file tools ([`tools`]), and the tool-call
-//! lifecycle ([`environment::Environment::call_tool`]).
+//! and `code_execution` through its runtime, the six tools ([`tools`]), and the tool-call
+//! lifecycle ([`lifecycle`]: load hooks → pre hooks or a reviewer's approval → the tool, or a
+//! remote MCP server's through a closure → post hooks → one typed outcome), which every caller
+//! goes through: the server's seams, `hookbox mcp`, `hookbox tool` and `mcp_server` tools.
 //!
 //! Must not: build sandboxes itself (that is `hookbox-isolation`: the launcher, warm sandboxes,
 //! the namespaces and gVisor runtimes), interpret hooks configuration or handler output (that
@@ -36,13 +38,13 @@
 //!   [`hookbox_isolation::gvisor::HOST_TASKS`] for gVisor's own threads.
 //! - Network ([`network`]): the environment's `network` is validated at creation and kept in its
 //!   metadata; absent means disabled. Disabled (or an empty allowlist): each sandbox gets a
-//!   fresh namespace with only `lo` ([`spec::Network::Isolated`]; the calls of a
+//!   fresh namespace with only `lo` ([`hookbox_isolation::spec::Network::Isolated`]; the calls of a
 //!   warm sandbox share it) and no proxy variables.
 //!   Otherwise, on the first launch, the opened [`environment::Environment`] creates one
 //!   loopback-only namespace (`hookbox_egress::netns`) with the egress proxy listening on
 //!   `127.0.0.1:<port>` inside it (served by a task on the caller's tokio runtime, dialing from
 //!   the host's namespace), and every sandbox of the environment (tools and command hooks) joins
-//!   it ([`spec::Network::Join`]). The kernel, not the variables, keeps programs in: a direct
+//!   it ([`hookbox_isolation::spec::Network::Join`]). The kernel, not the variables, keeps programs in: a direct
 //!   connect is refused at once, and `/etc/resolv.conf` names `127.0.0.1`, where nothing answers,
 //!   so DNS is not a way out (names are resolved by the proxy). Proxy and CA variables
 //!   (`hookbox_egress::env::sandbox_env`) are set last, over the environment's own variables.
@@ -74,6 +76,7 @@
 
 pub mod disk;
 pub mod environment;
+pub mod lifecycle;
 pub mod network;
 pub mod runner;
 pub mod slots;

@@ -20,6 +20,7 @@ use hookbox_rootfs::{EntryKind, RootDir, RootFsError};
 
 use crate::network::{EnvNetwork, JoinedNetwork, NetworkError};
 use crate::slots::{ProcessSlots, SlotGuard, SlotsExhausted};
+use crate::source::RESERVED_TOP_LEVEL;
 use hookbox_isolation::cgroup::EnvCgroups;
 use hookbox_isolation::launcher::monotonic_ns;
 use hookbox_isolation::runtime::{Runtime, SandboxNet};
@@ -34,8 +35,6 @@ pub use hookbox_isolation::runtime::Launcher;
 
 /// What sees a program's stdout as it is written (re-exported for the sandbox's users).
 pub use hookbox_process::OutputTap as StdoutTap;
-
-pub use crate::source::RESERVED_TOP_LEVEL;
 
 /// Why a program did not run in an environment's sandbox.
 #[derive(Debug, thiserror::Error)]

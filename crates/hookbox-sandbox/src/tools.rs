@@ -1,17 +1,19 @@
-//! The six built-in tools, each taking the model's JSON arguments and returning a JSON output or
-//! an error text. File tools act on the environment's tree from the host through
-//! `hookbox-rootfs` (openat2 `RESOLVE_IN_ROOT`), never with plain paths; `code_execution` runs in
-//! the sandbox through [`SandboxRunner`].
+//! The six built-in tools, each taking the model's JSON arguments and returning a typed output
+//! ([`ToolOutput`]: `code_execution`'s [`CodeOutput`], a file tool's JSON) or an error text. File
+//! tools act on the environment's tree from the host through `hookbox-rootfs` (openat2
+//! `RESOLVE_IN_ROOT`), never with plain paths; `code_execution` runs in the sandbox through
+//! [`SandboxRunner`].
 //!
 //! Paths are sandbox paths: absolute (`/workspace/x`, `/.agents/...`) or relative to
-//! `/workspace`. This module must not run hooks; the lifecycle in [`crate::environment`] does.
+//! `/workspace`. This module must not run hooks, nor decide what the model sees of an output;
+//! the lifecycle ([`crate::lifecycle`]) does both.
 
 use std::time::Duration;
 
 use hookbox_process::{CommandOutput, Termination};
 use hookbox_protocol::ToolName;
 use hookbox_rootfs::{RootDir, RootFsError};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::runner::SandboxRunner;
@@ -46,18 +48,72 @@ pub enum ToolError {
     Quota(#[from] crate::slots::SlotsExhausted),
 }
 
-/// A tool's output, plus the text post hooks receive as `error` when the tool ran but
-/// reported a problem (`code_execution` with stderr).
-#[derive(Debug, Clone)]
-pub struct ToolOutput {
-    pub output: Value,
-    pub hook_error: Option<String>,
+/// What a tool produced. Serialised, it is the JSON `hookbox tool` prints and `hookbox mcp`
+/// returns: `code_execution`'s fields, or the file tool's object as it is.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum ToolOutput {
+    /// `code_execution`'s output.
+    Code(CodeOutput),
+    /// Any other tool's output as JSON: a file tool's object, a remote MCP server tool's text.
+    Json(Value),
 }
 
 impl ToolOutput {
+    /// The output as JSON (see the type's serialisation).
+    pub fn json(&self) -> Value {
+        match self {
+            ToolOutput::Json(value) => value.clone(),
+            // Serialising plain strings, numbers and booleans cannot fail.
+            ToolOutput::Code(code) => serde_json::to_value(code).unwrap_or_default(),
+        }
+    }
+}
+
+/// `code_execution`'s output, typed: what the model, the post hooks and `hookbox tool` see of a
+/// run are all made from it, never read back from JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CodeOutput {
+    /// stdout as text (invalid UTF-8 replaced).
+    pub stdout: String,
+    /// stderr as text (invalid UTF-8 replaced).
+    pub stderr: String,
+    /// The exit status; absent when the program did not exit by itself (a signal, the timeout,
+    /// the output limit).
+    pub exit_code: Option<i32>,
+    /// How it ended; serialised as its text (`exited with status 0`, `timed out`, ...).
+    #[serde(serialize_with = "as_text")]
+    pub termination: Termination,
+    /// stdout or stderr went past the output limit and was cut.
+    pub truncated: bool,
+}
+
+impl CodeOutput {
+    /// Whether the run counts as failed for the model: it did not exit with status 0.
+    pub fn failed(&self) -> bool {
+        self.exit_code != Some(0)
+    }
+}
+
+fn as_text<S: serde::Serializer>(
+    termination: &Termination,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.collect_str(termination)
+}
+
+/// A tool that ran: its output, plus the text post hooks receive as `error` when the tool ran
+/// but reported a problem (`code_execution` with stderr, or killed).
+#[derive(Debug, Clone)]
+pub struct Ran {
+    pub output: ToolOutput,
+    pub hook_error: Option<String>,
+}
+
+impl Ran {
     fn clean(output: Value) -> Self {
         Self {
-            output,
+            output: ToolOutput::Json(output),
             hook_error: None,
         }
     }
@@ -156,7 +212,7 @@ struct ViewArgs {
     end_line: Option<usize>,
 }
 
-pub fn view_file(trees: Trees<'_>, raw: &Value) -> Result<ToolOutput, ToolError> {
+pub fn view_file(trees: Trees<'_>, raw: &Value) -> Result<Ran, ToolError> {
     let a: ViewArgs = args("view_file", raw)?;
     let path = sandbox_path(&a.path)?;
     let bytes = trees.for_read(&path).read_file(&path, MAX_READ_BYTES)?;
@@ -170,7 +226,7 @@ pub fn view_file(trees: Trees<'_>, raw: &Value) -> Result<ToolOutput, ToolError>
     } else {
         lines[start - 1..end].concat()
     };
-    Ok(ToolOutput::clean(json!({
+    Ok(Ran::clean(json!({
         "path": path,
         "content": content,
         "start_line": start,
@@ -186,13 +242,13 @@ struct WriteArgs {
     content: String,
 }
 
-pub fn write_to_file(trees: Trees<'_>, raw: &Value) -> Result<ToolOutput, ToolError> {
+pub fn write_to_file(trees: Trees<'_>, raw: &Value) -> Result<Ran, ToolError> {
     let a: WriteArgs = args("write_to_file", raw)?;
     let path = sandbox_path(&a.path)?;
     trees
         .for_write(&path)?
         .write_file(&path, a.content.as_bytes(), true)?;
-    Ok(ToolOutput::clean(
+    Ok(Ran::clean(
         json!({"path": path, "bytes_written": a.content.len()}),
     ))
 }
@@ -218,7 +274,7 @@ enum ReplaceArgs {
     },
 }
 
-pub fn replace_file_content(trees: Trees<'_>, raw: &Value) -> Result<ToolOutput, ToolError> {
+pub fn replace_file_content(trees: Trees<'_>, raw: &Value) -> Result<Ran, ToolError> {
     let (path, chunks) = match args("replace_file_content", raw)? {
         ReplaceArgs::One {
             path,
@@ -260,7 +316,7 @@ pub fn replace_file_content(trees: Trees<'_>, raw: &Value) -> Result<ToolOutput,
         }
     }
     tree.write_file(&path, text.as_bytes(), false)?;
-    Ok(ToolOutput::clean(
+    Ok(Ran::clean(
         json!({"path": path, "replacements": chunks.len()}),
     ))
 }
@@ -271,7 +327,7 @@ struct PathArgs {
     path: String,
 }
 
-pub fn list_dir(trees: Trees<'_>, raw: &Value) -> Result<ToolOutput, ToolError> {
+pub fn list_dir(trees: Trees<'_>, raw: &Value) -> Result<Ran, ToolError> {
     let a: PathArgs = args("list_dir", raw)?;
     let path = sandbox_path(&a.path)?;
     let entries = trees.for_read(&path).list_dir(&path)?;
@@ -279,14 +335,14 @@ pub fn list_dir(trees: Trees<'_>, raw: &Value) -> Result<ToolOutput, ToolError> 
         .into_iter()
         .map(|e| json!({"name": e.name, "kind": e.kind.as_str(), "size": e.size}))
         .collect();
-    Ok(ToolOutput::clean(json!({"path": path, "entries": entries})))
+    Ok(Ran::clean(json!({"path": path, "entries": entries})))
 }
 
-pub fn delete_file(trees: Trees<'_>, raw: &Value) -> Result<ToolOutput, ToolError> {
+pub fn delete_file(trees: Trees<'_>, raw: &Value) -> Result<Ran, ToolError> {
     let a: PathArgs = args("delete_file", raw)?;
     let path = sandbox_path(&a.path)?;
     trees.for_write(&path)?.remove_file(&path)?;
-    Ok(ToolOutput::clean(json!({"path": path, "deleted": true})))
+    Ok(Ran::clean(json!({"path": path, "deleted": true})))
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -315,7 +371,7 @@ pub async fn code_execution(
     timeout: Duration,
     output_limit: usize,
     tap: Option<hookbox_process::OutputTap>,
-) -> Result<ToolOutput, ToolError> {
+) -> Result<Ran, ToolError> {
     let a: CodeArgs = args("code_execution", raw)?;
     if a.code.len() > MAX_CODE_BYTES {
         return Err(ToolError::CodeTooLong { len: a.code.len() });
@@ -336,7 +392,7 @@ pub async fn code_execution(
     Ok(code_output(&out, timeout))
 }
 
-fn code_output(out: &CommandOutput, timeout: Duration) -> ToolOutput {
+fn code_output(out: &CommandOutput, timeout: Duration) -> Ran {
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let (exit_code, note) = match out.termination {
@@ -360,13 +416,13 @@ fn code_output(out: &CommandOutput, timeout: Duration) -> ToolOutput {
         (Some(note), true) => Some(note.clone()),
         (Some(note), false) => Some(format!("{stderr}\n{note}")),
     };
-    ToolOutput {
-        output: json!({
-            "stdout": stdout,
-            "stderr": stderr,
-            "exit_code": exit_code,
-            "termination": out.termination.to_string(),
-            "truncated": out.stdout_truncated || out.stderr_truncated,
+    Ran {
+        output: ToolOutput::Code(CodeOutput {
+            stdout,
+            stderr,
+            exit_code,
+            termination: out.termination,
+            truncated: out.stdout_truncated || out.stderr_truncated,
         }),
         hook_error,
     }
@@ -438,8 +494,8 @@ mod tests {
             frozen: None,
         };
         let out = view_file(trees, &json!({"path": "f", "start_line": 2, "end_line": 3})).unwrap();
-        assert_eq!(out.output["content"], "2\n3\n");
-        assert_eq!(out.output["total_lines"], 4);
+        assert_eq!(out.output.json()["content"], "2\n3\n");
+        assert_eq!(out.output.json()["total_lines"], 4);
     }
 
     #[test]
@@ -460,6 +516,6 @@ mod tests {
         let del = delete_file(trees, &json!({"path": "/.agents/hooks.json"}));
         assert!(matches!(del, Err(ToolError::Frozen { .. })));
         let view = view_file(trees, &json!({"path": "/.agents/hooks.json"})).unwrap();
-        assert_eq!(view.output["content"], "{}");
+        assert_eq!(view.output.json()["content"], "{}");
     }
 }

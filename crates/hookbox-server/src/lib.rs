@@ -9,8 +9,9 @@
 //!
 //! [`app`] builds the router from an [`AppState`] holding the seams: a [`Store`], a [`Model`], a
 //! [`ToolExecutor`] and an [`EnvironmentProvider`]. This crate owns HTTP only: it must not run
-//! tools itself, open databases or pick models; the binary wires those in. [`sandbox`] is the
-//! small adapter that puts `hookbox-sandbox` behind the two seams (the lifecycle stays there).
+//! tools itself, open databases or pick models; the binary wires those in. [`sandbox`] puts
+//! `hookbox-sandbox` behind the two seams: the cache of open environments and the seam
+//! implementations, which hand each tool call to the sandbox crate's lifecycle.
 //!
 //! Whatever listens ([`serve`], [`metrics_app`]) is behind the browser guard
 //! (`hookbox-browser-guard`, configured by [`browser_policy`]): every route, the console,

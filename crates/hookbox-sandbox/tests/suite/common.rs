@@ -186,7 +186,7 @@ pub async fn bash_ok(
         ))
         .await;
     match out.result {
-        hookbox_sandbox::environment::ToolResult::Ok { output } => output,
+        hookbox_sandbox::lifecycle::ToolResult::Ok { output } => output.json(),
         other => panic!("{other:?}"),
     }
 }

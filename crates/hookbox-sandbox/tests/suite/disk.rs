@@ -2,7 +2,7 @@
 //! host and other environments are unaffected, nothing stored is damaged, and removing the
 //! environment leaves no mount behind.
 
-use hookbox_sandbox::environment::ToolResult;
+use hookbox_sandbox::lifecycle::ToolResult;
 use serde_json::json;
 
 use super::common::*;

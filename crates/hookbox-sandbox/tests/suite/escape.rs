@@ -5,14 +5,14 @@ use std::os::linux::net::SocketAddrExt;
 use std::time::Duration;
 
 use hookbox_hooks::command::Termination;
-use hookbox_sandbox::environment::ToolResult;
+use hookbox_sandbox::lifecycle::ToolResult;
 use serde_json::json;
 
 use super::common::*;
 
-fn ok_output(result: &ToolResult) -> &serde_json::Value {
+fn ok_output(result: &ToolResult) -> serde_json::Value {
     match result {
-        ToolResult::Ok { output } => output,
+        ToolResult::Ok { output } => output.json(),
         other => panic!("expected ok, got {other:?}"),
     }
 }
@@ -165,6 +165,7 @@ async fn tool_paths_and_planted_symlinks_never_reach_the_host() {
             .call_tool(call("view_file", json!({"path": path})))
             .await;
         if let ToolResult::Ok { output } = &view.result {
+            let output = output.json();
             let content = output["content"].as_str().unwrap();
             assert!(
                 !content.contains("host secret")
@@ -177,6 +178,7 @@ async fn tool_paths_and_planted_symlinks_never_reach_the_host() {
             .call_tool(call("list_dir", json!({"path": format!("{path}/..")})))
             .await;
         if let ToolResult::Ok { output } = &listing.result {
+            let output = output.json();
             assert!(
                 !output.to_string().contains("victim.txt"),
                 "{path}: {output}"

@@ -3,7 +3,7 @@
 
 use std::os::unix::fs::MetadataExt;
 
-use hookbox_sandbox::environment::ToolResult;
+use hookbox_sandbox::lifecycle::ToolResult;
 use serde_json::json;
 
 use super::common::*;

@@ -4,7 +4,7 @@
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
-use hookbox_sandbox::environment::ToolResult;
+use hookbox_sandbox::lifecycle::ToolResult;
 use serde_json::json;
 
 use super::common::*;
@@ -209,6 +209,7 @@ async fn environments_own_their_tree_and_hooks_run_under_the_same_mapping() {
     let ToolResult::Ok { output } = &appended.result else {
         panic!("{:?}", appended.result)
     };
+    let output = output.json();
     assert_eq!(output["exit_code"], 0, "{output}");
 
     // (Under gVisor /proc shows gVisor's own map; the owner of `from-hook` above is the check.)
@@ -279,6 +280,7 @@ async fn an_environment_from_before_uid_mapping_gets_a_uid_on_first_open() {
     let ToolResult::Ok { output } = &out.result else {
         panic!("{:?}", out.result)
     };
+    let output = output.json();
     assert_eq!(output["stdout"], "keptmore\n", "{output}");
     // Reopening keeps the same uid.
     drop(env);

@@ -74,9 +74,10 @@ async fn environment_variables_reach_code_and_hooks() {
             serde_json::json!({"code": "echo $API_MODE $PLAIN; cat /tmp/hook-saw"}),
         ))
         .await;
-    let hookbox_sandbox::environment::ToolResult::Ok { output } = outcome.result else {
+    let hookbox_sandbox::lifecycle::ToolResult::Ok { output } = outcome.result else {
         panic!("{:?}", outcome.result)
     };
+    let output = output.json();
     assert_eq!(output["stdout"], "sandboxed yes\nsandboxed\n");
 }
 

@@ -1,6 +1,6 @@
 //! The tool-call lifecycle through real hooks running in the sandbox.
 
-use hookbox_sandbox::environment::ToolResult;
+use hookbox_sandbox::lifecycle::ToolResult;
 use serde_json::json;
 
 use super::common::*;
@@ -47,6 +47,7 @@ async fn reference_gate_denies_rm_rf_and_the_directory_survives() {
     let ToolResult::Ok { output } = &allowed.result else {
         panic!("{:?}", allowed.result)
     };
+    let output = output.json();
     assert_eq!(output["stdout"], "precious");
     assert_eq!(output["exit_code"], 0);
     assert!(
@@ -90,6 +91,7 @@ async fn post_hooks_get_error_for_stderr_and_failed_fs_ops_only() {
     let ToolResult::Ok { output } = &out.result else {
         panic!("{:?}", out.result)
     };
+    let output = output.json();
     assert_eq!(output["exit_code"], 3);
     env.call_tool(call(
         "write_to_file",
@@ -109,6 +111,7 @@ async fn post_hooks_get_error_for_stderr_and_failed_fs_ops_only() {
     let ToolResult::Ok { output } = &py.result else {
         panic!("{:?}", py.result)
     };
+    let output = output.json();
     assert_eq!(output["stdout"], "42\n");
 
     let payloads = post_payloads(&env);
@@ -156,6 +159,7 @@ async fn hooks_edited_by_the_agent_take_effect_unless_frozen() {
             let ToolResult::Ok { output } = &edit.result else {
                 panic!("{:?}", edit.result)
             };
+            let output = output.json();
             assert!(
                 output["stderr"].as_str().unwrap().contains("Read-only"),
                 "{output}"
@@ -338,6 +342,7 @@ async fn a_pre_hook_rewrites_arguments_and_invalid_rewrites_are_denied() {
     let ToolResult::Ok { output } = &outcome.result else {
         panic!("{:?}", outcome.result)
     };
+    let output = output.json();
     assert_eq!(output["stdout"], "rewritten\n");
     assert_eq!(outcome.call.args["code"], "echo rewritten");
     assert_eq!(
@@ -362,4 +367,108 @@ async fn a_pre_hook_rewrites_arguments_and_invalid_rewrites_are_denied() {
         reason.contains("invalid") && reason.contains("cmd"),
         "{reason}"
     );
+}
+
+const REMOTE_HOOKS: &str = r#"{"mcp": {
+  "pre_tool_execution": [
+    {"matcher": "*", "hooks": [{"type": "command", "command": "cat >/dev/null; echo '{\"decision\": \"deny\", \"reason\": \"star\"}'"}]},
+    {"matcher": "mcp:docs/blocked", "hooks": [{"type": "command", "command": "cat >/dev/null; echo '{\"decision\": \"deny\", \"reason\": \"no docs\"}'"}]},
+    {"matcher": "mcp:docs/asked", "hooks": [{"type": "command", "command": "cat >/dev/null; echo '{\"decision\": \"ask\", \"reason\": \"check\"}'"}]},
+    {"matcher": "mcp:docs/search", "hooks": [{"type": "command", "command": "cat >/dev/null; echo '{\"decision\": \"allow\", \"updated_args\": {\"q\": \"rewritten\"}}'"}]}
+  ],
+  "post_tool_execution": [
+    {"matcher": "mcp:docs/search", "hooks": [{"type": "command", "command": "cat > /tmp/post.json"}]}
+  ]
+}}"#;
+
+/// Runs `name` through the lifecycle as a remote MCP tool whose server answers `reply`; also
+/// the arguments the server got (`None`: it was never called).
+async fn remote(
+    env: &hookbox_sandbox::environment::Environment,
+    name: &str,
+    reply: hookbox_sandbox::lifecycle::RemoteReply,
+) -> (
+    hookbox_sandbox::lifecycle::Outcome,
+    Option<serde_json::Value>,
+) {
+    let got = std::sync::Mutex::new(None);
+    let outcome = env
+        .call_remote_tool(
+            name.into(),
+            json!({"q": "original"}),
+            Box::new(|args| {
+                *got.lock().unwrap() = Some(args);
+                Box::pin(async move { reply })
+            }),
+        )
+        .await;
+    (outcome, got.into_inner().unwrap())
+}
+
+// A remote MCP server's tool takes the one lifecycle: only `mcp:` matchers see it, a deny or an
+// ask stops it before the server is called, `updated_args` reach the server, post hooks hear
+// of its error, and a call no hook matched has no trace.
+#[tokio::test]
+async fn a_remote_tool_goes_through_the_lifecycle_with_mcp_hooks_only() {
+    use hookbox_sandbox::lifecycle::RemoteReply;
+    let data = tempfile::tempdir().unwrap();
+    let store = store_with(data.path(), options());
+    let meta = create(
+        &store,
+        json!({"sources": [{"type": "inline", "target": ".agents/hooks.json", "content": REMOTE_HOOKS}]}),
+    );
+    let env = store.open_env(&meta.id).unwrap();
+    let answer = |text: &str, is_error| RemoteReply {
+        text: text.into(),
+        is_error,
+    };
+
+    let (denied, got) = remote(&env, "mcp:docs/blocked", answer("x", false)).await;
+    assert_eq!(got, None, "a denied call never reaches the server");
+    assert_eq!(
+        denied.result,
+        ToolResult::Denied {
+            reason: "no docs".into()
+        }
+    );
+    assert_eq!(
+        (denied.view.output.clone(), denied.view.is_error),
+        (json!("no docs"), true)
+    );
+    assert_eq!(denied.trace["pre"]["decision"], "deny", "{}", denied.trace);
+
+    let (asked, got) = remote(&env, "mcp:docs/asked", answer("x", false)).await;
+    assert_eq!(got, None, "nobody can approve a remote call");
+    let ToolResult::Denied { reason } = &asked.result else {
+        panic!("{:?}", asked.result)
+    };
+    assert!(
+        reason.contains("(check)") && reason.contains("approvals are for the sandbox's own tools"),
+        "{reason}"
+    );
+
+    let (failed, got) = remote(&env, "mcp:docs/search", answer("boom", true)).await;
+    assert_eq!(got, Some(json!({"q": "rewritten"})));
+    assert_eq!(
+        (failed.view.output.clone(), failed.view.is_error),
+        (json!("boom"), true)
+    );
+    let post: serde_json::Value =
+        serde_json::from_slice(&env.tree().read_file("/tmp/post.json", 1 << 20).unwrap()).unwrap();
+    assert_eq!(post["error"], "boom");
+    assert_eq!(post["tool_call"]["name"], "mcp:docs/search");
+    assert_eq!(post["tool_call"]["args"], json!({"q": "rewritten"}));
+    assert!(failed.trace.get("post").is_some(), "{}", failed.trace);
+
+    let (plain, got) = remote(&env, "mcp:other/tool", answer("answer", false)).await;
+    assert_eq!(
+        got,
+        Some(json!({"q": "original"})),
+        "`*` does not match MCP tools"
+    );
+    assert_eq!(
+        (plain.view.output.clone(), plain.view.is_error),
+        (json!("answer"), false)
+    );
+    assert_eq!(plain.trace, serde_json::Value::Null);
 }

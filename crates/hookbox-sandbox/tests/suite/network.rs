@@ -9,7 +9,8 @@ use bytes::Bytes;
 use hookbox_egress::credentials::{
     CredentialSpec, CredentialStore as _, FileCredentialStore, Secret,
 };
-use hookbox_sandbox::environment::{Environment, ToolCallOutcome, ToolResult};
+use hookbox_sandbox::environment::Environment;
+use hookbox_sandbox::lifecycle::{Outcome, ToolResult};
 use hookbox_sandbox::network::{EgressOperator, SANDBOX_CA_BUNDLE, SANDBOX_RESOLV_CONF};
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Incoming;
@@ -175,7 +176,7 @@ fn store(data: &std::path::Path, operator: EgressOperator) -> TestStore {
 const API_POLICY: &str =
     r#"{"allowlist": [{"domain": "api.example.com", "credential": "api-token"}]}"#;
 
-async fn bash(env: &Environment, code: &str) -> (ToolCallOutcome, Value) {
+async fn bash(env: &Environment, code: &str) -> (Outcome, Value) {
     let outcome = env
         .call_tool(call(
             "code_execution",
@@ -185,7 +186,7 @@ async fn bash(env: &Environment, code: &str) -> (ToolCallOutcome, Value) {
     let ToolResult::Ok { output } = &outcome.result else {
         panic!("{:?}", outcome.result)
     };
-    let output = output.clone();
+    let output = output.json();
     (outcome, output)
 }
 

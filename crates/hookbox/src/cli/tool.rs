@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use hookbox_protocol::{ToolCall, ToolName};
-use hookbox_sandbox::environment::ToolResult;
+use hookbox_sandbox::lifecycle::ToolResult;
 
 use super::env::{EgressArgs, StoreArgs};
 
