@@ -8,7 +8,7 @@
 //! It owns the contract in `shared/spec/hooks.md` and nothing else: it must not build sandboxes,
 //! enforce network policy, bound processes or know the HTTP API. Commands run through a
 //! [`command::CommandRunner`] and HTTP handlers through an [`http::HttpPoster`] that other crates
-//! provide (an environment's sandbox and egress, wired in `hookbox-sandbox`); processes are
+//! provide (an environment's sandbox and egress, wired in `hookbox-environments`); processes are
 //! bounded by `hookbox-process`, which the runners use.
 //!
 //! Reading order: [`discover`] (where files come from) → [`config`] (what they mean) →

@@ -12,7 +12,7 @@
 //!
 //! Must not: know environments, hooks (configuration or engine), network policy or the API. It
 //! takes a [`spec::LaunchSpec`] and a network to join (or to relay to) and gives back a
-//! program's output; what goes into the spec is the environments crate's (`hookbox-sandbox`)
+//! program's output; what goes into the spec is the environments crate's (`hookbox-environments`)
 //! business. Bounding a process (time-outs, output caps, killing its group, pidfds) is
 //! `hookbox-process`'s, which it shares with everything else that runs programs. codex-rs keeps
 //! `linux-sandbox` apart from the code that uses it the same way.

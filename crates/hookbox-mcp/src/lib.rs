@@ -1,6 +1,6 @@
 //! The sandbox as an MCP server: the six built-in tools of one environment, each call going
 //! through the environment's hooks exactly as an agent's call does (the tool-call lifecycle,
-//! `hookbox_sandbox::lifecycle`: pre hooks → tool in the sandbox → post hooks). A deny is a tool
+//! `hookbox_environments::lifecycle`: pre hooks → tool in the sandbox → post hooks). A deny is a tool
 //! error carrying the hook's reason, so the calling agent sees it and can adapt, as the
 //! reference's model does.
 //!
@@ -16,10 +16,10 @@ pub mod client;
 
 use std::sync::Arc;
 
+use hookbox_environments::environment::Environment;
+use hookbox_environments::lifecycle::ToolResult;
+use hookbox_environments::tools::ToolOutput;
 use hookbox_protocol::{ToolCall, ToolName};
-use hookbox_sandbox::environment::Environment;
-use hookbox_sandbox::lifecycle::ToolResult;
-use hookbox_sandbox::tools::ToolOutput;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,

@@ -10,8 +10,8 @@
 //! [`app`] builds the router from an [`AppState`] holding the seams: a [`Store`], a [`Model`], a
 //! [`ToolExecutor`] and an [`EnvironmentProvider`]. This crate owns HTTP only: it must not run
 //! tools itself, open databases or pick models; the binary wires those in. [`sandbox`] puts
-//! `hookbox-sandbox` behind the two seams: the cache of open environments and the seam
-//! implementations, which hand each tool call to the sandbox crate's lifecycle.
+//! `hookbox-environments` behind the two seams: the cache of open environments and the seam
+//! implementations, which hand each tool call to the environments crate's lifecycle.
 //!
 //! Whatever listens ([`serve`], [`metrics_app`]) is behind the browser guard
 //! (`hookbox-browser-guard`, configured by [`browser_policy`]): every route, the console,
@@ -116,7 +116,7 @@ pub struct Services {
     /// Quotas from the config file (defaults if none).
     pub quotas: quota::QuotaConfig,
     /// The per-project sandbox process limits of the backend, set from the quotas.
-    pub sandbox_slots: Option<Arc<hookbox_sandbox::slots::SlotRegistry>>,
+    pub sandbox_slots: Option<Arc<hookbox_environments::slots::SlotRegistry>>,
     /// Expiry and checkpoints.
     pub lifecycle: lifecycle::Lifecycle,
     /// Where unfinished uploads are spooled and how far they may go.

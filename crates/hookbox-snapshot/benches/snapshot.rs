@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use hookbox_sandbox::environment::{Store, TREE_DIR};
+use hookbox_environments::environment::{Store, TREE_DIR};
 use hookbox_snapshot::Snapshots;
 use object_store::{ObjectStore, PutPayload};
 

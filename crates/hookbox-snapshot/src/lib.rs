@@ -1,7 +1,7 @@
 //! Environments in object storage: incremental, block-level snapshots of an environment's disk
 //! image, and restore anywhere with every block's hash checked.
 //!
-//! An environment directory (`hookbox_sandbox::environment`) is its ext4 image plus a little
+//! An environment directory (`hookbox_environments::environment`) is its ext4 image plus a little
 //! metadata. [`Snapshots::checkpoint`] freezes the filesystem (`FIFREEZE`) while it reads the
 //! image's data regions in [`manifest::CHUNK_SIZE`] chunks, thaws it, uploads the chunks whose
 //! content is new (zstd, under their BLAKE3 hash) and writes a manifest: a delta against the

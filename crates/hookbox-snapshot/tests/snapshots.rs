@@ -6,7 +6,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use hookbox_sandbox::environment::{Store, TREE_DIR};
+use hookbox_environments::environment::{Store, TREE_DIR};
 use hookbox_snapshot::{SnapshotError, Snapshots, is_dirty};
 
 mod common;

@@ -43,7 +43,7 @@ impl Default for DataDir {
 
 impl Drop for DataDir {
     fn drop(&mut self) {
-        hookbox_sandbox::disk::unmount_all_under(self.0.path());
+        hookbox_environments::disk::unmount_all_under(self.0.path());
     }
 }
 

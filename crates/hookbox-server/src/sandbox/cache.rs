@@ -26,9 +26,9 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use hookbox_agent::seams::ProviderError;
+use hookbox_environments::environment::{Environment, Store};
+use hookbox_environments::slots::SlotRegistry;
 use hookbox_rootfs::RootDir;
-use hookbox_sandbox::environment::{Environment, Store};
-use hookbox_sandbox::slots::SlotRegistry;
 use tokio::sync::Mutex;
 
 use super::errors::blocking;

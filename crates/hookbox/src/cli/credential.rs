@@ -113,7 +113,7 @@ pub struct UpdateArgs {
 pub fn run(args: CredentialArgs) -> anyhow::Result<ExitCode> {
     let data_dir = match args.data_dir {
         Some(d) => d,
-        None => hookbox_sandbox::environment::default_data_dir()?,
+        None => hookbox_environments::environment::default_data_dir()?,
     };
     super::project::check_name(&args.project)?;
     let store = StoreCredentials::open(&data_dir, args.database.database.as_deref())?

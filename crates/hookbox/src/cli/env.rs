@@ -1,4 +1,4 @@
-//! `hookbox env create|list|show|rm`: environments on this machine (hookbox-sandbox's store).
+//! `hookbox env create|list|show|rm`: environments on this machine (hookbox-environments's store).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -9,12 +9,12 @@ use base64::Engine;
 use clap::{Args, Subcommand};
 use hookbox_egress::ResolvePin;
 use hookbox_egress::ssrf::Cidr;
+use hookbox_environments::environment::{Store, default_data_dir};
+use hookbox_environments::network::{EgressOperator, EgressOptions};
+use hookbox_environments::runner::{GvisorSettings, Launcher, SandboxOptions};
+use hookbox_environments::source::{Encoding, EnvValue, EnvironmentSpec, Source, SourceOrigin};
 use hookbox_isolation::gvisor::Platform;
 use hookbox_isolation::spec::{Isolation, RuntimeKind};
-use hookbox_sandbox::environment::{Store, default_data_dir};
-use hookbox_sandbox::network::{EgressOperator, EgressOptions};
-use hookbox_sandbox::runner::{GvisorSettings, Launcher, SandboxOptions};
-use hookbox_sandbox::source::{Encoding, EnvValue, EnvironmentSpec, Source, SourceOrigin};
 
 /// The hidden subcommand through which the `hookbox` binary acts as its own sandbox launcher.
 pub const SANDBOX_EXEC_SUBCOMMAND: &str = "__sandbox-exec";

@@ -13,6 +13,7 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use hookbox_egress::policy::NetworkPolicy;
 use hookbox_egress::{Egress, EgressConfig, EgressPoster};
+use hookbox_environments::runner::{Launcher, SandboxLayout, SandboxOptions, SandboxRunner};
 use hookbox_hooks::command::CommandRunner;
 use hookbox_hooks::config::{Group, HandlerKind, HooksConfig};
 use hookbox_hooks::diagnostic::{Diagnostic, Severity};
@@ -21,7 +22,6 @@ use hookbox_hooks::{HookEngine, Loaded};
 use hookbox_isolation::spec::Isolation;
 use hookbox_protocol::{HookEvent, ToolCall, ToolName};
 use hookbox_rootfs::RootDir;
-use hookbox_sandbox::runner::{Launcher, SandboxLayout, SandboxOptions, SandboxRunner};
 
 #[derive(Debug, Subcommand)]
 pub enum HooksCommand {
@@ -562,12 +562,12 @@ fn http_poster(
     let policy = NetworkPolicy::from_json(network).context("invalid --network policy")?;
     let data_dir = match data_dir {
         Some(dir) => dir,
-        None => hookbox_sandbox::environment::default_data_dir()?,
+        None => hookbox_environments::environment::default_data_dir()?,
     };
     let credentials = crate::credentials::StoreCredentials::open(&data_dir, database)?;
     let config = EgressConfig::new(environment_id, policy, Arc::new(credentials));
     let egress = Egress::new(config).context("cannot set up egress")?;
-    Ok(Arc::new(hookbox_sandbox::network::HookPoster(
+    Ok(Arc::new(hookbox_environments::network::HookPoster(
         EgressPoster::new(Arc::new(egress)),
     )))
 }

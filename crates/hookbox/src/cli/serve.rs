@@ -21,12 +21,12 @@ use hookbox_agent::openai::OpenAiModel;
 use hookbox_agent::{LoopConfig, Model};
 use hookbox_egress::ResolvePin;
 use hookbox_egress::ssrf::Cidr;
+use hookbox_environments::environment::Store as EnvStore;
+use hookbox_environments::network::{EgressOperator, EgressOptions};
+use hookbox_environments::runner::{Launcher, SandboxOptions};
+use hookbox_environments::slots::SlotRegistry;
 use hookbox_isolation::spec::Isolation;
 use hookbox_isolation::spec::RuntimeKind;
-use hookbox_sandbox::environment::Store as EnvStore;
-use hookbox_sandbox::network::{EgressOperator, EgressOptions};
-use hookbox_sandbox::runner::{Launcher, SandboxOptions};
-use hookbox_sandbox::slots::SlotRegistry;
 use hookbox_server::cluster::ClusterConfig;
 use hookbox_server::quota::QuotaConfig;
 use hookbox_server::sandbox::{CacheLimits, Clock, SandboxBackend};
@@ -115,8 +115,8 @@ pub struct ServeArgs {
     pub config: Option<PathBuf>,
     /// Host uids (and gids) environments' sandboxes run as, FIRST:COUNT; one per environment.
     /// None of them may be a real account.
-    #[arg(long, value_name = "FIRST:COUNT", value_parser = hookbox_sandbox::runner::UidRange::parse)]
-    pub sandbox_uid_range: Option<hookbox_sandbox::runner::UidRange>,
+    #[arg(long, value_name = "FIRST:COUNT", value_parser = hookbox_environments::runner::UidRange::parse)]
+    pub sandbox_uid_range: Option<hookbox_environments::runner::UidRange>,
     /// Model backend. Default: `gemini` when GEMINI_API_KEY is set, else `openai` when
     /// HOOKBOX_OPENAI_BASE_URL is set, else the deterministic `offline` agent.
     #[arg(long, value_enum)]
@@ -357,7 +357,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     let data_dir = match args.data_dir {
         Some(d) => d,
-        None => hookbox_sandbox::environment::default_data_dir()?,
+        None => hookbox_environments::environment::default_data_dir()?,
     };
     let options = SqliteOptions {
         synchronous: if args.sync_full {

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use hookbox_environments::lifecycle::ToolResult;
 use hookbox_protocol::{ToolCall, ToolName};
-use hookbox_sandbox::lifecycle::ToolResult;
 
 use super::env::{EgressArgs, StoreArgs};
 

@@ -5,8 +5,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use hookbox_agent::seams::{EnvironmentProvider, EnvironmentSetup, ProviderError, ToolExecutor};
+use hookbox_environments::environment::{Environment, Store};
 use hookbox_protocol::ToolCall;
-use hookbox_sandbox::environment::{Environment, Store};
 use serde_json::json;
 
 use super::*;
@@ -15,13 +15,13 @@ use super::*;
 pub(in crate::sandbox) fn unisolated_store(data: &std::path::Path) -> Store {
     let credentials =
         Arc::new(hookbox_egress::credentials::FileCredentialStore::open(data).unwrap());
-    let launcher = hookbox_sandbox::runner::Launcher::standalone("/nonexistent");
-    let mut options = hookbox_sandbox::runner::SandboxOptions::new(launcher);
+    let launcher = hookbox_environments::runner::Launcher::standalone("/nonexistent");
+    let mut options = hookbox_environments::runner::SandboxOptions::new(launcher);
     options.isolation = hookbox_isolation::spec::Isolation::InsecureNone;
     Store::open(
         data,
         options,
-        hookbox_sandbox::EgressOptions::new(credentials),
+        hookbox_environments::EgressOptions::new(credentials),
     )
     .unwrap()
 }

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use hookbox_sandbox::environment::{EnvError, Store};
-use hookbox_sandbox::network::EgressOperator;
-use hookbox_sandbox::source::{EnvironmentSpec, SourceError, SourceOrigin};
+use hookbox_environments::environment::{EnvError, Store};
+use hookbox_environments::network::EgressOperator;
+use hookbox_environments::source::{EnvironmentSpec, SourceError, SourceOrigin};
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response};
@@ -68,7 +68,7 @@ async fn create_as(
     store: &Store,
     spec: EnvironmentSpec,
     origin: SourceOrigin,
-) -> Result<hookbox_sandbox::environment::EnvironmentMeta, EnvError> {
+) -> Result<hookbox_environments::environment::EnvironmentMeta, EnvError> {
     let store = store.clone();
     tokio::task::spawn_blocking(move || store.create(&spec, origin, &mut |_| {}, false))
         .await

@@ -4,7 +4,7 @@
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
-use hookbox_sandbox::lifecycle::ToolResult;
+use hookbox_environments::lifecycle::ToolResult;
 use serde_json::json;
 
 use super::common::*;

@@ -4,8 +4,8 @@ use std::io::Read;
 use std::os::linux::net::SocketAddrExt;
 use std::time::Duration;
 
+use hookbox_environments::lifecycle::ToolResult;
 use hookbox_hooks::command::Termination;
-use hookbox_sandbox::lifecycle::ToolResult;
 use serde_json::json;
 
 use super::common::*;
@@ -27,7 +27,7 @@ fn source_targets_that_escape_are_refused_and_nothing_is_written() {
         "etc/passwd",
         "/usr/bin/evil",
     ] {
-        let spec = hookbox_sandbox::source::EnvironmentSpec {
+        let spec = hookbox_environments::source::EnvironmentSpec {
             sources: vec![
                 inline("workspace/first.txt", "written first"),
                 inline(target, "x"),
@@ -37,7 +37,7 @@ fn source_targets_that_escape_are_refused_and_nothing_is_written() {
         let err = store
             .create(
                 &spec,
-                hookbox_sandbox::source::SourceOrigin::Operator,
+                hookbox_environments::source::SourceOrigin::Operator,
                 &mut |_| {},
                 false,
             )
@@ -76,7 +76,7 @@ fn source_target_through_a_symlink_from_a_repository_is_refused() {
     let data = tempfile::tempdir().unwrap();
     let store = store_with(data.path(), options());
     let url = repo.path().to_str().unwrap().to_owned();
-    let spec: hookbox_sandbox::source::EnvironmentSpec = serde_json::from_value(json!({
+    let spec: hookbox_environments::source::EnvironmentSpec = serde_json::from_value(json!({
         "sources": [
             {"type": "repository", "url": url, "target": "workspace/repo"},
             {"type": "inline", "target": "workspace/repo/etc-link/passwd", "content": "owned"},
@@ -86,7 +86,7 @@ fn source_target_through_a_symlink_from_a_repository_is_refused() {
     let err = store
         .create(
             &spec,
-            hookbox_sandbox::source::SourceOrigin::Operator,
+            hookbox_environments::source::SourceOrigin::Operator,
             &mut |_| {},
             false,
         )

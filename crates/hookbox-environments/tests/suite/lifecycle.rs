@@ -1,6 +1,6 @@
 //! The tool-call lifecycle through real hooks running in the sandbox.
 
-use hookbox_sandbox::lifecycle::ToolResult;
+use hookbox_environments::lifecycle::ToolResult;
 use serde_json::json;
 
 use super::common::*;
@@ -62,7 +62,7 @@ async fn reference_gate_denies_rm_rf_and_the_directory_survives() {
 const AUDIT: &str = r#"{"audit": {"post_tool_execution": [{"matcher": ".*", "hooks": [
   {"type": "command", "command": "cat >> /tmp/post.log; echo >> /tmp/post.log"}]}]}}"#;
 
-fn post_payloads(env: &hookbox_sandbox::environment::Environment) -> Vec<serde_json::Value> {
+fn post_payloads(env: &hookbox_environments::environment::Environment) -> Vec<serde_json::Value> {
     let bytes = env.tree().read_file("/tmp/post.log", 1 << 20).unwrap();
     String::from_utf8(bytes)
         .unwrap()
@@ -207,7 +207,7 @@ async fn the_sandbox_process_quota_refuses_tools_and_queues_hooks() {
         &store,
         json!({"sources": [{"type": "inline", "target": ".agents/hooks.json", "content": WAITING_GATE}]}),
     );
-    let registry = hookbox_sandbox::slots::SlotRegistry::new(1);
+    let registry = hookbox_environments::slots::SlotRegistry::new(1);
     let env = store.open_env_with(&plain.id, Some(&registry)).unwrap();
     let gated_env = std::sync::Arc::new(store.open_env_with(&gated.id, Some(&registry)).unwrap());
     let held = registry.for_project(None).try_acquire().unwrap();
@@ -384,11 +384,11 @@ const REMOTE_HOOKS: &str = r#"{"mcp": {
 /// Runs `name` through the lifecycle as a remote MCP tool whose server answers `reply`; also
 /// the arguments the server got (`None`: it was never called).
 async fn remote(
-    env: &hookbox_sandbox::environment::Environment,
+    env: &hookbox_environments::environment::Environment,
     name: &str,
-    reply: hookbox_sandbox::lifecycle::RemoteReply,
+    reply: hookbox_environments::lifecycle::RemoteReply,
 ) -> (
-    hookbox_sandbox::lifecycle::Outcome,
+    hookbox_environments::lifecycle::Outcome,
     Option<serde_json::Value>,
 ) {
     let got = std::sync::Mutex::new(None);
@@ -410,7 +410,7 @@ async fn remote(
 // of its error, and a call no hook matched has no trace.
 #[tokio::test]
 async fn a_remote_tool_goes_through_the_lifecycle_with_mcp_hooks_only() {
-    use hookbox_sandbox::lifecycle::RemoteReply;
+    use hookbox_environments::lifecycle::RemoteReply;
     let data = tempfile::tempdir().unwrap();
     let store = store_with(data.path(), options());
     let meta = create(

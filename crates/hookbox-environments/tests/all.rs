@@ -1,4 +1,4 @@
-//! Integration tests of hookbox-sandbox: one binary, modules under `suite/`.
+//! Integration tests of hookbox-environments: one binary, modules under `suite/`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // helpers in a test binary may panic
 

@@ -3,12 +3,12 @@
 
 use std::os::unix::fs::MetadataExt;
 
-use hookbox_sandbox::lifecycle::ToolResult;
+use hookbox_environments::lifecycle::ToolResult;
 use serde_json::json;
 
 use super::common::*;
 
-fn spec(value: serde_json::Value) -> hookbox_sandbox::source::EnvironmentSpec {
+fn spec(value: serde_json::Value) -> hookbox_environments::source::EnvironmentSpec {
     serde_json::from_value(value).unwrap()
 }
 

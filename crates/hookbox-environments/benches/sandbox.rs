@@ -3,18 +3,18 @@
 //! stage breakdown of each, tool calls per second through one pre and one post hook, and memory
 //! per idle environment.
 //!
-//! Run: `cargo bench -p hookbox-sandbox --bench sandbox`. Prints numbers; asserts nothing.
+//! Run: `cargo bench -p hookbox-environments --bench sandbox`. Prints numbers; asserts nothing.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark binary may panic
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use hookbox_environments::environment::Store;
+use hookbox_environments::lifecycle::ToolResult;
+use hookbox_environments::runner::{Launcher, SandboxOptions};
+use hookbox_environments::source::{EnvironmentSpec, Source};
 use hookbox_protocol::{ToolCall, ToolName};
-use hookbox_sandbox::environment::Store;
-use hookbox_sandbox::lifecycle::ToolResult;
-use hookbox_sandbox::runner::{Launcher, SandboxOptions};
-use hookbox_sandbox::source::{EnvironmentSpec, Source};
 
 const LAUNCHER: &str = env!("CARGO_BIN_EXE_hookbox-sandbox-exec");
 
@@ -67,7 +67,7 @@ fn main() {
     let credentials =
         Arc::new(hookbox_egress::credentials::FileCredentialStore::open(data.path()).unwrap());
     let options = SandboxOptions::new(Launcher::standalone(LAUNCHER));
-    let egress = hookbox_sandbox::network::EgressOptions::new(credentials);
+    let egress = hookbox_environments::network::EgressOptions::new(credentials);
     let store = Store::open(data.path(), options.clone(), egress).unwrap();
     let runs = 60;
 
@@ -134,7 +134,7 @@ fn main() {
         let meta = store
             .create(
                 &spec,
-                hookbox_sandbox::source::SourceOrigin::Operator,
+                hookbox_environments::source::SourceOrigin::Operator,
                 &mut |_| {},
                 false,
             )
@@ -160,13 +160,13 @@ fn main() {
     let cold_store = Store::open(
         data.path(),
         cold_options.clone(),
-        hookbox_sandbox::network::EgressOptions::new(Arc::new(
+        hookbox_environments::network::EgressOptions::new(Arc::new(
             hookbox_egress::credentials::FileCredentialStore::open(data.path()).unwrap(),
         )),
     )
     .unwrap();
     let cold_env = Arc::new(cold_store.open_env(&ids[0]).unwrap());
-    let true_p50 = |runner: &hookbox_sandbox::runner::SandboxRunner, name: &str| {
+    let true_p50 = |runner: &hookbox_environments::runner::SandboxRunner, name: &str| {
         let mut samples = Vec::new();
         for _ in 0..runs {
             let t = Instant::now();
@@ -221,9 +221,9 @@ fn main() {
         std::fs::create_dir_all(tree.join(sub)).unwrap();
     }
     std::fs::create_dir_all(bare_dir.path().join("mnt")).unwrap();
-    let bare = hookbox_sandbox::runner::SandboxRunner::new(
+    let bare = hookbox_environments::runner::SandboxRunner::new(
         Arc::new(cold_options.clone()),
-        hookbox_sandbox::runner::SandboxLayout {
+        hookbox_environments::runner::SandboxLayout {
             tree,
             mountpoint: bare_dir.path().join("mnt"),
             frozen_agents: None,
@@ -293,7 +293,7 @@ fn main() {
         let unmapped_store = Store::open(
             data.path(),
             unmapped_options,
-            hookbox_sandbox::network::EgressOptions::new(credentials),
+            hookbox_environments::network::EgressOptions::new(credentials),
         )
         .unwrap();
         let unmapped = unmapped_store.open_env(&ids[0]).unwrap();
@@ -330,7 +330,7 @@ fn main() {
         let meta = store
             .create(
                 &EnvironmentSpec::default(),
-                hookbox_sandbox::source::SourceOrigin::Operator,
+                hookbox_environments::source::SourceOrigin::Operator,
                 &mut |_| {},
                 false,
             )

@@ -74,7 +74,7 @@ async fn environment_variables_reach_code_and_hooks() {
             serde_json::json!({"code": "echo $API_MODE $PLAIN; cat /tmp/hook-saw"}),
         ))
         .await;
-    let hookbox_sandbox::lifecycle::ToolResult::Ok { output } = outcome.result else {
+    let hookbox_environments::lifecycle::ToolResult::Ok { output } = outcome.result else {
         panic!("{:?}", outcome.result)
     };
     let output = output.json();
@@ -127,13 +127,13 @@ async fn any_tree_can_stand_for_the_sandbox_root() {
     std::fs::create_dir_all(dir.path().join("workspace")).unwrap();
     std::fs::create_dir_all(dir.path().join(".agents")).unwrap();
     std::fs::write(dir.path().join(".agents/hello.sh"), "echo from-agents").unwrap();
-    let layout = hookbox_sandbox::runner::SandboxLayout::for_tree(
+    let layout = hookbox_environments::runner::SandboxLayout::for_tree(
         dir.path().to_path_buf(),
         options().identities(),
     )
     .unwrap();
     let runner =
-        hookbox_sandbox::runner::SandboxRunner::new(std::sync::Arc::new(options()), layout)
+        hookbox_environments::runner::SandboxRunner::new(std::sync::Arc::new(options()), layout)
             .unwrap();
     let request = hookbox_hooks::command::CommandRequest {
         command: "sh /.agents/hello.sh; pwd".into(),
@@ -175,7 +175,7 @@ async fn a_timed_launch_reports_every_stage_in_order_and_a_normal_one_reports_no
         return warm_call_stages().await;
     }
     let cold = env_with(
-        hookbox_sandbox::runner::SandboxOptions {
+        hookbox_environments::runner::SandboxOptions {
             warm: false,
             ..options()
         },

@@ -3,12 +3,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use hookbox_environments::runner::{
+    GvisorSettings, Launcher, SandboxLayout, SandboxOptions, SandboxRunner,
+};
 use hookbox_hooks::command::CommandOutput;
 use hookbox_isolation::spec::Identity;
 use hookbox_isolation::spec::RuntimeKind;
-use hookbox_sandbox::runner::{
-    GvisorSettings, Launcher, SandboxLayout, SandboxOptions, SandboxRunner,
-};
 
 pub const LAUNCHER: &str = env!("CARGO_BIN_EXE_hookbox-sandbox-exec");
 
@@ -110,10 +110,10 @@ pub fn fixture(name: &str) -> String {
 
 /// A store whose environments are removed when the test ends, so their cgroups do not pile up
 /// on the machine.
-pub struct TestStore(pub hookbox_sandbox::environment::Store);
+pub struct TestStore(pub hookbox_environments::environment::Store);
 
 impl std::ops::Deref for TestStore {
-    type Target = hookbox_sandbox::environment::Store;
+    type Target = hookbox_environments::environment::Store;
     fn deref(&self) -> &Self::Target {
         &self.0
     }
@@ -135,16 +135,17 @@ pub fn store_with(data: &std::path::Path, options: SandboxOptions) -> TestStore 
 pub fn store_with_egress(
     data: &std::path::Path,
     options: SandboxOptions,
-    operator: hookbox_sandbox::network::EgressOperator,
+    operator: hookbox_environments::network::EgressOperator,
 ) -> TestStore {
     let credentials =
         Arc::new(hookbox_egress::credentials::FileCredentialStore::open(data).unwrap());
-    let egress = hookbox_sandbox::network::EgressOptions::new(credentials).with_operator(operator);
-    TestStore(hookbox_sandbox::environment::Store::open(data, options, egress).unwrap())
+    let egress =
+        hookbox_environments::network::EgressOptions::new(credentials).with_operator(operator);
+    TestStore(hookbox_environments::environment::Store::open(data, options, egress).unwrap())
 }
 
-pub fn inline(target: &str, content: &str) -> hookbox_sandbox::source::Source {
-    hookbox_sandbox::source::Source::Inline {
+pub fn inline(target: &str, content: &str) -> hookbox_environments::source::Source {
+    hookbox_environments::source::Source::Inline {
         target: target.into(),
         content: content.into(),
         encoding: Default::default(),
@@ -152,14 +153,14 @@ pub fn inline(target: &str, content: &str) -> hookbox_sandbox::source::Source {
 }
 
 pub fn create(
-    store: &hookbox_sandbox::environment::Store,
+    store: &hookbox_environments::environment::Store,
     spec: serde_json::Value,
-) -> hookbox_sandbox::environment::EnvironmentMeta {
-    let spec: hookbox_sandbox::source::EnvironmentSpec = serde_json::from_value(spec).unwrap();
+) -> hookbox_environments::environment::EnvironmentMeta {
+    let spec: hookbox_environments::source::EnvironmentSpec = serde_json::from_value(spec).unwrap();
     store
         .create(
             &spec,
-            hookbox_sandbox::source::SourceOrigin::Operator,
+            hookbox_environments::source::SourceOrigin::Operator,
             &mut |_| {},
             false,
         )
@@ -176,7 +177,7 @@ pub fn call(name: &str, args: serde_json::Value) -> hookbox_protocol::ToolCall {
 /// Runs `code` with bash through the environment's whole tool-call lifecycle; the tool's output
 /// (panics unless the tool ran).
 pub async fn bash_ok(
-    env: &hookbox_sandbox::environment::Environment,
+    env: &hookbox_environments::environment::Environment,
     code: &str,
 ) -> serde_json::Value {
     let out = env
@@ -186,7 +187,7 @@ pub async fn bash_ok(
         ))
         .await;
     match out.result {
-        hookbox_sandbox::lifecycle::ToolResult::Ok { output } => output.json(),
+        hookbox_environments::lifecycle::ToolResult::Ok { output } => output.json(),
         other => panic!("{other:?}"),
     }
 }

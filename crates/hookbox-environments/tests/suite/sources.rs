@@ -13,7 +13,7 @@ use super::common::*;
 #[derive(Debug)]
 struct OneBucket(Arc<InMemory>);
 
-impl hookbox_sandbox::source::Buckets for OneBucket {
+impl hookbox_environments::source::Buckets for OneBucket {
     fn bucket(&self, name: &str) -> Result<Arc<dyn ObjectStore>, String> {
         if name == "corp-data" {
             Ok(self.0.clone())
@@ -63,14 +63,14 @@ async fn gcs_objects_under_the_prefix_are_copied_under_the_target() {
     assert_eq!(meta.file_count, 2);
 
     // An unknown bucket fails the whole creation.
-    let bad: hookbox_sandbox::source::EnvironmentSpec = serde_json::from_value(
+    let bad: hookbox_environments::source::EnvironmentSpec = serde_json::from_value(
         json!({"sources": [{"type": "gcs", "bucket": "other", "target": "workspace/x"}]}),
     )
     .unwrap();
     let err = store
         .create(
             &bad,
-            hookbox_sandbox::source::SourceOrigin::Operator,
+            hookbox_environments::source::SourceOrigin::Operator,
             &mut |_| {},
             false,
         )
@@ -79,7 +79,7 @@ async fn gcs_objects_under_the_prefix_are_copied_under_the_target() {
 }
 
 /// A bucket on a real GCS-compatible server, as `gcs` sources read it in production: the
-/// default [`hookbox_sandbox::source::GcsFromEnv`] (object_store's GCS client configured from
+/// default [`hookbox_environments::source::GcsFromEnv`] (object_store's GCS client configured from
 /// the `GOOGLE_*` variables), against fake-gcs-server from `scripts/objectstore.sh start --gcs`.
 #[tokio::test]
 #[ignore = "needs a GCS-compatible server: GOOGLE_SERVICE_ACCOUNT, GOOGLE_ALLOW_HTTP and HOOKBOX_TEST_GCS_BUCKET (scripts/test.sh starts one with scripts/objectstore.sh start --gcs)"]
@@ -133,7 +133,7 @@ async fn gcs_sources_are_read_from_a_gcs_server() {
 
     // A bucket the server does not have fails the whole creation, naming it.
     let missing = format!("{bucket_name}-missing-{:08x}", rand::random::<u32>());
-    let bad: hookbox_sandbox::source::EnvironmentSpec = serde_json::from_value(
+    let bad: hookbox_environments::source::EnvironmentSpec = serde_json::from_value(
         json!({"sources": [{"type": "gcs", "bucket": missing, "prefix": "x/", "target": "workspace/x"}]}),
     )
     .unwrap();
@@ -142,7 +142,7 @@ async fn gcs_sources_are_read_from_a_gcs_server() {
         move || {
             store.create(
                 &bad,
-                hookbox_sandbox::source::SourceOrigin::Operator,
+                hookbox_environments::source::SourceOrigin::Operator,
                 &mut |_| {},
                 false,
             )

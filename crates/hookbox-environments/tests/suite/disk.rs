@@ -2,7 +2,7 @@
 //! host and other environments are unaffected, nothing stored is damaged, and removing the
 //! environment leaves no mount behind.
 
-use hookbox_sandbox::lifecycle::ToolResult;
+use hookbox_environments::lifecycle::ToolResult;
 use serde_json::json;
 
 use super::common::*;
@@ -137,7 +137,7 @@ async fn caps_survive_an_unmount_and_tiny_caps_are_refused() {
     );
     // As after a reboot: nothing mounted; opening mounts the image again with its files.
     let tree = data.path().join("environments").join(&a.id).join("root");
-    hookbox_sandbox::disk::unmount(&tree).unwrap();
+    hookbox_environments::disk::unmount(&tree).unwrap();
     assert!(!tree.join("workspace").exists());
     let env = store.open_env(&a.id).unwrap();
     assert_eq!(
@@ -146,12 +146,12 @@ async fn caps_survive_an_unmount_and_tiny_caps_are_refused() {
     );
     drop(env);
 
-    let spec: hookbox_sandbox::source::EnvironmentSpec =
+    let spec: hookbox_environments::source::EnvironmentSpec =
         serde_json::from_value(json!({"disk_limit_bytes": 4096})).unwrap();
     let err = store
         .create(
             &spec,
-            hookbox_sandbox::source::SourceOrigin::Operator,
+            hookbox_environments::source::SourceOrigin::Operator,
             &mut |_| {},
             false,
         )

@@ -5,7 +5,7 @@
 //! - opening an environment cold (the first call builds its warm sandbox);
 //! - file-heavy calls: `git status` over 10 000 files, and `python3 -c 'import json'`.
 //!
-//! Run: `cargo bench -p hookbox-sandbox --bench runtimes [-- --runs N]`. Needs root and
+//! Run: `cargo bench -p hookbox-environments --bench runtimes [-- --runs N]`. Needs root and
 //! `runsc` on PATH (scripts/setup.sh). Prints numbers; asserts nothing.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark binary may panic
@@ -13,12 +13,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use hookbox_environments::environment::{Environment, Store};
+use hookbox_environments::lifecycle::ToolResult;
+use hookbox_environments::runner::{GvisorSettings, Launcher, SandboxOptions};
+use hookbox_environments::source::EnvironmentSpec;
 use hookbox_isolation::spec::RuntimeKind;
 use hookbox_protocol::{ToolCall, ToolName};
-use hookbox_sandbox::environment::{Environment, Store};
-use hookbox_sandbox::lifecycle::ToolResult;
-use hookbox_sandbox::runner::{GvisorSettings, Launcher, SandboxOptions};
-use hookbox_sandbox::source::EnvironmentSpec;
 
 const LAUNCHER: &str = env!("CARGO_BIN_EXE_hookbox-sandbox-exec");
 
@@ -65,13 +65,13 @@ async fn measure(runtime: RuntimeKind, runs: usize) -> Row {
     let store = Store::open(
         data.path(),
         options,
-        hookbox_sandbox::network::EgressOptions::new(credentials),
+        hookbox_environments::network::EgressOptions::new(credentials),
     )
     .unwrap();
     let meta = store
         .create(
             &EnvironmentSpec::default(),
-            hookbox_sandbox::source::SourceOrigin::Operator,
+            hookbox_environments::source::SourceOrigin::Operator,
             &mut |_| {},
             false,
         )

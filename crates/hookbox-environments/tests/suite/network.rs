@@ -9,9 +9,9 @@ use bytes::Bytes;
 use hookbox_egress::credentials::{
     CredentialSpec, CredentialStore as _, FileCredentialStore, Secret,
 };
-use hookbox_sandbox::environment::Environment;
-use hookbox_sandbox::lifecycle::{Outcome, ToolResult};
-use hookbox_sandbox::network::{EgressOperator, SANDBOX_CA_BUNDLE, SANDBOX_RESOLV_CONF};
+use hookbox_environments::environment::Environment;
+use hookbox_environments::lifecycle::{Outcome, ToolResult};
+use hookbox_environments::network::{EgressOperator, SANDBOX_CA_BUNDLE, SANDBOX_RESOLV_CONF};
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
@@ -502,14 +502,14 @@ async fn without_network_hooks_are_refused_and_sandboxes_get_no_proxy() {
 fn an_invalid_network_is_refused_at_create_naming_the_path_and_nothing_is_created() {
     let data = tempfile::tempdir().unwrap();
     let store = store(data.path(), EgressOperator::default());
-    let spec: hookbox_sandbox::source::EnvironmentSpec = serde_json::from_value(
+    let spec: hookbox_environments::source::EnvironmentSpec = serde_json::from_value(
         json!({"network": {"allowlist": [{"domain": "a.example.com"}, {"domian": "b"}]}}),
     )
     .unwrap();
     let err = store
         .create(
             &spec,
-            hookbox_sandbox::source::SourceOrigin::Operator,
+            hookbox_environments::source::SourceOrigin::Operator,
             &mut |_| {},
             false,
         )
@@ -634,10 +634,10 @@ async fn an_allowlist_credential_resolves_only_inside_the_environments_project()
             },
         )
         .unwrap();
-    let egress = hookbox_sandbox::network::EgressOptions::new(Arc::new(credentials))
+    let egress = hookbox_environments::network::EgressOptions::new(Arc::new(credentials))
         .with_operator(receiver.operator());
     let store = TestStore(
-        hookbox_sandbox::environment::Store::open(data.path(), options(), egress).unwrap(),
+        hookbox_environments::environment::Store::open(data.path(), options(), egress).unwrap(),
     );
     let network: Value = serde_json::from_str(API_POLICY).unwrap();
     let own = create(&store, json!({"network": network, "project": "team-a"}));

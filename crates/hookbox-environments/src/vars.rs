@@ -1,4 +1,4 @@
-//! Every environment variable name hookbox-sandbox reads, in one place (the launcher's and
+//! Every environment variable name hookbox-environments reads, in one place (the launcher's and
 //! runsc's are in `hookbox_isolation::vars`).
 
 /// Where environments live (default `~/.local/share/hookbox`).
