@@ -17,8 +17,8 @@ use hookbox_environments::environment::{Environment, Store};
 use hookbox_environments::lifecycle::ToolResult;
 use hookbox_environments::runner::{GvisorSettings, Launcher, SandboxOptions};
 use hookbox_environments::source::EnvironmentSpec;
-use hookbox_isolation::spec::RuntimeKind;
 use hookbox_protocol::{ToolCall, ToolName};
+use hookbox_sandbox::spec::RuntimeKind;
 
 const LAUNCHER: &str = env!("CARGO_BIN_EXE_hookbox-sandbox-exec");
 

@@ -31,9 +31,9 @@ use crate::source::{
 };
 use crate::tools;
 use crate::vars;
-use hookbox_isolation::cgroup::{self, EnvCgroups};
-use hookbox_isolation::features::{self, Feature};
-use hookbox_isolation::spec::{Identity, Isolation, RuntimeKind};
+use hookbox_sandbox::cgroup::{self, EnvCgroups};
+use hookbox_sandbox::features::{self, Feature};
+use hookbox_sandbox::spec::{Identity, Isolation, RuntimeKind};
 
 /// The metadata file in an environment's directory.
 pub const META_FILE: &str = "environment.json";
@@ -89,7 +89,7 @@ pub enum EnvError {
     /// The environment's runtime cannot be used here (no usable `runsc`, not root, ...).
     #[error("runtime {runtime}: {message}")]
     Runtime {
-        runtime: hookbox_isolation::spec::RuntimeKind,
+        runtime: hookbox_sandbox::spec::RuntimeKind,
         message: String,
     },
 }
@@ -246,7 +246,7 @@ struct HostSide {
 fn id_span(runtime: RuntimeKind) -> u32 {
     match runtime {
         RuntimeKind::Namespaces => 1,
-        RuntimeKind::Gvisor => hookbox_isolation::gvisor::ID_SPAN,
+        RuntimeKind::Gvisor => hookbox_sandbox::gvisor::ID_SPAN,
     }
 }
 
@@ -258,7 +258,7 @@ impl Store {
     /// recorded by existing environments, so environments never share a host uid.
     ///
     /// An environment holds `span` ids from its own on (gVisor maps a range, see
-    /// [`hookbox_isolation::gvisor::ID_SPAN`]); ranges start on a multiple of the span from the range's
+    /// [`hookbox_sandbox::gvisor::ID_SPAN`]); ranges start on a multiple of the span from the range's
     /// first id and never overlap another environment's ids.
     fn allocate_identity(&self, range: UidRange, span: u32) -> Result<Identity> {
         let taken: Vec<(u64, u64)> = self
@@ -304,7 +304,7 @@ impl Store {
                 let refuse = |message: String| EnvError::Runtime { runtime, message };
                 if self.options.isolation != Isolation::Full {
                     return Err(refuse(
-                        hookbox_isolation::gvisor::GvisorError::NoIsolation.to_string(),
+                        hookbox_sandbox::gvisor::GvisorError::NoIsolation.to_string(),
                     ));
                 }
                 self.options.gvisor.check().map(drop).map_err(refuse)
@@ -715,7 +715,7 @@ impl Store {
                 let tasks = match meta.runtime {
                     RuntimeKind::Namespaces => limits.max_processes,
                     RuntimeKind::Gvisor => {
-                        limits.max_processes + hookbox_isolation::gvisor::HOST_TASKS
+                        limits.max_processes + hookbox_sandbox::gvisor::HOST_TASKS
                     }
                 };
                 cgroup::setup(id, tasks, limits.memory_bytes)

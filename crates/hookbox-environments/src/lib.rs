@@ -8,7 +8,7 @@
 //! remote MCP server's through a closure → post hooks → one typed outcome), which every caller
 //! goes through: the server's seams, `hookbox mcp`, `hookbox tool` and `mcp_server` tools.
 //!
-//! Must not: build sandboxes itself (that is `hookbox-isolation`: the launcher, warm sandboxes,
+//! Must not: build sandboxes itself (that is `hookbox-sandbox`: the launcher, warm sandboxes,
 //! the namespaces and gVisor runtimes), interpret hooks configuration or handler output (that
 //! is `hookbox-hooks`), resolve paths in a tree with anything but `hookbox-rootfs`, or talk to
 //! the network on the sandbox's behalf (that is `hookbox-egress`).
@@ -30,21 +30,21 @@
 //! [`environment::EnvironmentMeta`] values returned by the store have `transform` header values
 //! redacted.
 //!
-//! # Decisions (the sandbox itself: see `hookbox-isolation`)
+//! # Decisions (the sandbox itself: see `hookbox-sandbox`)
 //! - Runtime: each environment records the runtime it was created with
 //!   ([`environment::EnvironmentMeta::runtime`], `namespaces` unless the spec, the project's
 //!   config or `--runtime` says `gvisor`); a fork keeps it. gVisor environments hold a range of
-//!   [`hookbox_isolation::gvisor::ID_SPAN`] host ids and a host process cap raised by
-//!   [`hookbox_isolation::gvisor::HOST_TASKS`] for gVisor's own threads.
+//!   [`hookbox_sandbox::gvisor::ID_SPAN`] host ids and a host process cap raised by
+//!   [`hookbox_sandbox::gvisor::HOST_TASKS`] for gVisor's own threads.
 //! - Network ([`network`]): the environment's `network` is validated at creation and kept in its
 //!   metadata; absent means disabled. Disabled (or an empty allowlist): each sandbox gets a
-//!   fresh namespace with only `lo` ([`hookbox_isolation::spec::Network::Isolated`]; the calls of a
+//!   fresh namespace with only `lo` ([`hookbox_sandbox::spec::Network::Isolated`]; the calls of a
 //!   warm sandbox share it) and no proxy variables.
 //!   Otherwise, on the first launch, the opened [`environment::Environment`] creates one
 //!   loopback-only namespace (`hookbox_egress::netns`) with the egress proxy listening on
 //!   `127.0.0.1:<port>` inside it (served by a task on the caller's tokio runtime, dialing from
 //!   the host's namespace), and every sandbox of the environment (tools and command hooks) joins
-//!   it ([`hookbox_isolation::spec::Network::Join`]). The kernel, not the variables, keeps programs in: a direct
+//!   it ([`hookbox_sandbox::spec::Network::Join`]). The kernel, not the variables, keeps programs in: a direct
 //!   connect is refused at once, and `/etc/resolv.conf` names `127.0.0.1`, where nothing answers,
 //!   so DNS is not a way out (names are resolved by the proxy). Proxy and CA variables
 //!   (`hookbox_egress::env::sandbox_env`) are set last, over the environment's own variables.
@@ -87,5 +87,5 @@ pub mod vars;
 pub use environment::Store;
 /// The kernel an environment's programs run on (`namespaces` or `gvisor`), by the name an
 /// environment records and a config file or the API gives.
-pub use hookbox_isolation::spec::RuntimeKind;
+pub use hookbox_sandbox::spec::RuntimeKind;
 pub use network::{EgressOperator, EgressOptions};

@@ -26,7 +26,7 @@ use hookbox_egress::{
 use serde_json::Value;
 use tokio::sync::OnceCell;
 
-use hookbox_isolation::spec::FileBind;
+use hookbox_sandbox::spec::FileBind;
 
 /// Where the environment's CA bundle (system roots + the environment's CA) is bound in every
 /// sandbox with egress; the CA variables (`SSL_CERT_FILE`, ...) name this path.
@@ -50,7 +50,7 @@ pub const SYSTEM_CA_BUNDLES: &[&str] = &[
 /// Largest system bundle read (Debian's is about 200 KiB).
 const MAX_SYSTEM_BUNDLE: u64 = 8 << 20;
 
-pub use hookbox_isolation::spec::SANDBOX_RESOLV_CONF;
+pub use hookbox_sandbox::spec::SANDBOX_RESOLV_CONF;
 
 /// The hooks engine's http seam over an environment's egress: every http hook leaves through
 /// the environment's allowlist, SSRF defences and header injection. Egress does not know the
@@ -256,7 +256,7 @@ impl JoinedNetwork {
     }
 
     /// Where a gVisor sandbox's relayed connections go: this proxy.
-    pub fn relay_sink(&self) -> hookbox_isolation::runtime::RelaySink {
+    pub fn relay_sink(&self) -> hookbox_sandbox::runtime::RelaySink {
         let server = self.server.clone();
         Arc::new(move |stream| server.serve_stream(stream))
     }

@@ -5,7 +5,7 @@
 //! It builds the [`LaunchSpec`] and hands it to the environment's isolation runtime, so that a
 //! sandbox that could not be built is an error ([`RunError`]: the stage and errno the launcher
 //! reported), never a silent "allow". A launch that failed for a momentary lack of resources
-//! ([`hookbox_isolation::SandboxError::is_transient`]) is tried again; nothing else is. It must
+//! ([`hookbox_sandbox::SandboxError::is_transient`]) is tried again; nothing else is. It must
 //! not re-implement supervision (timeouts, output caps, killing the group).
 
 use std::os::fd::OwnedFd;
@@ -21,17 +21,15 @@ use hookbox_rootfs::{EntryKind, RootDir, RootFsError};
 use crate::network::{EnvNetwork, JoinedNetwork, NetworkError};
 use crate::slots::{ProcessSlots, SlotGuard, SlotsExhausted};
 use crate::source::RESERVED_TOP_LEVEL;
-use hookbox_isolation::cgroup::EnvCgroups;
-use hookbox_isolation::launcher::monotonic_ns;
-use hookbox_isolation::runtime::{Runtime, SandboxNet};
-use hookbox_isolation::spec::{
-    Bind, Identity, Isolation, LaunchSpec, Limits, Network, RuntimeKind,
-};
-use hookbox_isolation::warm::WarmSandbox;
-use hookbox_isolation::{LaunchFailure, SandboxError, Stage};
+use hookbox_sandbox::cgroup::EnvCgroups;
+use hookbox_sandbox::launcher::monotonic_ns;
+use hookbox_sandbox::runtime::{Runtime, SandboxNet};
+use hookbox_sandbox::spec::{Bind, Identity, Isolation, LaunchSpec, Limits, Network, RuntimeKind};
+use hookbox_sandbox::warm::WarmSandbox;
+use hookbox_sandbox::{LaunchFailure, SandboxError, Stage};
 
 /// The program that builds sandboxes (re-exported: [`SandboxOptions::launcher`] is one).
-pub use hookbox_isolation::runtime::Launcher;
+pub use hookbox_sandbox::runtime::Launcher;
 
 /// What sees a program's stdout as it is written (re-exported for the sandbox's users).
 pub use hookbox_process::OutputTap as StdoutTap;
@@ -183,12 +181,12 @@ pub struct SandboxOptions {
 pub struct GvisorSettings {
     /// `runsc` to use; `None`: the first on `PATH`.
     pub runsc: Option<PathBuf>,
-    pub platform: hookbox_isolation::gvisor::Platform,
-    checked: Arc<std::sync::OnceLock<Result<hookbox_isolation::gvisor::Runsc, String>>>,
+    pub platform: hookbox_sandbox::gvisor::Platform,
+    checked: Arc<std::sync::OnceLock<Result<hookbox_sandbox::gvisor::Runsc, String>>>,
 }
 
 impl GvisorSettings {
-    pub fn new(runsc: Option<PathBuf>, platform: hookbox_isolation::gvisor::Platform) -> Self {
+    pub fn new(runsc: Option<PathBuf>, platform: hookbox_sandbox::gvisor::Platform) -> Self {
         Self {
             runsc,
             platform,
@@ -197,10 +195,10 @@ impl GvisorSettings {
     }
 
     /// The checked `runsc`, or why there is none usable (the same answer every time).
-    pub fn check(&self) -> Result<&hookbox_isolation::gvisor::Runsc, String> {
+    pub fn check(&self) -> Result<&hookbox_sandbox::gvisor::Runsc, String> {
         self.checked
             .get_or_init(|| {
-                hookbox_isolation::gvisor::Runsc::detect(self.runsc.as_deref(), self.platform)
+                hookbox_sandbox::gvisor::Runsc::detect(self.runsc.as_deref(), self.platform)
                     .map_err(|e| e.to_string())
             })
             .as_ref()
@@ -231,10 +229,8 @@ impl SandboxOptions {
     pub fn runtime_for(&self, kind: RuntimeKind) -> Result<Arc<dyn Runtime>, SandboxError> {
         let launcher = self.launcher.clone();
         Ok(match kind {
-            RuntimeKind::Namespaces => {
-                Arc::new(hookbox_isolation::runtime::Namespaces { launcher })
-            }
-            RuntimeKind::Gvisor => Arc::new(hookbox_isolation::runtime::Gvisor {
+            RuntimeKind::Namespaces => Arc::new(hookbox_sandbox::runtime::Namespaces { launcher }),
+            RuntimeKind::Gvisor => Arc::new(hookbox_sandbox::runtime::Gvisor {
                 launcher,
                 runsc: self
                     .gvisor
@@ -270,7 +266,7 @@ pub struct SandboxLayout {
     /// namespace). `None`: a fresh namespace with only loopback.
     pub netns: Option<Arc<OwnedFd>>,
     /// The unprivileged host identity sandboxed root maps to (see [`LaunchSpec::identity`]);
-    /// under gVisor, the first of [`hookbox_isolation::gvisor::ID_SPAN`] ids.
+    /// under gVisor, the first of [`hookbox_sandbox::gvisor::ID_SPAN`] ids.
     pub identity: Option<Identity>,
     /// The kernel the environment's programs run on.
     pub runtime: RuntimeKind,
@@ -613,7 +609,7 @@ impl SandboxRunner {
         let gvisor = spec.runtime == RuntimeKind::Gvisor;
         if gvisor && spec.isolation != Isolation::Full {
             return Err(
-                LaunchFailure::from(hookbox_isolation::gvisor::GvisorError::NoIsolation).into(),
+                LaunchFailure::from(hookbox_sandbox::gvisor::GvisorError::NoIsolation).into(),
             );
         }
         let warm = gvisor || (self.options.warm && spec.isolation == Isolation::Full);
@@ -706,7 +702,7 @@ impl SandboxRunner {
         output_limit: usize,
         tap: Option<OutputTap>,
     ) -> Result<(CommandOutput, Vec<(String, i128)>), SandboxError> {
-        let output = hookbox_isolation::runtime::launch_cold(
+        let output = hookbox_sandbox::runtime::launch_cold(
             &self.options.launcher,
             spec,
             netns,

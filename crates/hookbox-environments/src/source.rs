@@ -238,7 +238,7 @@ pub struct EnvironmentSpec {
     ///
     /// [`SandboxOptions`]: crate::runner::SandboxOptions
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub runtime: Option<hookbox_isolation::spec::RuntimeKind>,
+    pub runtime: Option<hookbox_sandbox::spec::RuntimeKind>,
 }
 
 /// Why a source could not be materialised.

@@ -1,5 +1,5 @@
 //! Process supervision, at the bottom of everything in hookbox that runs a program: command
-//! hooks (`hookbox-hooks`), sandboxes (`hookbox-isolation`: the launcher, warm calls), repository
+//! hooks (`hookbox-hooks`), sandboxes (`hookbox-sandbox`: the launcher, warm calls), repository
 //! clones and host tools (`hookbox-environments`). None of them depends on another to bound a process.
 //!
 //! Owns:

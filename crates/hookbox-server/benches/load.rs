@@ -53,7 +53,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 fn main() {
     // Re-executed as the sandbox launcher: must stay single-threaded, so before any runtime.
     if std::env::args().nth(1).as_deref() == Some(LAUNCHER_SUBCOMMAND) {
-        std::process::exit(hookbox_isolation::launcher_main());
+        std::process::exit(hookbox_sandbox::launcher_main());
     }
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()

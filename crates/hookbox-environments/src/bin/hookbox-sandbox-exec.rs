@@ -1,5 +1,5 @@
-//! The sandbox launcher as a standalone binary; see `hookbox_isolation::launcher_main`.
+//! The sandbox launcher as a standalone binary; see `hookbox_sandbox::launcher_main`.
 
 fn main() {
-    std::process::exit(hookbox_isolation::launcher_main());
+    std::process::exit(hookbox_sandbox::launcher_main());
 }

@@ -21,7 +21,7 @@
 //! [`Environment::call_remote_tool`].
 //!
 //! Must not: parse hooks files or interpret handler output (that is `hookbox-hooks`), build
-//! sandboxes (the runner and `hookbox-isolation`), or speak a protocol: callers translate the
+//! sandboxes (the runner and `hookbox-sandbox`), or speak a protocol: callers translate the
 //! outcome (the server into a result step, `hookbox-mcp` into an MCP result).
 
 mod outcome;

@@ -7,8 +7,8 @@ use hookbox_environments::runner::{
     GvisorSettings, Launcher, SandboxLayout, SandboxOptions, SandboxRunner,
 };
 use hookbox_hooks::command::CommandOutput;
-use hookbox_isolation::spec::Identity;
-use hookbox_isolation::spec::RuntimeKind;
+use hookbox_sandbox::spec::Identity;
+use hookbox_sandbox::spec::RuntimeKind;
 
 pub const LAUNCHER: &str = env!("CARGO_BIN_EXE_hookbox-sandbox-exec");
 

@@ -454,7 +454,7 @@ async fn fork_bomb_is_capped_by_the_pids_cgroup() {
     }
     const CAP: u64 = 64;
     let id = format!("env_test{}", std::process::id());
-    let cgroups = hookbox_isolation::cgroup::setup(&id, CAP, 1 << 30);
+    let cgroups = hookbox_sandbox::cgroup::setup(&id, CAP, 1 << 30);
     assert!(
         cgroups.pids,
         "this machine offers a pids cgroup; the sandbox must use it"
@@ -484,7 +484,7 @@ async fn fork_bomb_is_capped_by_the_pids_cgroup() {
     assert_eq!(fields.get(4), Some(&"11"), "{report}");
     let children: u64 = fields[2].parse().unwrap();
     assert!(children > 0 && children < CAP, "{report}");
-    let peak = hookbox_isolation::cgroup::read_pids_counter(&cgroups, "pids.peak").unwrap();
+    let peak = hookbox_sandbox::cgroup::read_pids_counter(&cgroups, "pids.peak").unwrap();
     assert!(peak <= CAP, "peak {peak}");
     assert_hit_the_pids_limit(&cgroups);
     // The host can still fork.
@@ -497,18 +497,18 @@ async fn fork_bomb_is_capped_by_the_pids_cgroup() {
     // After the launcher is gone the namespace is torn down; the cgroup then empties.
     let out = sh(&env, "echo alive").await;
     assert_eq!(text(&out.stdout), "alive\n");
-    hookbox_isolation::cgroup::remove(&cgroups);
+    hookbox_sandbox::cgroup::remove(&cgroups);
 }
 
 /// Under gVisor the host cgroup is the cap (gVisor's own pids controller and RLIMIT_NPROC do
 /// not refuse forks): it counts the application kernel's threads and stubs too, which
-/// [`hookbox_isolation::gvisor::HOST_TASKS`] leaves room for. A bomb that reaches it ends the
+/// [`hookbox_sandbox::gvisor::HOST_TASKS`] leaves room for. A bomb that reaches it ends the
 /// sandbox (gVisor cannot grow); the host never goes past the cap, the call ends, and the
 /// environment serves calls again in a new sandbox once the bomb's processes are gone.
 async fn fork_bomb_under_gvisor() {
-    const CAP: u64 = 64 + hookbox_isolation::gvisor::HOST_TASKS;
+    const CAP: u64 = 64 + hookbox_sandbox::gvisor::HOST_TASKS;
     let id = format!("env_test{}", std::process::id());
-    let cgroups = hookbox_isolation::cgroup::setup(&id, CAP, 1 << 30);
+    let cgroups = hookbox_sandbox::cgroup::setup(&id, CAP, 1 << 30);
     assert!(cgroups.pids, "this machine offers a pids cgroup");
     let cg = cgroups.clone();
     let env = env_with(options(), move |layout| layout.cgroups = cg);
@@ -526,7 +526,7 @@ async fn fork_bomb_under_gvisor() {
         .await;
     // Whatever the bomb got (the sandbox ended under it, or the timeout), it did not succeed.
     assert!(out.as_ref().map_or(true, |o| !o.success()), "{out:?}");
-    let peak = hookbox_isolation::cgroup::read_pids_counter(&cgroups, "pids.peak").unwrap();
+    let peak = hookbox_sandbox::cgroup::read_pids_counter(&cgroups, "pids.peak").unwrap();
     assert!(peak <= CAP, "peak {peak}");
     assert_hit_the_pids_limit(&cgroups);
     // gVisor tears the bomb's processes down after the sandbox ended; until it has, the next
@@ -553,7 +553,7 @@ async fn fork_bomb_under_gvisor() {
         "the environment did not recover in {attempts} calls"
     );
     drop(env);
-    hookbox_isolation::cgroup::remove(&cgroups);
+    hookbox_sandbox::cgroup::remove(&cgroups);
 }
 
 #[tokio::test]
@@ -720,7 +720,7 @@ async fn under_gvisor_unimplemented_syscalls_fail_cleanly_and_never_reach_the_ho
 }
 
 /// The environment's pids cgroup refused at least one fork.
-fn assert_hit_the_pids_limit(cgroups: &hookbox_isolation::cgroup::EnvCgroups) {
+fn assert_hit_the_pids_limit(cgroups: &hookbox_sandbox::cgroup::EnvCgroups) {
     let events = std::fs::read_to_string(
         cgroups
             .dirs

@@ -132,7 +132,7 @@ async fn a_fork_with_sources_or_of_a_missing_environment_is_refused_and_leaves_n
 /// does its fork (only in the gVisor run of the suite, which has runsc).
 #[tokio::test]
 async fn an_environment_and_its_fork_keep_their_runtime() {
-    use hookbox_isolation::spec::RuntimeKind;
+    use hookbox_sandbox::spec::RuntimeKind;
     if !gvisor() {
         return;
     }
@@ -156,7 +156,7 @@ async fn an_environment_and_its_fork_keep_their_runtime() {
         }
     }
     // gVisor environments hold a range of host ids; a namespaces one never lands inside it.
-    let span = u64::from(hookbox_isolation::gvisor::ID_SPAN);
+    let span = u64::from(hookbox_sandbox::gvisor::ID_SPAN);
     for gv in [&parent, &child] {
         let start = u64::from(gv.sandbox_uid.unwrap());
         let other = u64::from(plain.sandbox_uid.unwrap());

@@ -27,7 +27,7 @@ async fn sandboxed_root_maps_to_an_unprivileged_host_uid() {
     if gvisor() {
         // gVisor's /proc shows its own id maps; the host's view of what root and uid 1000 write
         // is the mapping: the environment's uid, and the same plus 1000 (a range, see
-        // hookbox_isolation::gvisor::ID_SPAN).
+        // hookbox_sandbox::gvisor::ID_SPAN).
         let out = sh(
             &env,
             "id -u; touch /workspace/by-root; touch /workspace/by-1000; chown 1000:1000 /workspace/by-1000",

@@ -13,8 +13,8 @@ use hookbox_environments::environment::{Store, default_data_dir};
 use hookbox_environments::network::{EgressOperator, EgressOptions};
 use hookbox_environments::runner::{GvisorSettings, Launcher, SandboxOptions};
 use hookbox_environments::source::{Encoding, EnvValue, EnvironmentSpec, Source, SourceOrigin};
-use hookbox_isolation::gvisor::Platform;
-use hookbox_isolation::spec::{Isolation, RuntimeKind};
+use hookbox_sandbox::gvisor::Platform;
+use hookbox_sandbox::spec::{Isolation, RuntimeKind};
 
 /// The hidden subcommand through which the `hookbox` binary acts as its own sandbox launcher.
 pub const SANDBOX_EXEC_SUBCOMMAND: &str = "__sandbox-exec";

@@ -19,9 +19,9 @@ use hookbox_hooks::config::{Group, HandlerKind, HooksConfig};
 use hookbox_hooks::diagnostic::{Diagnostic, Severity};
 use hookbox_hooks::engine::{Decision, Dispatch, Outcome};
 use hookbox_hooks::{HookEngine, Loaded};
-use hookbox_isolation::spec::Isolation;
 use hookbox_protocol::{HookEvent, ToolCall, ToolName};
 use hookbox_rootfs::RootDir;
+use hookbox_sandbox::spec::Isolation;
 
 #[derive(Debug, Subcommand)]
 pub enum HooksCommand {
@@ -524,7 +524,7 @@ fn command_runner(
             "WARNING: --insecure-no-isolation: hook commands run directly on this machine, with NO sandbox"
         );
         options.isolation = Isolation::InsecureNone;
-    } else if let Some(feature) = hookbox_isolation::features::missing().into_iter().next() {
+    } else if let Some(feature) = hookbox_sandbox::features::missing().into_iter().next() {
         bail!(
             "this kernel lacks {feature}, which the sandbox needs; refusing to run hooks without isolation (--insecure-no-isolation overrides, unsafely)"
         );

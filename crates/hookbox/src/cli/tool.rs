@@ -56,7 +56,7 @@ pub fn run(args: ToolArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// `hookbox __sandbox-exec`: become the sandbox launcher (see hookbox_isolation::launcher).
+/// `hookbox __sandbox-exec`: become the sandbox launcher (see hookbox_sandbox::launcher).
 pub fn sandbox_exec() -> ! {
-    std::process::exit(hookbox_isolation::launcher_main())
+    std::process::exit(hookbox_sandbox::launcher_main())
 }

@@ -17,7 +17,7 @@ pub(in crate::sandbox) fn unisolated_store(data: &std::path::Path) -> Store {
         Arc::new(hookbox_egress::credentials::FileCredentialStore::open(data).unwrap());
     let launcher = hookbox_environments::runner::Launcher::standalone("/nonexistent");
     let mut options = hookbox_environments::runner::SandboxOptions::new(launcher);
-    options.isolation = hookbox_isolation::spec::Isolation::InsecureNone;
+    options.isolation = hookbox_sandbox::spec::Isolation::InsecureNone;
     Store::open(
         data,
         options,

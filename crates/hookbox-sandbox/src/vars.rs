@@ -1,4 +1,4 @@
-//! Every environment variable name hookbox-isolation reads, in one place.
+//! Every environment variable name hookbox-sandbox reads, in one place.
 
 /// Overrides the launcher program (default: the `hookbox` binary itself, `__sandbox-exec`).
 pub const HOOKBOX_SANDBOX_EXEC: &str = "HOOKBOX_SANDBOX_EXEC";

@@ -4,15 +4,13 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use hookbox_isolation::SandboxError;
-use hookbox_isolation::runtime::{Launcher, launch_cold};
-use hookbox_isolation::spec::{
-    Bind, Identity, Isolation, LaunchSpec, Limits, Network, RuntimeKind,
-};
-use hookbox_isolation::warm::WarmSandbox;
 use hookbox_process::CommandOutput;
+use hookbox_sandbox::SandboxError;
+use hookbox_sandbox::runtime::{Launcher, launch_cold};
+use hookbox_sandbox::spec::{Bind, Identity, Isolation, LaunchSpec, Limits, Network, RuntimeKind};
+use hookbox_sandbox::warm::WarmSandbox;
 
-pub const LAUNCHER: &str = env!("CARGO_BIN_EXE_hookbox-isolation-launcher");
+pub const LAUNCHER: &str = env!("CARGO_BIN_EXE_hookbox-sandbox-launcher");
 
 pub fn launcher() -> Launcher {
     Launcher::standalone(LAUNCHER)

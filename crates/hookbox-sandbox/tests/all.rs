@@ -1,4 +1,4 @@
-//! Integration tests of hookbox-isolation: real launches of the launcher binary, cold and in warm
+//! Integration tests of hookbox-sandbox: real launches of the launcher binary, cold and in warm
 //! sandboxes, checked for the stage and errno of a failure and for the bounds on time and
 //! output. One binary, modules under `suite/`.
 

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use hookbox_isolation::spec::Bind;
-use hookbox_isolation::{SandboxError, Stage};
+use hookbox_sandbox::spec::Bind;
+use hookbox_sandbox::{SandboxError, Stage};
 
 use super::support::*;
 
@@ -105,12 +105,12 @@ async fn a_missing_program_fails_at_exec_with_enoent_cold_and_in_a_warm_call() {
 }
 
 /// The environment's pids cgroup with room for `max` tasks, removed when dropped.
-struct PidsCgroup(hookbox_isolation::cgroup::EnvCgroups);
+struct PidsCgroup(hookbox_sandbox::cgroup::EnvCgroups);
 
 impl PidsCgroup {
     fn new(name: &str, max: u64) -> Self {
         let id = format!("isolation-test-{}-{name}", std::process::id());
-        let cgroups = hookbox_isolation::cgroup::setup(&id, max, 1 << 30);
+        let cgroups = hookbox_sandbox::cgroup::setup(&id, max, 1 << 30);
         assert!(
             cgroups.pids,
             "this machine offers no pids cgroup to cap a sandbox with"
@@ -121,7 +121,7 @@ impl PidsCgroup {
 
 impl Drop for PidsCgroup {
     fn drop(&mut self) {
-        hookbox_isolation::cgroup::remove(&self.0);
+        hookbox_sandbox::cgroup::remove(&self.0);
     }
 }
 
@@ -171,7 +171,7 @@ async fn under_gvisor_a_missing_program_fails_at_exec_with_enoent() {
     {
         return;
     }
-    let runsc = hookbox_isolation::gvisor::Runsc::detect(
+    let runsc = hookbox_sandbox::gvisor::Runsc::detect(
         std::env::var_os("HOOKBOX_TEST_RUNSC")
             .map(std::path::PathBuf::from)
             .as_deref(),
@@ -179,12 +179,11 @@ async fn under_gvisor_a_missing_program_fails_at_exec_with_enoent() {
     )
     .unwrap();
     let mut t = tree(&["/bin/not-a-program"]);
-    t.spec.runtime = hookbox_isolation::spec::RuntimeKind::Gvisor;
+    t.spec.runtime = hookbox_sandbox::spec::RuntimeKind::Gvisor;
     let (key, _) = t.spec.split_call();
-    let sandbox =
-        hookbox_isolation::warm::WarmSandbox::start_gvisor(&runsc, &launcher(), key, None)
-            .await
-            .unwrap();
+    let sandbox = hookbox_sandbox::warm::WarmSandbox::start_gvisor(&runsc, &launcher(), key, None)
+        .await
+        .unwrap();
     let err = failed_at(warm_call(&sandbox, &t.spec, TIMEOUT, LIMIT).await);
     assert_eq!(
         (err.stage(), err.errno()),
