@@ -13,7 +13,7 @@
 pub mod audit;
 pub mod credentials;
 mod egress;
-pub mod env;
+pub mod env_vars;
 pub mod inject;
 mod local;
 pub mod netns;

@@ -13,7 +13,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hookbox_environments::environment::{Environment, Store};
+use hookbox_environments::environment::{Environment, Environments};
 use hookbox_environments::lifecycle::ToolResult;
 use hookbox_environments::runner::{GvisorSettings, Launcher, SandboxOptions};
 use hookbox_environments::source::EnvironmentSpec;
@@ -62,7 +62,7 @@ async fn measure(runtime: RuntimeKind, runs: usize) -> Row {
     options.gvisor = GvisorSettings::new(None, Default::default());
     let credentials =
         Arc::new(hookbox_egress::credentials::FileCredentialStore::open(data.path()).unwrap());
-    let store = Store::open(
+    let store = Environments::open(
         data.path(),
         options,
         hookbox_environments::network::EgressOptions::new(credentials),

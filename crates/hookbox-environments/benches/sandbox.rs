@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hookbox_environments::environment::Store;
+use hookbox_environments::environment::Environments;
 use hookbox_environments::lifecycle::ToolResult;
 use hookbox_environments::runner::{Launcher, SandboxOptions};
 use hookbox_environments::source::{EnvironmentSpec, Source};
@@ -68,7 +68,7 @@ fn main() {
         Arc::new(hookbox_egress::credentials::FileCredentialStore::open(data.path()).unwrap());
     let options = SandboxOptions::new(Launcher::standalone(LAUNCHER));
     let egress = hookbox_environments::network::EgressOptions::new(credentials);
-    let store = Store::open(data.path(), options.clone(), egress).unwrap();
+    let store = Environments::open(data.path(), options.clone(), egress).unwrap();
     let runs = 60;
 
     // 1. Bare unshare, the limit.
@@ -157,7 +157,7 @@ fn main() {
         warm: false,
         ..options.clone()
     };
-    let cold_store = Store::open(
+    let cold_store = Environments::open(
         data.path(),
         cold_options.clone(),
         hookbox_environments::network::EgressOptions::new(Arc::new(
@@ -290,7 +290,7 @@ fn main() {
         unmapped_options.identities = None;
         let credentials =
             Arc::new(hookbox_egress::credentials::FileCredentialStore::open(data.path()).unwrap());
-        let unmapped_store = Store::open(
+        let unmapped_store = Environments::open(
             data.path(),
             unmapped_options,
             hookbox_environments::network::EgressOptions::new(credentials),

@@ -24,13 +24,13 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::env_vars;
 use crate::network::{self, EgressOptions, EnvNetwork, NetworkError};
 use crate::runner::{SandboxLayout, SandboxOptions, SandboxRunner, UidRange};
 use crate::source::{
     self, Buckets, EnvironmentSpec, GcsFromEnv, Materialiser, Source, SourceError, SourceOrigin,
 };
 use crate::tools;
-use crate::vars;
 use hookbox_sandbox::cgroup::{self, EnvCgroups};
 use hookbox_sandbox::features::{self, Feature};
 use hookbox_sandbox::spec::{Identity, Isolation, RuntimeKind};
@@ -71,7 +71,10 @@ pub enum EnvError {
         "this kernel lacks {0}, which hookbox's sandbox needs; enable it, or pass --insecure-no-isolation to run WITHOUT any isolation"
     )]
     MissingFeature(Feature),
-    #[error("cannot find a data directory: set {} or HOME", vars::HOOKBOX_DATA_DIR)]
+    #[error(
+        "cannot find a data directory: set {} or HOME",
+        env_vars::HOOKBOX_DATA_DIR
+    )]
     NoDataDir,
     #[error("{0}")]
     Runner(#[from] crate::runner::RunError),
@@ -214,20 +217,20 @@ pub fn read_meta(dir: &Path) -> Result<EnvironmentMeta> {
 /// The default data directory: `$HOOKBOX_DATA_DIR`, else `$XDG_DATA_HOME/hookbox`, else
 /// `~/.local/share/hookbox`.
 pub fn default_data_dir() -> Result<PathBuf> {
-    if let Some(dir) = std::env::var_os(vars::HOOKBOX_DATA_DIR) {
+    if let Some(dir) = std::env::var_os(env_vars::HOOKBOX_DATA_DIR) {
         return Ok(PathBuf::from(dir));
     }
-    if let Some(dir) = std::env::var_os(vars::XDG_DATA_HOME) {
+    if let Some(dir) = std::env::var_os(env_vars::XDG_DATA_HOME) {
         return Ok(PathBuf::from(dir).join("hookbox"));
     }
-    std::env::var_os(vars::HOME)
+    std::env::var_os(env_vars::HOME)
         .map(|home| PathBuf::from(home).join(".local/share/hookbox"))
         .ok_or(EnvError::NoDataDir)
 }
 
 /// All environments under one data directory.
 #[derive(Debug, Clone)]
-pub struct Store {
+pub struct Environments {
     root: PathBuf,
     options: Arc<SandboxOptions>,
     egress: EgressOptions,
@@ -253,7 +256,7 @@ fn id_span(runtime: RuntimeKind) -> u32 {
 /// Serialises uid allocation within this process (two creations cannot pick the same free id).
 static UID_ALLOCATION: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-impl Store {
+impl Environments {
     /// Picks an unused id of `range` for a new environment: random, retried against the ids
     /// recorded by existing environments, so environments never share a host uid.
     ///
@@ -777,7 +780,7 @@ impl hookbox_hooks::scrub::Secrets for InjectedValues {
     }
 }
 
-impl Store {
+impl Environments {
     /// The identity `meta`'s sandboxes run as. An environment created before hookbox mapped
     /// sandboxed root to an unprivileged uid (or by an unprivileged hookbox) gets one now: its
     /// tree is given to the new uid and the choice recorded, once.

@@ -21,11 +21,11 @@
 //!         extra_ca_file: Some(pem_path),                // extra upstream roots
 //!         resolve_pins: vec!["api.example.com:443=127.0.0.1:8443".parse()?], // curl --connect-to
 //!     });
-//! let store = Store::open(&data_dir, SandboxOptions::new(launcher), egress)?;
+//! let store = Environments::open(&data_dir, SandboxOptions::new(launcher), egress)?;
 //! let env = store.open_env(id)?;      // keep it open as long as the environment is in use:
 //! env.call_tool(call).await;          // its netns and proxy task live exactly as long as it
 //! ```
-//! [`source::EnvironmentSpec::network`] takes the API's `network` JSON as is; [`Store::create`]
+//! [`source::EnvironmentSpec::network`] takes the API's `network` JSON as is; [`Environments::create`]
 //! rejects an invalid one (the error names the JSON path) before anything is created.
 //! [`environment::EnvironmentMeta`] values returned by the store have `transform` header values
 //! redacted.
@@ -47,7 +47,7 @@
 //!   it ([`hookbox_sandbox::spec::Network::Join`]). The kernel, not the variables, keeps programs in: a direct
 //!   connect is refused at once, and `/etc/resolv.conf` names `127.0.0.1`, where nothing answers,
 //!   so DNS is not a way out (names are resolved by the proxy). Proxy and CA variables
-//!   (`hookbox_egress::env::sandbox_env`) are set last, over the environment's own variables.
+//!   (`hookbox_egress::env_vars::sandbox_env`) are set last, over the environment's own variables.
 //!   The namespace, proxy task and CA bundle go when the `Environment` is dropped.
 //! - CA: per opened environment (key only in hookbox's memory). The bundle (host roots + that
 //!   CA) is written under the environment's directory (`.egress-*/`, outside the tree) and bound
@@ -75,6 +75,7 @@
 //!   sandbox paths such as `/.agents/...` do not resolve in that mode.
 
 pub mod disk;
+pub mod env_vars;
 pub mod environment;
 pub mod lifecycle;
 pub mod network;
@@ -82,9 +83,8 @@ pub mod runner;
 pub mod slots;
 pub mod source;
 pub mod tools;
-pub mod vars;
 
-pub use environment::Store;
+pub use environment::Environments;
 /// The kernel an environment's programs run on (`namespaces` or `gvisor`), by the name an
 /// environment records and a config file or the API gives.
 pub use hookbox_sandbox::spec::RuntimeKind;

@@ -1,6 +1,6 @@
 //! An environment's network, wired to `hookbox-egress`.
 //!
-//! Owns the egress plumbing a [`crate::environment::Store`] is opened with ([`EgressOptions`]:
+//! Owns the egress plumbing a [`crate::environment::Environments`] is opened with ([`EgressOptions`]:
 //! the credential store and the operator's [`EgressOperator`] options) and, per opened
 //! environment, [`EnvNetwork`]: its [`Egress`] (policy, CA, credentials), used by http hooks
 //! through `EgressPoster` (behind the hooks engine's seam: [`HookPoster`]), and — only when the
@@ -375,7 +375,7 @@ impl EnvNetwork {
         tracing::info!(env_id = %self.env_id, proxy = %url, "environment network ready");
         Ok(JoinedNetwork {
             netns: Arc::new(netns),
-            env: hookbox_egress::env::sandbox_env(&url, SANDBOX_CA_BUNDLE),
+            env: hookbox_egress::env_vars::sandbox_env(&url, SANDBOX_CA_BUNDLE),
             files,
             port: addr.port(),
             server,

@@ -51,7 +51,7 @@ impl SandboxTools {
         ToolName::ALL
             .iter()
             .map(|tool| {
-                let (description, schema) = hookbox_agent::tools::declaration(*tool);
+                let (description, schema) = hookbox_agent::steps::declaration(*tool);
                 let schema = match schema {
                     Value::Object(map) => map,
                     _ => serde_json::Map::new(),
@@ -75,7 +75,7 @@ impl SandboxTools {
         );
         let (text, failed) = match &outcome.result {
             ToolResult::Ok { output } => (
-                hookbox_agent::tools::output_as_text(&output.json()),
+                hookbox_agent::steps::output_as_text(&output.json()),
                 matches!(output, ToolOutput::Code(code) if code.failed()),
             ),
             ToolResult::Error { error } => (error.clone(), true),

@@ -38,14 +38,8 @@ pub const ID_SPAN: u32 = 65536;
 /// not refuse forks in this release). About 60 are in use while idle.
 pub const HOST_TASKS: u64 = 256;
 
-/// The environment variable that tells the launcher it is the init of a gVisor container.
-pub const INIT_MARKER: &str = "HOOKBOX_GVISOR_INIT";
-
 /// The sandbox path at which the launcher binary is bound read-only for the container's init.
 pub const INIT_PATH: &str = "/.hookbox-init";
-
-/// The environment variable that tells the launcher to wrap `runsc` (see [`wrap`]).
-pub const WRAP_MARKER: &str = "HOOKBOX_GVISOR_WRAP";
 
 /// One host path the sandbox binds, staged by the wrapper at `staged` (see [`wrap`]).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -208,7 +202,7 @@ impl Runsc {
 
     /// The global flags of every runsc command for a sandbox whose state lives in `state`.
     fn global_args(&self, state: &Path) -> Vec<String> {
-        let mut args = match std::env::var_os(crate::vars::HOOKBOX_RUNSC_DEBUG_LOG) {
+        let mut args = match std::env::var_os(crate::env_vars::HOOKBOX_RUNSC_DEBUG_LOG) {
             Some(dir) => vec![
                 "--debug".to_owned(),
                 format!("--debug-log={}/", Path::new(&dir).display()),
@@ -331,10 +325,11 @@ impl Runsc {
     }
 }
 
-/// The wrapper around `runsc run` (the launcher binary with [`WRAP_MARKER`] set, single
-/// threaded), still host root: in a private mount namespace and an empty network namespace of
-/// its own, binds every host path the sandbox uses at its staged place in the bundle (opened
-/// without following a final symlink), read-only unless writable, then execs runsc. Two reasons:
+/// The wrapper around `runsc run` (the launcher binary with
+/// [`WRAP_MARKER`](crate::env_vars::WRAP_MARKER) set, single threaded), still host root: in a
+/// private mount namespace and an empty network namespace of its own, binds every host path the
+/// sandbox uses at its staged place in the bundle (opened without following a final symlink),
+/// read-only unless writable, then execs runsc. Two reasons:
 /// - runsc's gofer works as the environment's unprivileged uid, which cannot traverse the data
 ///   dir's 0700 parents; the staged paths lie beneath the bundle, which it can (as the
 ///   namespaces launcher stages under `/tmp`);
@@ -412,8 +407,9 @@ pub fn wrap(wrap: &Wrap) -> Result<std::convert::Infallible, LaunchFailure> {
     }
 }
 
-/// The wrapper's entry point (the launcher binary run with [`WRAP_MARKER`]): its [`Wrap`] on
-/// [`crate::spec::SPEC_FD`], a failure on stderr, which is the warm sandbox's status channel.
+/// The wrapper's entry point (the launcher binary run with
+/// [`WRAP_MARKER`](crate::env_vars::WRAP_MARKER)): its [`Wrap`] on [`crate::spec::SPEC_FD`], a
+/// failure on stderr, which is the warm sandbox's status channel.
 pub(crate) fn wrapper_main() -> i32 {
     let result = crate::launcher::read_json::<Wrap>()
         .map_err(|e| e.failure())
@@ -549,7 +545,7 @@ pub fn write_bundle(
             "terminal": false,
             "user": {"uid": 0, "gid": 0},
             "args": argv,
-            "env": [format!("{INIT_MARKER}=1")],
+            "env": [format!("{}=1", crate::env_vars::INIT_MARKER)],
             "cwd": "/",
             "capabilities": {
                 "bounding": caps, "effective": caps, "permitted": caps,

@@ -24,7 +24,7 @@ impl Launcher {
 
     /// `$HOOKBOX_SANDBOX_EXEC` if set, else the current executable with `hidden_subcommand`.
     pub fn from_env_or_current_exe(hidden_subcommand: &str) -> std::io::Result<Self> {
-        match std::env::var_os(crate::vars::HOOKBOX_SANDBOX_EXEC) {
+        match std::env::var_os(crate::env_vars::HOOKBOX_SANDBOX_EXEC) {
             Some(path) => Ok(Self::standalone(PathBuf::from(path))),
             None => Ok(Self {
                 program: std::env::current_exe()?,

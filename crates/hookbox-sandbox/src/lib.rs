@@ -56,6 +56,7 @@
 //!   gVisor's own loopback to the environment's proxy over unix sockets passed in.
 
 pub mod cgroup;
+pub mod env_vars;
 pub mod error;
 pub mod fdpass;
 pub mod features;
@@ -67,7 +68,6 @@ pub mod runtime;
 pub mod seccomp;
 pub mod spec;
 pub mod status;
-pub mod vars;
 pub mod warm;
 
 pub use error::{LaunchFailure, SandboxError, Stage};
@@ -77,10 +77,10 @@ pub use error::{LaunchFailure, SandboxError, Stage};
 /// launcher, by the marker in its environment. Never returns on success; on failure it has
 /// reported on its status channel and returns the exit code.
 pub fn launcher_main() -> i32 {
-    if std::env::var_os(gvisor::INIT_MARKER).is_some() {
+    if std::env::var_os(env_vars::INIT_MARKER).is_some() {
         return gvisor_init::main();
     }
-    if std::env::var_os(gvisor::WRAP_MARKER).is_some() {
+    if std::env::var_os(env_vars::WRAP_MARKER).is_some() {
         return gvisor::wrapper_main();
     }
     launcher::main()

@@ -175,7 +175,7 @@ impl WarmSandbox {
         let mut cmd = std::process::Command::new(&launcher.program);
         cmd.args(&launcher.args)
             .env_clear()
-            .env(crate::gvisor::WRAP_MARKER, "1")
+            .env(crate::env_vars::WRAP_MARKER, "1")
             .stdin(Stdio::from(theirs))
             .stdout(Stdio::null())
             .stderr(Stdio::from(status_write));

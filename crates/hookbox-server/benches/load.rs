@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use hookbox_agent::LoopConfig;
 use hookbox_agent::offline::OfflineModel;
-use hookbox_environments::environment::Store as EnvStore;
+use hookbox_environments::environment::Environments;
 use hookbox_environments::network::EgressOptions;
 use hookbox_environments::runner::{Launcher, SandboxOptions};
 use hookbox_server::sandbox::SandboxBackend;
@@ -132,7 +132,7 @@ fn serve_on(
         runtime: setup.runtime,
         ..SandboxOptions::new(launcher)
     };
-    let envs = EnvStore::open(data, options, EgressOptions::new(credentials)).unwrap();
+    let envs = Environments::open(data, options, EgressOptions::new(credentials)).unwrap();
     let mut backend = SandboxBackend::new(envs.clone());
     let mut lifecycle = hookbox_server::lifecycle::Lifecycle::default();
     if let Some(url) = &setup.snapshots {

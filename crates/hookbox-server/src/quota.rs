@@ -20,7 +20,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
-use hookbox_agent::seams::{OutputSink, ToolExecution, ToolExecutor};
+use hookbox_agent::execution::ToolExecution;
+use hookbox_agent::seams::{OutputSink, ToolExecutor};
 use hookbox_environments::RuntimeKind;
 use hookbox_protocol::ToolCall;
 use hookbox_store::{Cluster, Store};

@@ -20,7 +20,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hookbox_environments::environment::{Store as EnvStore, read_meta};
+use hookbox_environments::environment::{Environments, read_meta};
 
 use crate::{CheckpointStats, SnapshotError, Snapshots, is_dirty, read_state};
 
@@ -83,7 +83,7 @@ fn report_pending(pending: usize) {
 /// Checkpoints, restores and local eviction of one host's environments.
 pub struct Manager {
     snapshots: Snapshots,
-    envs: EnvStore,
+    envs: Environments,
     options: ManagerOptions,
     book: Mutex<Book>,
     /// One operation (checkpoint, restore, eviction) per environment at a time.
@@ -104,7 +104,7 @@ impl std::fmt::Debug for Manager {
 }
 
 impl Manager {
-    pub fn new(snapshots: Snapshots, envs: EnvStore, options: ManagerOptions) -> Arc<Self> {
+    pub fn new(snapshots: Snapshots, envs: Environments, options: ManagerOptions) -> Arc<Self> {
         Arc::new(Manager {
             snapshots,
             envs,

@@ -14,7 +14,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use hookbox_agent::seams::{ToolExecution, ToolExecutor};
+use hookbox_agent::execution::ToolExecution;
+use hookbox_agent::seams::ToolExecutor;
 use hookbox_protocol::{ToolCall, ToolName};
 
 pub use local::LocalBackend;

@@ -110,16 +110,16 @@ pub fn fixture(name: &str) -> String {
 
 /// A store whose environments are removed when the test ends, so their cgroups do not pile up
 /// on the machine.
-pub struct TestStore(pub hookbox_environments::environment::Store);
+pub struct TestEnvironments(pub hookbox_environments::environment::Environments);
 
-impl std::ops::Deref for TestStore {
-    type Target = hookbox_environments::environment::Store;
+impl std::ops::Deref for TestEnvironments {
+    type Target = hookbox_environments::environment::Environments;
     fn deref(&self) -> &Self::Target {
         &self.0
     }
 }
 
-impl Drop for TestStore {
+impl Drop for TestEnvironments {
     fn drop(&mut self) {
         for meta in self.0.list().unwrap_or_default() {
             let _ = self.0.remove(&meta.id);
@@ -127,7 +127,7 @@ impl Drop for TestStore {
     }
 }
 
-pub fn store_with(data: &std::path::Path, options: SandboxOptions) -> TestStore {
+pub fn store_with(data: &std::path::Path, options: SandboxOptions) -> TestEnvironments {
     store_with_egress(data, options, Default::default())
 }
 
@@ -136,12 +136,14 @@ pub fn store_with_egress(
     data: &std::path::Path,
     options: SandboxOptions,
     operator: hookbox_environments::network::EgressOperator,
-) -> TestStore {
+) -> TestEnvironments {
     let credentials =
         Arc::new(hookbox_egress::credentials::FileCredentialStore::open(data).unwrap());
     let egress =
         hookbox_environments::network::EgressOptions::new(credentials).with_operator(operator);
-    TestStore(hookbox_environments::environment::Store::open(data, options, egress).unwrap())
+    TestEnvironments(
+        hookbox_environments::environment::Environments::open(data, options, egress).unwrap(),
+    )
 }
 
 pub fn inline(target: &str, content: &str) -> hookbox_environments::source::Source {
@@ -153,7 +155,7 @@ pub fn inline(target: &str, content: &str) -> hookbox_environments::source::Sour
 }
 
 pub fn create(
-    store: &hookbox_environments::environment::Store,
+    store: &hookbox_environments::environment::Environments,
     spec: serde_json::Value,
 ) -> hookbox_environments::environment::EnvironmentMeta {
     let spec: hookbox_environments::source::EnvironmentSpec = serde_json::from_value(spec).unwrap();

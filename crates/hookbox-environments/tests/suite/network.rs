@@ -158,7 +158,7 @@ async fn respond(req: Request<Incoming>, log: Arc<Mutex<Vec<Seen>>>) -> Response
 }
 
 /// A store with a stored bearer credential `api-token`, with `operator`'s options.
-fn store(data: &std::path::Path, operator: EgressOperator) -> TestStore {
+fn store(data: &std::path::Path, operator: EgressOperator) -> TestEnvironments {
     FileCredentialStore::open(data)
         .unwrap()
         .create(
@@ -636,8 +636,9 @@ async fn an_allowlist_credential_resolves_only_inside_the_environments_project()
         .unwrap();
     let egress = hookbox_environments::network::EgressOptions::new(Arc::new(credentials))
         .with_operator(receiver.operator());
-    let store = TestStore(
-        hookbox_environments::environment::Store::open(data.path(), options(), egress).unwrap(),
+    let store = TestEnvironments(
+        hookbox_environments::environment::Environments::open(data.path(), options(), egress)
+            .unwrap(),
     );
     let network: Value = serde_json::from_str(API_POLICY).unwrap();
     let own = create(&store, json!({"network": network, "project": "team-a"}));

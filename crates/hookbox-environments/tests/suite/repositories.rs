@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use hookbox_environments::environment::{EnvError, Store};
+use hookbox_environments::environment::{EnvError, Environments};
 use hookbox_environments::network::EgressOperator;
 use hookbox_environments::source::{EnvironmentSpec, SourceError, SourceOrigin};
 use http_body_util::{BodyExt as _, Full};
@@ -65,7 +65,7 @@ fn spec(url: &str, network: Option<Value>) -> EnvironmentSpec {
 
 /// Creates off the test's runtime (creation is blocking: it runs git).
 async fn create_as(
-    store: &Store,
+    store: &Environments,
     spec: EnvironmentSpec,
     origin: SourceOrigin,
 ) -> Result<hookbox_environments::environment::EnvironmentMeta, EnvError> {

@@ -8,7 +8,8 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use hookbox_agent::seams::{ProviderError, ToolExecution, ToolExecutor};
+use hookbox_agent::execution::ToolExecution;
+use hookbox_agent::seams::{ProviderError, ToolExecutor};
 use hookbox_environments::lifecycle::{Outcome, ToolResult};
 use hookbox_protocol::ToolCall;
 

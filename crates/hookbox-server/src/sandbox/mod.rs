@@ -5,7 +5,7 @@
 //!   under a lease this replica lost, the stop);
 //! - `executor`: [`ToolExecutor`]: each call handed to the environment's tool-call lifecycle
 //!   (`hookbox_environments::lifecycle`), whose typed outcome (what the model sees, the verdict, the
-//!   trace) becomes the loop's [`ToolExecution`](hookbox_agent::seams::ToolExecution); the
+//!   trace) becomes the loop's [`ToolExecution`](hookbox_agent::execution::ToolExecution); the
 //!   interaction hooks and the sessions with remote MCP servers;
 //! - `provider`: [`EnvironmentProvider`]: API sources as sandbox sources, create, fork,
 //!   delete, files through the environment's confined tree;

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use hookbox_environments::environment::Store;
+use hookbox_environments::environment::Environments;
 use hookbox_environments::runner::{Launcher, SandboxOptions};
 
 /// A data dir whose disks are detached when dropped.
@@ -26,17 +26,17 @@ impl Drop for DataDir {
 }
 
 /// Environments in `data`, each on an image of `cap` bytes (nothing is ever launched).
-pub fn store(data: &Path, cap: u64) -> Store {
+pub fn store(data: &Path, cap: u64) -> Environments {
     let mut options = SandboxOptions::new(Launcher::standalone("/nonexistent-launcher"));
     options.disk_limit_bytes = Some(cap);
     let credentials =
         std::sync::Arc::new(hookbox_egress::credentials::FileCredentialStore::open(data).unwrap());
     let egress = hookbox_environments::network::EgressOptions::new(credentials);
-    Store::open(data, options, egress).unwrap()
+    Environments::open(data, options, egress).unwrap()
 }
 
 /// A new environment from `spec` (the API's environment JSON); its id.
-pub fn create(store: &Store, spec: serde_json::Value) -> String {
+pub fn create(store: &Environments, spec: serde_json::Value) -> String {
     let spec: hookbox_environments::source::EnvironmentSpec = serde_json::from_value(spec).unwrap();
     store
         .create(

@@ -9,7 +9,7 @@ use base64::Engine;
 use clap::{Args, Subcommand};
 use hookbox_egress::ResolvePin;
 use hookbox_egress::ssrf::Cidr;
-use hookbox_environments::environment::{Store, default_data_dir};
+use hookbox_environments::environment::{Environments, default_data_dir};
 use hookbox_environments::network::{EgressOperator, EgressOptions};
 use hookbox_environments::runner::{GvisorSettings, Launcher, SandboxOptions};
 use hookbox_environments::source::{Encoding, EnvValue, EnvironmentSpec, Source, SourceOrigin};
@@ -122,7 +122,7 @@ impl EgressArgs {
 }
 
 impl StoreArgs {
-    pub fn open(&self) -> anyhow::Result<Store> {
+    pub fn open(&self) -> anyhow::Result<Environments> {
         self.open_with(None, EgressOperator::default())
     }
 
@@ -132,7 +132,7 @@ impl StoreArgs {
         &self,
         tool_timeout: Option<std::time::Duration>,
         operator: EgressOperator,
-    ) -> anyhow::Result<Store> {
+    ) -> anyhow::Result<Environments> {
         let data_dir = match &self.data_dir {
             Some(dir) => dir.clone(),
             None => default_data_dir()?,
@@ -159,7 +159,7 @@ impl StoreArgs {
             self.database.database.as_deref(),
         )?;
         let egress = EgressOptions::new(Arc::new(credentials)).with_operator(operator);
-        Ok(Store::open(&data_dir, options, egress)?)
+        Ok(Environments::open(&data_dir, options, egress)?)
     }
 }
 

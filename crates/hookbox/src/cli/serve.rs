@@ -21,7 +21,7 @@ use hookbox_agent::openai::OpenAiModel;
 use hookbox_agent::{LoopConfig, Model};
 use hookbox_egress::ResolvePin;
 use hookbox_egress::ssrf::Cidr;
-use hookbox_environments::environment::Store as EnvStore;
+use hookbox_environments::environment::Environments;
 use hookbox_environments::network::{EgressOperator, EgressOptions};
 use hookbox_environments::runner::{Launcher, SandboxOptions};
 use hookbox_environments::slots::SlotRegistry;
@@ -488,7 +488,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             resolve_pins: args.egress_resolve.clone(),
         },
     );
-    let environments = EnvStore::open(&data_dir, sandbox, egress)
+    let environments = Environments::open(&data_dir, sandbox, egress)
         .with_context(|| format!("cannot open the environments in {}", data_dir.display()))?;
     let snapshots = match &args.snapshot_store {
         Some(url) => Some(
@@ -799,7 +799,7 @@ async fn open_snapshots(
     url: &str,
     args: SnapshotArgs,
     quotas: &QuotaConfig,
-    environments: &EnvStore,
+    environments: &Environments,
 ) -> anyhow::Result<Arc<hookbox_snapshot::Manager>> {
     if args.insecure {
         bail!(

@@ -1,6 +1,8 @@
-//! The six built-in tools as the model sees them: names, descriptions and JSON-schema parameters
-//! (used for Gemini function declarations and OpenAI tools alike), and how a call and its result
-//! become interaction steps. Argument names here are the contract with the sandbox's tools.
+//! Tool calls as interaction steps: how a call and its result become steps ([`call_step`],
+//! [`result_step`]), how the model backends read steps back as calls and results
+//! ([`as_tool_step`], approval steps hidden), and the six built-in tools as the model sees them
+//! (names, descriptions and JSON-schema parameters, for Gemini function declarations and OpenAI
+//! tools alike). Argument names here are the contract with the environments' tools.
 
 use hookbox_protocol::ToolName;
 use hookbox_protocol::api::{CodeExecutionArguments, Step};

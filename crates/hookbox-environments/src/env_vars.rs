@@ -1,5 +1,5 @@
 //! Every environment variable name hookbox-environments reads, in one place (the launcher's and
-//! runsc's are in `hookbox_sandbox::vars`).
+//! runsc's are in `hookbox_sandbox::env_vars`).
 
 /// Where environments live (default `~/.local/share/hookbox`).
 pub const HOOKBOX_DATA_DIR: &str = "HOOKBOX_DATA_DIR";
