@@ -154,10 +154,8 @@ impl StoreArgs {
             options.isolation = Isolation::InsecureNone;
         }
         self.runtime.apply(&mut options)?;
-        let credentials = crate::credentials::StoreCredentials::open(
-            &data_dir,
-            self.database.database.as_deref(),
-        )?;
+        let credentials =
+            super::credential::open_credentials(&data_dir, self.database.database.as_deref())?;
         let egress = EgressOptions::new(Arc::new(credentials)).with_operator(operator);
         Ok(Environments::open(&data_dir, options, egress)?)
     }

@@ -33,7 +33,7 @@ use hookbox_server::sandbox::{CacheLimits, Clock, SandboxBackend};
 use hookbox_server::{AppState, Services};
 use hookbox_store::{SqliteOptions, Store, Synchronous};
 
-use crate::credentials::StoreCredentials;
+use hookbox_credentials::StoreCredentials;
 
 /// Printed at start and logged on every tool call when isolation is off.
 const NO_ISOLATION_WARNING: &str = "WARNING: --insecure-no-isolation: tools and hooks run directly on this machine, with NO sandbox";
@@ -529,17 +529,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         // Among replicas only an environment's lease holder writes its snapshots, each
         // recording the lease's fencing number.
         if let Some(config) = &cluster {
-            let cluster = config.cluster.clone();
-            manager.set_gate(Arc::new(move |id: String| {
-                let cluster = cluster.clone();
-                Box::pin(async move {
-                    let resource = hookbox_store::postgres::environment_resource(&id);
-                    match cluster.claim(&resource).await {
-                        Ok(hookbox_store::Claim::Held { fence }) => u64::try_from(fence).ok(),
-                        _ => None,
-                    }
-                })
-            }));
+            manager.set_gate(hookbox_server::lifecycle::checkpoint_gate(
+                config.cluster.clone(),
+            ));
         }
     }
     // Among replicas an environment is opened only under a lease held here, and a copy opened

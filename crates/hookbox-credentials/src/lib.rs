@@ -1,11 +1,13 @@
-//! The one source of truth for credentials: `hookbox_egress`'s [`CredentialStore`] over the
-//! [`hookbox_store::Store`] (SQLite in the data dir, or `--database`'s PostgreSQL), where the
-//! API's `/credentials` also writes. The CLI
-//! (`hookbox credential`) and the egress proxy of `hookbox serve` both go through it, so a
-//! credential created by either is the same credential.
+//! Credentials as the egress proxy sees them, kept in the store: [`StoreCredentials`] is
+//! `hookbox_egress`'s [`CredentialStore`] over a [`hookbox_store::Store`] (SQLite in the data
+//! dir, or PostgreSQL), seen from one project, where the API's `/credentials` also writes. The
+//! CLI (`hookbox credential`) and the egress proxy of `hookbox serve` both go through it, so a
+//! credential created by either is the same credential; [`CredentialStore::scoped`] gives an
+//! environment's proxy its own project's credentials only.
 //!
-//! Secrets stay encrypted at rest and are decrypted only by [`CredentialStore::reveal`], which
-//! only the proxy calls at injection time. Nothing here logs or formats a secret.
+//! Secrets stay encrypted at rest (the store seals them) and are decrypted only by
+//! [`CredentialStore::reveal`], which only the proxy calls at injection time. This crate must
+//! not inject anything itself (egress does), serve HTTP, or log or format a secret.
 
 use std::future::Future;
 use std::path::Path;
@@ -18,6 +20,17 @@ use hookbox_egress::credentials::{
 };
 use hookbox_protocol::api::{self, CredentialConfig, InjectionLocations};
 use hookbox_store::{DEFAULT_PROJECT, Page, SqliteOptions, Store};
+
+/// Why the store could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The runtime that opens it could not run (`what` says why).
+    #[error("cannot open the store: {0}")]
+    Runtime(&'static str),
+    /// The store refused: its error (never the database URL, which may hold a password).
+    #[error(transparent)]
+    Store(#[from] hookbox_store::Error),
+}
 
 /// [`CredentialStore`] backed by a [`Store`], seen from one project.
 #[derive(Debug, Clone)]
@@ -36,30 +49,16 @@ impl StoreCredentials {
         }
     }
 
-    /// Opens the SQLite store of `data_dir` (what `hookbox serve` uses without `--database`).
-    #[cfg(test)]
-    pub fn open_in(data_dir: &Path) -> anyhow::Result<Self> {
-        let store = hookbox_store::SqliteStore::open_in(data_dir, &SqliteOptions::default())?;
-        Ok(Self::new(Arc::new(store)))
-    }
-
-    /// Opens the store `hookbox serve` uses with the same `--data-dir` and `--database`: the
-    /// PostgreSQL database when `database` names one, else SQLite's file in `data_dir`.
-    pub fn open(data_dir: &Path, database: Option<&str>) -> anyhow::Result<Self> {
-        let opened = on_own_runtime(hookbox_store::open_store(
+    /// Opens the store `hookbox serve` uses with the same data dir and database: the
+    /// PostgreSQL database when `database` names one, else SQLite's file in `data_dir`. Callable
+    /// from sync code, on a tokio runtime or not.
+    pub fn open(data_dir: &Path, database: Option<&str>) -> Result<Self, OpenError> {
+        let store = on_own_runtime(hookbox_store::open_store(
             data_dir,
             database,
             &SqliteOptions::default(),
         ))
-        .map_err(|what| anyhow::anyhow!("cannot open the store: {what}"))?;
-        let store = opened.map_err(|e| {
-            let e = anyhow::Error::from(e);
-            match database {
-                // Never the URL: it may hold a password.
-                Some(_) => e.context("cannot open the PostgreSQL store (--database)"),
-                None => e.context(format!("cannot open the store in {}", data_dir.display())),
-            }
-        })?;
+        .map_err(OpenError::Runtime)??;
         Ok(Self::new(store))
     }
 
@@ -315,6 +314,14 @@ impl CredentialStore for StoreCredentials {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl StoreCredentials {
+        /// The SQLite store of `data_dir` (what `hookbox serve` uses without `--database`).
+        fn open_in(data_dir: &Path) -> Result<Self, hookbox_store::Error> {
+            let store = hookbox_store::SqliteStore::open_in(data_dir, &SqliteOptions::default())?;
+            Ok(Self::new(Arc::new(store)))
+        }
+    }
 
     fn bearer(token: &str) -> CredentialSpec {
         CredentialSpec::BearerToken {
