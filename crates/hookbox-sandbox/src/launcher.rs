@@ -26,6 +26,13 @@
 //!
 //! This module must stay free of threads and async: `unshare(CLONE_NEWUSER)` refuses
 //! multithreaded callers and `fork` in a threaded process is unsafe. It knows nothing of hooks.
+//!
+//! Why one file of about a thousand lines: it is one program, read in the order it runs (the
+//! numbered steps above, whose functions follow in that order, then the mount, device and
+//! confinement helpers they share), and its steps share the spec, the status channel and the
+//! stage of each failure; split, a reader would follow one launch across files. The kernel
+//! mechanisms it applies that stand alone are files of their own ([`crate::seccomp`],
+//! [`crate::cgroup`], [`crate::status`], [`crate::handoff`]).
 
 use std::ffi::CString;
 use std::fs::File;
