@@ -12,6 +12,8 @@
 
 pub mod agent_loop;
 pub mod approval;
+pub mod env_vars;
+mod error;
 pub mod execution;
 pub mod gemini;
 pub mod mcp;
@@ -22,39 +24,7 @@ pub mod seams;
 pub mod steps;
 
 pub use agent_loop::{LoopConfig, LoopEvent, LoopOutcome, run};
+pub use error::{Error, Result};
 pub use execution::{ApprovalRequest, ToolExecution};
 pub use model::{Model, ModelCall, ModelRequest, ModelTurn};
 pub use seams::{EnvironmentProvider, InteractionHooks, OutputSink, ToolExecutor};
-
-/// Environment variable names this crate reads.
-pub mod env_vars {
-    /// Key for the `gemini` backend; its presence makes `gemini` the default model.
-    pub const GEMINI_API_KEY: &str = "GEMINI_API_KEY";
-    /// Base URL of the Gemini API (default `https://generativelanguage.googleapis.com`).
-    pub const HOOKBOX_GEMINI_BASE_URL: &str = "HOOKBOX_GEMINI_BASE_URL";
-    /// Default Gemini model.
-    pub const HOOKBOX_GEMINI_MODEL: &str = "HOOKBOX_GEMINI_MODEL";
-    /// Base URL of an OpenAI-compatible server (e.g. `http://127.0.0.1:11434/v1`); selects the
-    /// `openai` backend.
-    pub const HOOKBOX_OPENAI_BASE_URL: &str = "HOOKBOX_OPENAI_BASE_URL";
-    /// Model name for the `openai` backend.
-    pub const HOOKBOX_OPENAI_MODEL: &str = "HOOKBOX_OPENAI_MODEL";
-    /// Optional bearer key for the `openai` backend.
-    pub const HOOKBOX_OPENAI_API_KEY: &str = "HOOKBOX_OPENAI_API_KEY";
-}
-
-/// Errors of models and the loop.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("model request failed: {0}")]
-    Http(#[from] reqwest::Error),
-    #[error("model server answered {status}: {message}")]
-    ModelStatus { status: u16, message: String },
-    #[error("model response could not be understood: {0}")]
-    ModelResponse(String),
-    #[error("invalid JSON: {0}")]
-    Json(#[from] serde_json::Error),
-}
-
-/// Result alias of this crate.
-pub type Result<T> = std::result::Result<T, Error>;

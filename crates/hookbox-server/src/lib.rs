@@ -25,6 +25,7 @@ pub mod audit;
 pub mod auth;
 pub mod cluster;
 pub mod drain;
+pub mod env_vars;
 mod environments;
 pub mod error;
 mod holder;
@@ -54,13 +55,6 @@ use hookbox_store::Store;
 pub use auth::Project;
 pub use error::{ApiError, ApiResult};
 use hookbox_store::keys::StaticKey;
-
-/// Environment variable names this crate defines.
-pub mod env_vars {
-    /// Comma-separated API keys (`KEY` or `PROJECT:KEY`); none (and no managed key) = local
-    /// mode (loopback only).
-    pub const HOOKBOX_API_KEYS: &str = "HOOKBOX_API_KEYS";
-}
 
 /// Agent names accepted in `agent` besides stored agents' ids (spec §3.1).
 pub const BUILTIN_AGENTS: &[&str] = &[

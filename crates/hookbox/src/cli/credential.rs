@@ -31,7 +31,7 @@ pub struct CredentialArgs {
     #[arg(long, global = true, default_value = hookbox_store::DEFAULT_PROJECT)]
     pub project: String,
     #[command(flatten)]
-    pub database: super::DatabaseArg,
+    pub database: super::args::DatabaseArg,
     #[command(subcommand)]
     pub command: CredentialCommand,
 }

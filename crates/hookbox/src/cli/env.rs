@@ -38,7 +38,7 @@ pub struct StoreArgs {
     pub runtime: RuntimeArgs,
     /// Where the credentials that egress injects live (`hookbox serve --database`).
     #[command(flatten)]
-    pub database: super::DatabaseArg,
+    pub database: super::args::DatabaseArg,
 }
 
 /// Which kernel sandboxes run on (`hookbox serve`, `mcp`, `env`, `tool`, `hooks test`).

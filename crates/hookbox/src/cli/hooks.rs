@@ -128,7 +128,7 @@ pub struct TestArgs {
     data_dir: Option<PathBuf>,
     /// Where those credentials live when not in the data dir (`hookbox serve --database`).
     #[command(flatten)]
-    database: super::DatabaseArg,
+    database: super::args::DatabaseArg,
     /// Run command handlers WITHOUT any isolation, on this machine, with --root as the working
     /// directory (paths like /.agents/... then do not resolve). A warning is printed every run.
     #[arg(long)]

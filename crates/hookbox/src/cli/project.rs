@@ -17,7 +17,7 @@ pub struct ProjectArgs {
     #[arg(long, global = true)]
     pub data_dir: Option<PathBuf>,
     #[command(flatten)]
-    pub database: super::DatabaseArg,
+    pub database: super::args::DatabaseArg,
     #[command(subcommand)]
     pub command: ProjectCommand,
 }
@@ -54,7 +54,7 @@ pub struct KeyArgs {
     #[arg(long, global = true)]
     pub data_dir: Option<PathBuf>,
     #[command(flatten)]
-    pub database: super::DatabaseArg,
+    pub database: super::args::DatabaseArg,
     #[command(subcommand)]
     pub command: KeyCommand,
 }
