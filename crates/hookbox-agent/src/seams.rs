@@ -1,9 +1,9 @@
 //! The two seams between the agent loop and the environments. The server implements them
-//! (`hookbox_server::sandbox`, over `hookbox-environments`, whose tool-call lifecycle runs each call);
-//! test doubles implement them in `hookbox-test-support`. [`ToolExecutor`] runs one tool call
-//! with its pre and post hooks inside an environment; [`EnvironmentProvider`] creates
-//! environments from sources and serves their files. This module only defines the contracts; it
-//! must not implement isolation.
+//! (`hookbox_server::sandbox`, over `hookbox-environments`, whose tool-call lifecycle runs each
+//! call); test doubles implement them in `hookbox-test-support`. [`ToolExecutor`] runs one tool
+//! call with its pre and post hooks inside an environment and answers with a
+//! [`ToolExecution`]; [`EnvironmentProvider`] creates environments from sources and serves their
+//! files. This module only defines the contracts; it must not implement isolation.
 
 use async_trait::async_trait;
 use hookbox_protocol::ToolCall;

@@ -1,6 +1,7 @@
-//! hookbox's environments and the six built-in tools.
+//! hookbox's environments, the six built-in tools and the one lifecycle of a tool call.
 //!
-//! Owns: environments on disk and their sources ([`environment`], [`source`], [`disk`]), an
+//! Owns: environments on disk ([`environment::Environments`], and an opened
+//! [`environment::Environment`]) and their sources ([`environment`], [`source`], [`disk`]), an
 //! environment's egress wiring ([`network`]), per-project process slots ([`slots`]), the
 //! [`runner::SandboxRunner`] that turns an environment into launch specs and runs command hooks
 //! and `code_execution` through its runtime, the six tools ([`tools`]), and the tool-call
@@ -13,7 +14,7 @@
 //! is `hookbox-hooks`), resolve paths in a tree with anything but `hookbox-rootfs`, or talk to
 //! the network on the sandbox's behalf (that is `hookbox-egress`).
 //!
-//! # Opening a store (the API the binary and the server use)
+//! # Opening the environments (the API the binary and the server use)
 //! ```ignore
 //! let egress = EgressOptions::new(credentials)          // Arc<dyn hookbox_egress::credentials::CredentialStore>
 //!     .with_operator(EgressOperator {                   // all optional; Default is the safe choice
@@ -21,13 +22,13 @@
 //!         extra_ca_file: Some(pem_path),                // extra upstream roots
 //!         resolve_pins: vec!["api.example.com:443=127.0.0.1:8443".parse()?], // curl --connect-to
 //!     });
-//! let store = Environments::open(&data_dir, SandboxOptions::new(launcher), egress)?;
-//! let env = store.open_env(id)?;      // keep it open as long as the environment is in use:
-//! env.call_tool(call).await;          // its netns and proxy task live exactly as long as it
+//! let environments = Environments::open(&data_dir, SandboxOptions::new(launcher), egress)?;
+//! let env = environments.open_env(id)?; // keep it open as long as the environment is in use:
+//! env.call_tool(call).await;           // its netns and proxy task live exactly as long as it
 //! ```
-//! [`source::EnvironmentSpec::network`] takes the API's `network` JSON as is; [`Environments::create`]
-//! rejects an invalid one (the error names the JSON path) before anything is created.
-//! [`environment::EnvironmentMeta`] values returned by the store have `transform` header values
+//! [`source::EnvironmentSpec::network`] takes the API's `network` JSON as is;
+//! [`Environments::create`] rejects an invalid one (the error names the JSON path) before anything
+//! is created. [`environment::EnvironmentMeta`] values it returns have `transform` header values
 //! redacted.
 //!
 //! # Decisions (the sandbox itself: see `hookbox-sandbox`)
@@ -44,9 +45,10 @@
 //!   loopback-only namespace (`hookbox_egress::netns`) with the egress proxy listening on
 //!   `127.0.0.1:<port>` inside it (served by a task on the caller's tokio runtime, dialing from
 //!   the host's namespace), and every sandbox of the environment (tools and command hooks) joins
-//!   it ([`hookbox_sandbox::spec::Network::Join`]). The kernel, not the variables, keeps programs in: a direct
-//!   connect is refused at once, and `/etc/resolv.conf` names `127.0.0.1`, where nothing answers,
-//!   so DNS is not a way out (names are resolved by the proxy). Proxy and CA variables
+//!   it ([`hookbox_sandbox::spec::Network::Join`]). The kernel, not the variables, keeps
+//!   programs in: a direct connect is refused at once, and `/etc/resolv.conf` names
+//!   `127.0.0.1`, where nothing answers, so DNS is not a way out (names are resolved by the
+//!   proxy). Proxy and CA variables
 //!   (`hookbox_egress::env_vars::sandbox_env`) are set last, over the environment's own variables.
 //!   The namespace, proxy task and CA bundle go when the `Environment` is dropped.
 //! - CA: per opened environment (key only in hookbox's memory). The bundle (host roots + that

@@ -1,12 +1,12 @@
 //! An environment's network, wired to `hookbox-egress`.
 //!
-//! Owns the egress plumbing a [`crate::environment::Environments`] is opened with ([`EgressOptions`]:
-//! the credential store and the operator's [`EgressOperator`] options) and, per opened
-//! environment, [`EnvNetwork`]: its [`Egress`] (policy, CA, credentials), used by http hooks
-//! through `EgressPoster` (behind the hooks engine's seam: [`HookPoster`]), and — only when the
-//! policy allows some egress — a lazily created
-//! per-environment network namespace with the egress proxy listening inside, the CA bundle file
-//! and the proxy/CA variables every sandbox of the environment gets.
+//! Owns the egress plumbing [`crate::environment::Environments`] are opened with
+//! ([`EgressOptions`]: the credential store and the operator's [`EgressOperator`] options) and,
+//! per opened environment, [`EnvNetwork`]: its [`Egress`] (policy, CA, credentials), used by
+//! http hooks through `EgressPoster` (behind the hooks engine's seam: [`HookPoster`]), and —
+//! only when the policy allows some egress — a lazily created per-environment network namespace
+//! with the egress proxy listening inside, the CA bundle file and the proxy/CA variables every
+//! sandbox of the environment gets.
 //!
 //! It must not decide anything about traffic (that is `hookbox-egress`) nor build sandboxes (the
 //! runner and launcher do; they only receive the namespace fd, the variables and file binds).

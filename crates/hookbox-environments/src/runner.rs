@@ -167,7 +167,7 @@ pub struct SandboxOptions {
     /// binary sets the product default (10 GiB); the library's default is none.
     pub disk_limit_bytes: Option<u64>,
     /// Keep each open environment's sandbox built and start calls inside it (a warm sandbox,
-    /// see [`crate::warm`]) instead of building one per call. On by default with full isolation.
+    /// see [`hookbox_sandbox::warm`]) instead of building one per call. On by default with full isolation.
     /// Under gVisor sandboxes are always warm.
     pub warm: bool,
     /// The runtime of environments created without one.

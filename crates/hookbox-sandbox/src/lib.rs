@@ -1,5 +1,5 @@
-//! How a sandbox is built and run: everything between a launch spec and a running, confined
-//! program.
+//! The Linux sandbox, how it is built and run: everything between a launch spec and a running,
+//! confined program (namespaces, Landlock, seccomp, cgroups, or gVisor).
 //!
 //! Owns: the launch spec ([`spec`]); the launcher, the small single-threaded program that builds
 //! a sandbox from Linux primitives ([`launcher`], entered through [`launcher_main`]); handing a
@@ -17,7 +17,7 @@
 //! `hookbox-process`'s, which it shares with everything else that runs programs. codex-rs keeps
 //! `linux-sandbox` apart from the code that uses it the same way.
 //!
-//! Module order, bottom up: [`spec`], [`fdpass`], [`seccomp`], [`error`], [`status`],
+//! Module order, bottom up: [`env_vars`], [`spec`], [`fdpass`], [`seccomp`], [`error`], [`status`],
 //! [`cgroup`] → [`launcher`] → [`gvisor`], `gvisor_init` → [`handoff`] → [`warm`] →
 //! [`runtime`]; no module imports one above it.
 //!

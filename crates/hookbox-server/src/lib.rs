@@ -3,15 +3,18 @@
 //! function tools answered with `function_result`, remote `mcp_server` tools, calls paused by a
 //! hook's `ask` with their records (`/approvals`) and sweeper ([`approvals`]), `pre_interaction`
 //! / `post_interaction` hooks around each run), environments and their files (resumable
-//! upload, [`uploads`]), credentials (secrets write-only), agents, webhooks (`webhooks`: the resource; the
-//! deliverer is `hookbox-webhooks`) and triggers ([`triggers`]: the resource and the scheduler),
+//! upload, [`uploads`]), credentials (secrets write-only), agents, webhooks (`webhooks`: the
+//! resource; the deliverer is `hookbox-webhooks`) and triggers ([`triggers`]: the resource and
+//! the scheduler),
 //! under `/v1`, `/v1beta`, `/v1alpha` and unversioned paths, behind API-key auth.
 //!
 //! [`app`] builds the router from an [`AppState`] holding the seams: a [`Store`], a [`Model`], a
 //! [`ToolExecutor`] and an [`EnvironmentProvider`]. This crate owns HTTP only: it must not run
 //! tools itself, open databases or pick models; the binary wires those in. [`sandbox`] puts
 //! `hookbox-environments` behind the two seams: the cache of open environments and the seam
-//! implementations, which hand each tool call to the environments crate's lifecycle.
+//! implementations, which hand each tool call to the environments crate's lifecycle. Every
+//! handler takes the [`AppState`] defined here (the crate's one hub: the run registry, quotas,
+//! uploads, drain state), so this root is the one module the others import back.
 //!
 //! Whatever listens ([`serve`], [`metrics_app`]) is behind the browser guard
 //! (`hookbox-browser-guard`, configured by [`browser_policy`]): every route, the console,

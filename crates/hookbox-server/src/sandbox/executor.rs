@@ -1,6 +1,6 @@
 //! [`ToolExecutor`] for [`SandboxBackend`]: a tool call is handed to the environment's
-//! tool-call lifecycle (`hookbox_environments::lifecycle`, where hooks → tool → hooks happen and the
-//! outcome is decided) and its typed outcome becomes a [`ToolExecution`], field by field; the
+//! tool-call lifecycle (`hookbox_environments::lifecycle`, where hooks → tool → hooks happen and
+//! the outcome is decided) and its typed outcome becomes a [`ToolExecution`], field by field; the
 //! call's span and `tool.finished` event are recorded here. Also the environment's interaction
 //! hooks and its sessions with remote MCP servers. It must not run hooks or tools itself, nor
 //! decide anything about a result (what the model sees, whether it is an error).
