@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the benchmarks compare against: Debian's tinyproxy (`cargo bench -p
-# hookbox-egress`) and bubblewrap (`cargo bench -p hookbox-sandbox`).
+# hookbox-egress`) and bubblewrap (`cargo bench -p hookbox-environments`).
 # Idempotent: installs only what is missing. Run as root (or with sudo available).
 set -euo pipefail
 

@@ -25,7 +25,7 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 cargo test --workspace --locked "$@"
 echo "test.sh: the sandbox suite again under gVisor (--runtime gvisor)"
-HOOKBOX_TEST_RUNTIME=gvisor cargo test -p hookbox-sandbox --test all --locked "$@"
+HOOKBOX_TEST_RUNTIME=gvisor cargo test -p hookbox-environments --test all --locked "$@"
 echo "test.sh: the end-to-end suite again under gVisor"
 HOOKBOX_RUNTIME=gvisor cargo test -p hookbox --test all --locked "$@"
 pg_url=$(scripts/postgres.sh start)
@@ -47,7 +47,7 @@ echo "test.sh: snapshots in a GCS-compatible store (gs://, fake-gcs-server), and
 GOOGLE_SERVICE_ACCOUNT="$gcs_account" GOOGLE_ALLOW_HTTP=true HOOKBOX_TEST_SNAPSHOT_URL=gs://hookbox/snapshots \
     cargo test -p hookbox-snapshot --locked "$@"
 GOOGLE_SERVICE_ACCOUNT="$gcs_account" GOOGLE_ALLOW_HTTP=true HOOKBOX_TEST_GCS_BUCKET=hookbox \
-    cargo test -p hookbox-sandbox --test all --locked "$@" -- --ignored gcs_sources_are_read_from_a_gcs_server
+    cargo test -p hookbox-environments --test all --locked "$@" -- --ignored gcs_sources_are_read_from_a_gcs_server
 echo "test.sh: replicas without a shared disk, on PostgreSQL and Garage (a crash, a clean stop, a healed partition)"
 HOOKBOX_TEST_POSTGRES_URL="$pg_url" HOOKBOX_TEST_SNAPSHOT_URL="$os_url" \
     cargo test -p hookbox --test all --locked "$@" -- --ignored replicas_without_a_shared_disk

@@ -19,4 +19,4 @@ cleanup() {
   rm -rf "$data"
 }
 trap cleanup EXIT
-timeout 300 "$venv/bin/python" "$here/mcp_check.py" "$HOOKBOX_BIN" "$data" "$root/crates/hookbox-sandbox/tests/fixtures"
+timeout 300 "$venv/bin/python" "$here/mcp_check.py" "$HOOKBOX_BIN" "$data" "$root/crates/hookbox-environments/tests/fixtures"

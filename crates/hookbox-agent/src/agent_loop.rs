@@ -25,7 +25,7 @@ use tokio::sync::{mpsc, watch};
 use crate::approval;
 use crate::model::{Model, ModelRequest};
 use crate::seams::ToolExecutor;
-use crate::tools::{call_step, result_step};
+use crate::steps::{call_step, result_step};
 
 /// Limits of one run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -238,7 +238,7 @@ pub async fn run(
                         r = ctx.mcp.call(&server, tool, &call.args) => r,
                         _ = wait_cancelled(&mut cancel) => return cancelled(usage),
                     },
-                    None => crate::seams::ToolExecution::error(not_callable_message(
+                    None => crate::execution::ToolExecution::error(not_callable_message(
                         ctx.mcp, &server, &call.name,
                     )),
                 };
@@ -384,7 +384,7 @@ type Executed = (
     Value,
     bool,
     Option<Value>,
-    Option<(ToolName, crate::seams::ApprovalRequest)>,
+    Option<(ToolName, crate::execution::ApprovalRequest)>,
 );
 
 /// Runs one call.

@@ -20,7 +20,7 @@
 //! answered with [`RESERVED_MESSAGE`] like an unknown tool.
 //!
 //! The approval steps are between the server and the client: models never see them (the
-//! backends skip them through [`crate::tools::as_tool_step`]); the model sees only its own call
+//! backends skip them through [`crate::steps::as_tool_step`]); the model sees only its own call
 //! and, in the end, that call's result. This module decides nothing about storage or HTTP.
 
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -350,10 +350,16 @@ mod tests {
         };
         assert!(is_approval_step(&answer("approval_call_1")));
         // A model's own call of the reserved name (any other id) and its result are shown.
-        let own = crate::tools::call_step("call_2", APPROVAL_FUNCTION, &json!({}), None);
+        let call = |id: &str, name: &str| Step::FunctionCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: json!({}),
+            signature: None,
+        };
+        let own = call("call_2", APPROVAL_FUNCTION);
         assert!(!is_approval_step(&own));
         assert!(!is_approval_step(&answer("call_2")));
-        let other = crate::tools::call_step("approval_x", "view_file", &json!({}), None);
+        let other = call("approval_x", "view_file");
         assert!(!is_approval_step(&other));
     }
 }

@@ -8,7 +8,7 @@ use hookbox_protocol::api::{Step, Usage};
 use serde_json::{Value, json};
 
 use crate::model::{Model, ModelCall, ModelRequest, ModelTurn};
-use crate::tools::{ToolStep, as_tool_step, declaration};
+use crate::steps::{ToolStep, as_tool_step, declaration};
 
 /// Default API base URL.
 pub const DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com";

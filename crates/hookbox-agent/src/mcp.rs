@@ -7,7 +7,7 @@
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::seams::ToolExecution;
+use crate::execution::ToolExecution;
 
 /// The most `mcp_server` entries one request may declare (each is a connection, a listing and
 /// tools in every model turn).

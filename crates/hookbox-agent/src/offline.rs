@@ -29,7 +29,7 @@ use regex::Regex;
 use serde_json::{Value, json};
 
 use crate::model::{Model, ModelCall, ModelRequest, ModelTurn, current_turn_start};
-use crate::tools::{ToolStep, as_tool_step, output_as_text};
+use crate::steps::{ToolStep, as_tool_step, output_as_text};
 
 /// One planned operation.
 #[derive(Debug, Clone, PartialEq)]

@@ -8,7 +8,7 @@ use hookbox_protocol::api::{Step, Usage};
 use serde_json::{Value, json};
 
 use crate::model::{Model, ModelCall, ModelRequest, ModelTurn};
-use crate::tools::{ToolStep, as_tool_step, declaration, output_as_text};
+use crate::steps::{ToolStep, as_tool_step, declaration, output_as_text};
 
 /// An OpenAI-compatible chat-completions client.
 pub struct OpenAiModel {

@@ -46,49 +46,11 @@
 //! endpoint says which paths carry file bytes).
 
 mod check;
+mod error;
+pub mod headers;
 mod layer;
 mod policy;
 
 pub use check::{Decision, Refusal};
+pub use error::{Error, Result};
 pub use policy::{AllowedHost, AllowedOrigin, Policy};
-
-/// Header names this crate reads or writes that `http` has no constant for.
-pub mod headers {
-    /// Which site a browser request comes from (`same-origin`, `same-site`, `cross-site`,
-    /// `none`).
-    pub const SEC_FETCH_SITE: &str = "sec-fetch-site";
-    /// What the request is for (`navigate`, `cors`, `no-cors`, ...).
-    pub const SEC_FETCH_MODE: &str = "sec-fetch-mode";
-    /// The resumable upload's command (`start`, `upload`, `upload, finalize`), which the SDKs
-    /// send with every upload request.
-    pub const X_GOOG_UPLOAD_COMMAND: &str = "x-goog-upload-command";
-    /// Request headers only a browser sets about its own context; a replica that forwards a
-    /// request it already checked strips them, so the receiving replica judges the forwarder,
-    /// not the browser.
-    pub const BROWSER_CONTEXT: &[&str] = &[
-        "origin",
-        "referer",
-        "sec-fetch-site",
-        "sec-fetch-mode",
-        "sec-fetch-dest",
-        "sec-fetch-user",
-    ];
-}
-
-/// Errors of building a [`Policy`] from the operator's flags and config.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Error {
-    #[error(
-        "`{0}` is not a host name to allow: give NAME (any port) or NAME:PORT, e.g. hookbox.example.com or hookbox.example.com:8443, without a scheme or path"
-    )]
-    BadHost(String),
-    #[error(
-        "`{0}` is not an origin to allow: give SCHEME://HOST[:PORT], e.g. https://console.example.com, without a path (`*` and `null` are never allowed)"
-    )]
-    BadOrigin(String),
-    #[error("`{0}` is not a URL with a host")]
-    BadUrl(String),
-}
-
-/// Result alias of this crate.
-pub type Result<T> = std::result::Result<T, Error>;

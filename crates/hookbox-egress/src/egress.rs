@@ -384,7 +384,7 @@ impl Egress {
     }
 
     /// The CA bundle to overlay on the sandbox's system bundle (and to point `SSL_CERT_FILE`
-    /// and friends at, see [`crate::env`]): the system roots followed by this environment's CA.
+    /// and friends at, see [`crate::env_vars`]): the system roots followed by this environment's CA.
     pub fn sandbox_ca_bundle(&self, system_bundle_pem: &str) -> String {
         let mut out = String::with_capacity(system_bundle_pem.len() + self.ca.cert_pem().len() + 1);
         out.push_str(system_bundle_pem);

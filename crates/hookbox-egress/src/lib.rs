@@ -7,13 +7,13 @@
 //! resolve-once-dial-the-checked-address, verified upstream TLS, and header/credential injection
 //! ([`inject`], [`credentials`]) with TLS interception by a per-environment CA ([`tls`]).
 //!
-//! This crate must not create sandboxes or processes (hookbox-sandbox does) nor store
+//! This crate must not create sandboxes or processes (hookbox-environments does) nor store
 //! environments; it is handed a policy and a listener.
 
 pub mod audit;
 pub mod credentials;
 mod egress;
-pub mod env;
+pub mod env_vars;
 pub mod inject;
 mod local;
 pub mod netns;

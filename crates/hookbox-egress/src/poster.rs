@@ -5,7 +5,7 @@
 //!
 //! Owns only the mapping between a POST and [`Egress`]; it must not decide anything itself, and
 //! it does not know who posts: the hooks engine reaches it through an adapter where hooks are
-//! wired to an environment (`hookbox-sandbox`), webhooks call it directly. A refusal is
+//! wired to an environment (`hookbox-environments`), webhooks call it directly. A refusal is
 //! `HttpError::Blocked` naming the rule, which the hooks engine treats as a failed handler (fail
 //! open) and records in its trace.
 

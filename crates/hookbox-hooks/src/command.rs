@@ -2,7 +2,7 @@
 //!
 //! [`CommandRunner`] is the seam between the hooks engine and wherever commands run: the
 //! [`LocalRunner`] here spawns `/bin/sh -c` on the host (used where no sandbox is wanted), and
-//! `hookbox-sandbox` implements the same trait to run handlers inside an environment. Bounding
+//! `hookbox-environments` implements the same trait to run handlers inside an environment. Bounding
 //! the process (stdin, output caps, the time-out, killing the whole group) is
 //! `hookbox_process::supervise`'s; this module only says what to run.
 //!

@@ -3,7 +3,7 @@
 //! [`HttpPoster`] is the seam between the hooks engine and the network: the engine only says
 //! "POST these bytes to this URL with these headers, within this time, reading at most this
 //! much". [`DirectPoster`] sends straight out with reqwest (no proxy, no redirects) and is meant
-//! for local development; `hookbox-sandbox` implements the same trait over `hookbox-egress`'s
+//! for local development; `hookbox-environments` implements the same trait over `hookbox-egress`'s
 //! poster so that every hook request goes through an environment's allowlist, SSRF defences
 //! and header injection. The request and response shapes are `hookbox_protocol::post`'s, shared
 //! with webhook deliveries; every [`HttpError`] makes the handler fail open (or closed, with

@@ -8,15 +8,19 @@
 //! It owns the contract in `shared/spec/hooks.md` and nothing else: it must not build sandboxes,
 //! enforce network policy, bound processes or know the HTTP API. Commands run through a
 //! [`command::CommandRunner`] and HTTP handlers through an [`http::HttpPoster`] that other crates
-//! provide (an environment's sandbox and egress, wired in `hookbox-sandbox`); processes are
+//! provide (an environment's sandbox and egress, wired in `hookbox-environments`); processes are
 //! bounded by `hookbox-process`, which the runners use.
 //!
 //! Reading order: [`discover`] (where files come from) → [`config`] (what they mean) →
-//! [`matcher`] (which tools a rule covers) → [`engine`] (running handlers and deciding) →
-//! [`scrub`] (injected secrets taken out of what handlers said, before anything records it).
+//! [`matcher`] (which tools a rule covers) → [`engine`] (running handlers and deciding), which
+//! reads each handler's answer with [`answer`] and records what it decided as
+//! [`decision`]'s values → [`scrub`] (injected secrets taken out of what handlers said, before
+//! anything records it).
 
+pub mod answer;
 pub mod command;
 pub mod config;
+pub mod decision;
 pub mod diagnostic;
 pub mod discover;
 pub mod engine;
@@ -26,6 +30,7 @@ pub mod scrub;
 
 pub use config::HooksConfig;
 pub use config::OnFailure;
+pub use decision::{Decision, Dispatch, Failure, HandlerTrace, Outcome};
 pub use diagnostic::{Diagnostic, Severity};
 pub use discover::{HooksCache, Loaded, load_from_root};
-pub use engine::{ArgsValidator, Decision, Dispatch, Failure, HandlerTrace, HookEngine, Outcome};
+pub use engine::{ArgsValidator, HookEngine};

@@ -26,11 +26,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use hookbox_agent::execution::ToolExecution;
 use hookbox_agent::mcp::{McpServerSpec, McpToolDecl, McpTools, Withheld, hook_name};
-use hookbox_agent::seams::ToolExecution;
 use hookbox_egress::{EgressProxy, LOCAL_PROXY_USER, LocalEndpoint};
-use hookbox_sandbox::environment::Environment;
-use hookbox_sandbox::lifecycle::{RemoteReply, ToolResult};
+use hookbox_environments::environment::Environment;
+use hookbox_environments::lifecycle::{RemoteReply, ToolResult};
 use rmcp::ServiceExt as _;
 use rmcp::model::{CallToolRequestParams, ContentBlock, PaginatedRequestParams};
 use rmcp::service::{RoleClient, RunningService};

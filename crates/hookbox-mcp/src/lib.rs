@@ -1,12 +1,14 @@
-//! The sandbox as an MCP server: the six built-in tools of one environment, each call going
+//! An environment as an MCP server: the six built-in tools of one environment, each call going
 //! through the environment's hooks exactly as an agent's call does (the tool-call lifecycle,
-//! `hookbox_sandbox::lifecycle`: pre hooks → tool in the sandbox → post hooks). A deny is a tool
-//! error carrying the hook's reason, so the calling agent sees it and can adapt, as the
+//! `hookbox_environments::lifecycle`: pre hooks → tool in the sandbox → post hooks). A deny is a
+//! tool error carrying the hook's reason, so the calling agent sees it and can adapt, as the
 //! reference's model does.
 //!
 //! Served over stdio ([`serve_stdio`]) or streamable HTTP ([`router`], mounted at `/mcp` behind
-//! the browser guard, so no web page can call the tools), with the official Rust SDK (`rmcp`). This crate translates MCP to the lifecycle and back; it must
-//! not run hooks or tools itself, nor open stores (the binary hands it an opened environment).
+//! the browser guard, so no web page can call the tools), with the official Rust SDK (`rmcp`).
+//! This crate translates MCP to the lifecycle and back; it must not run hooks or tools itself
+//! (of the hooks crate it uses only `scrub`), nor open stores (the binary hands it an opened
+//! environment).
 //!
 //! [`client`] is the other direction: the agent's connections to remote MCP servers (an
 //! interaction's `mcp_server` tools), through the environment's egress; their calls go through
@@ -16,10 +18,10 @@ pub mod client;
 
 use std::sync::Arc;
 
+use hookbox_environments::environment::Environment;
+use hookbox_environments::lifecycle::ToolResult;
+use hookbox_environments::tools::ToolOutput;
 use hookbox_protocol::{ToolCall, ToolName};
-use hookbox_sandbox::environment::Environment;
-use hookbox_sandbox::lifecycle::ToolResult;
-use hookbox_sandbox::tools::ToolOutput;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
@@ -51,7 +53,7 @@ impl SandboxTools {
         ToolName::ALL
             .iter()
             .map(|tool| {
-                let (description, schema) = hookbox_agent::tools::declaration(*tool);
+                let (description, schema) = hookbox_agent::steps::declaration(*tool);
                 let schema = match schema {
                     Value::Object(map) => map,
                     _ => serde_json::Map::new(),
@@ -75,7 +77,7 @@ impl SandboxTools {
         );
         let (text, failed) = match &outcome.result {
             ToolResult::Ok { output } => (
-                hookbox_agent::tools::output_as_text(&output.json()),
+                hookbox_agent::steps::output_as_text(&output.json()),
                 matches!(output, ToolOutput::Code(code) if code.failed()),
             ),
             ToolResult::Error { error } => (error.clone(), true),

@@ -1,6 +1,7 @@
 //! Process supervision, at the bottom of everything in hookbox that runs a program: command
-//! hooks (`hookbox-hooks`), sandboxes (`hookbox-isolation`: the launcher, warm calls), repository
-//! clones and host tools (`hookbox-sandbox`). None of them depends on another to bound a process.
+//! hooks (`hookbox-hooks`), sandboxes (`hookbox-sandbox`: the launcher, warm calls), repository
+//! clones and host tools (`hookbox-environments`). None of them depends on another to bound a
+//! process.
 //!
 //! Owns:
 //! - [`supervise`]: a process tree spawned in its own process group (or started elsewhere and

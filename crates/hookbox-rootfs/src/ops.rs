@@ -233,7 +233,7 @@ impl RootDir {
         )
         .map_err(|e| errno(path, e))?;
         let written = (|| -> std::io::Result<()> {
-            if let Some((uid, gid)) = self.owner {
+            if let Some((uid, gid)) = self.owner() {
                 let (uid, gid) = owner_ids(uid, gid);
                 rustix::fs::fchown(&fd, Some(uid), Some(gid))?;
             }
@@ -367,7 +367,7 @@ impl RootDir {
 
     /// Gives a name this tree just created to the tree's owner, if it has one.
     fn own(&self, dir: &OwnedFd, name: &str, path: &str) -> Result<()> {
-        let Some((uid, gid)) = self.owner else {
+        let Some((uid, gid)) = self.owner() else {
             return Ok(());
         };
         let (uid, gid) = owner_ids(uid, gid);

@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 
 use hookbox_agent::LoopConfig;
 use hookbox_agent::offline::OfflineModel;
-use hookbox_sandbox::environment::Store as EnvStore;
-use hookbox_sandbox::network::EgressOptions;
-use hookbox_sandbox::runner::{Launcher, SandboxOptions};
+use hookbox_environments::environment::Environments;
+use hookbox_environments::network::EgressOptions;
+use hookbox_environments::runner::{Launcher, SandboxOptions};
 use hookbox_server::sandbox::SandboxBackend;
 use hookbox_server::{AppState, Services};
 use hookbox_store::{SecretKey, SqliteOptions, SqliteStore};
@@ -53,7 +53,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 fn main() {
     // Re-executed as the sandbox launcher: must stay single-threaded, so before any runtime.
     if std::env::args().nth(1).as_deref() == Some(LAUNCHER_SUBCOMMAND) {
-        std::process::exit(hookbox_isolation::launcher_main());
+        std::process::exit(hookbox_sandbox::launcher_main());
     }
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -109,7 +109,7 @@ struct Setup {
     /// Snapshots to this object store (checkpoint after every interaction).
     snapshots: Option<String>,
     /// The environments' runtime.
-    runtime: hookbox_sandbox::RuntimeKind,
+    runtime: hookbox_environments::RuntimeKind,
 }
 
 /// Serves the API over `store` and the environments in `data` on `listener`.
@@ -132,7 +132,7 @@ fn serve_on(
         runtime: setup.runtime,
         ..SandboxOptions::new(launcher)
     };
-    let envs = EnvStore::open(data, options, EgressOptions::new(credentials)).unwrap();
+    let envs = Environments::open(data, options, EgressOptions::new(credentials)).unwrap();
     let mut backend = SandboxBackend::new(envs.clone());
     let mut lifecycle = hookbox_server::lifecycle::Lifecycle::default();
     if let Some(url) = &setup.snapshots {
@@ -513,7 +513,7 @@ async fn quota_rows(client: &reqwest::Client, per_level: usize) {
 /// Warm sandboxes at concurrency 16 under each runtime, with gVisor's rate as a ratio of the
 /// namespaces one (same gate, same interaction).
 async fn runtime_rows(client: &reqwest::Client, per_level: usize) {
-    use hookbox_sandbox::RuntimeKind;
+    use hookbox_environments::RuntimeKind;
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     println!("runtime     concurrency  interactions  per_second  p50_ms  p99_ms");
     let mut rates = Vec::new();

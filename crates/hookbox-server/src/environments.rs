@@ -51,14 +51,14 @@ fn shown(mut env: Environment) -> Environment {
 
 /// A `network` as clients are shown it, wherever an environment spec is echoed (environments,
 /// triggers, agents): every `transform` header value redacted by the one function that does it
-/// ([`hookbox_sandbox::network::redact_network`]).
+/// ([`hookbox_environments::network::redact_network`]).
 pub(crate) fn shown_network(
     network: Option<hookbox_protocol::api::Network>,
 ) -> Option<hookbox_protocol::api::Network> {
     let network = network?;
     serde_json::to_value(&network)
         .ok()
-        .map(|v| hookbox_sandbox::network::redact_network(&v))
+        .map(|v| hookbox_environments::network::redact_network(&v))
         .and_then(|v| serde_json::from_value(v).ok())
 }
 
@@ -66,7 +66,7 @@ pub(crate) fn shown_network(
 /// shown it: its `network` as [`shown_network`] shows it. An id or anything else is kept.
 pub(crate) fn redact_environment_value(environment: &mut Value) {
     if let Some(network) = environment.get_mut("network") {
-        *network = hookbox_sandbox::network::redact_network(network);
+        *network = hookbox_environments::network::redact_network(network);
     }
 }
 

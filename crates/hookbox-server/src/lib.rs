@@ -3,15 +3,18 @@
 //! function tools answered with `function_result`, remote `mcp_server` tools, calls paused by a
 //! hook's `ask` with their records (`/approvals`) and sweeper ([`approvals`]), `pre_interaction`
 //! / `post_interaction` hooks around each run), environments and their files (resumable
-//! upload, [`uploads`]), credentials (secrets write-only), agents, webhooks (`webhooks`: the resource; the
-//! deliverer is `hookbox-webhooks`) and triggers ([`triggers`]: the resource and the scheduler),
+//! upload, [`uploads`]), credentials (secrets write-only), agents, webhooks (`webhooks`: the
+//! resource; the deliverer is `hookbox-webhooks`) and triggers ([`triggers`]: the resource and
+//! the scheduler),
 //! under `/v1`, `/v1beta`, `/v1alpha` and unversioned paths, behind API-key auth.
 //!
 //! [`app`] builds the router from an [`AppState`] holding the seams: a [`Store`], a [`Model`], a
 //! [`ToolExecutor`] and an [`EnvironmentProvider`]. This crate owns HTTP only: it must not run
 //! tools itself, open databases or pick models; the binary wires those in. [`sandbox`] puts
-//! `hookbox-sandbox` behind the two seams: the cache of open environments and the seam
-//! implementations, which hand each tool call to the sandbox crate's lifecycle.
+//! `hookbox-environments` behind the two seams: the cache of open environments and the seam
+//! implementations, which hand each tool call to the environments crate's lifecycle. Every
+//! handler takes the [`AppState`] defined here (the crate's one hub: the run registry, quotas,
+//! uploads, drain state), so this root is the one module the others import back.
 //!
 //! Whatever listens ([`serve`], [`metrics_app`]) is behind the browser guard
 //! (`hookbox-browser-guard`, configured by [`browser_policy`]): every route, the console,
@@ -25,6 +28,7 @@ pub mod audit;
 pub mod auth;
 pub mod cluster;
 pub mod drain;
+pub mod env_vars;
 mod environments;
 pub mod error;
 mod holder;
@@ -54,13 +58,6 @@ use hookbox_store::Store;
 pub use auth::Project;
 pub use error::{ApiError, ApiResult};
 use hookbox_store::keys::StaticKey;
-
-/// Environment variable names this crate defines.
-pub mod env_vars {
-    /// Comma-separated API keys (`KEY` or `PROJECT:KEY`); none (and no managed key) = local
-    /// mode (loopback only).
-    pub const HOOKBOX_API_KEYS: &str = "HOOKBOX_API_KEYS";
-}
 
 /// Agent names accepted in `agent` besides stored agents' ids (spec §3.1).
 pub const BUILTIN_AGENTS: &[&str] = &[
@@ -116,7 +113,7 @@ pub struct Services {
     /// Quotas from the config file (defaults if none).
     pub quotas: quota::QuotaConfig,
     /// The per-project sandbox process limits of the backend, set from the quotas.
-    pub sandbox_slots: Option<Arc<hookbox_sandbox::slots::SlotRegistry>>,
+    pub sandbox_slots: Option<Arc<hookbox_environments::slots::SlotRegistry>>,
     /// Expiry and checkpoints.
     pub lifecycle: lifecycle::Lifecycle,
     /// Where unfinished uploads are spooled and how far they may go.

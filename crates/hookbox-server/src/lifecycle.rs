@@ -12,7 +12,8 @@
 //!   expiry is forwarded there ([`expire_here`]).
 //! - **Checkpoints.** After every interaction the environment is checkpointed (in the
 //!   background, or before the interaction completes with `--checkpoint-wait`); the provider
-//!   does nothing without a snapshot store.
+//!   does nothing without a snapshot store. Among replicas only an environment's lease holder
+//!   writes its snapshots, each under the lease's fencing number ([`checkpoint_gate`]).
 //!
 //! This module decides when; the provider deletes and uploads.
 
@@ -23,7 +24,9 @@ use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use hookbox_protocol::api::EnvironmentStatus;
-use hookbox_store::{EnvironmentChange, EnvironmentRecord, InteractionFilter, Page};
+use hookbox_store::{
+    Claim, Cluster, EnvironmentChange, EnvironmentRecord, InteractionFilter, Page,
+};
 
 use crate::AppState;
 use crate::cluster::{self, Placement};
@@ -60,6 +63,22 @@ impl Default for Lifecycle {
             snapshots: None,
         }
     }
+}
+
+/// The snapshot manager's gate among replicas: an environment is checkpointed only by the
+/// holder of its lease, under the lease's fencing number; `None` (no checkpoint here) when
+/// another replica holds it or the lease cannot be read.
+pub fn checkpoint_gate(cluster: Arc<dyn Cluster>) -> hookbox_snapshot::Gate {
+    Arc::new(move |id: String| {
+        let cluster = cluster.clone();
+        Box::pin(async move {
+            let resource = hookbox_store::postgres::environment_resource(&id);
+            match cluster.claim(&resource).await {
+                Ok(Claim::Held { fence }) => u64::try_from(fence).ok(),
+                _ => None,
+            }
+        })
+    })
 }
 
 /// The 400 `FAILED_PRECONDITION` for an expired environment.

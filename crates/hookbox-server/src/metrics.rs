@@ -248,7 +248,7 @@ pub fn layer_targets() -> tracing_subscriber::filter::Targets {
         .with_target("hookbox_egress::audit", Level::INFO)
         .with_target("hookbox_agent::agent_loop", Level::DEBUG)
         .with_target("hookbox_server::sandbox", Level::DEBUG)
-        .with_target("hookbox_sandbox::runner", Level::DEBUG)
+        .with_target("hookbox_environments::runner", Level::DEBUG)
         .with_target("hookbox_snapshot", Level::INFO)
         .with_target("hookbox_snapshot::manager", Level::DEBUG)
         .with_target("hookbox_webhooks", Level::INFO)

@@ -1,7 +1,7 @@
 //! Per-project quotas: how many environments a project keeps, how many of its interactions and
 //! sandboxed processes run at once, how many requests per second it may send (a token bucket),
 //! and how large each of its environments' disks is (enforced by the kernel, see
-//! `hookbox_sandbox::disk`).
+//! `hookbox_environments::disk`).
 //!
 //! Where the numbers come from, later wins: built-in defaults (which a single-user install never
 //! hits), the config file's `[quotas]`, its `[projects.NAME.quotas]`, and the overrides stored
@@ -20,9 +20,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
-use hookbox_agent::seams::{OutputSink, ToolExecution, ToolExecutor};
+use hookbox_agent::execution::ToolExecution;
+use hookbox_agent::seams::{OutputSink, ToolExecutor};
+use hookbox_environments::RuntimeKind;
 use hookbox_protocol::ToolCall;
-use hookbox_sandbox::RuntimeKind;
 use hookbox_store::{Cluster, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -131,11 +132,11 @@ impl QuotaOverrides {
         }
         if let Some(bytes) = self.disk_bytes_per_environment
             && bytes != 0
-            && bytes < hookbox_sandbox::disk::MIN_BYTES
+            && bytes < hookbox_environments::disk::MIN_BYTES
         {
             return Err(format!(
                 "disk_bytes_per_environment must be 0 (no cap) or at least {} (16 MiB), not {bytes}",
-                hookbox_sandbox::disk::MIN_BYTES
+                hookbox_environments::disk::MIN_BYTES
             ));
         }
         Ok(())
@@ -362,7 +363,7 @@ pub struct QuotaBook {
     /// Serialises count-then-create of environments per project.
     creating: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// The per-project sandbox process limits, when the backend enforces them.
-    slots: Option<Arc<hookbox_sandbox::slots::SlotRegistry>>,
+    slots: Option<Arc<hookbox_environments::slots::SlotRegistry>>,
     /// Among replicas: where the cluster-wide counts are kept.
     cluster: Option<Arc<dyn Cluster>>,
     /// Among replicas: request tokens this replica took from the shared bucket, not yet spent.
@@ -413,7 +414,7 @@ impl QuotaBook {
     pub fn new(
         config: QuotaConfig,
         store: Arc<dyn Store>,
-        slots: Option<Arc<hookbox_sandbox::slots::SlotRegistry>>,
+        slots: Option<Arc<hookbox_environments::slots::SlotRegistry>>,
         cluster: Option<Arc<dyn Cluster>>,
     ) -> Arc<Self> {
         Arc::new(QuotaBook {

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use hookbox_sandbox::environment::{Store, TREE_DIR};
+use hookbox_environments::environment::{Environments, TREE_DIR};
 use hookbox_snapshot::Snapshots;
 use object_store::{ObjectStore, PutPayload};
 
@@ -27,7 +27,7 @@ mod common;
 
 use common::{DataDir, store};
 
-fn create(store: &Store) -> String {
+fn create(store: &Environments) -> String {
     common::create(store, serde_json::json!({"sources": []}))
 }
 

@@ -20,7 +20,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hookbox_sandbox::environment::{Store as EnvStore, read_meta};
+use hookbox_environments::environment::{Environments, read_meta};
 
 use crate::{CheckpointStats, SnapshotError, Snapshots, is_dirty, read_state};
 
@@ -83,7 +83,7 @@ fn report_pending(pending: usize) {
 /// Checkpoints, restores and local eviction of one host's environments.
 pub struct Manager {
     snapshots: Snapshots,
-    envs: EnvStore,
+    envs: Environments,
     options: ManagerOptions,
     book: Mutex<Book>,
     /// One operation (checkpoint, restore, eviction) per environment at a time.
@@ -104,7 +104,7 @@ impl std::fmt::Debug for Manager {
 }
 
 impl Manager {
-    pub fn new(snapshots: Snapshots, envs: EnvStore, options: ManagerOptions) -> Arc<Self> {
+    pub fn new(snapshots: Snapshots, envs: Environments, options: ManagerOptions) -> Arc<Self> {
         Arc::new(Manager {
             snapshots,
             envs,
@@ -158,8 +158,8 @@ impl Manager {
             let Ok(dir) = self.envs.dir_of(&id) else {
                 continue;
             };
-            hookbox_sandbox::disk::thaw_if_frozen(
-                &dir.join(hookbox_sandbox::environment::TREE_DIR),
+            hookbox_environments::disk::thaw_if_frozen(
+                &dir.join(hookbox_environments::environment::TREE_DIR),
             );
             if read_state(&dir).is_ok_and(|state| state.stale) {
                 // Nothing to upload; replaced by the newest snapshot when next needed.
@@ -402,8 +402,8 @@ impl Manager {
             .envs
             .dir_of(id)
             .map_err(|e| SnapshotError::Internal(e.to_string()))?;
-        let tree = dir.join(hookbox_sandbox::environment::TREE_DIR);
-        tokio::task::spawn_blocking(move || hookbox_sandbox::disk::unmount_now(&tree))
+        let tree = dir.join(hookbox_environments::environment::TREE_DIR);
+        tokio::task::spawn_blocking(move || hookbox_environments::disk::unmount_now(&tree))
             .await
             .map_err(|e| SnapshotError::Internal(e.to_string()))?
             .map_err(|e| SnapshotError::Internal(e.to_string()))

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
-use hookbox_sandbox::disk;
-use hookbox_sandbox::environment::{FROZEN_DIR, META_FILE, MOUNT_DIR, TREE_DIR, read_meta};
+use hookbox_environments::disk;
+use hookbox_environments::environment::{FROZEN_DIR, META_FILE, MOUNT_DIR, TREE_DIR, read_meta};
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
 
@@ -796,11 +796,11 @@ fn scan_env(dir: &Path) -> Result<Option<Scanned>, SnapshotError> {
     let state = read_state(dir)?;
     // Read before freezing: a change after this point bumps the generation again.
     let meta_bytes = std::fs::read(dir.join(META_FILE)).map_err(io(&dir.join(META_FILE)))?;
-    let meta: hookbox_sandbox::environment::EnvironmentMeta = serde_json::from_slice(&meta_bytes)
-        .map_err(|e| SnapshotError::Io {
-        path: dir.join(META_FILE),
-        source: std::io::Error::other(e),
-    })?;
+    let meta: hookbox_environments::environment::EnvironmentMeta =
+        serde_json::from_slice(&meta_bytes).map_err(|e| SnapshotError::Io {
+            path: dir.join(META_FILE),
+            source: std::io::Error::other(e),
+        })?;
     if state.seq > 0 && state.generation == meta.generation {
         return Ok(None);
     }

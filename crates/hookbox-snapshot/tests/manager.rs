@@ -9,10 +9,10 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use common::DataDir;
-use hookbox_sandbox::environment::TREE_DIR;
+use hookbox_environments::environment::TREE_DIR;
 use hookbox_snapshot::{Manager, ManagerOptions, Snapshots, is_dirty};
 
-fn env_with_file(store: &hookbox_sandbox::environment::Store, content: &str) -> String {
+fn env_with_file(store: &hookbox_environments::environment::Environments, content: &str) -> String {
     common::create(
         store,
         serde_json::json!({"sources": [{"type": "inline", "target": "/workspace/f.txt", "content": content}]}),
@@ -176,7 +176,7 @@ fn gate(fence: &std::sync::Arc<std::sync::atomic::AtomicU64>) -> hookbox_snapsho
     })
 }
 
-fn read_file(store: &hookbox_sandbox::environment::Store, id: &str) -> String {
+fn read_file(store: &hookbox_environments::environment::Environments, id: &str) -> String {
     std::fs::read_to_string(
         store
             .dir_of(id)

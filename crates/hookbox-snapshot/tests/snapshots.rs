@@ -6,18 +6,18 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use hookbox_sandbox::environment::{Store, TREE_DIR};
+use hookbox_environments::environment::{Environments, TREE_DIR};
 use hookbox_snapshot::{SnapshotError, Snapshots, is_dirty};
 
 mod common;
 
 use common::DataDir;
 
-fn store(data: &Path) -> Store {
+fn store(data: &Path) -> Environments {
     common::store(data, 256 << 20)
 }
 
-fn create(store: &Store, freeze: bool) -> String {
+fn create(store: &Environments, freeze: bool) -> String {
     common::create(
         store,
         serde_json::json!({
@@ -30,7 +30,7 @@ fn create(store: &Store, freeze: bool) -> String {
     )
 }
 
-fn tree(store: &Store, id: &str) -> PathBuf {
+fn tree(store: &Environments, id: &str) -> PathBuf {
     store.dir_of(id).unwrap().join(TREE_DIR)
 }
 
@@ -255,7 +255,7 @@ async fn long_chains_are_compacted_and_still_restore() {
     b.remove(&id).unwrap();
 }
 
-fn read_tree(store: &Store, id: &str, path: &str) -> String {
+fn read_tree(store: &Environments, id: &str, path: &str) -> String {
     std::fs::read_to_string(tree(store, id).join(path)).unwrap()
 }
 

@@ -14,7 +14,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use hookbox_agent::seams::{ToolExecution, ToolExecutor};
+use hookbox_agent::execution::ToolExecution;
+use hookbox_agent::seams::ToolExecutor;
 use hookbox_protocol::{ToolCall, ToolName};
 
 pub use local::LocalBackend;
@@ -43,7 +44,7 @@ impl Default for DataDir {
 
 impl Drop for DataDir {
     fn drop(&mut self) {
-        hookbox_sandbox::disk::unmount_all_under(self.0.path());
+        hookbox_environments::disk::unmount_all_under(self.0.path());
     }
 }
 

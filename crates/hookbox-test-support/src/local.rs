@@ -15,9 +15,9 @@ use hookbox_protocol::api::{EnvironmentFile, FileType, Source};
 use hookbox_protocol::{ToolCall, ToolName};
 use serde_json::Value;
 
+use hookbox_agent::execution::ToolExecution;
 use hookbox_agent::seams::{
-    EnvironmentProvider, EnvironmentSetup, EnvironmentUsage, ProviderError, ToolExecution,
-    ToolExecutor,
+    EnvironmentProvider, EnvironmentSetup, EnvironmentUsage, ProviderError, ToolExecutor,
 };
 
 /// Unisolated, directory-backed environments.

@@ -3,7 +3,6 @@
 //! the one place where errors become `anyhow` and exit codes.
 
 mod cli;
-mod credentials;
 
 use std::process::ExitCode;
 

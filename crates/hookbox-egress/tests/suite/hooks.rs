@@ -14,7 +14,7 @@ use serde_json::json;
 
 use super::support::*;
 
-/// The hooks engine's seam over the egress poster, as `hookbox-sandbox` wires an environment's
+/// The hooks engine's seam over the egress poster, as `hookbox-environments` wires an environment's
 /// hooks (egress itself does not know the engine).
 #[derive(Debug)]
 struct HookPoster(EgressPoster);

@@ -119,7 +119,7 @@ async fn curl_in_the_namespace_cannot_bypass_the_proxy() {
 
     let curl = |args: Vec<String>| {
         let ns = ns.try_clone().unwrap();
-        let env_vars = hookbox_egress::env::sandbox_env(&proxy_url, "/nonexistent.pem");
+        let env_vars = hookbox_egress::env_vars::sandbox_env(&proxy_url, "/nonexistent.pem");
         tokio::task::spawn_blocking(move || {
             let mut cmd = Command::new("curl");
             cmd.args(["-sS", "--max-time", "10"])
@@ -191,7 +191,7 @@ async fn curl_in_the_namespace_gets_credentials_injected_over_https() {
     let listener = tokio::net::TcpListener::from_std(listener).unwrap();
     tokio::spawn(hookbox_egress::EgressProxy::new(env.egress.clone()).serve(listener));
 
-    let env_vars = hookbox_egress::env::sandbox_env(&proxy_url, bundle.to_str().unwrap());
+    let env_vars = hookbox_egress::env_vars::sandbox_env(&proxy_url, bundle.to_str().unwrap());
     let out = tokio::task::spawn_blocking(move || {
         let mut cmd = Command::new("curl");
         cmd.args(["-sS", "--max-time", "10"])

@@ -1,10 +1,3 @@
-mod common;
-mod disk;
-mod escape;
-mod fork;
-mod identity;
-mod isolation;
-mod lifecycle;
-mod network;
-mod repositories;
-mod sources;
+mod bounds;
+mod stages;
+mod support;

@@ -490,7 +490,7 @@ mod tests {
         let mut i = Interaction::new("int_p".to_owned(), InteractionStatus::RequiresAction);
         i.steps = vec![
             Step::user_text("go"),
-            hookbox_agent::tools::call_step("call_1", "f", &json!({}), None),
+            hookbox_agent::steps::call_step("call_1", "f", &json!({}), None),
         ];
         i
     }

@@ -309,7 +309,7 @@ pub(crate) fn check_stored_request(
 /// be enforced as written.
 pub(crate) fn check_environment_network(environment: Option<&Value>, at: &str) -> ApiResult<()> {
     if let Some(network) = environment.and_then(|e| e.get("network"))
-        && let Err(e) = hookbox_sandbox::network::validate_policy(Some(network))
+        && let Err(e) = hookbox_environments::network::validate_policy(Some(network))
     {
         return Err(ApiError::bad_request(format!(
             "Invalid `{at}.network{}`: {}.",

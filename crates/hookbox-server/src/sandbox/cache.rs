@@ -26,9 +26,9 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use hookbox_agent::seams::ProviderError;
+use hookbox_environments::environment::{Environment, Environments};
+use hookbox_environments::slots::SlotRegistry;
 use hookbox_rootfs::RootDir;
-use hookbox_sandbox::environment::{Environment, Store};
-use hookbox_sandbox::slots::SlotRegistry;
 use tokio::sync::Mutex;
 
 use super::errors::blocking;
@@ -122,7 +122,7 @@ impl Cached {
 /// Real sandboxes and hooks behind the agent seams.
 #[derive(Debug)]
 pub struct SandboxBackend {
-    pub(super) store: Store,
+    pub(super) store: Environments,
     limits: CacheLimits,
     clock: Clock,
     open: Mutex<HashMap<String, Cached>>,
@@ -141,11 +141,11 @@ pub struct SandboxBackend {
 
 impl SandboxBackend {
     /// A backend with the default [`CacheLimits`].
-    pub fn new(store: Store) -> Self {
+    pub fn new(store: Environments) -> Self {
         Self::with_limits(store, CacheLimits::default(), Clock::system())
     }
 
-    pub fn with_limits(store: Store, limits: CacheLimits, clock: Clock) -> Self {
+    pub fn with_limits(store: Environments, limits: CacheLimits, clock: Clock) -> Self {
         SandboxBackend {
             store,
             limits,

@@ -1,9 +1,9 @@
-//! How the sandbox crate's errors reach the seams' callers: as [`ProviderError`]s (which the
+//! How the environments crate's errors reach the seams' callers: as [`ProviderError`]s (which the
 //! server maps to HTTP statuses), and blocking work run off the async executor.
 
 use hookbox_agent::seams::ProviderError;
+use hookbox_environments::environment::EnvError;
 use hookbox_rootfs::RootFsError;
-use hookbox_sandbox::environment::EnvError;
 
 /// Runs `f` on the blocking pool, its error as a [`ProviderError`].
 pub(super) async fn blocking<T: Send + 'static>(

@@ -1,6 +1,6 @@
 //! [`ToolExecutor`] for [`SandboxBackend`]: a tool call is handed to the environment's
-//! tool-call lifecycle (`hookbox_sandbox::lifecycle`, where hooks → tool → hooks happen and the
-//! outcome is decided) and its typed outcome becomes a [`ToolExecution`], field by field; the
+//! tool-call lifecycle (`hookbox_environments::lifecycle`, where hooks → tool → hooks happen and
+//! the outcome is decided) and its typed outcome becomes a [`ToolExecution`], field by field; the
 //! call's span and `tool.finished` event are recorded here. Also the environment's interaction
 //! hooks and its sessions with remote MCP servers. It must not run hooks or tools itself, nor
 //! decide anything about a result (what the model sees, whether it is an error).
@@ -8,9 +8,10 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use hookbox_agent::seams::{ProviderError, ToolExecution, ToolExecutor};
+use hookbox_agent::execution::ToolExecution;
+use hookbox_agent::seams::{ProviderError, ToolExecutor};
+use hookbox_environments::lifecycle::{Outcome, ToolResult};
 use hookbox_protocol::ToolCall;
-use hookbox_sandbox::lifecycle::{Outcome, ToolResult};
 
 use super::cache::SandboxBackend;
 
@@ -115,7 +116,7 @@ enum Gate {
 /// Turns stdout bytes into text pieces for `sink`, holding back an incomplete UTF-8 sequence at
 /// the end of a chunk so every piece is whole characters and the pieces concatenate to
 /// `String::from_utf8_lossy` of the whole (which is how the result step's text begins).
-fn utf8_tap(sink: hookbox_agent::OutputSink) -> hookbox_sandbox::runner::StdoutTap {
+fn utf8_tap(sink: hookbox_agent::OutputSink) -> hookbox_environments::runner::StdoutTap {
     let pending = std::sync::Mutex::new(Vec::<u8>::new());
     Arc::new(move |bytes: &[u8]| {
         let mut buf = pending.lock().unwrap_or_else(|p| p.into_inner());
@@ -141,7 +142,7 @@ impl SandboxBackend {
         &self,
         environment_id: &str,
         call: &ToolCall,
-        tap: Option<hookbox_sandbox::runner::StdoutTap>,
+        tap: Option<hookbox_environments::runner::StdoutTap>,
     ) -> ToolExecution {
         self.run_call_as(environment_id, call, tap, Gate::PreHooks)
             .await
@@ -151,7 +152,7 @@ impl SandboxBackend {
         &self,
         environment_id: &str,
         call: &ToolCall,
-        tap: Option<hookbox_sandbox::runner::StdoutTap>,
+        tap: Option<hookbox_environments::runner::StdoutTap>,
         gate: Gate,
     ) -> ToolExecution {
         let env = match self.env(environment_id).await {

@@ -1,18 +1,18 @@
-//! `hookbox-sandbox` behind the agent seams: [`SandboxBackend`] implements [`ToolExecutor`] and
-//! [`EnvironmentProvider`] over the sandbox store, with the environments this replica has open.
+//! `hookbox-environments` behind the agent seams: [`SandboxBackend`] implements [`ToolExecutor`]
+//! and [`EnvironmentProvider`] over the environments on disk, with those this replica has open.
 //!
 //! - `cache`: the environment cache (open environments, idle and LRU eviction, copies opened
 //!   under a lease this replica lost, the stop);
 //! - `executor`: [`ToolExecutor`]: each call handed to the environment's tool-call lifecycle
-//!   (`hookbox_sandbox::lifecycle`), whose typed outcome (what the model sees, the verdict, the
-//!   trace) becomes the loop's [`ToolExecution`](hookbox_agent::seams::ToolExecution); the
-//!   interaction hooks and the sessions with remote MCP servers;
+//!   (`hookbox_environments::lifecycle`), whose typed outcome (what the model sees, the verdict,
+//!   the trace) becomes the loop's [`ToolExecution`](hookbox_agent::execution::ToolExecution);
+//!   the interaction hooks and the sessions with remote MCP servers;
 //! - `provider`: [`EnvironmentProvider`]: API sources as sandbox sources, create, fork,
 //!   delete, files through the environment's confined tree;
-//! - `errors`: the sandbox's errors as [`ProviderError`](hookbox_agent::seams::ProviderError)s.
+//! - `errors`: the environments' errors as [`ProviderError`](hookbox_agent::seams::ProviderError)s.
 //!
 //! These adapt only: none of them runs hooks or tools, resolves paths or decides what a result
-//! is; that is the lifecycle's, in the sandbox crate.
+//! is; that is the lifecycle's, in the environments crate.
 //!
 //! [`ToolExecutor`]: hookbox_agent::seams::ToolExecutor
 //! [`EnvironmentProvider`]: hookbox_agent::seams::EnvironmentProvider

@@ -1,5 +1,5 @@
 //! [`EnvironmentProvider`] for [`SandboxBackend`]: API sources and `env` become a sandbox
-//! [`EnvironmentSpec`], environments are created, forked and deleted in the sandbox store, and
+//! [`EnvironmentSpec`], environments are created, forked and deleted on disk, and
 //! files are read and written through the opened environment's confined tree
 //! (`hookbox-rootfs`), off the async executor. It must not resolve paths itself.
 
@@ -7,9 +7,11 @@ use async_trait::async_trait;
 use hookbox_agent::seams::{
     EnvironmentProvider, EnvironmentSetup, EnvironmentUsage, ProviderError,
 };
+use hookbox_environments::source::{
+    self, Encoding, EnvValue, EnvironmentSpec, Source, SourceOrigin,
+};
 use hookbox_protocol::api::{EnvironmentFile, FileType, Source as ApiSource};
 use hookbox_rootfs::{EntryKind, RootFsError};
-use hookbox_sandbox::source::{self, Encoding, EnvValue, EnvironmentSpec, Source, SourceOrigin};
 use serde_json::Value;
 
 use super::cache::SandboxBackend;

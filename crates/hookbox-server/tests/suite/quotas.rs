@@ -186,7 +186,7 @@ fn config_files_with_typos_or_bad_values_are_refused() {
 
 #[test]
 fn the_config_gives_projects_a_runtime_over_its_defaults() {
-    use hookbox_sandbox::RuntimeKind;
+    use hookbox_environments::RuntimeKind;
     let config: QuotaConfig = toml::from_str(
         "[defaults]\nruntime = \"gvisor\"\n[projects.trusted]\nruntime = \"namespaces\"\n[projects.other.quotas]\nburst = 5\n",
     )

@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
-use hookbox_sandbox::environment::Store;
-use hookbox_sandbox::runner::{Launcher, SandboxOptions};
+use hookbox_environments::environment::Environments;
+use hookbox_environments::runner::{Launcher, SandboxOptions};
 
 /// A data dir whose disks are detached when dropped.
 pub struct DataDir(tempfile::TempDir);
@@ -21,27 +21,27 @@ impl DataDir {
 
 impl Drop for DataDir {
     fn drop(&mut self) {
-        hookbox_sandbox::disk::unmount_all_under(self.0.path());
+        hookbox_environments::disk::unmount_all_under(self.0.path());
     }
 }
 
 /// Environments in `data`, each on an image of `cap` bytes (nothing is ever launched).
-pub fn store(data: &Path, cap: u64) -> Store {
+pub fn store(data: &Path, cap: u64) -> Environments {
     let mut options = SandboxOptions::new(Launcher::standalone("/nonexistent-launcher"));
     options.disk_limit_bytes = Some(cap);
     let credentials =
         std::sync::Arc::new(hookbox_egress::credentials::FileCredentialStore::open(data).unwrap());
-    let egress = hookbox_sandbox::network::EgressOptions::new(credentials);
-    Store::open(data, options, egress).unwrap()
+    let egress = hookbox_environments::network::EgressOptions::new(credentials);
+    Environments::open(data, options, egress).unwrap()
 }
 
 /// A new environment from `spec` (the API's environment JSON); its id.
-pub fn create(store: &Store, spec: serde_json::Value) -> String {
-    let spec: hookbox_sandbox::source::EnvironmentSpec = serde_json::from_value(spec).unwrap();
+pub fn create(store: &Environments, spec: serde_json::Value) -> String {
+    let spec: hookbox_environments::source::EnvironmentSpec = serde_json::from_value(spec).unwrap();
     store
         .create(
             &spec,
-            hookbox_sandbox::source::SourceOrigin::Operator,
+            hookbox_environments::source::SourceOrigin::Operator,
             &mut |_| {},
             false,
         )

@@ -1,6 +1,7 @@
 //! `hookbox credential create|list|update|rm`: the named secrets the egress proxy injects. They
 //! live in the store (encrypted): SQLite in the data dir, or `--database`'s PostgreSQL; the same
-//! one `hookbox serve` and the API's `/credentials` use ([`crate::credentials`]), so CLI and API see the same credentials.
+//! one `hookbox serve` and the API's `/credentials` use (`hookbox_credentials`), so CLI and API
+//! see the same credentials.
 //!
 //! A secret is read from standard input or `--value-file`, never from the command line (argv is
 //! visible to every user through /proc). Nothing this module prints contains a secret: create,
@@ -16,7 +17,7 @@ use hookbox_egress::credentials::{
     CredentialMeta, CredentialSpec, CredentialStore, CredentialUpdate, InjectionLocation, Secret,
 };
 
-use crate::credentials::StoreCredentials;
+use hookbox_credentials::{OpenError, StoreCredentials};
 
 #[derive(Debug, Args)]
 pub struct CredentialArgs {
@@ -30,7 +31,7 @@ pub struct CredentialArgs {
     #[arg(long, global = true, default_value = hookbox_store::DEFAULT_PROJECT)]
     pub project: String,
     #[command(flatten)]
-    pub database: super::DatabaseArg,
+    pub database: super::args::DatabaseArg,
     #[command(subcommand)]
     pub command: CredentialCommand,
 }
@@ -113,14 +114,33 @@ pub struct UpdateArgs {
 pub fn run(args: CredentialArgs) -> anyhow::Result<ExitCode> {
     let data_dir = match args.data_dir {
         Some(d) => d,
-        None => hookbox_sandbox::environment::default_data_dir()?,
+        None => hookbox_environments::environment::default_data_dir()?,
     };
     super::project::check_name(&args.project)?;
-    let store = StoreCredentials::open(&data_dir, args.database.database.as_deref())?
-        .for_project(&args.project);
+    let store =
+        open_credentials(&data_dir, args.database.database.as_deref())?.for_project(&args.project);
     let out = execute(&store, args.command, &mut std::io::stdin().lock())?;
     print!("{out}");
     Ok(ExitCode::SUCCESS)
+}
+
+/// The credentials of the store `hookbox serve` uses with the same `--data-dir` and
+/// `--database`, with the error saying which store failed (never the URL: it may hold a
+/// password).
+pub(super) fn open_credentials(
+    data_dir: &Path,
+    database: Option<&str>,
+) -> anyhow::Result<StoreCredentials> {
+    StoreCredentials::open(data_dir, database).map_err(|e| match e {
+        OpenError::Runtime(_) => anyhow::Error::from(e),
+        OpenError::Store(e) => {
+            let e = anyhow::Error::from(e);
+            match database {
+                Some(_) => e.context("cannot open the PostgreSQL store (--database)"),
+                None => e.context(format!("cannot open the store in {}", data_dir.display())),
+            }
+        }
+    })
 }
 
 /// Runs one command against `store`, reading secrets from `stdin`; returns what to print.
@@ -265,6 +285,12 @@ mod tests {
         c: CredentialCommand,
     }
 
+    /// The SQLite store of `data_dir` (what `hookbox serve` uses without `--database`).
+    fn open_in(data_dir: &Path) -> StoreCredentials {
+        let store = hookbox_store::SqliteStore::open_in(data_dir, &Default::default()).unwrap();
+        StoreCredentials::new(std::sync::Arc::new(store))
+    }
+
     fn run_args(store: &dyn CredentialStore, args: &[&str], stdin: &str) -> anyhow::Result<String> {
         let t = T::try_parse_from(std::iter::once("credential").chain(args.iter().copied()))?;
         execute(store, t.c, &mut stdin.as_bytes())
@@ -273,7 +299,7 @@ mod tests {
     #[test]
     fn create_list_update_rm_without_printing_secrets() {
         let dir = tempfile::tempdir().unwrap();
-        let store = StoreCredentials::open_in(dir.path()).unwrap();
+        let store = open_in(dir.path());
         let out = run_args(&store, &["create", "telemetry"], "tok-SECRET-1\n").unwrap();
         assert!(out.contains("\"id\":\"telemetry\""), "{out}");
         assert!(out.contains("\"type\":\"bearer_token\""), "{out}");
@@ -316,7 +342,7 @@ mod tests {
     #[test]
     fn secrets_are_never_taken_from_argv_and_never_empty() {
         let dir = tempfile::tempdir().unwrap();
-        let store = StoreCredentials::open_in(dir.path()).unwrap();
+        let store = open_in(dir.path());
         assert!(run_args(&store, &["create", "x", "--value", "s"], "").is_err());
         assert!(run_args(&store, &["create", "x"], "\n").is_err());
         run_args(

@@ -1,4 +1,4 @@
-//! `hookbox env create|list|show|rm`: environments on this machine (hookbox-sandbox's store).
+//! `hookbox env create|list|show|rm`: environments on this machine (hookbox-environments's store).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -9,12 +9,12 @@ use base64::Engine;
 use clap::{Args, Subcommand};
 use hookbox_egress::ResolvePin;
 use hookbox_egress::ssrf::Cidr;
-use hookbox_isolation::gvisor::Platform;
-use hookbox_isolation::spec::{Isolation, RuntimeKind};
-use hookbox_sandbox::environment::{Store, default_data_dir};
-use hookbox_sandbox::network::{EgressOperator, EgressOptions};
-use hookbox_sandbox::runner::{GvisorSettings, Launcher, SandboxOptions};
-use hookbox_sandbox::source::{Encoding, EnvValue, EnvironmentSpec, Source, SourceOrigin};
+use hookbox_environments::environment::{Environments, default_data_dir};
+use hookbox_environments::network::{EgressOperator, EgressOptions};
+use hookbox_environments::runner::{GvisorSettings, Launcher, SandboxOptions};
+use hookbox_environments::source::{Encoding, EnvValue, EnvironmentSpec, Source, SourceOrigin};
+use hookbox_sandbox::gvisor::Platform;
+use hookbox_sandbox::spec::{Isolation, RuntimeKind};
 
 /// The hidden subcommand through which the `hookbox` binary acts as its own sandbox launcher.
 pub const SANDBOX_EXEC_SUBCOMMAND: &str = "__sandbox-exec";
@@ -38,7 +38,7 @@ pub struct StoreArgs {
     pub runtime: RuntimeArgs,
     /// Where the credentials that egress injects live (`hookbox serve --database`).
     #[command(flatten)]
-    pub database: super::DatabaseArg,
+    pub database: super::args::DatabaseArg,
 }
 
 /// Which kernel sandboxes run on (`hookbox serve`, `mcp`, `env`, `tool`, `hooks test`).
@@ -122,7 +122,7 @@ impl EgressArgs {
 }
 
 impl StoreArgs {
-    pub fn open(&self) -> anyhow::Result<Store> {
+    pub fn open(&self) -> anyhow::Result<Environments> {
         self.open_with(None, EgressOperator::default())
     }
 
@@ -132,7 +132,7 @@ impl StoreArgs {
         &self,
         tool_timeout: Option<std::time::Duration>,
         operator: EgressOperator,
-    ) -> anyhow::Result<Store> {
+    ) -> anyhow::Result<Environments> {
         let data_dir = match &self.data_dir {
             Some(dir) => dir.clone(),
             None => default_data_dir()?,
@@ -154,12 +154,10 @@ impl StoreArgs {
             options.isolation = Isolation::InsecureNone;
         }
         self.runtime.apply(&mut options)?;
-        let credentials = crate::credentials::StoreCredentials::open(
-            &data_dir,
-            self.database.database.as_deref(),
-        )?;
+        let credentials =
+            super::credential::open_credentials(&data_dir, self.database.database.as_deref())?;
         let egress = EgressOptions::new(Arc::new(credentials)).with_operator(operator);
-        Ok(Store::open(&data_dir, options, egress)?)
+        Ok(Environments::open(&data_dir, options, egress)?)
     }
 }
 

@@ -13,15 +13,15 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use hookbox_egress::policy::NetworkPolicy;
 use hookbox_egress::{Egress, EgressConfig, EgressPoster};
+use hookbox_environments::runner::{Launcher, SandboxLayout, SandboxOptions, SandboxRunner};
 use hookbox_hooks::command::CommandRunner;
 use hookbox_hooks::config::{Group, HandlerKind, HooksConfig};
+use hookbox_hooks::decision::{Decision, Dispatch, Outcome};
 use hookbox_hooks::diagnostic::{Diagnostic, Severity};
-use hookbox_hooks::engine::{Decision, Dispatch, Outcome};
 use hookbox_hooks::{HookEngine, Loaded};
-use hookbox_isolation::spec::Isolation;
 use hookbox_protocol::{HookEvent, ToolCall, ToolName};
 use hookbox_rootfs::RootDir;
-use hookbox_sandbox::runner::{Launcher, SandboxLayout, SandboxOptions, SandboxRunner};
+use hookbox_sandbox::spec::Isolation;
 
 #[derive(Debug, Subcommand)]
 pub enum HooksCommand {
@@ -128,7 +128,7 @@ pub struct TestArgs {
     data_dir: Option<PathBuf>,
     /// Where those credentials live when not in the data dir (`hookbox serve --database`).
     #[command(flatten)]
-    database: super::DatabaseArg,
+    database: super::args::DatabaseArg,
     /// Run command handlers WITHOUT any isolation, on this machine, with --root as the working
     /// directory (paths like /.agents/... then do not resolve). A warning is printed every run.
     #[arg(long)]
@@ -524,7 +524,7 @@ fn command_runner(
             "WARNING: --insecure-no-isolation: hook commands run directly on this machine, with NO sandbox"
         );
         options.isolation = Isolation::InsecureNone;
-    } else if let Some(feature) = hookbox_isolation::features::missing().into_iter().next() {
+    } else if let Some(feature) = hookbox_sandbox::features::missing().into_iter().next() {
         bail!(
             "this kernel lacks {feature}, which the sandbox needs; refusing to run hooks without isolation (--insecure-no-isolation overrides, unsafely)"
         );
@@ -562,12 +562,12 @@ fn http_poster(
     let policy = NetworkPolicy::from_json(network).context("invalid --network policy")?;
     let data_dir = match data_dir {
         Some(dir) => dir,
-        None => hookbox_sandbox::environment::default_data_dir()?,
+        None => hookbox_environments::environment::default_data_dir()?,
     };
-    let credentials = crate::credentials::StoreCredentials::open(&data_dir, database)?;
+    let credentials = super::credential::open_credentials(&data_dir, database)?;
     let config = EgressConfig::new(environment_id, policy, Arc::new(credentials));
     let egress = Egress::new(config).context("cannot set up egress")?;
-    Ok(Arc::new(hookbox_sandbox::network::HookPoster(
+    Ok(Arc::new(hookbox_environments::network::HookPoster(
         EgressPoster::new(Arc::new(egress)),
     )))
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use hookbox_sandbox::source::{EnvironmentSpec, SourceOrigin};
+use hookbox_environments::source::{EnvironmentSpec, SourceOrigin};
 
 use super::env::{EgressArgs, StoreArgs, parse_inline, parse_network};
 

@@ -17,7 +17,7 @@ pub struct ProjectArgs {
     #[arg(long, global = true)]
     pub data_dir: Option<PathBuf>,
     #[command(flatten)]
-    pub database: super::DatabaseArg,
+    pub database: super::args::DatabaseArg,
     #[command(subcommand)]
     pub command: ProjectCommand,
 }
@@ -54,7 +54,7 @@ pub struct KeyArgs {
     #[arg(long, global = true)]
     pub data_dir: Option<PathBuf>,
     #[command(flatten)]
-    pub database: super::DatabaseArg,
+    pub database: super::args::DatabaseArg,
     #[command(subcommand)]
     pub command: KeyCommand,
 }
@@ -78,7 +78,7 @@ async fn open(
 ) -> anyhow::Result<Arc<dyn Store>> {
     let data_dir = match data_dir {
         Some(d) => d,
-        None => hookbox_sandbox::environment::default_data_dir()?,
+        None => hookbox_environments::environment::default_data_dir()?,
     };
     hookbox_store::open_store(&data_dir, database.as_deref(), &SqliteOptions::default())
         .await

@@ -21,19 +21,19 @@ use hookbox_agent::openai::OpenAiModel;
 use hookbox_agent::{LoopConfig, Model};
 use hookbox_egress::ResolvePin;
 use hookbox_egress::ssrf::Cidr;
-use hookbox_isolation::spec::Isolation;
-use hookbox_isolation::spec::RuntimeKind;
-use hookbox_sandbox::environment::Store as EnvStore;
-use hookbox_sandbox::network::{EgressOperator, EgressOptions};
-use hookbox_sandbox::runner::{Launcher, SandboxOptions};
-use hookbox_sandbox::slots::SlotRegistry;
+use hookbox_environments::environment::Environments;
+use hookbox_environments::network::{EgressOperator, EgressOptions};
+use hookbox_environments::runner::{Launcher, SandboxOptions};
+use hookbox_environments::slots::SlotRegistry;
+use hookbox_sandbox::spec::Isolation;
+use hookbox_sandbox::spec::RuntimeKind;
 use hookbox_server::cluster::ClusterConfig;
 use hookbox_server::quota::QuotaConfig;
 use hookbox_server::sandbox::{CacheLimits, Clock, SandboxBackend};
 use hookbox_server::{AppState, Services};
 use hookbox_store::{SqliteOptions, Store, Synchronous};
 
-use crate::credentials::StoreCredentials;
+use hookbox_credentials::StoreCredentials;
 
 /// Printed at start and logged on every tool call when isolation is off.
 const NO_ISOLATION_WARNING: &str = "WARNING: --insecure-no-isolation: tools and hooks run directly on this machine, with NO sandbox";
@@ -115,8 +115,8 @@ pub struct ServeArgs {
     pub config: Option<PathBuf>,
     /// Host uids (and gids) environments' sandboxes run as, FIRST:COUNT; one per environment.
     /// None of them may be a real account.
-    #[arg(long, value_name = "FIRST:COUNT", value_parser = hookbox_sandbox::runner::UidRange::parse)]
-    pub sandbox_uid_range: Option<hookbox_sandbox::runner::UidRange>,
+    #[arg(long, value_name = "FIRST:COUNT", value_parser = hookbox_environments::runner::UidRange::parse)]
+    pub sandbox_uid_range: Option<hookbox_environments::runner::UidRange>,
     /// Model backend. Default: `gemini` when GEMINI_API_KEY is set, else `openai` when
     /// HOOKBOX_OPENAI_BASE_URL is set, else the deterministic `offline` agent.
     #[arg(long, value_enum)]
@@ -357,7 +357,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     let data_dir = match args.data_dir {
         Some(d) => d,
-        None => hookbox_sandbox::environment::default_data_dir()?,
+        None => hookbox_environments::environment::default_data_dir()?,
     };
     let options = SqliteOptions {
         synchronous: if args.sync_full {
@@ -488,7 +488,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             resolve_pins: args.egress_resolve.clone(),
         },
     );
-    let environments = EnvStore::open(&data_dir, sandbox, egress)
+    let environments = Environments::open(&data_dir, sandbox, egress)
         .with_context(|| format!("cannot open the environments in {}", data_dir.display()))?;
     let snapshots = match &args.snapshot_store {
         Some(url) => Some(
@@ -529,17 +529,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         // Among replicas only an environment's lease holder writes its snapshots, each
         // recording the lease's fencing number.
         if let Some(config) = &cluster {
-            let cluster = config.cluster.clone();
-            manager.set_gate(Arc::new(move |id: String| {
-                let cluster = cluster.clone();
-                Box::pin(async move {
-                    let resource = hookbox_store::postgres::environment_resource(&id);
-                    match cluster.claim(&resource).await {
-                        Ok(hookbox_store::Claim::Held { fence }) => u64::try_from(fence).ok(),
-                        _ => None,
-                    }
-                })
-            }));
+            manager.set_gate(hookbox_server::lifecycle::checkpoint_gate(
+                config.cluster.clone(),
+            ));
         }
     }
     // Among replicas an environment is opened only under a lease held here, and a copy opened
@@ -799,7 +791,7 @@ async fn open_snapshots(
     url: &str,
     args: SnapshotArgs,
     quotas: &QuotaConfig,
-    environments: &EnvStore,
+    environments: &Environments,
 ) -> anyhow::Result<Arc<hookbox_snapshot::Manager>> {
     if args.insecure {
         bail!(

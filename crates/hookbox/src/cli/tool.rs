@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use hookbox_environments::lifecycle::ToolResult;
 use hookbox_protocol::{ToolCall, ToolName};
-use hookbox_sandbox::lifecycle::ToolResult;
 
 use super::env::{EgressArgs, StoreArgs};
 
@@ -56,7 +56,7 @@ pub fn run(args: ToolArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// `hookbox __sandbox-exec`: become the sandbox launcher (see hookbox_isolation::launcher).
+/// `hookbox __sandbox-exec`: become the sandbox launcher (see hookbox_sandbox::launcher).
 pub fn sandbox_exec() -> ! {
-    std::process::exit(hookbox_isolation::launcher_main())
+    std::process::exit(hookbox_sandbox::launcher_main())
 }

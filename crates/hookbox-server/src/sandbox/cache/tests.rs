@@ -5,23 +5,23 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use hookbox_agent::seams::{EnvironmentProvider, EnvironmentSetup, ProviderError, ToolExecutor};
+use hookbox_environments::environment::{Environment, Environments};
 use hookbox_protocol::ToolCall;
-use hookbox_sandbox::environment::{Environment, Store};
 use serde_json::json;
 
 use super::*;
 
 /// A store without isolation in `data` (file tools only; no launcher is needed).
-pub(in crate::sandbox) fn unisolated_store(data: &std::path::Path) -> Store {
+pub(in crate::sandbox) fn unisolated_store(data: &std::path::Path) -> Environments {
     let credentials =
         Arc::new(hookbox_egress::credentials::FileCredentialStore::open(data).unwrap());
-    let launcher = hookbox_sandbox::runner::Launcher::standalone("/nonexistent");
-    let mut options = hookbox_sandbox::runner::SandboxOptions::new(launcher);
-    options.isolation = hookbox_isolation::spec::Isolation::InsecureNone;
-    Store::open(
+    let launcher = hookbox_environments::runner::Launcher::standalone("/nonexistent");
+    let mut options = hookbox_environments::runner::SandboxOptions::new(launcher);
+    options.isolation = hookbox_sandbox::spec::Isolation::InsecureNone;
+    Environments::open(
         data,
         options,
-        hookbox_sandbox::EgressOptions::new(credentials),
+        hookbox_environments::EgressOptions::new(credentials),
     )
     .unwrap()
 }

@@ -1,0 +1,179 @@
+//! Benchmark: the gVisor runtime against the namespaces one, in one run, as ratios.
+//!
+//! - a warm `true` tool call (code_execution, no hooks) under each runtime, and a fresh
+//!   `runsc do true` (a whole gVisor sandbox for one program) as the baseline the issue names;
+//! - opening an environment cold (the first call builds its warm sandbox);
+//! - file-heavy calls: `git status` over 10 000 files, and `python3 -c 'import json'`.
+//!
+//! Run: `cargo bench -p hookbox-environments --bench runtimes [-- --runs N]`. Needs root and
+//! `runsc` on PATH (scripts/setup.sh). Prints numbers; asserts nothing.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark binary may panic
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hookbox_environments::environment::{Environment, Environments};
+use hookbox_environments::lifecycle::ToolResult;
+use hookbox_environments::runner::{GvisorSettings, Launcher, SandboxOptions};
+use hookbox_environments::source::EnvironmentSpec;
+use hookbox_protocol::{ToolCall, ToolName};
+use hookbox_sandbox::spec::RuntimeKind;
+
+const LAUNCHER: &str = env!("CARGO_BIN_EXE_hookbox-sandbox-exec");
+
+fn p50(samples: &mut [Duration]) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn bash(code: &str) -> ToolCall {
+    ToolCall {
+        name: ToolName::CodeExecution,
+        args: serde_json::json!({"code": code, "language": "bash"}),
+    }
+}
+
+async fn ok(env: &Environment, code: &str) -> Duration {
+    let t = Instant::now();
+    let out = env.call_tool(bash(code)).await;
+    let elapsed = t.elapsed();
+    match out.result {
+        ToolResult::Ok { output } if output.json()["exit_code"] == 0 => elapsed,
+        other => panic!("{code}: {other:?}"),
+    }
+}
+
+struct Row {
+    warm_true: Duration,
+    open_cold: Duration,
+    git_status: Duration,
+    import_json: Duration,
+}
+
+async fn measure(runtime: RuntimeKind, runs: usize) -> Row {
+    let data = tempfile::tempdir().unwrap();
+    let mut options = SandboxOptions::new(Launcher::standalone(LAUNCHER));
+    options.runtime = runtime;
+    options.gvisor = GvisorSettings::new(None, Default::default());
+    let credentials =
+        Arc::new(hookbox_egress::credentials::FileCredentialStore::open(data.path()).unwrap());
+    let store = Environments::open(
+        data.path(),
+        options,
+        hookbox_environments::network::EgressOptions::new(credentials),
+    )
+    .unwrap();
+    let meta = store
+        .create(
+            &EnvironmentSpec::default(),
+            hookbox_environments::source::SourceOrigin::Operator,
+            &mut |_| {},
+            false,
+        )
+        .unwrap();
+
+    let mut opens = Vec::new();
+    for _ in 0..runs.min(10) {
+        let t = Instant::now();
+        let env = store.open_env(&meta.id).unwrap();
+        ok(&env, "true").await;
+        opens.push(t.elapsed());
+    }
+    let env = store.open_env(&meta.id).unwrap();
+    ok(&env, "true").await;
+    // 10 000 files in a git repository (set up once, not measured).
+    ok(
+        &env,
+        "mkdir -p /workspace/repo && cd /workspace/repo && git init -q && \
+         python3 -c 'import os\nfor d in range(100):\n os.makedirs(f\"d{d}\", exist_ok=True)\n for f in range(100):\n  open(f\"d{d}/f{f}\", \"w\").write(str(f))' && \
+         git -c user.email=b@b -c user.name=b add -A && git -c user.email=b@b -c user.name=b commit -qm files",
+    )
+    .await;
+    let mut warm = Vec::new();
+    let mut git = Vec::new();
+    let mut json = Vec::new();
+    for _ in 0..runs {
+        warm.push(ok(&env, "true").await);
+    }
+    for _ in 0..runs.min(20) {
+        git.push(
+            ok(
+                &env,
+                "cd /workspace/repo && git status --porcelain >/dev/null",
+            )
+            .await,
+        );
+        json.push(ok(&env, "python3 -c 'import json'").await);
+    }
+    drop(env);
+    let _ = store.remove(&meta.id);
+    Row {
+        warm_true: p50(&mut warm),
+        open_cold: p50(&mut opens),
+        git_status: p50(&mut git),
+        import_json: p50(&mut json),
+    }
+}
+
+/// A fresh gVisor sandbox for one `true`: `runsc do`, the way one would without hookbox.
+fn runsc_do_true(runs: usize) -> Duration {
+    let root = tempfile::tempdir().unwrap();
+    let mut samples = Vec::new();
+    for _ in 0..runs.min(20) {
+        let t = Instant::now();
+        let status = std::process::Command::new("runsc")
+            .arg(format!("--root={}", root.path().display()))
+            .args(["--network=none", "--platform=systrap", "do", "/bin/true"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "runsc do true failed");
+        samples.push(t.elapsed());
+    }
+    p50(&mut samples)
+}
+
+fn main() {
+    let runs: usize = std::env::args()
+        .skip_while(|a| a != "--runs")
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let ns = rt.block_on(measure(RuntimeKind::Namespaces, runs));
+    let gv = rt.block_on(measure(RuntimeKind::Gvisor, runs));
+    let fresh = runsc_do_true(runs);
+    println!("what                                    namespaces_ms  gvisor_ms  gvisor/namespaces");
+    for (name, a, b) in [
+        ("warm `true` tool call", ns.warm_true, gv.warm_true),
+        (
+            "environment open, cold (first call)",
+            ns.open_cold,
+            gv.open_cold,
+        ),
+        ("git status, 10 000 files", ns.git_status, gv.git_status),
+        ("python3 -c 'import json'", ns.import_json, gv.import_json),
+    ] {
+        println!(
+            "{name:<40} {:>13.2}  {:>9.2}  {:>17.2}x",
+            ms(a),
+            ms(b),
+            b.as_secs_f64() / a.as_secs_f64()
+        );
+    }
+    println!(
+        "fresh `runsc do true`: {:.2} ms; warm gVisor call / fresh runsc do: {:.2}x (goal <= 0.25x)",
+        ms(fresh),
+        gv.warm_true.as_secs_f64() / fresh.as_secs_f64()
+    );
+}

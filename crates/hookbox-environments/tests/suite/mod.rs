@@ -1,0 +1,10 @@
+mod common;
+mod disk;
+mod escape;
+mod fork;
+mod identity;
+mod isolation;
+mod lifecycle;
+mod network;
+mod repositories;
+mod sources;

@@ -1,6 +1,0 @@
-//! The launcher as a standalone binary, for this crate's integration tests (hookbox itself runs
-//! `hookbox __sandbox-exec` or `hookbox-sandbox-exec`); see `hookbox_isolation::launcher_main`.
-
-fn main() {
-    std::process::exit(hookbox_isolation::launcher_main());
-}

@@ -1,7 +1,0 @@
-//! Integration tests of hookbox-isolation: real launches of the launcher binary, cold and in warm
-//! sandboxes, checked for the stage and errno of a failure and for the bounds on time and
-//! output. One binary, modules under `suite/`.
-
-#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers in a test binary may panic
-
-mod suite;

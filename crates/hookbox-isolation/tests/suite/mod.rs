@@ -1,3 +1,0 @@
-mod bounds;
-mod stages;
-mod support;

@@ -1,0 +1,1056 @@
+//! The launcher: the small single-threaded program (`hookbox-sandbox-exec`, or `hookbox
+//! __sandbox-exec`) that turns a [`LaunchSpec`] into a sandboxed process.
+//!
+//! Sequence (each step has its own error, naming the kernel feature it needs, and reported to
+//! hookbox on the status channel as its [`Stage`] and errno, see [`crate::status`]):
+//! 1. read the spec from fd [`SPEC_FD`]; arm `PR_SET_PDEATHSIG` and check the parent is alive;
+//! 2. join the environment's cgroups (pids, memory);
+//! 3. optionally `setns` into an inherited network namespace ([`Network::Join`]);
+//! 4. with an [`Identity`] (hookbox runs as host root): stage the host paths the sandbox needs
+//!    in a private mount namespace under a world-traversable `/tmp`, then become that
+//!    unprivileged uid/gid ([`stage_host_paths`], [`drop_identity`]);
+//!    then `unshare` user, mount, PID, IPC, UTS (and network) namespaces; map uid/gid 0 to our
+//!    own (the unprivileged identity when there is one);
+//! 5. fork: the child is PID 1 of the new PID namespace ("init"). The launcher waits for it and
+//!    exits with its status; if the launcher is killed (supervise's timeout), init gets SIGKILL
+//!    through its parent-death signal, and when init dies the kernel kills the whole namespace;
+//! 6. init: `setsid` (no controlling terminal, so no TIOCSTI), builds a tmpfs root with
+//!    read-only host binds, minimal `/dev`, fresh `/proc`, the environment's directories, then
+//!    `pivot_root`, remounts `/` read-only, brings `lo` up, sets rlimits, Landlock and seccomp;
+//! 7. init forks the program (so init can reap orphans), execs it, and exits with its status.
+//!
+//! A warm sandbox ([`LaunchSpec::warm`]) runs steps 1-6 once; its init then serves calls from
+//! the socket at [`WARM_FD`] ([`serve`]): each call is cloned into its own PID, mount and IPC
+//! namespace, mounts a fresh `/proc` and `/dev/shm`, sets its limits, Landlock and seccomp, and
+//! runs as step 7, reporting its exit status on its status channel.
+//!
+//! This module must stay free of threads and async: `unshare(CLONE_NEWUSER)` refuses
+//! multithreaded callers and `fork` in a threaded process is unsafe. It knows nothing of hooks.
+//!
+//! Why one file of about a thousand lines: it is one program, read in the order it runs (the
+//! numbered steps above, whose functions follow in that order, then the mount, device and
+//! confinement helpers they share), and its steps share the spec, the status channel and the
+//! stage of each failure; split, a reader would follow one launch across files. The kernel
+//! mechanisms it applies that stand alone are files of their own ([`crate::seccomp`],
+//! [`crate::cgroup`], [`crate::status`], [`crate::handoff`]).
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use nix::mount::{MntFlags, MsFlags};
+use nix::sched::CloneFlags;
+use nix::sys::signal::Signal;
+use nix::sys::wait::{WaitStatus, waitpid};
+use nix::unistd::{ForkResult, Pid};
+
+use crate::error::{LaunchFailure, Stage};
+use crate::seccomp;
+use crate::spec::{
+    CallSpec, EXIT_EXEC_FAILED, EXIT_MARK, EXIT_SETUP_FAILED, Identity, Isolation, LaunchSpec,
+    NETNS_FD, Network, SPEC_FD, STAGE_MARK, STATUS_FD, WARM_FD,
+};
+use crate::status::report;
+
+/// Where an unprivileged launch stages its host paths: a fresh tmpfs over `/tmp` in the
+/// launcher's private mount namespace (the host never sees it). `/tmp` is chosen because every
+/// system has it and every uid may traverse it, which the data dir's parents need not allow.
+const STAGE_DIR: &str = "/tmp";
+
+pub use crate::error::LaunchError;
+
+pub(crate) type Result<T> = std::result::Result<T, LaunchError>;
+
+/// Entry point of the namespaces launcher (see [`crate::launcher_main`], which also dispatches
+/// to gVisor's init and wrapper). Never returns on success (the program is exec'd or its status
+/// becomes ours); on failure, reports on [`STATUS_FD`] and returns the exit code.
+pub(crate) fn main() -> i32 {
+    let mut status = status_pipe();
+    match run(&mut status) {
+        Ok(code) => code,
+        Err(err) => {
+            report(&mut status, &err.failure());
+            EXIT_SETUP_FAILED
+        }
+    }
+}
+
+/// Takes the status fd if it is there, marking it close-on-exec so the program never sees it.
+fn status_pipe() -> Option<File> {
+    // SAFETY: fcntl on a possibly-closed fd number only reads flags; it fails cleanly with EBADF.
+    let flags = unsafe { libc::fcntl(STATUS_FD, libc::F_GETFD) };
+    if flags < 0 {
+        return None;
+    }
+    // SAFETY: STATUS_FD is open (checked above) and handed to us by our parent for our sole use;
+    // taking ownership here is the only place it is owned.
+    let fd = unsafe { OwnedFd::from_raw_fd(STATUS_FD) };
+    let _ = rustix::io::fcntl_setfd(&fd, rustix::io::FdFlags::CLOEXEC);
+    Some(File::from(fd))
+}
+
+/// Records that `name` just ended, when the spec asks for stage timings.
+pub(crate) fn stage(spec: &LaunchSpec, status: &mut Option<File>, name: &str) {
+    if !spec.stage_timings {
+        return;
+    }
+    if let Some(file) = status {
+        let ns = monotonic_ns();
+        let _ = file.write_all(format!("{STAGE_MARK}{name} {ns}\n").as_bytes());
+    }
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds: the clock stage timings are read on, on both sides of the
+/// launch.
+pub fn monotonic_ns() -> i128 {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    now.tv_sec as i128 * 1_000_000_000 + now.tv_nsec as i128
+}
+
+fn read_spec() -> Result<LaunchSpec> {
+    read_json()
+}
+
+/// Reads the JSON at [`SPEC_FD`] (a launch spec, or the runsc wrapper's).
+pub(crate) fn read_json<T: serde::de::DeserializeOwned>() -> Result<T> {
+    // SAFETY: fcntl only reads the flags of fd 3, failing with EBADF when it is not open.
+    if unsafe { libc::fcntl(SPEC_FD, libc::F_GETFD) } < 0 {
+        return Err(LaunchError::ReadSpec("not open".into()));
+    }
+    // SAFETY: fd 3 is open (checked above) and was placed there by our parent for us alone.
+    let mut file = File::from(unsafe { OwnedFd::from_raw_fd(SPEC_FD) });
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)
+        .map_err(|e| LaunchError::ReadSpec(e.to_string()))?;
+    serde_json::from_slice(&bytes).map_err(|e| LaunchError::ReadSpec(e.to_string()))
+}
+
+fn run(status: &mut Option<File>) -> Result<i32> {
+    let mut spec = read_spec()?;
+    stage(&spec, status, "spec_read");
+    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(LaunchError::Pdeathsig)?;
+    if nix::unistd::getppid().as_raw() != spec.parent_pid {
+        return Err(LaunchError::ParentGone);
+    }
+    match spec.isolation {
+        Isolation::Full => {}
+        Isolation::InsecureNone => return exec_insecure(&spec, status),
+    }
+    for dir in &spec.cgroups {
+        let procs = dir.join("cgroup.procs");
+        std::fs::write(&procs, b"0").map_err(|source| LaunchError::Cgroup {
+            path: dir.clone(),
+            source,
+        })?;
+    }
+    stage(&spec, status, "cgroups_joined");
+    let mut flags = CloneFlags::CLONE_NEWUSER
+        | CloneFlags::CLONE_NEWNS
+        | CloneFlags::CLONE_NEWPID
+        | CloneFlags::CLONE_NEWIPC
+        | CloneFlags::CLONE_NEWUTS;
+    match spec.network {
+        Network::Isolated => flags |= CloneFlags::CLONE_NEWNET,
+        Network::Join => {
+            // SAFETY: NETNS_FD was placed by our parent for this launch only; we own it now.
+            let netns = unsafe { OwnedFd::from_raw_fd(NETNS_FD) };
+            nix::sched::setns(&netns, CloneFlags::CLONE_NEWNET)
+                .map_err(LaunchError::JoinNetwork)?;
+        }
+    }
+    let warm = if spec.warm {
+        // SAFETY: fcntl only reads the flags of WARM_FD, failing with EBADF when it is not open.
+        if unsafe { libc::fcntl(WARM_FD, libc::F_GETFD) } < 0 {
+            return Err(LaunchError::WarmSocket(std::io::Error::last_os_error()));
+        }
+        // SAFETY: WARM_FD is open (checked above) and was placed there by our parent for us.
+        let socket = unsafe { OwnedFd::from_raw_fd(WARM_FD) };
+        let _ = rustix::io::fcntl_setfd(&socket, rustix::io::FdFlags::CLOEXEC);
+        Some(socket)
+    } else {
+        None
+    };
+    // Nothing of the hookbox process beyond our agreed fds may reach the sandbox, even an fd some
+    // library forgot to mark close-on-exec.
+    // SAFETY: close_range only closes descriptors; everything at or above NETNS_FD is either
+    // already consumed (the joined netns), the warm socket (skipped), or not ours to keep.
+    unsafe {
+        let keep = warm.as_ref().map(|s| s.as_raw_fd());
+        let (first, last) = match keep {
+            Some(fd) => (fd as libc::c_uint + 1, libc::c_uint::MAX),
+            None => (NETNS_FD as libc::c_uint, libc::c_uint::MAX),
+        };
+        if keep.is_some() {
+            libc::syscall(
+                libc::SYS_close_range,
+                NETNS_FD as libc::c_uint,
+                (WARM_FD - 1) as libc::c_uint,
+                0,
+            );
+        }
+        libc::syscall(libc::SYS_close_range, first, last, 0);
+    }
+    stage(&spec, status, "network_joined");
+    if let Some(identity) = spec.identity {
+        stage_host_paths(&mut spec)?;
+        stage(&spec, status, "host_paths_staged");
+        drop_identity(identity, spec.parent_pid)?;
+        stage(&spec, status, "identity_dropped");
+    }
+    let uid = nix::unistd::geteuid().as_raw();
+    let gid = nix::unistd::getegid().as_raw();
+    nix::sched::unshare(flags).map_err(LaunchError::Unshare)?;
+    stage(&spec, status, "namespaces_created");
+    write_id_map("/proc/self/setgroups", "deny")?;
+    write_id_map("/proc/self/uid_map", &format!("0 {uid} 1"))?;
+    write_id_map("/proc/self/gid_map", &format!("0 {gid} 1"))?;
+    stage(&spec, status, "id_maps_written");
+
+    // SAFETY: this process is single-threaded (the launcher binary never spawns threads), so the
+    // child may run arbitrary code after fork.
+    match unsafe { nix::unistd::fork() }.map_err(LaunchError::Fork)? {
+        ForkResult::Child => {
+            let code = match init(&spec, status, warm) {
+                Ok(code) => code,
+                Err(err) => {
+                    report(status, &err.failure());
+                    EXIT_SETUP_FAILED
+                }
+            };
+            std::process::exit(code);
+        }
+        ForkResult::Parent { child } => {
+            // The program must not inherit our copy of the status pipe through init; init has
+            // its own. Dropping ours means EOF arrives when init and the program are done.
+            drop(status.take());
+            drop(warm);
+            wait_for(child)
+        }
+    }
+}
+
+/// Makes every host path of `spec` reachable by an unprivileged uid: in a private mount
+/// namespace (still as host root), each bind and file source is opened without following
+/// symlinks, a tmpfs is mounted over [`STAGE_DIR`], and each source is bound at `STAGE_DIR/<n>`
+/// through its descriptor (so sources beneath `/tmp` itself, or under a 0700 home, work). The
+/// spec's paths are rewritten to the staged ones, and the new root is mounted at
+/// `STAGE_DIR/root`. The mounts made here belong to the host's user namespace, so the sandbox
+/// later finds them locked: it cannot unmount or reveal what lies beneath them.
+fn stage_host_paths(spec: &mut LaunchSpec) -> Result<()> {
+    use rustix::fs::{Mode, OFlags};
+    let stage_err = |path: &Path| {
+        let path = path.display().to_string();
+        move |source: std::io::Error| LaunchError::Stage { path, source }
+    };
+    nix::sched::unshare(CloneFlags::CLONE_NEWNS).map_err(LaunchError::Unshare)?;
+    make_private()?;
+    let sources: Vec<&mut PathBuf> = spec
+        .binds
+        .iter_mut()
+        .map(|b| &mut b.source)
+        .chain(spec.files.iter_mut().map(|f| &mut f.source))
+        .collect();
+    let mut opened = Vec::with_capacity(sources.len());
+    for source in sources {
+        let fd = rustix::fs::open(
+            source.as_path(),
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| stage_err(source)(e.into()))?;
+        let stat = rustix::fs::fstat(&fd).map_err(|e| stage_err(source)(e.into()))?;
+        let is_dir = match rustix::fs::FileType::from_raw_mode(stat.st_mode) {
+            rustix::fs::FileType::Directory => true,
+            rustix::fs::FileType::RegularFile => false,
+            _ => {
+                return Err(stage_err(source)(std::io::Error::other(
+                    "not a directory or regular file",
+                )));
+            }
+        };
+        opened.push((fd, is_dir, source));
+    }
+    let stage = Path::new(STAGE_DIR);
+    nix::mount::mount(
+        Some("tmpfs"),
+        stage,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("mode=0755,size=64k"),
+    )
+    .map_err(mount_err("staging tmpfs", stage))?;
+    for (n, (fd, is_dir, source)) in opened.into_iter().enumerate() {
+        let target = stage.join(n.to_string());
+        if is_dir {
+            std::fs::create_dir(&target).map_err(stage_err(&target))?;
+        } else {
+            File::create(&target).map_err(stage_err(&target))?;
+        }
+        let through = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+        nix::mount::mount(
+            Some(&through),
+            &target,
+            None::<&str>,
+            MsFlags::MS_BIND | MsFlags::MS_REC,
+            None::<&str>,
+        )
+        .map_err(mount_err(&format!("bind of {}", source.display()), &target))?;
+        *source = target;
+    }
+    let root = stage.join("root");
+    std::fs::create_dir(&root).map_err(stage_err(&root))?;
+    spec.mountpoint = root;
+    Ok(())
+}
+
+/// Becomes `identity` for good (real, effective and saved ids; no supplementary groups), keeps
+/// `/proc/self` writable for the id maps (a credential change makes the process non-dumpable)
+/// and re-arms the parent-death signal, which a credential change clears.
+fn drop_identity(identity: Identity, parent_pid: i32) -> Result<()> {
+    let Identity { uid, gid } = identity;
+    let err = |source| LaunchError::DropIdentity { uid, gid, source };
+    nix::unistd::setgroups(&[]).map_err(err)?;
+    let g = nix::unistd::Gid::from_raw(gid);
+    nix::unistd::setresgid(g, g, g).map_err(err)?;
+    let u = nix::unistd::Uid::from_raw(uid);
+    nix::unistd::setresuid(u, u, u).map_err(err)?;
+    // SAFETY: PR_SET_DUMPABLE takes an integer flag and touches no memory of ours.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) } < 0 {
+        return Err(err(nix::Error::last()));
+    }
+    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(LaunchError::Pdeathsig)?;
+    if nix::unistd::getppid().as_raw() != parent_pid {
+        return Err(LaunchError::ParentGone);
+    }
+    Ok(())
+}
+
+fn write_id_map(file: &'static str, content: &str) -> Result<()> {
+    std::fs::write(file, content).map_err(|source| LaunchError::IdMap { file, source })
+}
+
+/// Waits for `child` and turns its end into an exit code (128 + signal when killed).
+fn wait_for(child: Pid) -> Result<i32> {
+    loop {
+        match waitpid(child, None) {
+            Ok(WaitStatus::Exited(_, code)) => return Ok(code),
+            Ok(WaitStatus::Signaled(_, signal, _)) => return Ok(128 + signal as i32),
+            Ok(_) => continue,
+            Err(nix::Error::EINTR) => continue,
+            Err(e) => return Err(LaunchError::Wait(e)),
+        }
+    }
+}
+
+/// PID 1 of the sandbox: builds the filesystem and policies, runs the program, reaps orphans.
+fn init(spec: &LaunchSpec, status: &mut Option<File>, warm: Option<OwnedFd>) -> Result<i32> {
+    // The parent-death signal is cleared by fork; our parent is the launcher.
+    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(LaunchError::Pdeathsig)?;
+    nix::unistd::setsid().map_err(LaunchError::Setsid)?;
+    stage(spec, status, "init_forked");
+    build_root(spec)?;
+    stage(spec, status, "root_built");
+    nix::unistd::sethostname(&spec.hostname).map_err(LaunchError::Hostname)?;
+    if spec.network == Network::Isolated {
+        loopback_up().map_err(LaunchError::Loopback)?;
+    }
+    stage(spec, status, "network_up");
+    let programs = seccomp::build()?;
+    if let Some(socket) = warm {
+        return serve(spec, status, socket, &programs);
+    }
+    confine_and_run(spec, status, &programs, false)
+}
+
+/// The last steps of every launch, cold or warm: working directory, limits, capabilities,
+/// Landlock, seccomp; then the program is forked and exec'd, and its status returned once it
+/// ended (orphans reaped meanwhile).
+fn confine_and_run(
+    spec: &LaunchSpec,
+    status: &mut Option<File>,
+    programs: &seccomp::Programs,
+    reports_exit: bool,
+) -> Result<i32> {
+    nix::unistd::chdir(spec.cwd.as_str()).map_err(|source| LaunchError::Chdir {
+        path: spec.cwd.clone(),
+        source,
+    })?;
+    set_limits(spec)?;
+    drop_capabilities(spec.runtime)?;
+    stage(spec, status, "limits_set");
+    // gVisor has no Landlock (ENOSYS); its kernel is the wall, with the read-only binds.
+    if spec.runtime == crate::spec::RuntimeKind::Namespaces {
+        restrict_filesystem(spec)?;
+        stage(spec, status, "landlock_applied");
+    }
+    let (path, argv, envp) = exec_args(spec)?;
+    seccomp::install(programs)?;
+    stage(spec, status, "seccomp_installed");
+
+    // The program is started with posix_spawn (a vfork-like clone, then exec) rather than
+    // fork: no copy of this process's page tables, which under gVisor is most of a fork's cost.
+    stage(spec, status, "program_forked");
+    let child = match spawn_program(&path, &argv, &envp) {
+        Ok(child) => child,
+        Err(err) => {
+            report(status, &exec_failure(spec, err));
+            return Ok(EXIT_EXEC_FAILED);
+        }
+    };
+    // A warm call keeps its status channel to report the exit status on; the program never had
+    // it (close-on-exec).
+    if !reports_exit {
+        drop(status.take());
+    }
+    reap_until(child)
+}
+
+/// Starts the sandboxed program with SIGPIPE at its default (Rust's runtime ignores it, an
+/// ignored disposition survives exec, and shell pipelines such as `yes | head` rely on the
+/// default) and no signal blocked (under gVisor the init blocks SIGCHLD). An exec failure is
+/// returned here, from the parent.
+fn spawn_program(path: &CString, argv: &[CString], envp: &[CString]) -> nix::Result<Pid> {
+    use nix::spawn::{PosixSpawnAttr, PosixSpawnFileActions, PosixSpawnFlags};
+    use nix::sys::signal::SigSet;
+    let mut attr = PosixSpawnAttr::init()?;
+    let mut defaults = SigSet::empty();
+    defaults.add(Signal::SIGPIPE);
+    defaults.add(Signal::SIGCHLD);
+    attr.set_sigdefault(&defaults)?;
+    attr.set_sigmask(&SigSet::empty())?;
+    attr.set_flags(
+        PosixSpawnFlags::POSIX_SPAWN_SETSIGDEF | PosixSpawnFlags::POSIX_SPAWN_SETSIGMASK,
+    )?;
+    let actions = PosixSpawnFileActions::init()?;
+    nix::spawn::posix_spawn(path.as_c_str(), &actions, &attr, argv, envp)
+}
+
+/// PID 1 of a warm sandbox: says it is ready, then starts one call per request until hookbox
+/// closes the socket, and exits once the last call ended. Calls are its only children; it
+/// ignores SIGCHLD so the kernel reaps them (their ends reach hookbox through their pidfds).
+fn serve(
+    spec: &LaunchSpec,
+    status: &mut Option<File>,
+    socket: OwnedFd,
+    programs: &seccomp::Programs,
+) -> Result<i32> {
+    use std::os::fd::AsFd;
+    // SAFETY: setting SIGCHLD's disposition to SIG_IGN installs no handler code.
+    unsafe { libc::signal(libc::SIGCHLD, libc::SIG_IGN) };
+    stage(spec, status, "warm_ready");
+    crate::fdpass::send(socket.as_fd(), b"R", &[]).map_err(LaunchError::WarmSocket)?;
+    // Setup is over: the status pipe reaches EOF for hookbox; each call has its own.
+    drop(status.take());
+    loop {
+        let message = match crate::fdpass::recv(&socket) {
+            Ok(message) => message,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        if message.payload.is_empty() && message.fds.is_empty() {
+            break;
+        }
+        if let Ok(fds) = <[OwnedFd; 6]>::try_from(message.fds) {
+            start_call(spec, programs, &socket, fds);
+        }
+    }
+    drop(socket);
+    // With SIGCHLD ignored, wait blocks until every child is gone and then fails with ECHILD.
+    loop {
+        match waitpid(None, None) {
+            Err(nix::Error::EINTR) | Ok(_) => continue,
+            Err(_) => return Ok(0),
+        }
+    }
+}
+
+/// Clones one call (`fds`: its spec memfd, stdin, stdout, stderr, status channel, reply
+/// socket) into fresh PID, mount and IPC namespaces and sends its pidfd on the reply socket, or
+/// the reason it could not start.
+fn start_call(
+    spec: &LaunchSpec,
+    programs: &seccomp::Programs,
+    socket: &OwnedFd,
+    fds: [OwnedFd; 6],
+) {
+    use std::os::fd::AsFd;
+    let mut pidfd: libc::c_int = -1;
+    let flags = libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC | libc::CLONE_PIDFD;
+    // SAFETY: a fork-like clone (no new stack, no shared memory) of this single-threaded
+    // process; CLONE_PIDFD writes the pidfd into `pidfd`, passed as the parent-tid pointer.
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            (flags | libc::SIGCHLD) as libc::c_ulong,
+            0usize,
+            &mut pidfd as *mut libc::c_int,
+            0usize,
+            0usize,
+        )
+    };
+    if pid == 0 {
+        let [call, stdin, stdout, stderr, status, reply] = fds;
+        drop(reply);
+        // SAFETY: closing our copy of the request socket; the call never uses it.
+        unsafe { libc::close(socket.as_raw_fd()) };
+        std::process::exit(call_init(
+            spec,
+            programs,
+            call,
+            [stdin, stdout, stderr],
+            status,
+        ));
+    }
+    let reply = &fds[5];
+    if pid < 0 {
+        let failure = call_clone_failure(std::io::Error::last_os_error());
+        let _ = crate::fdpass::send(reply.as_fd(), &failure.encode(), &[]);
+        return;
+    }
+    // SAFETY: the kernel just returned this pidfd to us; nothing else owns it.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
+    let _ = crate::fdpass::send(reply.as_fd(), b"P", &[pidfd.as_fd()]);
+}
+
+/// PID 1 of one warm call: own stdio, fresh `/proc` (this PID namespace's) and `/dev/shm`,
+/// then [`confine_and_run`]; reports the program's exit status before it ends.
+pub(crate) fn call_init(
+    spec: &LaunchSpec,
+    programs: &seccomp::Programs,
+    call: OwnedFd,
+    stdio: [OwnedFd; 3],
+    status: OwnedFd,
+) -> i32 {
+    let mut status = Some(File::from(status));
+    // SAFETY: restores the default disposition (the warm init ignores SIGCHLD); an ignored
+    // signal would stay ignored across exec, and this init must reap its program itself.
+    unsafe { libc::signal(libc::SIGCHLD, libc::SIG_DFL) };
+    // Under gVisor the init blocks SIGCHLD (it reads it from a signalfd); a blocked mask would
+    // survive exec too.
+    let _ = nix::sys::signal::sigprocmask(
+        nix::sys::signal::SigmaskHow::SIG_SETMASK,
+        Some(&nix::sys::signal::SigSet::empty()),
+        None,
+    );
+    let result = (|| {
+        nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(LaunchError::Pdeathsig)?;
+        nix::unistd::setsid().map_err(LaunchError::Setsid)?;
+        let call: CallSpec = {
+            let mut bytes = Vec::new();
+            File::from(call)
+                .read_to_end(&mut bytes)
+                .map_err(|e| LaunchError::ReadSpec(e.to_string()))?;
+            serde_json::from_slice(&bytes).map_err(|e| LaunchError::ReadSpec(e.to_string()))?
+        };
+        let spec = spec.with_call(call);
+        stage(&spec, &mut status, "call_cloned");
+        for (fd, target) in stdio.iter().zip(0..) {
+            // SAFETY: dup2 onto 0, 1, 2 of this process; the sources are ours (received
+            // close-on-exec at higher numbers, since 0-2 are open in the warm sandbox's init).
+            if unsafe { libc::dup2(fd.as_raw_fd(), target) } < 0 {
+                return Err(LaunchError::Prepare {
+                    path: format!("fd {target}"),
+                    source: std::io::Error::last_os_error(),
+                });
+            }
+        }
+        drop(stdio);
+        remount_per_call()?;
+        stage(&spec, &mut status, "proc_mounted");
+        confine_and_run(&spec, &mut status, programs, true)
+    })();
+    match result {
+        Ok(code) => {
+            if let Some(file) = status.as_mut() {
+                let _ = file.write_all(format!("{EXIT_MARK}{code}\n").as_bytes());
+            }
+            code
+        }
+        Err(err) => {
+            report(&mut status, &err.failure());
+            EXIT_SETUP_FAILED
+        }
+    }
+}
+
+/// Why a warm call could not be cloned, for its reply socket.
+pub(crate) fn call_clone_failure(err: std::io::Error) -> LaunchFailure {
+    LaunchFailure::new(
+        Stage::CallClone,
+        err.raw_os_error(),
+        format!("cannot start the call (clone PID/mount/IPC namespaces): {err}"),
+    )
+}
+
+/// Why the program could not be executed.
+fn exec_failure(spec: &LaunchSpec, err: nix::Error) -> LaunchFailure {
+    let program = spec.argv.first().map(String::as_str).unwrap_or_default();
+    LaunchFailure::new(
+        Stage::Exec,
+        Some(err as i32),
+        format!("cannot execute {program}: {err}"),
+    )
+}
+
+/// A call's own `/proc` (showing only its PID namespace) and `/dev/shm`, over the warm
+/// sandbox's (in the call's private copy of its mounts).
+fn remount_per_call() -> Result<()> {
+    nix::mount::mount(
+        Some("proc"),
+        "/proc",
+        Some("proc"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        None::<&str>,
+    )
+    .map_err(mount_err("proc (PID namespace)", Path::new("/proc")))?;
+    nix::mount::mount(
+        Some("tmpfs"),
+        "/dev/shm",
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("mode=1777,size=64m"),
+    )
+    .map_err(mount_err("tmpfs /dev/shm", Path::new("/dev/shm")))
+}
+
+/// Reaps every child (orphans are re-parented to init) until `program` ends.
+pub(crate) fn reap_until(program: Pid) -> Result<i32> {
+    loop {
+        match waitpid(None, None) {
+            Ok(WaitStatus::Exited(pid, code)) if pid == program => return Ok(code),
+            Ok(WaitStatus::Signaled(pid, signal, _)) if pid == program => {
+                return Ok(128 + signal as i32);
+            }
+            Ok(_) | Err(nix::Error::EINTR) => continue,
+            Err(e) => return Err(LaunchError::Wait(e)),
+        }
+    }
+}
+
+type ExecArgs = (CString, Vec<CString>, Vec<CString>);
+
+fn exec_args(spec: &LaunchSpec) -> Result<ExecArgs> {
+    let argv = spec
+        .argv
+        .iter()
+        .map(|a| CString::new(a.as_str()).map_err(|_| LaunchError::Nul))
+        .collect::<Result<Vec<_>>>()?;
+    let envp = spec
+        .env
+        .iter()
+        .map(|(k, v)| CString::new(format!("{k}={v}")).map_err(|_| LaunchError::Nul))
+        .collect::<Result<Vec<_>>>()?;
+    let path = argv.first().cloned().ok_or(LaunchError::Nul)?;
+    Ok((path, argv, envp))
+}
+
+fn exec(path: &CString, argv: &[CString], envp: &[CString]) -> nix::Error {
+    // Rust's runtime ignores SIGPIPE; an ignored disposition survives exec, and shell pipelines
+    // (`yes | head`) rely on the default.
+    // SAFETY: restoring the default disposition installs no handler code.
+    let _ =
+        unsafe { nix::sys::signal::signal(Signal::SIGPIPE, nix::sys::signal::SigHandler::SigDfl) };
+    match nix::unistd::execve(path, argv, envp) {
+        Ok(never) => match never {},
+        Err(e) => e,
+    }
+}
+
+fn exec_insecure(spec: &LaunchSpec, status: &mut Option<File>) -> Result<i32> {
+    // No setsid: the launcher already leads the process group that supervise kills.
+    let cwd = spec.tree.join(spec.cwd.trim_start_matches('/'));
+    nix::unistd::chdir(&cwd).map_err(|source| LaunchError::Chdir {
+        path: cwd.display().to_string(),
+        source,
+    })?;
+    let (path, argv, envp) = exec_args(spec)?;
+    let err = exec(&path, &argv, &envp);
+    report(status, &exec_failure(spec, err));
+    Ok(EXIT_EXEC_FAILED)
+}
+
+fn mount_err(what: &str, target: &Path) -> impl FnOnce(nix::Error) -> LaunchError {
+    let what = what.to_owned();
+    let target = target.display().to_string();
+    move |source| LaunchError::Mount {
+        what,
+        target,
+        source,
+    }
+}
+
+fn prepare_err(path: &Path) -> impl FnOnce(std::io::Error) -> LaunchError {
+    let path = path.display().to_string();
+    move |source| LaunchError::Prepare { path, source }
+}
+
+/// Binds `source` at `target` (which must exist) and makes it read-only unless `writable`,
+/// keeping the flags the kernel locks for mounts that came from a more privileged namespace.
+pub(crate) fn bind(source: &Path, target: &Path, writable: bool) -> Result<()> {
+    nix::mount::mount(
+        Some(source),
+        target,
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None::<&str>,
+    )
+    .map_err(mount_err(&format!("bind of {}", source.display()), target))?;
+    let mut flags = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    if !writable {
+        flags |= MsFlags::MS_RDONLY;
+    }
+    if let Ok(stat) = nix::sys::statvfs::statvfs(target) {
+        use nix::sys::statvfs::FsFlags;
+        let locked = [
+            (FsFlags::ST_NOEXEC, MsFlags::MS_NOEXEC),
+            (FsFlags::ST_NOATIME, MsFlags::MS_NOATIME),
+            (FsFlags::ST_NODIRATIME, MsFlags::MS_NODIRATIME),
+            (FsFlags::ST_RELATIME, MsFlags::MS_RELATIME),
+            (FsFlags::ST_RDONLY, MsFlags::MS_RDONLY),
+        ];
+        for (have, keep) in locked {
+            if stat.flags().contains(have) {
+                flags |= keep;
+            }
+        }
+    }
+    nix::mount::mount(None::<&str>, target, None::<&str>, flags, None::<&str>)
+        .map_err(mount_err("read-only remount", target))
+}
+
+/// Creates an empty mountpoint of the same kind as `source` at `target`.
+fn mountpoint_for(source: &Path, target: &Path) -> Result<bool> {
+    match std::fs::metadata(source) {
+        Ok(meta) if meta.is_dir() => {
+            std::fs::create_dir_all(target).map_err(prepare_err(target))?;
+            Ok(true)
+        }
+        Ok(_) => {
+            if let Some(parent) = target.parent() {
+                std::fs::create_dir_all(parent).map_err(prepare_err(parent))?;
+            }
+            File::create(target).map_err(prepare_err(target))?;
+            Ok(true)
+        }
+        Err(_) => Ok(false),
+    }
+}
+
+/// Makes sure a regular file stands at `target` for a file bind: an existing one (possibly in a
+/// read-only bind, which a bind still covers) or a new one on the root tmpfs.
+fn file_mountpoint(target: &Path) -> Result<()> {
+    match std::fs::symlink_metadata(target) {
+        Ok(meta) if meta.is_file() => Ok(()),
+        Ok(_) => Err(LaunchError::Prepare {
+            path: target.display().to_string(),
+            source: std::io::Error::other("not a regular file"),
+        }),
+        Err(_) => {
+            if let Some(parent) = target.parent() {
+                std::fs::create_dir_all(parent).map_err(prepare_err(parent))?;
+            }
+            File::create(target).map_err(prepare_err(target))?;
+            Ok(())
+        }
+    }
+}
+
+/// Stops mount events propagating between this mount namespace and the one it was copied from.
+pub(crate) fn make_private() -> Result<()> {
+    nix::mount::mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(mount_err("private propagation", Path::new("/")))
+}
+
+fn build_root(spec: &LaunchSpec) -> Result<()> {
+    let root = spec.mountpoint.as_path();
+    make_private()?;
+    nix::mount::mount(
+        Some("tmpfs"),
+        root,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("mode=0755,size=4m"),
+    )
+    .map_err(mount_err("tmpfs root", root))?;
+
+    for dir in &spec.host_read_only {
+        let host = Path::new(dir);
+        let target = root.join(dir.trim_start_matches('/'));
+        match std::fs::symlink_metadata(host) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                let link = std::fs::read_link(host).map_err(prepare_err(host))?;
+                std::os::unix::fs::symlink(link, &target).map_err(prepare_err(&target))?;
+            }
+            Ok(_) => {
+                if mountpoint_for(host, &target)? {
+                    bind(host, &target, false)?;
+                }
+            }
+            Err(_) => {}
+        }
+    }
+
+    let etc = root.join("etc");
+    std::fs::create_dir_all(&etc).map_err(prepare_err(&etc))?;
+    for entry in &spec.etc_entries {
+        let host = Path::new("/etc").join(entry);
+        let target = etc.join(entry);
+        match std::fs::symlink_metadata(&host) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                let link = std::fs::read_link(&host).map_err(prepare_err(&host))?;
+                std::os::unix::fs::symlink(link, &target).map_err(prepare_err(&target))?;
+            }
+            Ok(_) => {
+                if mountpoint_for(&host, &target)? {
+                    bind(&host, &target, false)?;
+                }
+            }
+            Err(_) => {}
+        }
+    }
+    let generated = crate::spec::generated_etc(&spec.hostname);
+    for (name, content) in generated {
+        let path = etc.join(name);
+        std::fs::write(&path, content).map_err(prepare_err(&path))?;
+    }
+    for file in &spec.files {
+        let target = root.join(file.target.trim_start_matches('/'));
+        file_mountpoint(&target)?;
+        bind(&file.source, &target, false)?;
+    }
+
+    build_dev(root)?;
+
+    let proc_dir = root.join("proc");
+    std::fs::create_dir_all(&proc_dir).map_err(prepare_err(&proc_dir))?;
+    nix::mount::mount(
+        Some("proc"),
+        &proc_dir,
+        Some("proc"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        None::<&str>,
+    )
+    .map_err(mount_err("proc (PID namespace)", &proc_dir))?;
+
+    for b in &spec.binds {
+        let target = root.join(b.target.trim_start_matches('/'));
+        std::fs::create_dir_all(&target).map_err(prepare_err(&target))?;
+        bind(&b.source, &target, b.writable)?;
+    }
+
+    nix::unistd::chdir(root).map_err(|source| LaunchError::Chdir {
+        path: root.display().to_string(),
+        source,
+    })?;
+    // pivot_root(".", ".") stacks the old root under the new one; detaching it leaves only the
+    // new tree, with no path back to the host's filesystem.
+    nix::unistd::pivot_root(".", ".").map_err(LaunchError::PivotRoot)?;
+    nix::mount::umount2(".", MntFlags::MNT_DETACH)
+        .map_err(mount_err("old root detach", Path::new("/")))?;
+    nix::unistd::chdir("/").map_err(|source| LaunchError::Chdir {
+        path: "/".into(),
+        source,
+    })?;
+    nix::mount::mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REMOUNT
+            | MsFlags::MS_BIND
+            | MsFlags::MS_RDONLY
+            | MsFlags::MS_NOSUID
+            | MsFlags::MS_NODEV,
+        None::<&str>,
+    )
+    .map_err(mount_err("read-only root remount", Path::new("/")))
+}
+
+/// A minimal `/dev`: the harmless character devices bound from the host, fd symlinks, and a
+/// private `/dev/shm`.
+fn build_dev(root: &Path) -> Result<()> {
+    let dev = root.join("dev");
+    std::fs::create_dir_all(&dev).map_err(prepare_err(&dev))?;
+    nix::mount::mount(
+        Some("tmpfs"),
+        &dev,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some("mode=0755,size=64k"),
+    )
+    .map_err(mount_err("tmpfs /dev", &dev))?;
+    for node in ["null", "zero", "full", "random", "urandom", "tty"] {
+        let host = Path::new("/dev").join(node);
+        let target = dev.join(node);
+        if mountpoint_for(&host, &target)? {
+            nix::mount::mount(
+                Some(&host),
+                &target,
+                None::<&str>,
+                MsFlags::MS_BIND,
+                None::<&str>,
+            )
+            .map_err(mount_err(&format!("bind of {}", host.display()), &target))?;
+        }
+    }
+    for (name, target) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        let path = dev.join(name);
+        std::os::unix::fs::symlink(target, &path).map_err(prepare_err(&path))?;
+    }
+    let shm = dev.join("shm");
+    std::fs::create_dir_all(&shm).map_err(prepare_err(&shm))?;
+    nix::mount::mount(
+        Some("tmpfs"),
+        &shm,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("mode=1777,size=64m"),
+    )
+    .map_err(mount_err("tmpfs /dev/shm", &shm))
+}
+
+pub(crate) fn loopback_up() -> std::io::Result<()> {
+    let socket = rustix::net::socket(
+        rustix::net::AddressFamily::INET,
+        rustix::net::SocketType::DGRAM,
+        None,
+    )?;
+    // SAFETY: ifreq is plain old data; all-zero is a valid value.
+    let mut request: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (slot, byte) in request.ifr_name.iter_mut().zip(b"lo\0") {
+        *slot = *byte as libc::c_char;
+    }
+    // SAFETY: SIOCGIFFLAGS reads the name and writes ifru_flags of the ifreq we own.
+    if unsafe { libc::ioctl(socket.as_raw_fd(), libc::SIOCGIFFLAGS, &mut request) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: ifru_flags is the union member SIOCGIFFLAGS just filled in.
+    unsafe {
+        request.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+    }
+    // SAFETY: SIOCSIFFLAGS reads the name and flags of the ifreq we own.
+    if unsafe { libc::ioctl(socket.as_raw_fd(), libc::SIOCSIFFLAGS, &request) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Capabilities root keeps inside the sandbox (all within its own user namespace): what ordinary
+/// file and process management in its own tree needs. Everything else leaves the bounding set,
+/// so not even a re-exec as root gets it back; notably CAP_SYS_ADMIN and CAP_NET_ADMIN (the
+/// sandbox must not reconfigure its network namespace).
+const KEPT_CAPABILITIES: &[i32] = &[
+    0,  // CAP_CHOWN
+    1,  // CAP_DAC_OVERRIDE
+    2,  // CAP_DAC_READ_SEARCH
+    3,  // CAP_FOWNER
+    4,  // CAP_FSETID
+    5,  // CAP_KILL
+    6,  // CAP_SETGID
+    7,  // CAP_SETUID
+    10, // CAP_NET_BIND_SERVICE
+];
+
+/// `CAP_SYSLOG`, kept under gVisor only: its kernel log is gVisor's own ("Starting gVisor..."),
+/// which shows a program which kernel it runs on; the host's is never reachable there.
+const CAP_SYSLOG: i32 = 34;
+
+fn drop_capabilities(runtime: crate::spec::RuntimeKind) -> Result<()> {
+    let gvisor = runtime == crate::spec::RuntimeKind::Gvisor;
+    // CAP_LAST_CAP is 40 on current kernels; unknown numbers fail with EINVAL and are skipped.
+    for cap in 0..64 {
+        if KEPT_CAPABILITIES.contains(&cap) || (gvisor && cap == CAP_SYSLOG) {
+            continue;
+        }
+        // SAFETY: PR_CAPBSET_DROP takes a capability number and touches no memory of ours.
+        if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) } < 0 {
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error() == Some(libc::EINVAL) {
+                break;
+            }
+            return Err(LaunchError::CapDrop { cap, source: err });
+        }
+    }
+    Ok(())
+}
+
+fn set_limits(spec: &LaunchSpec) -> Result<()> {
+    use nix::sys::resource::{Resource, setrlimit};
+    let limits = &spec.limits;
+    let mut pairs = vec![
+        ("RLIMIT_CORE", Resource::RLIMIT_CORE, 0),
+        ("RLIMIT_NOFILE", Resource::RLIMIT_NOFILE, limits.open_files),
+    ];
+    if let Some(bytes) = limits.address_space_bytes {
+        pairs.push(("RLIMIT_AS", Resource::RLIMIT_AS, bytes));
+    }
+    if let Some(n) = limits.nproc {
+        pairs.push(("RLIMIT_NPROC", Resource::RLIMIT_NPROC, n));
+    }
+    if let Some(bytes) = limits.file_size_bytes {
+        pairs.push(("RLIMIT_FSIZE", Resource::RLIMIT_FSIZE, bytes));
+    }
+    for (name, resource, value) in pairs {
+        setrlimit(resource, value, value).map_err(|source| LaunchError::Rlimit {
+            resource: name,
+            source,
+        })?;
+    }
+    Ok(())
+}
+
+/// Landlock: read and execute everywhere, write only beneath the environment's writable
+/// directories and the device nodes; signals and abstract sockets scoped to the sandbox.
+fn restrict_filesystem(spec: &LaunchSpec) -> Result<()> {
+    use landlock::{
+        ABI, Access, AccessFs, CompatLevel, Compatible, RestrictionStatus, Ruleset, RulesetAttr,
+        RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
+    };
+    let abi = ABI::V6;
+    let err = |e: landlock::RulesetError| LaunchError::Landlock(e.to_string());
+    let writable: Vec<&str> = spec
+        .binds
+        .iter()
+        .filter(|b| b.writable)
+        .map(|b| b.target.as_str())
+        .chain(["/dev/shm"])
+        .collect();
+    let devices = AccessFs::from_read(abi) | AccessFs::WriteFile | AccessFs::IoctlDev;
+    let status: RestrictionStatus = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(AccessFs::from_all(abi))
+        .map_err(err)?
+        .scope(Scope::AbstractUnixSocket | Scope::Signal)
+        .map_err(err)?
+        .create()
+        .map_err(err)?
+        .add_rules(path_beneath_rules(["/"], AccessFs::from_read(abi)))
+        .map_err(err)?
+        .add_rules(path_beneath_rules(writable, AccessFs::from_all(abi)))
+        .map_err(err)?
+        .add_rules(path_beneath_rules(
+            ["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"],
+            devices,
+        ))
+        .map_err(err)?
+        .restrict_self()
+        .map_err(err)?;
+    match status.ruleset {
+        RulesetStatus::FullyEnforced | RulesetStatus::PartiallyEnforced => Ok(()),
+        RulesetStatus::NotEnforced => Err(LaunchError::Landlock(
+            "the kernel does not enforce Landlock".into(),
+        )),
+    }
+}

@@ -1,0 +1,137 @@
+//! A throwaway sandbox tree, its launch spec, and launches through the crate's own launcher
+//! binary: cold ([`cold`]) or as calls of a warm sandbox ([`warm`], [`warm_call`]).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use hookbox_process::CommandOutput;
+use hookbox_sandbox::SandboxError;
+use hookbox_sandbox::runtime::{Launcher, launch_cold};
+use hookbox_sandbox::spec::{Bind, Identity, Isolation, LaunchSpec, Limits, Network, RuntimeKind};
+use hookbox_sandbox::warm::WarmSandbox;
+
+pub const LAUNCHER: &str = env!("CARGO_BIN_EXE_hookbox-sandbox-launcher");
+
+pub fn launcher() -> Launcher {
+    Launcher::standalone(LAUNCHER)
+}
+
+/// As host root (as CI runs), sandboxes run as an unprivileged host uid, as an environment's
+/// would; unprivileged, as our own.
+pub fn identity() -> Option<Identity> {
+    rustix::process::geteuid().is_root().then_some(Identity {
+        uid: 1_000_042_424,
+        gid: 1_000_042_424,
+    })
+}
+
+/// A tree with a `/workspace` (the working directory) and the spec that runs `argv` in it.
+pub struct Tree {
+    pub dir: tempfile::TempDir,
+    pub spec: LaunchSpec,
+}
+
+pub fn tree(argv: &[&str]) -> Tree {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(root.join("workspace")).unwrap();
+    std::fs::create_dir_all(dir.path().join("mnt")).unwrap();
+    let spec = LaunchSpec {
+        isolation: Isolation::Full,
+        argv: argv.iter().map(|a| (*a).to_owned()).collect(),
+        env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+        cwd: "/workspace".into(),
+        tree: root.clone(),
+        mountpoint: dir.path().join("mnt"),
+        host_read_only: [
+            "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+        etc_entries: ["ld.so.cache", "ld.so.conf", "ld.so.conf.d", "nsswitch.conf"]
+            .map(str::to_owned)
+            .to_vec(),
+        binds: vec![Bind {
+            source: root.join("workspace"),
+            target: "/workspace".into(),
+            writable: true,
+        }],
+        files: Vec::new(),
+        network: Network::Isolated,
+        limits: Limits {
+            address_space_bytes: None,
+            nproc: None,
+            open_files: 1024,
+            file_size_bytes: None,
+        },
+        cgroups: Vec::new(),
+        hostname: "hookbox-test".into(),
+        identity: identity(),
+        stage_timings: false,
+        parent_pid: i32::try_from(std::process::id()).unwrap(),
+        warm: false,
+        runtime: RuntimeKind::Namespaces,
+        egress_port: None,
+    };
+    Tree { dir, spec }
+}
+
+/// Runs `spec` once in a sandbox of its own.
+pub async fn cold(
+    spec: &LaunchSpec,
+    timeout: Duration,
+    output_limit: usize,
+) -> Result<CommandOutput, SandboxError> {
+    launch_cold(
+        &launcher(),
+        spec,
+        None,
+        Vec::new(),
+        timeout,
+        output_limit,
+        None,
+    )
+    .await
+    .map(|(output, _)| output)
+}
+
+/// Builds the warm sandbox `spec`'s environment part describes.
+pub async fn warm(spec: &LaunchSpec) -> Result<WarmSandbox, SandboxError> {
+    let (key, _) = spec.split_call();
+    WarmSandbox::start(&launcher(), key, None).await
+}
+
+/// Runs `spec`'s call in `sandbox`.
+pub async fn warm_call(
+    sandbox: &WarmSandbox,
+    spec: &LaunchSpec,
+    timeout: Duration,
+    output_limit: usize,
+) -> Result<CommandOutput, SandboxError> {
+    let (_, call) = spec.split_call();
+    let started = Instant::now();
+    sandbox
+        .call(&call, None)
+        .await?
+        .supervise(started, Vec::new(), timeout, output_limit)
+        .await
+        .map(|(output, _)| output)
+}
+
+/// Stops a warm sandbox off the async executor (its stop waits for the launcher to exit).
+pub async fn stop(sandbox: WarmSandbox) {
+    tokio::task::spawn_blocking(move || drop(sandbox))
+        .await
+        .unwrap();
+}
+
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A path under the tree that does not exist.
+pub fn missing(tree: &Tree) -> std::path::PathBuf {
+    let path = tree.dir.path().join("root/not-there");
+    assert!(!Path::new(&path).exists());
+    path
+}
