@@ -261,6 +261,7 @@ fn api_routes() -> Router<AppState> {
             get(interactions::get).delete(interactions::delete),
         )
         .route("/interactions/{id}/cancel", post(interactions::cancel))
+        .route("/interactions/live", get(interactions::live::upgrade))
         .route("/approvals", get(approvals::list))
         .route(
             "/environments",
