@@ -3,7 +3,8 @@
 //! environment and the history of `previous_interaction_id` ([`resolve`]), checks the answers
 //! of a continuation against what the interaction it continues waits for ([`approvals`]), runs
 //! where its environment is held ([`crate::holder`]), stores the interaction, then starts its
-//! run ([`run`]); a stream follows it ([`stream`]).
+//! run ([`run`]); a stream follows it ([`stream`]). A live socket ([`live`]) starts each turn
+//! through the same run; an answer to a live turn goes on in place.
 //!
 //! This module is the HTTP side: the run itself must not depend on it.
 
