@@ -27,6 +27,7 @@
 //! This module is the socket side; runs must not depend on it.
 
 pub(crate) mod frames;
+mod relay;
 
 use std::time::Duration;
 
@@ -44,7 +45,9 @@ use tokio::time::Instant;
 use super::approvals::{self, Answer};
 use super::run::{self, Live};
 use super::{request, resolve, stream};
+use crate::cluster::Placement;
 use crate::error::{ApiError, ApiResult};
+use crate::holder::{self, Needs};
 use crate::quota::{Quotas, SocketGuard};
 use crate::{AppState, Project, new_id};
 use frames::{ClientEvent, EventError};
@@ -85,8 +88,15 @@ impl Limits {
 pub async fn upgrade(
     State(state): State<AppState>,
     Extension(project): Extension<Project>,
+    uri: axum::http::Uri,
+    headers: axum::http::HeaderMap,
     ws: WebSocketUpgrade,
 ) -> Response {
+    // A peer's relay (proved by the cluster secret) is served here, never relayed on.
+    let forwarded = match crate::cluster::forwarded(state.inner.cluster.as_ref(), &headers) {
+        Ok(forwarded) => forwarded,
+        Err(e) => return e.into_response(),
+    };
     let guard = match state.inner.quotas.open_socket(&project).await {
         Ok(guard) => guard,
         Err(e) => return e.into_response(),
@@ -95,13 +105,29 @@ pub async fn upgrade(
     ws.max_message_size(limits.library_max())
         .max_frame_size(limits.library_max())
         .on_upgrade(move |socket| async move {
-            let mut session = Session::new(state, project, limits, guard);
+            let origin = Origin {
+                headers,
+                path: uri.path().to_owned(),
+                forwarded,
+            };
+            let mut session = Session::new(state, project, limits, guard, origin);
             session.serve(socket).await;
         })
 }
 
+/// The upgrade request, for relaying it to another replica.
+struct Origin {
+    headers: axum::http::HeaderMap,
+    path: String,
+    /// A peer relayed it here.
+    forwarded: bool,
+}
+
 /// One socket's state.
 struct Session {
+    origin: Origin,
+    /// The id the client connected with (replayed when the socket is relayed).
+    connect_id: Option<String>,
     state: AppState,
     project: Project,
     limits: Limits,
@@ -133,12 +159,22 @@ enum Flow {
     Close(u16, &'static str),
     /// The client went away (or asked to): nothing more to send.
     Gone,
+    /// Served by another replica: relay the socket there.
+    Relay(Box<relay::Relay>),
 }
 
 impl Session {
-    fn new(state: AppState, project: Project, limits: Limits, guard: SocketGuard) -> Self {
+    fn new(
+        state: AppState,
+        project: Project,
+        limits: Limits,
+        guard: SocketGuard,
+        origin: Origin,
+    ) -> Self {
         let started = state.inner.running.started();
         Session {
+            origin,
+            connect_id: None,
             state,
             project,
             limits,
@@ -208,6 +244,17 @@ impl Session {
                     tracing::debug!(interaction_id = ?self.id, "live socket closed by the client");
                     return;
                 }
+                Flow::Relay(to) => {
+                    relay::relay(
+                        &self.state,
+                        socket,
+                        &self.origin.headers,
+                        *to,
+                        self.limits.library_max(),
+                    )
+                    .await;
+                    return;
+                }
             }
         }
     }
@@ -231,11 +278,24 @@ impl Session {
             Ok(events) => events,
             Err(e) => return self.send_error(socket, &e).await,
         };
-        for event in events {
+        let count = events.len();
+        for (k, event) in events.into_iter().enumerate() {
             let flow = match event {
                 Ok(event) => self.event(socket, event).await,
                 Err(e) => self.send_error(socket, &e).await,
             };
+            if let Flow::Relay(mut to) = flow {
+                // The rest of a batch goes on to the holder.
+                if k + 1 < count
+                    && let Ok(Value::Object(mut batch)) = serde_json::from_str::<Value>(text)
+                    && let Some(Value::Array(all)) = batch.remove("events")
+                {
+                    let rest: Vec<Value> = all.into_iter().skip(k + 1).collect();
+                    to.replay
+                        .push(serde_json::json!({"events": rest}).to_string());
+                }
+                return Flow::Relay(to);
+            }
             if !matches!(flow, Flow::Continue) || self.done {
                 return flow;
             }
@@ -297,6 +357,7 @@ impl Session {
                 "This socket is connected already; open another one for another interaction.",
             ));
         }
+        self.connect_id = Some(id.to_owned());
         // Subscribed before the store is read, so no step of a running turn falls in between.
         let live = self.state.inner.running.subscribe(id);
         let stored = self
@@ -311,6 +372,15 @@ impl Session {
             send(socket, frames::connected(id, "pending_create")).await?;
             return Ok(Flow::Continue);
         };
+        // Served where its environment is held.
+        if live.is_none()
+            && let Some(env) = i.environment_id.as_deref()
+            && let Some(to) = self
+                .placed(Needs::Environment(env), Vec::new(), false)
+                .await?
+        {
+            return Ok(Flow::Relay(to));
+        }
         self.exists = true;
         self.at_end_of(&i);
         send(socket, frames::connected(id, i.status.as_str())).await?;
@@ -327,6 +397,38 @@ impl Session {
         }
         // Ended: connecting reads the end.
         Ok(self.after_turn(socket, &i, false).await)
+    }
+
+    /// Where `needs` is served: `None` here, or the relay to its replica (replaying the connect
+    /// and then `replay`). A refusal (a peer relayed it here and it moved) is an error.
+    async fn placed(
+        &self,
+        needs: Needs<'_>,
+        replay: Vec<String>,
+        connected_sent: bool,
+    ) -> Result<Option<Box<relay::Relay>>, EventError> {
+        if self.state.inner.cluster.is_none() {
+            return Ok(None);
+        }
+        match holder::locate(&self.state, needs, self.origin.forwarded).await {
+            Ok(Placement::Here) => Ok(None),
+            Ok(Placement::There { replica, url }) => {
+                let connect = serde_json::json!({
+                    "event_type": hookbox_protocol::api::client_event::CONNECT,
+                    "id": self.connect_id.as_deref().unwrap_or_default(),
+                });
+                let mut frames = vec![connect.to_string()];
+                frames.extend(replay);
+                Ok(Some(Box::new(relay::Relay {
+                    replica,
+                    url,
+                    path: self.origin.path.clone(),
+                    replay: frames,
+                    connected_sent,
+                })))
+            }
+            Err(e) => Err(api_error(&e)),
+        }
     }
 
     /// Counts the steps of `i` as sent: the client is sent what comes after.
@@ -350,6 +452,29 @@ impl Session {
                 "already_exists",
                 "interaction.create is for an id that does not exist yet; this one does (send `input`).",
             ));
+        }
+        // Continuing an interaction: made where that one's environment is held.
+        if let Some(previous) = create.previous_interaction_id.as_deref()
+            && self.state.inner.cluster.is_some()
+        {
+            let env = self
+                .state
+                .inner
+                .store
+                .get_interaction(&self.project, previous)
+                .await
+                .map_err(|e| internal(&e))?
+                .and_then(|p| p.environment_id);
+            let project = self.project.clone();
+            let needs = Needs::Interaction {
+                project: &project,
+                environment: env.as_deref(),
+            };
+            let mut frame = serde_json::to_value(&create).unwrap_or_default();
+            frame["event_type"] = Value::from(hookbox_protocol::api::client_event::CREATE);
+            if let Some(to) = self.placed(needs, vec![frame.to_string()], true).await? {
+                return Ok(Flow::Relay(to));
+            }
         }
         let i = create_live(&self.state, &self.project, create)
             .await
