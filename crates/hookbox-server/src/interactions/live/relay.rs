@@ -14,6 +14,9 @@ use tokio_tungstenite::tungstenite::{self, client::IntoClientRequest};
 use super::frames::{self, EventError};
 use crate::AppState;
 
+/// How long the holder has to accept the relayed socket.
+const PEER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Where to relay a socket, and what it has said so far.
 #[derive(Debug)]
 pub(crate) struct Relay {
@@ -60,7 +63,16 @@ pub(crate) async fn relay(
             let config = tungstenite::protocol::WebSocketConfig::default()
                 .max_message_size(Some(max_message))
                 .max_frame_size(Some(max_message));
-            tokio_tungstenite::connect_async_with_config(request, Some(config), false).await
+            // A peer that does not answer in time is treated as down (its lease lapses soon).
+            match tokio::time::timeout(
+                PEER_TIMEOUT,
+                tokio_tungstenite::connect_async_with_config(request, Some(config), false),
+            )
+            .await
+            {
+                Ok(connected) => connected,
+                Err(_) => Err(tungstenite::Error::Io(std::io::ErrorKind::TimedOut.into())),
+            }
         }
         Err(e) => Err(e),
     };
