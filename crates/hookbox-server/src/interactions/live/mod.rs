@@ -568,8 +568,13 @@ impl Session {
             return Flow::Continue;
         };
         self.run = self.state.inner.running.subscribe(&id);
+        let before = self.next_index;
         match self.catch_up(socket).await {
-            Ok(Some(i)) if self.run.is_none() => self.after_turn(socket, &i, false).await,
+            // Ended already: told only if it added steps (the announcement of a turn this
+            // socket started itself, and followed to its end, adds none).
+            Ok(Some(i)) if self.run.is_none() && self.next_index > before => {
+                self.after_turn(socket, &i, false).await
+            }
             Ok(_) => Flow::Continue,
             Err(e) => self.send_error(socket, &e).await,
         }
