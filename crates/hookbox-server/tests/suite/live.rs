@@ -481,3 +481,70 @@ async fn a_cross_origin_page_cannot_open_a_live_socket() {
     let mut sdk = try_open(&server, &[]).await.unwrap();
     create(&mut sdk).await;
 }
+
+#[tokio::test]
+async fn a_client_function_is_answered_over_rest_and_the_socket_streams_the_rest() {
+    let h = harness("");
+    let server = start(&h).await;
+    let mut socket = open(&server).await;
+    send(
+        &mut socket,
+        json!({"event_type": "interaction.connect", "id": "new"}),
+    )
+    .await;
+    until(&mut socket, "interaction.connected").await;
+    send(
+        &mut socket,
+        json!({"event_type": "interaction.create", "tools": [{"type": "function", "name": "weather", "parameters": {"type": "object"}}]}),
+    )
+    .await;
+    let created = until(&mut socket, "interaction.created").await;
+    let id = created[0]["interaction_id"].as_str().unwrap().to_owned();
+    send(
+        &mut socket,
+        input("call `weather` with `{\"city\": \"Oslo\"}`"),
+    )
+    .await;
+    let asked = until(&mut socket, "interaction.status_update").await;
+    assert_eq!(asked.last().unwrap()["status"], "requires_action");
+    let call = asked
+        .iter()
+        .find(|e| e["event_type"] == "step.start" && e["step"]["type"] == "function_call")
+        .unwrap()["step"]
+        .clone();
+    assert_eq!(call["name"], "weather");
+    // Input on the socket is refused while the call waits.
+    send(&mut socket, input("hello")).await;
+    let refused = next(&mut socket).await.unwrap();
+    assert!(
+        refused[0]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("answer them over REST"),
+        "{refused:?}"
+    );
+    // The answer over REST goes on in place: the same interaction, streamed here.
+    let answered = h
+        .interact(json!({
+            "agent": "antigravity-preview-09-2026",
+            "previous_interaction_id": id,
+            "input": [{"type": "function_result", "call_id": call["id"], "name": "weather", "result": "sunny"}],
+        }))
+        .await;
+    assert_eq!(answered["id"], id.as_str());
+    assert_eq!(answered["status"], "idle");
+    let rest = until(&mut socket, "interaction.status_update").await;
+    assert_eq!(rest.last().unwrap()["status"], "idle");
+    let kinds: Vec<&str> = rest
+        .iter()
+        .filter(|e| e["event_type"] == "step.start")
+        .map(|e| e["step"]["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["function_result", "model_output"], "{rest:?}");
+    assert!(
+        rest.iter().any(|e| e["delta"]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("sunny"))),
+        "{rest:?}"
+    );
+}
