@@ -60,6 +60,7 @@ tests/java/run.sh
 tests/java/run.sh --runtime gvisor
 tests/approvals/run.sh
 HOOKBOX_RUNTIME=gvisor tests/approvals/run.sh
+tests/live/run.sh
 tests/mcp_servers/run.sh
 HOOKBOX_RUNTIME=gvisor tests/mcp_servers/run.sh
 tests/webhooks/run.sh

@@ -302,6 +302,7 @@ async fn resume_timed_out(state: &AppState, project: &Project, id: &str) -> ApiR
         input: None,
         prior_usage: paused.usage.clone(),
         settled: won,
+        live: paused.extra.get("live") == Some(&Value::Bool(true)),
     };
     let (events_rx, _handle) = run::start(state, run)?;
     drop(events_rx);

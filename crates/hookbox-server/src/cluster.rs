@@ -71,6 +71,29 @@ fn forwarded_on(name: &str) -> bool {
             .any(|h| name.eq_ignore_ascii_case(h))
 }
 
+/// The headers a request forwarded to a peer carries: this replica's name and the cluster
+/// secret, then the client's that go on ([`forwarded_on`]), less `skip`'s.
+pub(crate) fn forwarding_headers(
+    config: &ClusterConfig,
+    headers: &HeaderMap,
+    skip: impl Fn(&str) -> bool,
+) -> Vec<(String, HeaderValue)> {
+    let mut out = Vec::new();
+    if let (Ok(by), Ok(secret)) = (
+        HeaderValue::from_str(&config.cluster.replica().id),
+        HeaderValue::from_str(&config.secret),
+    ) {
+        out.push((FORWARDED_BY.to_owned(), by));
+        out.push((CLUSTER_SECRET.to_owned(), secret));
+    }
+    for (name, value) in headers {
+        if forwarded_on(name.as_str()) && !skip(name.as_str()) {
+            out.push((name.as_str().to_owned(), value.clone()));
+        }
+    }
+    out
+}
+
 /// This replica's place in a cluster.
 #[derive(Clone)]
 pub struct ClusterConfig {

@@ -6,7 +6,8 @@
 //! upload, [`uploads`]), credentials (secrets write-only), agents, webhooks (`webhooks`: the
 //! resource; the deliverer is `hookbox-webhooks`) and triggers ([`triggers`]: the resource and
 //! the scheduler),
-//! under `/v1`, `/v1beta`, `/v1alpha` and unversioned paths, behind API-key auth.
+//! live interactions over WebSocket (`/interactions/live`, `interactions::live`), under `/v1`,
+//! `/v1beta`, `/v1alpha` and unversioned paths, behind API-key auth.
 //!
 //! [`app`] builds the router from an [`AppState`] holding the seams: a [`Store`], a [`Model`], a
 //! [`ToolExecutor`] and an [`EnvironmentProvider`]. This crate owns HTTP only: it must not run
@@ -261,6 +262,7 @@ fn api_routes() -> Router<AppState> {
             get(interactions::get).delete(interactions::delete),
         )
         .route("/interactions/{id}/cancel", post(interactions::cancel))
+        .route("/interactions/live", get(interactions::live::upgrade))
         .route("/approvals", get(approvals::list))
         .route(
             "/environments",

@@ -51,6 +51,15 @@ pub struct Quotas {
     /// An environment not used for this long expires: its files and snapshots are deleted and
     /// its metadata kept as `expired` (`0`: never).
     pub environment_ttl_seconds: u64,
+    /// Live WebSockets (`/interactions/live`) open at once.
+    pub live_sockets: u64,
+    /// Frames a live socket may send per second (more get an `error` event and are dropped).
+    pub live_frames_per_second: u64,
+    /// Largest frame a live socket may send, in bytes (a larger one gets an `error` event).
+    pub live_max_frame_bytes: u64,
+    /// A live socket that sends nothing for this long while no turn runs is closed (the
+    /// interaction is kept).
+    pub live_idle_timeout_seconds: u64,
 }
 
 impl Default for Quotas {
@@ -63,9 +72,17 @@ impl Default for Quotas {
             burst: 2000,
             disk_bytes_per_environment: 10 << 30,
             environment_ttl_seconds: DEFAULT_ENVIRONMENT_TTL_SECONDS,
+            live_sockets: 64,
+            live_frames_per_second: 50,
+            live_max_frame_bytes: 1 << 20,
+            live_idle_timeout_seconds: 600,
         }
     }
 }
+
+/// Bounds of [`Quotas::live_max_frame_bytes`]: 1 KiB to 16 MiB.
+pub const MIN_LIVE_FRAME_BYTES: u64 = 1 << 10;
+pub const MAX_LIVE_FRAME_BYTES: u64 = 16 << 20;
 
 /// Default of [`Quotas::environment_ttl_seconds`]: 30 days.
 pub const DEFAULT_ENVIRONMENT_TTL_SECONDS: u64 = 30 * 24 * 3600;
@@ -79,6 +96,10 @@ pub const QUOTA_NAMES: &[&str] = &[
     "burst",
     "disk_bytes_per_environment",
     "environment_ttl_seconds",
+    "live_sockets",
+    "live_frames_per_second",
+    "live_max_frame_bytes",
+    "live_idle_timeout_seconds",
 ];
 
 /// Some quotas; the rest come from a lower layer.
@@ -99,6 +120,14 @@ pub struct QuotaOverrides {
     pub disk_bytes_per_environment: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub environment_ttl_seconds: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live_sockets: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live_frames_per_second: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live_max_frame_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live_idle_timeout_seconds: Option<u64>,
 }
 
 impl QuotaOverrides {
@@ -118,11 +147,36 @@ impl QuotaOverrides {
             environment_ttl_seconds: self
                 .environment_ttl_seconds
                 .unwrap_or(base.environment_ttl_seconds),
+            live_sockets: self.live_sockets.unwrap_or(base.live_sockets),
+            live_frames_per_second: self
+                .live_frames_per_second
+                .unwrap_or(base.live_frames_per_second),
+            live_max_frame_bytes: self
+                .live_max_frame_bytes
+                .unwrap_or(base.live_max_frame_bytes),
+            live_idle_timeout_seconds: self
+                .live_idle_timeout_seconds
+                .unwrap_or(base.live_idle_timeout_seconds),
         }
     }
 
     /// Checks the values a person could get wrong.
     pub fn validate(&self) -> Result<(), String> {
+        if let Some(bytes) = self.live_max_frame_bytes
+            && !(MIN_LIVE_FRAME_BYTES..=MAX_LIVE_FRAME_BYTES).contains(&bytes)
+        {
+            return Err(format!(
+                "live_max_frame_bytes must be between {MIN_LIVE_FRAME_BYTES} and {MAX_LIVE_FRAME_BYTES}, not {bytes}"
+            ));
+        }
+        for (name, value) in [
+            ("live_frames_per_second", self.live_frames_per_second),
+            ("live_idle_timeout_seconds", self.live_idle_timeout_seconds),
+        ] {
+            if value == Some(0) {
+                return Err(format!("{name} must be at least 1"));
+            }
+        }
         if let Some(rps) = self.requests_per_second
             && !(rps.is_finite() && rps > 0.0)
         {
@@ -180,6 +234,10 @@ impl QuotaOverrides {
             "burst" => self.burst = Some(int()?),
             "disk_bytes_per_environment" => self.disk_bytes_per_environment = Some(int()?),
             "environment_ttl_seconds" => self.environment_ttl_seconds = Some(int()?),
+            "live_sockets" => self.live_sockets = Some(int()?),
+            "live_frames_per_second" => self.live_frames_per_second = Some(int()?),
+            "live_max_frame_bytes" => self.live_max_frame_bytes = Some(int()?),
+            "live_idle_timeout_seconds" => self.live_idle_timeout_seconds = Some(int()?),
             "requests_per_second" => {
                 self.requests_per_second = Some(
                     value
@@ -360,6 +418,8 @@ pub struct QuotaBook {
     stored: Mutex<HashMap<String, CachedOverrides>>,
     buckets: Mutex<HashMap<String, Bucket>>,
     running: Mutex<HashMap<String, u64>>,
+    /// Live sockets open on this replica, per project.
+    sockets: Mutex<HashMap<String, u64>>,
     /// Serialises count-then-create of environments per project.
     creating: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// The per-project sandbox process limits, when the backend enforces them.
@@ -383,6 +443,22 @@ impl Drop for RunningGuard {
     fn drop(&mut self) {
         let mut running = self.book.running.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(n) = running.get_mut(&self.project) {
+            *n = n.saturating_sub(1);
+        }
+    }
+}
+
+/// One open live socket counted against its project; dropping it frees the place.
+#[derive(Debug)]
+pub struct SocketGuard {
+    book: Arc<QuotaBook>,
+    project: String,
+}
+
+impl Drop for SocketGuard {
+    fn drop(&mut self) {
+        let mut sockets = self.book.sockets.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = sockets.get_mut(&self.project) {
             *n = n.saturating_sub(1);
         }
     }
@@ -423,6 +499,7 @@ impl QuotaBook {
             stored: Mutex::new(HashMap::new()),
             buckets: Mutex::new(HashMap::new()),
             running: Mutex::new(HashMap::new()),
+            sockets: Mutex::new(HashMap::new()),
             creating: Mutex::new(HashMap::new()),
             slots,
             cluster,
@@ -581,6 +658,27 @@ impl QuotaBook {
             .hold_in_cluster("running_interactions", project, limit, "at once")
             .await?;
         Ok(guard)
+    }
+
+    /// A place for one more live socket of `project` on this replica (`live_sockets`), or the
+    /// 429 (answered before the upgrade).
+    pub async fn open_socket(self: &Arc<Self>, project: &str) -> Result<SocketGuard, ApiError> {
+        let limit = self.quotas(project).await.live_sockets;
+        let mut sockets = self.sockets.lock().unwrap_or_else(|p| p.into_inner());
+        let n = sockets.entry(project.to_owned()).or_insert(0);
+        if *n >= limit {
+            return Err(exceeded(
+                "live_sockets",
+                &format!("{limit} open at once"),
+                project,
+                RUNNING_RETRY_AFTER_SECS,
+            ));
+        }
+        *n += 1;
+        Ok(SocketGuard {
+            book: Arc::clone(self),
+            project: project.to_owned(),
+        })
     }
 
     /// Among replicas, one of `limit` places of `quota` across the cluster (`None` for a lone

@@ -22,11 +22,13 @@ pub enum InteractionStatus {
     Cancelled,
     Incomplete,
     BudgetExceeded,
+    /// A live interaction between turns (SDK 3.5+): it takes the next `input` on a socket.
+    Idle,
 }
 
 impl InteractionStatus {
     /// Every status.
-    pub const ALL: [InteractionStatus; 9] = [
+    pub const ALL: [InteractionStatus; 10] = [
         InteractionStatus::Queued,
         InteractionStatus::InProgress,
         InteractionStatus::RequiresAction,
@@ -36,6 +38,7 @@ impl InteractionStatus {
         InteractionStatus::Cancelled,
         InteractionStatus::Incomplete,
         InteractionStatus::BudgetExceeded,
+        InteractionStatus::Idle,
     ];
 
     /// The wire name.
@@ -50,6 +53,7 @@ impl InteractionStatus {
             InteractionStatus::Cancelled => "cancelled",
             InteractionStatus::Incomplete => "incomplete",
             InteractionStatus::BudgetExceeded => "budget_exceeded",
+            InteractionStatus::Idle => "idle",
         }
     }
 

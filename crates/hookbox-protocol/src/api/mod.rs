@@ -10,7 +10,7 @@
 //! One file per part of the API, every type re-exported here (`hookbox_protocol::api::Step`):
 //! `content` (content items, media, [`Object`]), `steps` (an interaction's history and
 //! [`output_text`]), `interactions` (the object, its input, the create request), `stream` (SSE
-//! events), `environments` (sources, network, files), `credentials`, `agents` and `errors` (the
+//! events), `live` (the live WebSocket's client events), `environments` (sources, network, files), `credentials`, `agents` and `errors` (the
 //! Google-RPC error body). None of them uses this module.
 
 mod agents;
@@ -19,6 +19,7 @@ mod credentials;
 mod environments;
 mod errors;
 mod interactions;
+mod live;
 mod steps;
 mod stream;
 
@@ -38,6 +39,7 @@ pub use interactions::{
     AgentConfig, CreateInteractionRequest, Input, Interaction, InteractionError, InteractionStatus,
     Usage,
 };
+pub use live::{ConnectEvent, CreateEvent, InputEvent, LiveStatus, client_event};
 pub use steps::{CodeExecutionArguments, Step, output_text};
 pub use stream::{Delta, StreamError, StreamEvent};
 

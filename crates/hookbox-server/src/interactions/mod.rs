@@ -3,11 +3,13 @@
 //! environment and the history of `previous_interaction_id` ([`resolve`]), checks the answers
 //! of a continuation against what the interaction it continues waits for ([`approvals`]), runs
 //! where its environment is held ([`crate::holder`]), stores the interaction, then starts its
-//! run ([`run`]); a stream follows it ([`stream`]).
+//! run ([`run`]); a stream follows it ([`stream`]). A live socket ([`live`]) starts each turn
+//! through the same run; an answer to a live turn goes on in place.
 //!
 //! This module is the HTTP side: the run itself must not depend on it.
 
 pub(crate) mod approvals;
+pub(crate) mod live;
 pub(crate) mod request;
 pub(crate) mod resolve;
 pub(crate) mod run;
@@ -89,6 +91,28 @@ pub async fn create(
     if let Routed::There(answer) = holder::to_holder(&state, needs, received).await? {
         return Ok(answer);
     }
+    // Answers to a live interaction's paused turn go on in place, streamed to its socket.
+    if let Some(paused) = previous
+        .as_ref()
+        .filter(|p| live::is_live(p) && p.status == InteractionStatus::RequiresAction)
+    {
+        let (events_rx, handle) =
+            live::answer_in_place(&state, &project, paused, new_steps, &answers).await?;
+        drop(events_rx);
+        if req.stream == Some(true) {
+            let sse = stream::sse(state, project, paused.id.clone(), None).await?;
+            return Ok(sse.into_response());
+        }
+        if req.background == Some(true) {
+            return Ok(
+                Json(without_input(load(&state, &project, &paused.id).await?)).into_response(),
+            );
+        }
+        return match handle.await {
+            Ok(done) => Ok(Json(without_input(done)).into_response()),
+            Err(e) => Err(ApiError::internal(&e)),
+        };
+    }
     // Checked before anything is created or stored, so a refusal changes nothing.
     let running = state.inner.quotas.start_interaction(&project).await?;
     let (environment_id, created) = resolve::resolve_environment(
@@ -153,6 +177,7 @@ pub async fn create(
         input: Some(interaction.steps.clone()),
         prior_usage: None,
         settled,
+        live: false,
     };
     let (events_rx, handle) = run::start(&state, run)?;
     drop(events_rx);

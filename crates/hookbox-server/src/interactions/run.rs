@@ -50,17 +50,40 @@ struct Running {
 }
 
 /// The interactions running on this server, by id. A poisoned lock counts as nothing running
-/// (and as holding every environment, so a drain hands none over).
-#[derive(Debug, Default)]
-pub(crate) struct Runs(Mutex<HashMap<String, Running>>);
+/// (and as holding every environment, so a drain hands none over). Each start is announced
+/// (`started`): a live socket waiting between turns follows a run started elsewhere (an
+/// answer over REST, the approvals' sweeper) on its interaction.
+#[derive(Debug)]
+pub(crate) struct Runs(Mutex<HashMap<String, Running>>, broadcast::Sender<String>);
+
+impl Default for Runs {
+    fn default() -> Self {
+        Runs(Mutex::new(HashMap::new()), broadcast::channel(256).0)
+    }
+}
 
 impl Runs {
+    /// Registers a run; refused (409) while `id` runs already, so two turns of one interaction
+    /// never run at once.
     fn register(&self, id: &str, run: Running) -> ApiResult<()> {
-        self.0
+        let mut running = self
+            .0
             .lock()
-            .map_err(|_| ApiError::internal(&"running-interactions lock poisoned"))?
-            .insert(id.to_owned(), run);
+            .map_err(|_| ApiError::internal(&"running-interactions lock poisoned"))?;
+        if running.contains_key(id) {
+            return Err(ApiError::new(
+                axum::http::StatusCode::CONFLICT,
+                format!("Interaction `{id}` is running already; wait for its turn to end."),
+            ));
+        }
+        running.insert(id.to_owned(), run);
+        let _ = self.1.send(id.to_owned());
         Ok(())
+    }
+
+    /// The ids of runs as they start.
+    pub(crate) fn started(&self) -> broadcast::Receiver<String> {
+        self.1.subscribe()
     }
 
     fn remove(&self, id: &str) {
@@ -146,6 +169,8 @@ pub(crate) struct RunSpec {
     /// The records of the paused calls this run settled (the store said it won them): their
     /// results come first.
     pub(crate) settled: Vec<ApprovalRecord>,
+    /// A live interaction's turn: a turn that completes leaves it `idle` for the next input.
+    pub(crate) live: bool,
 }
 
 /// Registers and spawns the run. The returned receiver exists so callers can subscribe before
@@ -389,6 +414,10 @@ async fn drive(
     }
     if let Some(prior) = &run.prior_usage {
         outcome.usage.add(prior);
+    }
+    // A live interaction goes on after a turn; only `interaction.complete` completes it.
+    if run.live && outcome.status == InteractionStatus::Completed {
+        outcome.status = InteractionStatus::Idle;
     }
     let update = StatusUpdate {
         status: outcome.status,

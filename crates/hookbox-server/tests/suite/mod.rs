@@ -4,6 +4,7 @@ mod bounds;
 mod environments;
 mod errors;
 mod interactions;
+mod live;
 mod projects;
 mod quotas;
 mod resources;

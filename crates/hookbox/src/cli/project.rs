@@ -28,7 +28,9 @@ pub enum ProjectCommand {
     Create {
         name: String,
         /// Quota overrides, NAME=VALUE (repeatable): environments, running_interactions,
-        /// sandbox_processes, requests_per_second, burst, disk_bytes_per_environment.
+        /// sandbox_processes, requests_per_second, burst, disk_bytes_per_environment,
+        /// environment_ttl_seconds, live_sockets, live_frames_per_second, live_max_frame_bytes,
+        /// live_idle_timeout_seconds.
         #[arg(long = "quota", value_name = "NAME=VALUE")]
         quotas: Vec<String>,
     },

@@ -1155,3 +1155,154 @@ fn an_interaction_is_exported_as_one_span_tree_over_otlp() {
     }
     drop(server);
 }
+
+/// Server events of a live socket until one of `event_type` (a batch split); panics when the
+/// socket closes first.
+fn live_until(
+    socket: &mut tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<TcpStream>>,
+    event_type: &str,
+) -> Vec<serde_json::Value> {
+    let mut seen = Vec::new();
+    loop {
+        let message = socket
+            .read()
+            .unwrap_or_else(|e| panic!("closed before {event_type}: {e} {seen:?}"));
+        let tungstenite::Message::Text(text) = message else {
+            continue;
+        };
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let events = match value.get("events") {
+            Some(serde_json::Value::Array(events)) => events.clone(),
+            _ => vec![value],
+        };
+        for event in events {
+            let done = event["event_type"] == event_type;
+            seen.push(event);
+            if done {
+                return seen;
+            }
+        }
+    }
+}
+
+fn live_send(
+    socket: &mut tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<TcpStream>>,
+    event: serde_json::Value,
+) {
+    socket
+        .send(tungstenite::Message::text(event.to_string()))
+        .unwrap();
+}
+
+#[test]
+#[ignore = "needs HOOKBOX_TEST_POSTGRES_URL (scripts/test.sh starts a PostgreSQL cluster)"]
+fn two_replicas_serve_a_live_socket_where_its_environment_is_held() {
+    let database = fresh_database();
+    let dir = hookbox_test_support::DataDir::new();
+    let data = dir.path().join("data");
+    let replica_args = [
+        "--database",
+        database.as_str(),
+        "--cluster-secret",
+        "a-cluster-secret-for-tests",
+        "--lease-ttl",
+        "600",
+    ];
+    let a = start_with(&data, &replica_args);
+    let b = start_with(&data, &replica_args);
+    let served_by = |resp: &str| {
+        resp.lines()
+            .find_map(|l| l.strip_prefix("x-hookbox-replica: "))
+            .map(str::trim)
+            .map(str::to_owned)
+    };
+    let replica_a = served_by(&http(&a.addr, "GET", "/v1beta/environments", "")).unwrap();
+    // Made on A: its environment is A's.
+    let first = post_json(
+        &a.addr,
+        "/v1beta/interactions",
+        &serde_json::json!({"agent": "antigravity-preview-09-2026", "input": "run `echo from-a > /workspace/a.txt`"}),
+    );
+    assert_eq!(first["status"], "completed", "{first}");
+    let env = first["environment_id"].as_str().unwrap().to_owned();
+
+    // A live socket opened on B, continuing it: B relays the socket to A.
+    let (mut socket, _) =
+        tungstenite::connect(format!("ws://{}/v1beta/interactions/live", b.addr)).unwrap();
+    live_send(
+        &mut socket,
+        serde_json::json!({"event_type": "interaction.connect", "id": "new"}),
+    );
+    let connected = live_until(&mut socket, "interaction.connected");
+    assert_eq!(connected[0]["status"], "pending_create");
+    live_send(
+        &mut socket,
+        serde_json::json!({"event_type": "interaction.create", "previous_interaction_id": first["id"]}),
+    );
+    let created = live_until(&mut socket, "interaction.created");
+    assert!(
+        created
+            .iter()
+            .all(|e| e["event_type"] != "interaction.connected"),
+        "one interaction.connected only: {created:?}"
+    );
+    let live = created.last().unwrap()["interaction_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    live_send(
+        &mut socket,
+        serde_json::json!({"event_type": "input", "content": [{"type": "text", "text": "read `/workspace/a.txt`"}]}),
+    );
+    let turn = live_until(&mut socket, "interaction.status_update");
+    assert_eq!(turn.last().unwrap()["status"], "idle", "{turn:?}");
+    assert!(
+        turn.iter().any(|e| e["delta"]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("from-a"))),
+        "{turn:?}"
+    );
+    drop(socket);
+    // Still A's environment (B never took it), and the live interaction is in it.
+    let held = http(&b.addr, "GET", &format!("/v1beta/environments/{env}"), "");
+    assert_eq!(
+        served_by(&held).as_deref(),
+        Some(replica_a.as_str()),
+        "{held}"
+    );
+    let stored = json_body(&http(
+        &b.addr,
+        "GET",
+        &format!("/v1beta/interactions/{live}"),
+        "",
+    ));
+    assert_eq!(stored["environment_id"], env.as_str());
+
+    // Reconnecting on B to the live interaction goes on at A.
+    let (mut again, _) =
+        tungstenite::connect(format!("ws://{}/v1beta/interactions/live", b.addr)).unwrap();
+    live_send(
+        &mut again,
+        serde_json::json!({"event_type": "interaction.connect", "id": live}),
+    );
+    let connected = live_until(&mut again, "interaction.connected");
+    assert_eq!(connected.last().unwrap()["status"], "idle");
+    live_send(
+        &mut again,
+        serde_json::json!({"event_type": "input", "content": [{"type": "text", "text": "run `echo again-on-a >> /workspace/a.txt`"}]}),
+    );
+    live_until(&mut again, "interaction.status_update");
+    live_send(
+        &mut again,
+        serde_json::json!({"event_type": "interaction.complete"}),
+    );
+    let end = live_until(&mut again, "interaction.completed");
+    assert_eq!(end.last().unwrap()["status"]["code"], 0);
+    let file = http(
+        &a.addr,
+        "GET",
+        &format!("/v1beta/environments/{env}/files/workspace/a.txt?alt=media"),
+        "",
+    );
+    assert!(file.ends_with("from-a\nagain-on-a\n"), "{file}");
+}
