@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
 # Conformance: the unmodified google-genai SDK (from PyPI) against `hookbox serve` with the
-# offline agent and the real sandbox. Usage: tests/conformance/run.sh [--reference] [--runtime R]
+# offline agent and the real sandbox, on two SDK versions in two virtualenvs: 3.3.0 (the oldest
+# supported) and 3.6.1 (the newest 3.x), so every test that passes on one must pass on the other.
+# sdk_basic.py runs on both; sdk_36.py (auth tokens, environment modes, tool search: methods
+# 3.3.0 lacks) runs on the versions that have them. Usage:
+#   tests/conformance/run.sh [--reference] [--runtime R]
 #   --reference      also run the reference documentation's three examples (reference_check.py),
 #                    with a local HTTPS telemetry receiver reached through the egress proxy
 #   --runtime R      run the server's environments under runtime R (`namespaces`, `gvisor`)
 #   HOOKBOX_BIN      use this hookbox binary instead of building one
-#   GENAI_VERSION    pip requirement (default: google-genai>=3.3.0)
-#   CONFORMANCE_VENV where the virtualenv lives (default: <target dir>/conformance-venv, reused)
+#   GENAI_VERSIONS   space-separated SDK versions (default: "3.3.0 3.6.1"); each gets its own venv
+#   CONFORMANCE_VENV where the virtualenvs live (default: <target dir>/conformance-venv-<version>, reused)
 # Needs python3 with venv (scripts/setup.sh installs it) and cargo. Ends with `N passed, M failed`.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 target_dir="${CARGO_TARGET_DIR:-$root/target}"
-venv="${CONFORMANCE_VENV:-$target_dir/conformance-venv}"
-requirement="${GENAI_VERSION:-google-genai>=3.3.0}"
+read -r -a versions <<<"${GENAI_VERSIONS:-3.3.0 3.6.1}"
 reference=0
 runtime=namespaces
 while (( $# )); do
@@ -29,11 +32,17 @@ if [[ -z "${HOOKBOX_BIN:-}" ]]; then
   cargo build --quiet --locked --manifest-path "$root/Cargo.toml" -p hookbox
   HOOKBOX_BIN="$target_dir/debug/hookbox"
 fi
-if [[ ! -x "$venv/bin/python" ]]; then
-  python3 -m venv "$venv"
-fi
-"$venv/bin/pip" install --quiet --disable-pip-version-check "$requirement" cryptography
-"$venv/bin/python" -c 'import google.genai as g; print("google-genai", g.__version__)'
+venv_of() { echo "${CONFORMANCE_VENV:-$target_dir/conformance-venv}-$1"; }
+for version in "${versions[@]}"; do
+  venv="$(venv_of "$version")"
+  if [[ ! -x "$venv/bin/python" ]]; then
+    python3 -m venv "$venv"
+  fi
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "google-genai==$version" cryptography
+  "$venv/bin/python" -c 'import google.genai as g; print("google-genai", g.__version__)'
+done
+# The helpers (telemetry receiver, port picker) run in the first venv.
+venv="$(venv_of "${versions[0]}")"
 
 data="$(mktemp -d)"
 log="$data/serve.log"
@@ -79,12 +88,24 @@ pids+=($!)
 # The banner is printed once the socket is bound.
 wait_for "$log" "listening on" "${pids[-1]}" || { echo "hookbox serve did not start"; cat "$log"; exit 1; }
 
-export HOOKBOX_BASE_URL="http://127.0.0.1:$port" HOOKBOX_TEST_KEY="$key"
+export HOOKBOX_BASE_URL="http://127.0.0.1:$port" HOOKBOX_TEST_KEY="$key" HOOKBOX_SERVE_LOG="$log"
 status=0
-"$venv/bin/python" "$here/sdk_basic.py" || status=1
-if (( reference )); then
-  "$venv/bin/python" "$here/reference_check.py" || status=1
-fi
+for version in "${versions[@]}"; do
+  py="$(venv_of "$version")/bin/python"
+  echo "conformance: google-genai $version"
+  "$py" "$here/sdk_basic.py" | tee "$data/basic-$version.out" || status=1
+  "$py" "$here/sdk_36.py" || status=1
+  if (( reference )); then
+    "$py" "$here/reference_check.py" || status=1
+  fi
+done
+# The same tests pass on every version: compare the names that passed.
+for version in "${versions[@]:1}"; do
+  if ! diff <(grep '^ok ' "$data/basic-${versions[0]}.out") <(grep '^ok ' "$data/basic-$version.out"); then
+    echo "FAIL sdk_basic.py passes different tests on google-genai ${versions[0]} and $version"
+    status=1
+  fi
+done
 if (( status )); then
   echo "--- hookbox serve log (last 60 lines) ---"
   tail -n 60 "$log"

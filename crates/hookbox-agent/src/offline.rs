@@ -18,7 +18,9 @@
 //!   arguments (`{}` without a `with` span); consecutive calls go out together in one turn (in
 //!   parallel), and the interaction then waits (`requires_action`) for their results
 //!
-//! With no backtick span it answers with this grammar and calls no tool. It never loops: each
+//! With no backtick span it answers with this grammar and calls no tool; when the input also
+//! says "show your system instruction" it adds `[system instruction] TEXT` (the whole system
+//! instruction it was given). It never loops: each
 //! turn looks at how many tool results follow the last `user_input`. Context that hooks gave it
 //! (`[context from hooks] …` lines of the system instruction, from `pre_interaction` hooks) is
 //! repeated at the end of its answer, so that what the model was told is visible.
@@ -56,6 +58,11 @@ pub struct OfflineModel {
 pub const HELP: &str = "The offline agent performs only operations named with backticks: \
 run `CMD`; read `PATH`; create `PATH` containing 'TEXT'; list `PATH`; delete `PATH`; \
 replace 'OLD' with 'NEW' in `PATH`; call `FUNCTION` with `{JSON}`.";
+
+/// Input words (with no backtick span) that make it repeat its whole system instruction after
+/// [`HELP`], as `[system instruction] TEXT`: how tests see what an interaction was told (an
+/// environment's `system_instruction`, say).
+pub const SHOW_INSTRUCTION: &str = "show your system instruction";
 
 impl OfflineModel {
     pub fn new() -> crate::Result<Self> {
@@ -310,8 +317,13 @@ impl Model for OfflineModel {
             text
         };
         if ops.is_empty() {
+            let mut text = HELP.to_owned();
+            if input.to_lowercase().contains(SHOW_INSTRUCTION) {
+                text.push_str("\n[system instruction] ");
+                text.push_str(request.system_instruction.unwrap_or_default());
+            }
             return Ok(ModelTurn {
-                text: Some(with_context(HELP.to_owned())),
+                text: Some(with_context(text)),
                 ..ModelTurn::default()
             });
         }

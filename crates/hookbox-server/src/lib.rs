@@ -26,6 +26,7 @@
 pub mod approvals;
 pub mod audit;
 pub mod auth;
+pub mod auth_tokens;
 pub mod cluster;
 pub mod drain;
 pub mod env_vars;
@@ -261,6 +262,11 @@ fn api_routes() -> Router<AppState> {
             get(interactions::get).delete(interactions::delete),
         )
         .route("/interactions/{id}/cancel", post(interactions::cancel))
+        .route("/interactions/{id}/auth_tokens", post(auth_tokens::create))
+        .route(
+            "/interactions/{id}/auth_tokens/{token}",
+            axum::routing::delete(auth_tokens::delete),
+        )
         .route("/approvals", get(approvals::list))
         .route(
             "/environments",

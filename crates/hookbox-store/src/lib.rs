@@ -23,6 +23,7 @@
 //! here imports from the crate root, and the shared modules never import a backend.
 
 pub mod approvals;
+mod auth_tokens;
 mod cluster;
 mod credentials;
 pub mod crypto;
@@ -44,6 +45,7 @@ pub mod triggers;
 pub mod webhooks;
 
 pub use approvals::{ApprovalFilter, ApprovalRecord, ApprovalState, Settle, Settled, Settlement};
+pub use auth_tokens::AuthTokenRecord;
 pub use cluster::{Claim, Cluster, Replica, TokenGrant};
 pub use credentials::apply_credential_update;
 pub use crypto::SecretKey;

@@ -24,6 +24,7 @@ use hookbox_store::StatusUpdate;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use crate::auth::TokenScope;
 use crate::error::{ApiError, ApiResult};
 use crate::holder::{self, Needs, Received, Routed};
 use crate::{AppState, Project, new_id, parse_json};
@@ -32,11 +33,22 @@ use crate::{AppState, Project, new_id, parse_json};
 pub async fn create(
     State(state): State<AppState>,
     Extension(project): Extension<Project>,
+    token: Option<Extension<TokenScope>>,
     uri: axum::http::Uri,
     headers: axum::http::HeaderMap,
     body: Bytes,
 ) -> ApiResult<Response> {
     let req: CreateInteractionRequest = parse_json(&body, "interaction request")?;
+    // An auth token continues its own interaction, in its own environment and nothing else.
+    if let Some(Extension(scope)) = &token {
+        scope.check_continues(req.previous_interaction_id.as_deref())?;
+        if req.environment.is_some() {
+            return Err(ApiError::new(
+                axum::http::StatusCode::UNAUTHORIZED,
+                "With an auth token, leave `environment` out: the interaction continues in its own environment.",
+            ));
+        }
+    }
     let received = Received::new(&state, axum::http::Method::POST, &uri, &headers, body)?;
     let agent = resolve::resolve_agent(&state, &project, &req).await?;
     let Some(input) = req.input.as_ref() else {
@@ -81,6 +93,17 @@ pub async fn create(
         .environment
         .clone()
         .or_else(|| agent.as_ref().and_then(|a| a.base_environment.clone()));
+    // Nor through an agent's base environment: a token reaches no other environment.
+    if token.is_some()
+        && let Some(env) = &env_request
+        && !matches!(env, hookbox_protocol::api::EnvironmentRef::Id(id)
+            if Some(crate::strip_resource_prefix(id, "environments")) == previous_env.as_deref())
+    {
+        return Err(ApiError::new(
+            axum::http::StatusCode::UNAUTHORIZED,
+            "With an auth token, the interaction continues in its own environment; this agent names another.",
+        ));
+    }
     let existing = resolve::existing_environment(env_request.as_ref(), previous_env.as_deref());
     let needs = Needs::Interaction {
         project: &project,

@@ -198,6 +198,28 @@ pub(crate) fn start(
     Ok((events_rx, handle))
 }
 
+/// The run's system instruction after its environment's `system_instruction` (set at
+/// `environments.create`), separated by a blank line; either alone when the other is absent.
+async fn with_environment_instruction(state: &AppState, run: &RunSpec) -> Option<String> {
+    let environment = match state
+        .inner
+        .store
+        .get_environment(&run.project, &run.environment_id)
+        .await
+    {
+        Ok(record) => record.and_then(|r| r.environment.system_instruction),
+        Err(e) => {
+            tracing::warn!(environment_id = %run.environment_id, error = %e, "cannot read the environment's system instruction");
+            None
+        }
+    };
+    match (environment, run.system_instruction.as_deref()) {
+        (Some(env), Some(own)) => Some(format!("{env}\n\n{own}")),
+        (Some(env), None) => Some(env),
+        (None, own) => own.map(str::to_owned),
+    }
+}
+
 /// Runs the loop and persists every step before broadcasting it; returns the final interaction.
 async fn drive(
     state: &AppState,
@@ -237,9 +259,11 @@ async fn drive(
         }
         None => hookbox_agent::InteractionHooks::default(),
     };
+    // The environment's own instruction comes first, for every interaction run in it.
+    let instruction = with_environment_instruction(state, &run).await;
     // pre_interaction hooks' context, one `[context from hooks] TEXT` line each.
     let system_instruction = hookbox_agent::model::with_notes(
-        run.system_instruction.as_deref(),
+        instruction.as_deref(),
         pre.context
             .iter()
             .map(|c| format!("{}{c}", hookbox_agent::model::HOOK_CONTEXT_PREFIX)),
