@@ -1,5 +1,5 @@
-"""Conformance of `hookbox serve` with what google-genai 3.5.0+ added to interactions and
-environments: ephemeral auth tokens (`client.interactions.auth_tokens`, a `Client` whose
+"""Conformance of `hookbox serve` with what google-genai 3.4.0+ added to interactions and
+environments: tool search and deferred tools, ephemeral auth tokens (`client.interactions.auth_tokens`, a `Client` whose
 api_key is `auth_tokens/...`) and environment modes (`mode`, `custom_config`,
 `system_instruction`, `list(mode=)`).
 
@@ -158,6 +158,69 @@ capped = client.interactions.auth_tokens.create(
     first.id, expire_time=dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=30))
 check("token: expire_time is capped at 24 hours",
       capped.expires_at <= dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=24, seconds=5), capped.expires_at)
+
+# --- tool search and deferred tools ---------------------------------------------------------
+weather = {"type": "function", "name": "get_weather", "description": "Full description: the weather in a city, now.",
+           "short_description": "Weather now.", "defer_loading": True,
+           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}
+clock = {"type": "function", "name": "get_time", "description": "The time in a city."}
+server_tools = [{"type": "tool_search", "execution": "server"}, weather, clock]
+searched = client.interactions.create(
+    agent=AGENT, tools=server_tools,
+    input='search `weather` then call `get_weather` with `{"city": "Oslo"}`')
+kinds = [s.type for s in searched.steps]
+check("search (server): call, result, then the loaded function's call",
+      kinds == ["user_input", "tool_search_call", "tool_search_result", "function_call"]
+      and searched.status == "requires_action", (kinds, searched.status))
+call_step, result_step = searched.steps[1], searched.steps[2]
+check("search (server): typed steps, the result answering the call with the full definition",
+      type(call_step).__name__ == "ToolSearchCallStep" and type(result_step).__name__ == "ToolSearchResultStep"
+      and result_step.call_id == call_step.id and [f.name for f in result_step.result] == ["get_weather"]
+      and result_step.result[0].description == weather["description"], (call_step, result_step))
+check("search (server): the query is kept in the call's arguments",
+      getattr(call_step.arguments, "query", None) == "weather", call_step)
+answered = client.interactions.create(
+    agent=AGENT, previous_interaction_id=searched.id, tools=server_tools,
+    input=[{"type": "function_result", "call_id": searched.steps[3].id, "name": "get_weather", "result": "sunny"}])
+check("search (server): the loaded function's result continues to an answer",
+      answered.status == "completed" and "loaded get_weather" in answered.output_text
+      and "sunny" in answered.output_text, answered.output_text)
+unloaded = client.interactions.create(agent=AGENT, tools=server_tools,
+                                      input='call `get_weather` with `{"city": "Oslo"}`')
+check("search: a deferred function called before a search is an error result, not a call for the client",
+      unloaded.status == "completed" and any(s.type == "function_result" and "not loaded" in str(s.result)
+                                             for s in unloaded.steps), [s.type for s in unloaded.steps])
+by_name = client.interactions.create(agent=AGENT, tools=server_tools, input="load `get_weather`")
+check("search (server): load by function_names", [f.name for f in by_name.steps[2].result] == ["get_weather"]
+      and by_name.steps[1].arguments.function_names == ["get_weather"], by_name.steps[1:3])
+nothing = client.interactions.create(agent=AGENT, tools=server_tools, input="search `submarine`")
+check("search (server): no match is an empty result", nothing.steps[2].type == "tool_search_result"
+      and not nothing.steps[2].result and "found nothing" in nothing.output_text, nothing.output_text)
+events = list(client.interactions.create(agent=AGENT, tools=server_tools, input="search `weather`", stream=True))
+deltas = [e.delta for e in events if e.event_type == "step.delta"]
+check("search (server): streamed as typed tool_search deltas",
+      [type(d).__name__ for d in deltas if d.type.startswith("tool_search")] == ["ToolSearchCallDelta", "ToolSearchResultDelta"]
+      and [f.name for f in next(d for d in deltas if d.type == "tool_search_result").result] == ["get_weather"],
+      [(type(d).__name__, d.type) for d in deltas])
+expect_error("search: a deferred tool without a tool_search tool is a 400",
+             lambda: client.interactions.create(agent=AGENT, tools=[weather], input="hi"), [400], "tool_search")
+
+client_tools = [{"type": "tool_search", "execution": "client", "name": "my_search", "description": "Search my catalog.",
+                 "parameters": {"type": "object", "properties": {"query": {"type": "string"}}}}, weather]
+asked = client.interactions.create(agent=AGENT, tools=client_tools,
+                                   input='search `weather` then call `get_weather` with `{"city": "Oslo"}`')
+search_call = asked.steps[-1]
+check("search (client): the turn ends requires_action with a call of the client's search function",
+      asked.status == "requires_action" and search_call.type == "function_call" and search_call.name == "my_search"
+      and search_call.arguments == {"query": "weather"}, (asked.status, asked.steps[-1]))
+loaded = client.interactions.create(
+    agent=AGENT, previous_interaction_id=asked.id, tools=client_tools,
+    input=[{"type": "function_result", "call_id": search_call.id, "name": "my_search",
+            "result": [{"type": "function", "name": "get_weather", "description": weather["description"],
+                        "parameters": weather["parameters"]}]}])
+check("search (client): the definitions the client returned load the function, which is then called",
+      loaded.status == "requires_action" and loaded.steps[-1].type == "function_call"
+      and loaded.steps[-1].name == "get_weather", (loaded.status, [s.type for s in loaded.steps]))
 
 print(f"{passes} passed, {len(failures)} failed" + (": " + ", ".join(failures) if failures else ""))
 sys.exit(1 if failures else 0)

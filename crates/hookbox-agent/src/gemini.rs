@@ -293,6 +293,7 @@ mod tests {
             steps: &steps,
             tools: &[],
             functions: &[],
+            tool_search: None,
         });
         assert_eq!(
             body["contents"],

@@ -22,6 +22,7 @@ pub mod offline;
 pub mod openai;
 pub mod seams;
 pub mod steps;
+pub mod tool_search;
 
 pub use agent_loop::{LoopConfig, LoopEvent, LoopOutcome, run};
 pub use error::{Error, Result};

@@ -60,6 +60,7 @@ pub async fn create(
     }
     let functions = request::function_tools(req.tools.as_deref())?;
     let mcp = request::mcp_servers(req.tools.as_deref())?;
+    let search = request::tool_search(req.tools.as_deref(), &functions)?;
     request::check_function_names(&functions, &mcp)?;
     let previous = match req.previous_interaction_id.as_deref() {
         Some(prev) => state.inner.store.get_interaction(&project, prev).await?,
@@ -172,6 +173,7 @@ pub async fn create(
         keep: req.store != Some(false),
         functions,
         mcp,
+        search,
         agent: req.agent.clone().unwrap_or_default(),
         input: Some(interaction.steps.clone()),
         prior_usage: None,

@@ -135,6 +135,8 @@ pub(crate) struct RunSpec {
     pub(crate) functions: Vec<hookbox_agent::model::FunctionDecl>,
     /// The remote MCP servers (`mcp_server` tools).
     pub(crate) mcp: Vec<McpServerSpec>,
+    /// The `tool_search` tool and the deferred tools.
+    pub(crate) search: Option<hookbox_agent::tool_search::Search>,
     /// The agent it runs, as named in the request (what interaction hooks' matchers match).
     pub(crate) agent: String,
     /// The steps this interaction was given, for `pre_interaction` hooks; `None` for a paused
@@ -283,6 +285,7 @@ async fn drive(
         tools: &ToolName::ALL,
         functions: &run.functions,
         mcp: mcp.as_ref(),
+        search: run.search.as_ref(),
         settled: &settled,
     };
     let persist = async {
