@@ -11,6 +11,9 @@
 #   HOOKBOX_BIN      use this hookbox binary instead of building one
 #   GENAI_VERSIONS   space-separated SDK versions (default: "3.3.0 3.6.1"); each gets its own venv
 #   CONFORMANCE_VENV where the virtualenvs live (default: <target dir>/conformance-venv-<version>, reused)
+# Then the JS SDK (@google/genai, pinned in js/package.json, installed with npm into
+# <target dir>/conformance-js) runs js/sdk_js.mjs. Without npm the run fails, unless
+# HOOKBOX_TEST_ALLOW_SKIP=1 (then it says loudly that the JS SDK was skipped).
 # Needs python3 with venv (scripts/setup.sh installs it) and cargo. Ends with `N passed, M failed`.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -41,6 +44,18 @@ for version in "${versions[@]}"; do
   "$venv/bin/pip" install --quiet --disable-pip-version-check "google-genai==$version" cryptography
   "$venv/bin/python" -c 'import google.genai as g; print("google-genai", g.__version__)'
 done
+js_dir="$target_dir/conformance-js"
+if command -v npm >/dev/null; then
+  mkdir -p "$js_dir"
+  cp "$here/js/package.json" "$here/js/sdk_js.mjs" "$js_dir/"
+  npm install --silent --no-audit --no-fund --no-package-lock --prefix "$js_dir" >/dev/null
+elif [[ "${HOOKBOX_TEST_ALLOW_SKIP:-}" == 1 ]]; then
+  echo "conformance: SKIPPING the JS SDK run: npm is not installed (HOOKBOX_TEST_ALLOW_SKIP=1)" >&2
+  js_dir=""
+else
+  echo "conformance: npm is needed for the JS SDK run (or set HOOKBOX_TEST_ALLOW_SKIP=1)" >&2
+  exit 1
+fi
 # The helpers (telemetry receiver, port picker) run in the first venv.
 venv="$(venv_of "${versions[0]}")"
 
@@ -96,9 +111,15 @@ for version in "${versions[@]}"; do
   "$py" "$here/sdk_basic.py" | tee "$data/basic-$version.out" || status=1
   "$py" "$here/sdk_36.py" || status=1
   if (( reference )); then
+    # Each version's check reads only the telemetry its own run posted.
+    : >"$TELEMETRY_EVENTS"
     "$py" "$here/reference_check.py" || status=1
   fi
 done
+if [[ -n "$js_dir" ]]; then
+  echo "conformance: @google/genai (JS) $(node -p "require('$js_dir/node_modules/@google/genai/package.json').version")"
+  node "$js_dir/sdk_js.mjs" || status=1
+fi
 # The same tests pass on every version: compare the names that passed.
 for version in "${versions[@]:1}"; do
   if ! diff <(grep '^ok ' "$data/basic-${versions[0]}.out") <(grep '^ok ' "$data/basic-$version.out"); then

@@ -5,7 +5,8 @@
 //! / `post_interaction` hooks around each run), environments and their files (resumable
 //! upload, [`uploads`]), credentials (secrets write-only), agents, webhooks (`webhooks`: the
 //! resource; the deliverer is `hookbox-webhooks`) and triggers ([`triggers`]: the resource and
-//! the scheduler),
+//! the scheduler), ephemeral auth tokens scoped to one interaction ([`auth_tokens`], checked in
+//! [`auth`]),
 //! under `/v1`, `/v1beta`, `/v1alpha` and unversioned paths, behind API-key auth.
 //!
 //! [`app`] builds the router from an [`AppState`] holding the seams: a [`Store`], a [`Model`], a
