@@ -82,7 +82,7 @@ wait_for() {
   grep -q "$pattern" "$file" 2>/dev/null
 }
 
-serve_args=(--runtime "$runtime")
+serve_args=(--runtime "$runtime" --audit-log "$data/audit.jsonl")
 echo "conformance: environments run under $runtime"
 if (( reference )); then
   # telemetry.example.com of example 3: an HTTPS receiver on loopback with a test CA. hookbox's
@@ -103,7 +103,7 @@ pids+=($!)
 # The banner is printed once the socket is bound.
 wait_for "$log" "listening on" "${pids[-1]}" || { echo "hookbox serve did not start"; cat "$log"; exit 1; }
 
-export HOOKBOX_BASE_URL="http://127.0.0.1:$port" HOOKBOX_TEST_KEY="$key" HOOKBOX_SERVE_LOG="$log"
+export HOOKBOX_BASE_URL="http://127.0.0.1:$port" HOOKBOX_TEST_KEY="$key" HOOKBOX_SERVE_LOG="$log" HOOKBOX_AUDIT_LOG="$data/audit.jsonl"
 status=0
 for version in "${versions[@]}"; do
   py="$(venv_of "$version")/bin/python"

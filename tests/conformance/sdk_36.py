@@ -21,6 +21,7 @@ warnings.simplefilter("ignore")
 BASE = os.environ["HOOKBOX_BASE_URL"]
 KEY = os.environ["HOOKBOX_TEST_KEY"]
 SERVE_LOG = os.environ["HOOKBOX_SERVE_LOG"]
+AUDIT_LOG = os.environ["HOOKBOX_AUDIT_LOG"]
 AGENT = "antigravity-preview-09-2026"
 OPTS = {"base_url": BASE, "api_version": "v1beta"}
 
@@ -110,6 +111,8 @@ check("token: streams its interaction", streamed[0] == "interaction.created"
 cont = holder.interactions.create(agent=AGENT, previous_interaction_id=first.id, input="run `echo second-turn`")
 check("token: continues its interaction, in its environment",
       cont.status == "completed" and "second-turn" in cont.output_text and cont.environment_id == env.id, cont)
+check("token: the continuation records which token (its id, not its value) continued it",
+      (getattr(cont, "auth_token_id", "") or "").startswith("atk_") and token not in str(cont.model_dump()), cont)
 check("token: another interaction is a 404", status_of(lambda: holder.interactions.get(other.id)) == 404)
 check("token: continuing another interaction is a 404", status_of(lambda: holder.interactions.create(
     agent=AGENT, previous_interaction_id=other.id, input="run `echo x`")) == 404)
@@ -136,6 +139,19 @@ with open(SERVE_LOG, encoding="utf-8", errors="replace") as f:
     log = f.read()
 check("token: the server log names uses by token id, never the token",
       "request with an auth token" in log and "atk_" in log and token[len("auth_tokens/"):] not in log)
+
+import json  # noqa: E402
+with open(AUDIT_LOG, encoding="utf-8") as f:
+    audit_text = f.read()
+token_lines = [json.loads(line) for line in audit_text.splitlines() if '"auth_token"' in line]
+token_lines = [a for a in token_lines if a.get("kind") == "auth_token" and a.get("token_interaction") == first.id]
+ids = {a.get("token_id") for a in token_lines}
+check("token: the audit log has its creation, uses (allowed and refused) and deletion by token id",
+      len(ids) >= 1 and all(i and i.startswith("atk_") for i in ids)
+      and {"created", "deleted"} <= {a.get("action") for a in token_lines}
+      and {True, False} <= {a.get("allowed") for a in token_lines if "allowed" in a}
+      and cont.auth_token_id in ids, token_lines[:4])
+check("token: the audit log never holds the token", token[len("auth_tokens/"):] not in audit_text)
 
 expect_error("token: an expire_time in the past is a 400",
              lambda: client.interactions.auth_tokens.create(

@@ -154,6 +154,13 @@ pub async fn create(
     interaction.steps.clone_from(&new_steps);
     interaction.input = serde_json::to_value(input).ok();
     interaction.extra = request::echoes(&req);
+    // Who continued it (hookbox extension): the token's public id, never the token.
+    if let Some(Extension(scope)) = &token {
+        interaction.extra.insert(
+            "auth_token_id".into(),
+            Value::String(scope.token_id.clone()),
+        );
+    }
     let settled =
         approvals::store_continuation(&state, &project, &interaction, previous.as_ref(), &answers)
             .await?;
