@@ -171,3 +171,39 @@ async fn a_token_cannot_reach_past_its_interaction() {
     assert_eq!(s, StatusCode::OK, "{cont}");
     assert_eq!(cont["status"], "completed", "{cont}");
 }
+
+#[tokio::test]
+async fn an_expired_token_is_refused_like_a_wrong_key() {
+    let h = Harness::with_keys(vec![format!("default:{KEY}")]);
+    let id = interaction(&h.state).await;
+    // Written straight to the store with an expiry already past (the API refuses one).
+    let token = "auth_tokens/00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+    let record = hookbox_store::AuthTokenRecord {
+        id: "atk_expired".into(),
+        project: "default".into(),
+        interaction_id: id.clone(),
+        expires_at: hookbox_store::time::format_unix(1),
+        created: hookbox_store::time::format_unix(0),
+    };
+    h.store
+        .create_auth_token(&record, &hookbox_store::keys::hash_key(token))
+        .await
+        .unwrap();
+    let read = format!("/v1beta/interactions/{id}");
+    let (s, body) = send(&h.state, Method::GET, &read, token, None).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED, "{body}");
+    assert_eq!(body["error"]["message"], "API key not valid.");
+    // The same record, live, authenticates: what refused it was the expiry alone.
+    let live = hookbox_store::AuthTokenRecord {
+        id: "atk_live".into(),
+        expires_at: hookbox_store::time::format_unix(i64::from(u32::MAX)),
+        ..record
+    };
+    let other = "auth_tokens/ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100";
+    h.store
+        .create_auth_token(&live, &hookbox_store::keys::hash_key(other))
+        .await
+        .unwrap();
+    let (s, body) = send(&h.state, Method::GET, &read, other, None).await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+}
