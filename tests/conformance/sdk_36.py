@@ -27,8 +27,8 @@ OPTS = {"base_url": BASE, "api_version": "v1beta"}
 
 client = genai.Client(api_key=KEY, http_options=OPTS)
 if not hasattr(client.interactions, "auth_tokens"):
-    print(f"sdk_36.py: google-genai {genai.__version__} has no auth tokens or environment modes "
-          "(added in 3.5.0): nothing to check on this version")
+    print(f"sdk_36.py: google-genai {genai.__version__} has no auth tokens, environment modes or tool search types "
+          "(added in 3.4.0 and 3.5.0): nothing to check on this version")
     sys.exit(0)
 
 failures = []
