@@ -56,7 +56,7 @@ else
   echo "conformance: npm is needed for the JS SDK run (or set HOOKBOX_TEST_ALLOW_SKIP=1)" >&2
   exit 1
 fi
-# The helpers (telemetry receiver, port picker) run in the first venv.
+# The telemetry receiver and the port picker run in the first venv.
 venv="$(venv_of "${versions[0]}")"
 
 data="$(mktemp -d)"
