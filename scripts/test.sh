@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: set-up, then every crate's unit and integration tests and the
 # end-to-end suite that drives the hookbox binary, then the SDK conformance suite (the unmodified
-# google-genai SDK from PyPI, in a venv, against `hookbox serve`, with the reference's examples),
+# google-genai SDK from PyPI, 3.3.0 and 3.6.1 in two venvs that must pass the same tests, and the
+# JS SDK from npm, against `hookbox serve`, with the reference's examples),
 # the Java SDK's conformance run (tests/java, Maven; the reference's Java examples unmodified),
 # webhooks through the SDK to a receiver that verifies with the standardwebhooks library,
 # triggers through the SDK (real minute boundaries, on two replicas of one PostgreSQL database), and

@@ -10,7 +10,9 @@ offline agent calls a FastMCP server (`docs_server.py`) on 127.0.0.1.
 4. a hanging tool is a clean time-out error (--mcp-timeout 3), and the interaction completes;
 5. an environment whose allowlist does not admit the server: a clear tool error, completed;
 6. hooks: `*` matchers never fire for MCP tools, an `mcp:docs/search` matcher does (its deny
-   reaches the model, and the server never sees the call).
+   reaches the model, and the server never sees the call);
+7. tool search (google-genai 3.6.1 `defer_loading` on `mcp_server`): the server's tools are not
+   callable until a search loads them, and then are.
 
 argv: HOOKBOX_BIN DATA_DIR. Ends with `N passed, M failed`.
 """
@@ -181,6 +183,27 @@ try:
           and "forbidden topic for mcp:docs/search" in str(res.result), done)
     check("hooks: the denied call never reached the server",
           all("forbidden" not in json.dumps(c) for c in calls()[before:]), calls())
+
+    # 7. Deferred MCP tools and tool search.
+    DEFERRED = [{"type": "tool_search"}, {**DOCS, "defer_loading": True}]
+    before = len(calls())
+    done = client.interactions.create(agent=AGENT, input='call `docs__search` with `{"query": "early"}`',
+                                      environment=ADMITTED, tools=DEFERRED)
+    res = step(done, "function_result")
+    check("tool search: a deferred MCP tool is not callable before a search", done.status == "completed"
+          and res is not None and res.is_error and "not loaded" in str(res.result), done)
+    check("tool search: the server never got the early call", all(c["args"].get("query") != "early"
+                                                                  for c in calls()[before:]), calls())
+    done = client.interactions.create(
+        agent=AGENT, input='search `search the docs` then call `docs__search` with `{"query": "deferred"}`',
+        environment=ADMITTED, tools=DEFERRED)
+    found = step(done, "tool_search_result")
+    res = step(done, "mcp_server_tool_result")
+    check("tool search: a server-side search loads the MCP tool by its description",
+          found is not None and [f.name for f in found.result] == ["docs__search"], done)
+    check("tool search: the loaded MCP tool is then called through the server",
+          done.status == "completed" and res is not None and not res.is_error
+          and "3 results for deferred" in str(res.result), done)
 
     # Bad declarations are 400s naming the field.
     for bad, needle in [({**DOCS, "url": "ftp://x"}, "url"), ({**DOCS, "name": "a b"}, "name"),

@@ -66,6 +66,8 @@ pub struct LoopContext<'a> {
     /// Paused calls of the turn this run continues that the server settled: they get their
     /// results first (an approved one runs).
     pub settled: &'a [approval::SettledCall],
+    /// The interaction's `tool_search` tool and its deferred tools ([`crate::tool_search`]).
+    pub search: Option<&'a crate::tool_search::Search>,
 }
 
 /// How a run ended.
@@ -121,18 +123,24 @@ pub async fn run(
     }
     // The model is offered the client's functions and the MCP servers' tools together, and
     // told which servers could not be reached.
-    let offered = offered_functions(&ctx);
+    let all_offered = offered_functions(&ctx);
     let system_instruction = with_unavailable_servers(ctx.system_instruction, ctx.mcp);
     for _turn in 0..config.max_model_turns {
         if *cancel.borrow() {
             return cancelled(usage);
         }
+        // Deferred tools only by name until a search (in the conversation) loaded them.
+        let offered = match ctx.search {
+            Some(search) => search.offered(&all_offered, &conversation),
+            None => all_offered.clone(),
+        };
         let request = ModelRequest {
             model: ctx.model_name,
             system_instruction: system_instruction.as_deref(),
             steps: &conversation,
             tools: ctx.tools,
             functions: &offered,
+            tool_search: ctx.search.map(|s| s.name.as_str()),
         };
         let model_started = std::time::Instant::now();
         let span = tracing::info_span!(
@@ -218,6 +226,50 @@ pub async fn run(
                 .await;
                 continue;
             }
+            // A server-side tool search: answered here, then the loop goes on.
+            if let Some(search) = ctx.search
+                && search.execution == crate::tool_search::Execution::Server
+                && call.name == search.name
+            {
+                let deferred = search.deferred(&all_offered);
+                let found = crate::tool_search::search(&deferred, &call.args);
+                tracing::info!(call_id = %id, found = found.len(), "tool search answered");
+                emit(
+                    &mut conversation,
+                    steps,
+                    crate::tool_search::call_step(&id, &call.args),
+                )
+                .await;
+                emit(
+                    &mut conversation,
+                    steps,
+                    crate::tool_search::result_step(&id, &found),
+                )
+                .await;
+                continue;
+            }
+            // A deferred tool not loaded yet is not callable (the model saw only its name).
+            if let Some(search) = ctx.search
+                && !search.may_call(&all_offered, &conversation, &call.name)
+            {
+                emit(
+                    &mut conversation,
+                    steps,
+                    call_step(&id, &call.name, &call.args, call.signature.clone()),
+                )
+                .await;
+                let message = format!(
+                    "`{}` is not loaded: search for it with `{}` first.",
+                    call.name, search.name
+                );
+                emit(
+                    &mut conversation,
+                    steps,
+                    result_step(&id, &call.name, Value::String(message), true, None),
+                )
+                .await;
+                continue;
+            }
             // A remote MCP server's tool: its own step types, run through the MCP seam.
             if let Some((server, tool)) = crate::mcp::resolve(ctx.mcp, &call.name) {
                 let (server, tool) = (server.to_owned(), tool.map(str::to_owned));
@@ -265,7 +317,10 @@ pub async fn run(
             .await;
             // A client function: the client runs it and answers with a function_result; hooks
             // never see it (the reference).
-            if ctx.functions.iter().any(|f| f.name == call.name) {
+            let client_search = ctx.search.is_some_and(|s| {
+                s.execution == crate::tool_search::Execution::Client && call.name == s.name
+            });
+            if client_search || ctx.functions.iter().any(|f| f.name == call.name) {
                 for_the_client += 1;
                 continue;
             }

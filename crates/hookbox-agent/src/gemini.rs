@@ -86,8 +86,13 @@ impl GeminiModel {
                 continue;
             }
             match step {
-                Step::UserInput { .. } => {
-                    push("user", json!({"text": step.text().unwrap_or_default()}))
+                Step::UserInput { content } => {
+                    push("user", json!({"text": step.text().unwrap_or_default()}));
+                    for item in content.iter().flatten() {
+                        if let Some(part) = media_part(item) {
+                            push("user", part);
+                        }
+                    }
                 }
                 Step::ModelOutput { .. } => {
                     push("model", json!({"text": step.text().unwrap_or_default()}))
@@ -115,6 +120,45 @@ impl GeminiModel {
         }
         body
     }
+}
+
+/// A user's `image`, `audio`, `document` or `video` item as a Gemini part: `fileData` for a
+/// `uri`, `inlineData` for base64 `data` (nothing without either). Of the item's `processing`
+/// options (google-genai 3.4.0+) the Gemini API takes a video's clip and frame rate, sent as
+/// `videoMetadata {startOffset, endOffset, fps}`. It has no place for the rest, which is ignored
+/// here (kept in the stored step): an audio clip (`start_offset`/`end_offset`), a document's
+/// `page_options`, `spreadsheet_options` and `resolution`, a video's `content_layers`, and the
+/// string forms `"static"` / `"agentic"`.
+pub fn media_part(item: &hookbox_protocol::api::Content) -> Option<Value> {
+    use hookbox_protocol::api::Content;
+    let (media, video) = match item {
+        Content::Image(m) | Content::Audio(m) | Content::Document(m) => (m, false),
+        Content::Video(m) => (m, true),
+        Content::Text { .. } | Content::Other(_) => return None,
+    };
+    let mime = media.mime_type.clone().unwrap_or_default();
+    let mut part = if let Some(uri) = &media.uri {
+        json!({"fileData": {"mimeType": mime, "fileUri": uri}})
+    } else if let Some(data) = &media.data {
+        json!({"inlineData": {"mimeType": mime, "data": data}})
+    } else {
+        return None;
+    };
+    if video && let Some(processing) = media.extra.get("processing").and_then(Value::as_object) {
+        let mut metadata = serde_json::Map::new();
+        for (from, to) in [("start_offset", "startOffset"), ("end_offset", "endOffset")] {
+            if let Some(offset) = processing.get(from).and_then(Value::as_str) {
+                metadata.insert(to.into(), json!(offset));
+            }
+        }
+        if let Some(fps) = processing.get("fps").and_then(Value::as_f64) {
+            metadata.insert("fps".into(), json!(fps));
+        }
+        if !metadata.is_empty() {
+            part["videoMetadata"] = Value::Object(metadata);
+        }
+    }
+    Some(part)
 }
 
 fn count(v: &Value, key: &str) -> Option<u64> {
@@ -189,5 +233,74 @@ impl Model for GeminiModel {
             total_tokens: count(usage, "totalTokenCount"),
         };
         Ok(turn)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hookbox_protocol::api::Content;
+
+    fn item(v: Value) -> Content {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn video_processing_reaches_gemini_as_video_metadata() {
+        let video = item(
+            json!({"type": "video", "uri": "gs://b/v.mp4", "mime_type": "video/mp4",
+            "processing": {"type": "static", "fps": 1.0, "start_offset": "10.5s", "end_offset": "30s",
+                           "content_layers": ["frames"]}}),
+        );
+        assert_eq!(
+            media_part(&video).unwrap(),
+            json!({"fileData": {"mimeType": "video/mp4", "fileUri": "gs://b/v.mp4"},
+                   "videoMetadata": {"startOffset": "10.5s", "endOffset": "30s", "fps": 1.0}})
+        );
+        // What the API has no place for is not sent.
+        let doc = item(
+            json!({"type": "document", "uri": "gs://b/a.pdf", "mime_type": "application/pdf",
+            "resolution": "high", "processing": {"type": "static", "page_options": {"start_page": 2}}}),
+        );
+        assert_eq!(
+            media_part(&doc).unwrap(),
+            json!({"fileData": {"mimeType": "application/pdf", "fileUri": "gs://b/a.pdf"}})
+        );
+        let audio = item(
+            json!({"type": "audio", "data": "AAAA", "mime_type": "audio/mp3", "processing": "static"}),
+        );
+        assert_eq!(
+            media_part(&audio).unwrap(),
+            json!({"inlineData": {"mimeType": "audio/mp3", "data": "AAAA"}})
+        );
+        assert_eq!(media_part(&Content::text("hi")), None);
+    }
+
+    #[test]
+    fn the_request_body_carries_the_users_media() {
+        let steps = vec![Step::UserInput {
+            content: Some(vec![
+                Content::text("what is in it?"),
+                item(
+                    json!({"type": "video", "uri": "gs://b/v.mp4", "mime_type": "video/mp4",
+                    "processing": {"type": "static", "fps": 2.0}}),
+                ),
+            ]),
+        }];
+        let body = GeminiModel::body(&ModelRequest {
+            model: None,
+            system_instruction: None,
+            steps: &steps,
+            tools: &[],
+            functions: &[],
+            tool_search: None,
+        });
+        assert_eq!(
+            body["contents"],
+            json!([{"role": "user", "parts": [
+                {"text": "what is in it?"},
+                {"fileData": {"mimeType": "video/mp4", "fileUri": "gs://b/v.mp4"}, "videoMetadata": {"fps": 2.0}}
+            ]}])
+        );
     }
 }

@@ -6,7 +6,8 @@
 //! [`openai`]), the loop ([`agent_loop`]), the seams the environments plug into
 //! ([`seams::ToolExecutor`], [`seams::EnvironmentProvider`], and [`mcp::McpTools`] for remote
 //! MCP servers' tools), what a call produced ([`execution`]), how calls and results become steps
-//! ([`steps`]) and how a call a hook asked about is paused ([`approval`]). It must not know
+//! ([`steps`]), how a call a hook asked about is paused ([`approval`]) and what deferred tools
+//! the model sees until a tool search loads them ([`tool_search`]). It must not know
 //! about HTTP serving, storage or isolation. Tests run it over `hookbox-test-support`'s
 //! unisolated `LocalBackend`.
 
@@ -22,6 +23,7 @@ pub mod offline;
 pub mod openai;
 pub mod seams;
 pub mod steps;
+pub mod tool_search;
 
 pub use agent_loop::{LoopConfig, LoopEvent, LoopOutcome, run};
 pub use error::{Error, Result};

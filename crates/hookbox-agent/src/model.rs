@@ -20,6 +20,9 @@ pub struct ModelRequest<'a> {
     /// The client's own `function` tools (the interaction's `tools`): offered beside the
     /// sandbox tools; a call of one ends the turn `requires_action` for the client to answer.
     pub functions: &'a [FunctionDecl],
+    /// The name of the tool-search function among `functions`, if the interaction has one
+    /// ([`crate::tool_search`]).
+    pub tool_search: Option<&'a str>,
 }
 
 /// A `function` tool of the interaction's `tools`, which the client runs itself.

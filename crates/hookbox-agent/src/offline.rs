@@ -14,11 +14,17 @@
 //! - no verb: a span starting with `/`, `./` or `~/` without spaces is read (`view_file`),
 //!   anything else is run (`code_execution`)
 //! - `read it` / `read it back` after a span → `view_file` of that span's path, after it
+//! - `` search `QUERY` `` → a call of the interaction's `tool_search` function with
+//!   `{"query": QUERY}`; `` load `NAME` `` → with `{"function_names": [NAME]}` (a server-side
+//!   search is answered by hookbox and the answer says `loaded NAME, …`; a client-side one waits
+//!   for the client, as a function call does)
 //! - `` call `NAME` with `{JSON}` `` → a call of the client's `function` tool NAME with those
 //!   arguments (`{}` without a `with` span); consecutive calls go out together in one turn (in
 //!   parallel), and the interaction then waits (`requires_action`) for their results
 //!
-//! With no backtick span it answers with this grammar and calls no tool. It never loops: each
+//! With no backtick span it answers with this grammar and calls no tool; when the input also
+//! says "show your system instruction" it adds `[system instruction] TEXT` (the whole system
+//! instruction it was given). It never loops: each
 //! turn looks at how many tool results follow the last `user_input`. Context that hooks gave it
 //! (`[context from hooks] …` lines of the system instruction, from `pre_interaction` hooks) is
 //! repeated at the end of its answer, so that what the model was told is visible.
@@ -42,6 +48,8 @@ pub struct Operation {
 
 /// [`Operation::tool`] of a call of a client `function` tool.
 pub const FUNCTION: &str = "function";
+/// [`Operation::tool`] of a tool search (the interaction's `tool_search` function).
+pub const SEARCH: &str = "tool_search";
 
 /// The deterministic offline model.
 #[derive(Debug)]
@@ -55,7 +63,12 @@ pub struct OfflineModel {
 /// Shown when the input names nothing to do.
 pub const HELP: &str = "The offline agent performs only operations named with backticks: \
 run `CMD`; read `PATH`; create `PATH` containing 'TEXT'; list `PATH`; delete `PATH`; \
-replace 'OLD' with 'NEW' in `PATH`; call `FUNCTION` with `{JSON}`.";
+replace 'OLD' with 'NEW' in `PATH`; call `FUNCTION` with `{JSON}`; search `QUERY`; load `TOOL`.";
+
+/// Input words (with no backtick span) that make it repeat its whole system instruction after
+/// [`HELP`], as `[system instruction] TEXT`: how tests see what an interaction was told (an
+/// environment's `system_instruction`, say).
+pub const SHOW_INSTRUCTION: &str = "show your system instruction";
 
 impl OfflineModel {
     pub fn new() -> crate::Result<Self> {
@@ -112,6 +125,16 @@ impl OfflineModel {
                         function: Some(target.to_owned()),
                     }
                 }
+                Some(Verb::Search) => Operation {
+                    tool: SEARCH,
+                    args: json!({"query": target}),
+                    function: None,
+                },
+                Some(Verb::Load) => Operation {
+                    tool: SEARCH,
+                    args: json!({"function_names": [target]}),
+                    function: None,
+                },
                 Some(Verb::Run) => Operation::code(target),
                 Some(Verb::Read) => Operation::path("view_file", target),
                 Some(Verb::List) => Operation::path("list_dir", target),
@@ -143,7 +166,7 @@ impl OfflineModel {
                 None if path_like => Operation::path("view_file", target),
                 None => Operation::code(target),
             };
-            let is_path_op = op.tool != "code_execution" && op.tool != FUNCTION;
+            let is_path_op = !matches!(op.tool, "code_execution" | FUNCTION | SEARCH);
             ops.push(op);
             if is_path_op && self.read_back.is_match(after) {
                 ops.push(Operation::path("view_file", target));
@@ -179,6 +202,7 @@ impl Operation {
         let arg = |k: &str| self.args.get(k).and_then(Value::as_str).unwrap_or("");
         match self.tool {
             FUNCTION => format!("`{}` failed", self.call_name()),
+            SEARCH => "The tool search failed".to_owned(),
             "code_execution" => format!("Could not run `{}`", arg("code")),
             "view_file" => format!("Could not read `{}`", arg("path")),
             "write_to_file" => format!("Could not write `{}`", arg("path")),
@@ -192,6 +216,7 @@ impl Operation {
         let arg = |k: &str| self.args.get(k).and_then(Value::as_str).unwrap_or("");
         match self.tool {
             FUNCTION => format!("Called `{}`", self.call_name()),
+            SEARCH => "Searched for tools".to_owned(),
             "code_execution" => format!("Ran `{}`", arg("code")),
             "view_file" => format!("Read `{}`", arg("path")),
             "write_to_file" => format!("Wrote `{}`", arg("path")),
@@ -200,6 +225,26 @@ impl Operation {
             _ => format!("Deleted `{}`", arg("path")),
         }
     }
+}
+
+/// A server-side `tool_search_result` step as the answer shows it: the names it loaded.
+fn search_result(step: &Step) -> Option<String> {
+    let Step::Other(v) = step else { return None };
+    if v.get("type").and_then(Value::as_str) != Some("tool_search_result") {
+        return None;
+    }
+    let names: Vec<&str> = v
+        .get("result")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|d| d.get("name").and_then(Value::as_str))
+        .collect();
+    Some(if names.is_empty() {
+        "found nothing".to_owned()
+    } else {
+        format!("loaded {}", names.join(", "))
+    })
 }
 
 /// A tool result as the answer shows it: a file's `content` (view_file), a command's stdout and
@@ -256,6 +301,8 @@ enum Verb {
     Delete,
     Replace,
     Call,
+    Search,
+    Load,
 }
 
 fn last_verb(text: &str) -> Option<Verb> {
@@ -269,6 +316,8 @@ fn last_verb(text: &str) -> Option<Verb> {
             "delete" | "remove" => Some(Verb::Delete),
             "replace" => Some(Verb::Replace),
             "call" => Some(Verb::Call),
+            "search" => Some(Verb::Search),
+            "load" => Some(Verb::Load),
             _ => None,
         })
 }
@@ -293,7 +342,7 @@ impl Model for OfflineModel {
                 Some(ToolStep::Result {
                     output, is_error, ..
                 }) => Some((render(output), is_error)),
-                _ => None,
+                _ => search_result(s).map(|found| (found, false)),
             })
             .collect();
         let hook_context: Vec<&str> = request
@@ -310,8 +359,13 @@ impl Model for OfflineModel {
             text
         };
         if ops.is_empty() {
+            let mut text = HELP.to_owned();
+            if input.to_lowercase().contains(SHOW_INSTRUCTION) {
+                text.push_str("\n[system instruction] ");
+                text.push_str(request.system_instruction.unwrap_or_default());
+            }
             return Ok(ModelTurn {
-                text: Some(with_context(HELP.to_owned())),
+                text: Some(with_context(text)),
                 ..ModelTurn::default()
             });
         }
@@ -330,7 +384,11 @@ impl Model for OfflineModel {
                     .iter()
                     .map(|op| ModelCall {
                         id: None,
-                        name: op.call_name().to_owned(),
+                        // A search calls the interaction's search function, whatever its name.
+                        name: match op.tool {
+                            SEARCH => request.tool_search.unwrap_or(SEARCH).to_owned(),
+                            _ => op.call_name().to_owned(),
+                        },
                         args: op.args.clone(),
                         signature: None,
                     })
@@ -345,7 +403,7 @@ impl Model for OfflineModel {
                 let out = out.trim_end();
                 let shows_output = matches!(
                     op.tool,
-                    "code_execution" | "view_file" | "list_dir" | FUNCTION
+                    "code_execution" | "view_file" | "list_dir" | FUNCTION | SEARCH
                 );
                 match (is_error, out.is_empty() || !shows_output) {
                     (true, _) => format!("{}: {out}", op.describe_failure()),

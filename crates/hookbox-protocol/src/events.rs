@@ -36,8 +36,15 @@ pub const WEBHOOK_DELIVERY: &str = "webhook.delivery";
 /// `timed_out`; reason: the reviewer's, if any).
 pub const APPROVAL_SETTLED: &str = "approval.settled";
 
+/// A request authenticated with an ephemeral auth token (project, token_id, token_interaction,
+/// method, path, allowed). Never the token itself.
+pub const AUTH_TOKEN_USED: &str = "auth_token.used";
+/// An auth token was created or deleted (project, token_id, token_interaction, action:
+/// `created` / `deleted`, expires_at).
+pub const AUTH_TOKEN_CHANGED: &str = "auth_token.changed";
+
 /// Every name above.
-pub const ALL: [&str; 12] = [
+pub const ALL: [&str; 14] = [
     HOOK_RAN,
     HOOK_FAILED,
     TOOL_FINISHED,
@@ -50,4 +57,6 @@ pub const ALL: [&str; 12] = [
     PENDING_CHECKPOINTS,
     WEBHOOK_DELIVERY,
     APPROVAL_SETTLED,
+    AUTH_TOKEN_USED,
+    AUTH_TOKEN_CHANGED,
 ];

@@ -295,6 +295,8 @@ async fn resume_timed_out(state: &AppState, project: &Project, id: &str) -> ApiR
         first_index: index,
         keep: true,
         functions: request::function_tools(tools).unwrap_or_default(),
+        search: request::tool_search(tools, &request::function_tools(tools).unwrap_or_default())
+            .unwrap_or_default(),
         // The stored tools carry no header values: servers are reached without them.
         mcp: request::mcp_servers(tools.map(request::without_redacted_headers).as_deref())
             .unwrap_or_default(),

@@ -289,6 +289,7 @@ where
             names::HOOK_RAN | names::HOOK_FAILED => "hook",
             names::EGRESS_ALLOWED | names::EGRESS_DENIED => "egress",
             names::APPROVAL_SETTLED => "approval",
+            names::AUTH_TOKEN_USED | names::AUTH_TOKEN_CHANGED => "auth_token",
             _ => return,
         };
         let mut line = Map::new();

@@ -24,6 +24,54 @@ use crate::error::{ApiError, ApiResult};
 use crate::holder::{self, Needs, Received, Routed};
 use crate::{AppState, Project, parse_json, strip_resource_prefix};
 
+/// Longest environment `system_instruction` kept (it is sent with every model turn).
+pub(crate) const MAX_SYSTEM_INSTRUCTION_BYTES: usize = 32 * 1024;
+/// Largest `custom_config`, as JSON.
+pub(crate) const MAX_CUSTOM_CONFIG_BYTES: usize = 64 * 1024;
+
+/// The modes fields of a create request (`environments.create`, or an interaction's embedded
+/// environment at `at`), checked: `mode` must be `on_demand` (the default); `self_hosted` is
+/// refused until remote runners exist (never quietly run on demand); `custom_config` and
+/// `system_instruction` are bounded.
+pub(crate) fn check_mode_fields(
+    mode: Option<&str>,
+    custom_config: Option<&Map<String, Value>>,
+    system_instruction: Option<&str>,
+    at: &str,
+) -> ApiResult<()> {
+    use hookbox_protocol::api::EnvironmentMode;
+    match mode {
+        None | Some(EnvironmentMode::ON_DEMAND) => {}
+        Some(EnvironmentMode::SELF_HOSTED) => {
+            return Err(ApiError::bad_request(format!(
+                "`{at}mode` is `self_hosted`, but hookbox has no remote runners yet: every environment runs on this server. Leave `mode` out or use `on_demand`."
+            )));
+        }
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "Unknown `{at}mode` `{other}`: hookbox serves `on_demand` (`self_hosted` needs remote runners, which do not exist yet)."
+            )));
+        }
+    }
+    if let Some(config) = custom_config {
+        let size = serde_json::to_vec(config).map_or(usize::MAX, |v| v.len());
+        if size > MAX_CUSTOM_CONFIG_BYTES {
+            return Err(ApiError::bad_request(format!(
+                "`{at}custom_config` is {size} bytes of JSON; at most {MAX_CUSTOM_CONFIG_BYTES} are kept."
+            )));
+        }
+    }
+    if let Some(text) = system_instruction
+        && text.len() > MAX_SYSTEM_INSTRUCTION_BYTES
+    {
+        return Err(ApiError::bad_request(format!(
+            "`{at}system_instruction` is {} bytes; at most {MAX_SYSTEM_INSTRUCTION_BYTES} are kept.",
+            text.len()
+        )));
+    }
+    Ok(())
+}
+
 /// `page_size` / `page_token` query.
 #[derive(Debug, Default, Deserialize)]
 pub struct PageQuery {
@@ -129,12 +177,33 @@ pub(crate) async fn check_credentials(
     Ok(())
 }
 
+/// Sets the mode fields of a new (or forked) environment: `on_demand` (the only mode served),
+/// and the `custom_config` and `system_instruction` given (a fork keeps its parent's unless
+/// given new ones). Checked first by [`check_mode_fields`].
+fn set_mode_fields(
+    env: &mut Environment,
+    custom_config: Option<Map<String, Value>>,
+    system_instruction: Option<String>,
+) {
+    env.mode = Some(hookbox_protocol::api::EnvironmentMode::ON_DEMAND.to_owned());
+    if custom_config.is_some() {
+        env.custom_config = custom_config;
+    }
+    if system_instruction.is_some() {
+        env.system_instruction = system_instruction;
+    }
+    // Only a self-hosted runner has a key, and there are none.
+    env.environment_key = None;
+}
+
 /// Materialises and records a new environment of `project`, within its `environments` quota and
-/// with its disk cap.
+/// with its disk cap, with its mode fields ([`check_mode_fields`] checked them).
 pub(crate) async fn create_environment(
     state: &AppState,
     project: &Project,
     mut setup: EnvironmentSetup,
+    custom_config: Option<Map<String, Value>>,
+    system_instruction: Option<String>,
 ) -> ApiResult<String> {
     let (_creating, disk) = state.inner.quotas.create_environment(project).await?;
     setup.project = project.to_string();
@@ -146,7 +215,7 @@ pub(crate) async fn create_environment(
         .map(|r| r.name().to_owned());
     let id = state.inner.environments.create(&setup).await?;
     let now = hookbox_store::time::now_rfc3339();
-    let record = EnvironmentRecord {
+    let mut record = EnvironmentRecord {
         environment: hookbox_protocol::api::Environment {
             id: id.clone(),
             status: Some(EnvironmentStatus::Active),
@@ -157,9 +226,11 @@ pub(crate) async fn create_environment(
             size_bytes: None,
             sources: (!setup.sources.is_empty()).then_some(setup.sources),
             network: setup.network,
+            ..Environment::default()
         },
         env: setup.env,
     };
+    set_mode_fields(&mut record.environment, custom_config, system_instruction);
     if let Err(e) = state.inner.store.put_environment(project, &record).await {
         let _ = state.inner.environments.delete(&id).await;
         return Err(e.into());
@@ -176,6 +247,12 @@ pub async fn create(
     body: Bytes,
 ) -> ApiResult<Response> {
     let req: CreateEnvironmentRequest = parse_json(&body, "environment request")?;
+    check_mode_fields(
+        req.mode.as_deref(),
+        req.custom_config.as_ref(),
+        req.system_instruction.as_deref(),
+        "",
+    )?;
     check_credentials(&state, &project, req.network.as_ref(), "network").await?;
     let id = match req.from_environment.as_deref() {
         Some(from) => {
@@ -219,6 +296,11 @@ pub async fn create(
             if req.network.is_some() {
                 child.environment.network = req.network;
             }
+            set_mode_fields(
+                &mut child.environment,
+                req.custom_config,
+                req.system_instruction,
+            );
             if let Err(e) = state.inner.store.put_environment(&project, &child).await {
                 let _ = state.inner.environments.delete(&id).await;
                 return Err(e.into());
@@ -234,6 +316,8 @@ pub async fn create(
                     network: req.network,
                     ..EnvironmentSetup::default()
                 },
+                req.custom_config,
+                req.system_instruction,
             )
             .await?;
             // A new environment is this replica's from the start: its files are only here.
@@ -255,16 +339,36 @@ pub async fn get(
     Ok(Json(with_usage(&state, env).await))
 }
 
-/// `GET /environments`.
+/// `GET /environments` query: a page, and `mode` to list only that mode's environments.
+#[derive(Debug, Default, Deserialize)]
+pub struct ListQuery {
+    #[serde(default)]
+    pub page_size: Option<u32>,
+    #[serde(default)]
+    pub page_token: Option<String>,
+    #[serde(default)]
+    pub mode: Option<String>,
+}
+
+/// `GET /environments[?mode=]`.
 pub async fn list(
     State(state): State<AppState>,
     Extension(project): Extension<Project>,
-    Query(q): Query<PageQuery>,
+    Query(q): Query<ListQuery>,
 ) -> ApiResult<Json<ListEnvironmentsResponse>> {
+    // Any mode string filters (an unknown one lists nothing), as the SDK's enum is open.
+    let mode = q.mode.as_deref().filter(|m| !m.is_empty());
     let page = state
         .inner
         .store
-        .list_environments(&project, &q.page())
+        .list_environments(
+            &project,
+            mode,
+            &Page {
+                size: q.page_size,
+                token: q.page_token.clone().filter(|t| !t.is_empty()),
+            },
+        )
         .await?;
     Ok(Json(ListEnvironmentsResponse {
         environments: page

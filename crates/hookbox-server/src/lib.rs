@@ -5,9 +5,9 @@
 //! / `post_interaction` hooks around each run), environments and their files (resumable
 //! upload, [`uploads`]), credentials (secrets write-only), agents, webhooks (`webhooks`: the
 //! resource; the deliverer is `hookbox-webhooks`) and triggers ([`triggers`]: the resource and
-//! the scheduler),
-//! live interactions over WebSocket (`/interactions/live`, `interactions::live`), under `/v1`,
-//! `/v1beta`, `/v1alpha` and unversioned paths, behind API-key auth.
+//! the scheduler), ephemeral auth tokens scoped to one interaction ([`auth_tokens`], checked in
+//! [`auth`]), live interactions over WebSocket (`/interactions/live`, `interactions::live`),
+//! under `/v1`, `/v1beta`, `/v1alpha` and unversioned paths, behind API-key auth.
 //!
 //! [`app`] builds the router from an [`AppState`] holding the seams: a [`Store`], a [`Model`], a
 //! [`ToolExecutor`] and an [`EnvironmentProvider`]. This crate owns HTTP only: it must not run
@@ -27,6 +27,7 @@
 pub mod approvals;
 pub mod audit;
 pub mod auth;
+pub mod auth_tokens;
 pub mod cluster;
 pub mod drain;
 pub mod env_vars;
@@ -263,6 +264,11 @@ fn api_routes() -> Router<AppState> {
         )
         .route("/interactions/{id}/cancel", post(interactions::cancel))
         .route("/interactions/live", get(interactions::live::upgrade))
+        .route("/interactions/{id}/auth_tokens", post(auth_tokens::create))
+        .route(
+            "/interactions/{id}/auth_tokens/{token}",
+            axum::routing::delete(auth_tokens::delete),
+        )
         .route("/approvals", get(approvals::list))
         .route(
             "/environments",

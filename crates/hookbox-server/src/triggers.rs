@@ -417,6 +417,7 @@ async fn create_interaction(
     let response = match crate::interactions::create(
         State(state.clone()),
         Extension(Project::new(project)),
+        None,
         axum::http::Uri::from_static("/v1beta/interactions"),
         axum::http::HeaderMap::new(),
         Bytes::from(body),

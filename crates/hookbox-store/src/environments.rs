@@ -15,6 +15,16 @@ pub struct EnvironmentRecord {
     pub env: Option<Map<String, Value>>,
 }
 
+impl EnvironmentRecord {
+    /// The mode column written beside the document: the resource's `mode`, `on_demand` if none.
+    pub fn mode(&self) -> &str {
+        self.environment
+            .mode
+            .as_deref()
+            .unwrap_or(hookbox_protocol::api::EnvironmentMode::ON_DEMAND)
+    }
+}
+
 /// A change of one environment's record that must not race another (applied in one
 /// transaction by [`Store::change_environment`](crate::Store::change_environment)).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,6 +1,7 @@
 //! Durable storage for hookbox: interactions with their steps, environment metadata, credentials
-//! (secrets encrypted at rest), agents, and calls paused for a reviewer ([`approvals`]: settled
-//! once, by a conditional update).
+//! (secrets encrypted at rest), agents, calls paused for a reviewer ([`approvals`]: settled
+//! once, by a conditional update), and ephemeral auth tokens ([`AuthTokenRecord`]: kept as
+//! their SHA-256 only).
 //!
 //! The [`Store`] trait is the only thing the rest of hookbox sees. [`sqlite::SqliteStore`] is the
 //! default backend (one file in the data dir, WAL); [`postgres::PostgresStore`] lets several
@@ -13,7 +14,7 @@
 //! # Layout
 //!
 //! What the backends share is written once, by resource, at the top: the records and the rules
-//! that change them (`interactions`, `environments`, `credentials`, `projects`, [`approvals`],
+//! that change them (`interactions`, `environments`, `credentials`, `projects`, `auth_tokens`, [`approvals`],
 //! [`webhooks`], [`triggers`]), pages (`page`), how a row of either database is read (`row`),
 //! errors (`error`), the [`Store`] trait (`store`) and the [`Cluster`] trait (`cluster`). Each
 //! backend is a folder with a file per resource holding that resource's SQL, its migrations in a
@@ -23,6 +24,7 @@
 //! here imports from the crate root, and the shared modules never import a backend.
 
 pub mod approvals;
+mod auth_tokens;
 mod cluster;
 mod credentials;
 pub mod crypto;
@@ -44,6 +46,7 @@ pub mod triggers;
 pub mod webhooks;
 
 pub use approvals::{ApprovalFilter, ApprovalRecord, ApprovalState, Settle, Settled, Settlement};
+pub use auth_tokens::AuthTokenRecord;
 pub use cluster::{Claim, Cluster, Replica, TokenGrant};
 pub use credentials::apply_credential_update;
 pub use crypto::SecretKey;

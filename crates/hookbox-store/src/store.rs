@@ -11,6 +11,7 @@ use hookbox_protocol::api::{
 use serde_json::{Map, Value};
 
 use crate::approvals::{ApprovalFilter, ApprovalRecord, Settle, Settled};
+use crate::auth_tokens::AuthTokenRecord;
 use crate::environments::{EnvironmentChange, EnvironmentRecord};
 use crate::error::Result;
 use crate::interactions::{InteractionFilter, StatusUpdate};
@@ -82,9 +83,11 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Inserts or replaces an environment of `project`.
     async fn put_environment(&self, project: &str, env: &EnvironmentRecord) -> Result<()>;
     async fn get_environment(&self, project: &str, id: &str) -> Result<Option<EnvironmentRecord>>;
+    /// A page of `project`'s environments; with `mode`, only those of that mode.
     async fn list_environments(
         &self,
         project: &str,
+        mode: Option<&str>,
         page: &Page,
     ) -> Result<Paged<EnvironmentRecord>>;
     async fn delete_environment(&self, project: &str, id: &str) -> Result<bool>;
@@ -303,4 +306,17 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// included: then the server is not in local mode (revoking the last key must not turn
     /// every request, the revoked key's too, into a keyless local-mode request).
     async fn has_api_keys(&self) -> Result<bool>;
+
+    /// Stores an ephemeral auth token by the SHA-256 of its value (the value is never stored).
+    async fn create_auth_token(&self, token: &AuthTokenRecord, sha256: &[u8; 32]) -> Result<()>;
+    /// The token with this SHA-256, expired or not (the caller compares `expires_at`).
+    async fn find_auth_token(&self, sha256: &[u8; 32]) -> Result<Option<AuthTokenRecord>>;
+    /// Deletes the token with this SHA-256 if it belongs to `interaction_id` of `project`;
+    /// the deleted record, `None` if there was none.
+    async fn delete_auth_token(
+        &self,
+        project: &str,
+        interaction_id: &str,
+        sha256: &[u8; 32],
+    ) -> Result<Option<AuthTokenRecord>>;
 }

@@ -225,6 +225,7 @@ fn client_functions_are_declared_beside_the_sandbox_tools() {
         steps: &steps,
         tools: &[hookbox_protocol::ToolName::CodeExecution],
         functions: &functions,
+        tool_search: None,
     };
     let gemini = hookbox_agent::gemini::GeminiModel::body(&request);
     let declared: Vec<&str> = gemini["tools"][0]["functionDeclarations"]

@@ -88,6 +88,7 @@ pub async fn run_events(
         functions,
         mcp: &hookbox_agent::mcp::Unreachable::default(),
         settled,
+        search: None,
     };
     let collect = tokio::spawn(async move {
         let mut events = Vec::new();

@@ -115,6 +115,12 @@ pub struct EnvironmentSpec {
     /// Update this existing environment instead of creating one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub environment_id: Option<String>,
+    /// [`EnvironmentMode`] (SDK 3.5.0+): `on_demand` or `self_hosted` (open enum).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// Customer-defined JSON kept with the environment (SDK 3.5.0+).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub custom_config: Option<Map<String, Value>>,
     #[serde(flatten)]
     pub extra: Object,
 }
@@ -137,8 +143,28 @@ pub struct CreateEnvironmentRequest {
     /// `environments/{id}` or `{id}`: fork that environment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from_environment: Option<String>,
+    /// [`EnvironmentMode`] (SDK 3.5.0+); `on_demand` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// Customer-defined JSON kept with the environment and returned (SDK 3.5.0+).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub custom_config: Option<Map<String, Value>>,
+    /// Added to the system instruction of every interaction run in the environment (SDK 3.5.0+).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_instruction: Option<String>,
     #[serde(flatten)]
     pub extra: Object,
+}
+
+/// The compute lifecycle mode of an environment (SDK 3.5.0+, an open enum on the wire).
+#[derive(Debug, Clone, Copy)]
+pub struct EnvironmentMode;
+
+impl EnvironmentMode {
+    /// The default: hookbox materialises the environment and runs its sandbox itself.
+    pub const ON_DEMAND: &'static str = "on_demand";
+    /// A remote runner polls for work. hookbox has no remote runners yet, so it refuses it.
+    pub const SELF_HOSTED: &'static str = "self_hosted";
 }
 
 /// Environment status.
@@ -150,7 +176,7 @@ pub enum EnvironmentStatus {
 }
 
 /// The Environment resource (spec §5.1).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Environment {
     pub id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -179,6 +205,19 @@ pub struct Environment {
     pub sources: Option<Vec<Source>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<Network>,
+    /// [`EnvironmentMode`] (SDK 3.5.0+).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub custom_config: Option<Map<String, Value>>,
+    /// Not in the SDK's `Environment` type (it keeps it as an extra field); returned so a
+    /// client can read back what its interactions are told.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_instruction: Option<String>,
+    /// The self-hosted runner's secret, in the create response only. hookbox refuses
+    /// `self_hosted`, so it never sets one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment_key: Option<String>,
 }
 
 /// `GET /environments` response.

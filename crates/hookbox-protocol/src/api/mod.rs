@@ -31,8 +31,8 @@ pub use credentials::{
 };
 pub use environments::{
     Allowlist, AllowlistEntry, CreateEnvironmentRequest, EnvValue, Environment, EnvironmentFile,
-    EnvironmentRef, EnvironmentSpec, EnvironmentStatus, FileType, ListEnvironmentsResponse,
-    ListFilesResponse, Network, Source, int64_string,
+    EnvironmentMode, EnvironmentRef, EnvironmentSpec, EnvironmentStatus, FileType,
+    ListEnvironmentsResponse, ListFilesResponse, Network, Source, int64_string,
 };
 pub use errors::{ErrorBody, RpcStatus};
 pub use interactions::{

@@ -56,6 +56,7 @@ fn int64_fields_are_strings_on_the_wire_and_read_either_way() {
         size_bytes: Some(1 << 40),
         sources: None,
         network: None,
+        ..Environment::default()
     };
     let wire = serde_json::to_value(&env).unwrap();
     assert_eq!(

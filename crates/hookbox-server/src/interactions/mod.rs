@@ -26,6 +26,7 @@ use hookbox_store::StatusUpdate;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use crate::auth::TokenScope;
 use crate::error::{ApiError, ApiResult};
 use crate::holder::{self, Needs, Received, Routed};
 use crate::{AppState, Project, new_id, parse_json};
@@ -34,11 +35,22 @@ use crate::{AppState, Project, new_id, parse_json};
 pub async fn create(
     State(state): State<AppState>,
     Extension(project): Extension<Project>,
+    token: Option<Extension<TokenScope>>,
     uri: axum::http::Uri,
     headers: axum::http::HeaderMap,
     body: Bytes,
 ) -> ApiResult<Response> {
     let req: CreateInteractionRequest = parse_json(&body, "interaction request")?;
+    // An auth token continues its own interaction, in its own environment and nothing else.
+    if let Some(Extension(scope)) = &token {
+        scope.check_continues(req.previous_interaction_id.as_deref())?;
+        if req.environment.is_some() {
+            return Err(ApiError::new(
+                axum::http::StatusCode::UNAUTHORIZED,
+                "With an auth token, leave `environment` out: the interaction continues in its own environment.",
+            ));
+        }
+    }
     let received = Received::new(&state, axum::http::Method::POST, &uri, &headers, body)?;
     let agent = resolve::resolve_agent(&state, &project, &req).await?;
     let Some(input) = req.input.as_ref() else {
@@ -50,6 +62,7 @@ pub async fn create(
     }
     let functions = request::function_tools(req.tools.as_deref())?;
     let mcp = request::mcp_servers(req.tools.as_deref())?;
+    let search = request::tool_search(req.tools.as_deref(), &functions)?;
     request::check_function_names(&functions, &mcp)?;
     let previous = match req.previous_interaction_id.as_deref() {
         Some(prev) => state.inner.store.get_interaction(&project, prev).await?,
@@ -83,6 +96,17 @@ pub async fn create(
         .environment
         .clone()
         .or_else(|| agent.as_ref().and_then(|a| a.base_environment.clone()));
+    // Nor through an agent's base environment: a token reaches no other environment.
+    if token.is_some()
+        && let Some(env) = &env_request
+        && !matches!(env, hookbox_protocol::api::EnvironmentRef::Id(id)
+            if Some(crate::strip_resource_prefix(id, "environments")) == previous_env.as_deref())
+    {
+        return Err(ApiError::new(
+            axum::http::StatusCode::UNAUTHORIZED,
+            "With an auth token, the interaction continues in its own environment; this agent names another.",
+        ));
+    }
     let existing = resolve::existing_environment(env_request.as_ref(), previous_env.as_deref());
     let needs = Needs::Interaction {
         project: &project,
@@ -154,6 +178,13 @@ pub async fn create(
     interaction.steps.clone_from(&new_steps);
     interaction.input = serde_json::to_value(input).ok();
     interaction.extra = request::echoes(&req);
+    // Who continued it (hookbox extension): the token's public id, never the token.
+    if let Some(Extension(scope)) = &token {
+        interaction.extra.insert(
+            "auth_token_id".into(),
+            Value::String(scope.token_id.clone()),
+        );
+    }
     let settled =
         approvals::store_continuation(&state, &project, &interaction, previous.as_ref(), &answers)
             .await?;
@@ -173,6 +204,7 @@ pub async fn create(
         keep: req.store != Some(false),
         functions,
         mcp,
+        search,
         agent: req.agent.clone().unwrap_or_default(),
         input: Some(interaction.steps.clone()),
         prior_usage: None,

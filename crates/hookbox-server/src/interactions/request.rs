@@ -150,6 +150,97 @@ pub(crate) fn function_tools(
     Ok(functions)
 }
 
+/// Longest `short_description` kept for the model (characters); a longer one is cut.
+const MAX_SHORT_DESCRIPTION: usize = 200;
+
+/// The interaction's `tool_search` tool (google-genai 3.4.0+) with its deferred tools: the
+/// `function` tools of `functions` and the `mcp_server` tools with `defer_loading: true`.
+/// `None` without a `tool_search` tool; a deferred tool without one is a 400 (it could never be
+/// loaded), as are two `tool_search` tools, an `execution` other than `server` or `client`, and
+/// a client search named like another function.
+pub(crate) fn tool_search(
+    tools: Option<&[Value]>,
+    functions: &[hookbox_agent::model::FunctionDecl],
+) -> ApiResult<Option<hookbox_agent::tool_search::Search>> {
+    use hookbox_agent::tool_search::{DEFAULT_NAME, Deferred, Execution, Search};
+    let tools = tools.unwrap_or_default();
+    let deferred = |t: &Value| t.get("defer_loading").and_then(Value::as_bool) == Some(true);
+    let mut search: Option<(usize, Search)> = None;
+    for (i, tool) in tools.iter().enumerate() {
+        if tool.get("type").and_then(Value::as_str) != Some("tool_search") {
+            continue;
+        }
+        if search.is_some() {
+            return Err(ApiError::bad_request(format!(
+                "Invalid `tools[{i}]`: only one `tool_search` tool may be given."
+            )));
+        }
+        let execution = match tool.get("execution").and_then(Value::as_str) {
+            None | Some("server") => Execution::Server,
+            Some("client") => Execution::Client,
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "Invalid `tools[{i}].execution` `{other}`: `server` or `client`."
+                )));
+            }
+        };
+        let name = tool
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .unwrap_or(DEFAULT_NAME)
+            .to_owned();
+        if functions.iter().any(|f| f.name == name) {
+            return Err(ApiError::bad_request(format!(
+                "Invalid `tools[{i}].name`: `{name}` is also a function's name."
+            )));
+        }
+        search = Some((
+            i,
+            Search {
+                execution,
+                name,
+                description: tool
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+                parameters: tool.get("parameters").filter(|p| p.is_object()).cloned(),
+                functions: Vec::new(),
+                servers: Vec::new(),
+            },
+        ));
+    }
+    let Some((_, mut search)) = search else {
+        if let Some(i) = tools.iter().position(deferred) {
+            return Err(ApiError::bad_request(format!(
+                "`tools[{i}]` has `defer_loading` but there is no `tool_search` tool to load it with; add `{{\"type\": \"tool_search\"}}`."
+            )));
+        }
+        return Ok(None);
+    };
+    for tool in tools.iter().filter(|t| deferred(t)) {
+        let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
+        match tool.get("type").and_then(Value::as_str) {
+            Some("function") => {
+                if let Some(decl) = functions.iter().find(|f| f.name == name) {
+                    let summary = tool
+                        .get("short_description")
+                        .and_then(Value::as_str)
+                        .map(|s| s.chars().take(MAX_SHORT_DESCRIPTION).collect())
+                        .unwrap_or_default();
+                    search.functions.push(Deferred {
+                        decl: decl.clone(),
+                        summary,
+                    });
+                }
+            }
+            Some("mcp_server") => search.servers.push(name.to_owned()),
+            _ => {}
+        }
+    }
+    Ok(Some(search))
+}
+
 /// The longest MCP server name (it is part of every name the model calls its tools by).
 const MAX_MCP_SERVER_NAME: usize = 32;
 

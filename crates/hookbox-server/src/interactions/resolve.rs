@@ -84,6 +84,12 @@ pub(crate) async fn resolve_environment(
                 "environment.network",
             )
             .await?;
+            environments::check_mode_fields(
+                spec.mode.as_deref(),
+                spec.custom_config.as_ref(),
+                None,
+                "environment.",
+            )?;
             let setup = EnvironmentSetup {
                 sources: spec.sources.clone().unwrap_or_default(),
                 network: spec.network.clone(),
@@ -109,13 +115,26 @@ pub(crate) async fn resolve_environment(
                 if setup.env.is_some() {
                     record.env = setup.env;
                 }
+                if spec.custom_config.is_some() {
+                    record
+                        .environment
+                        .custom_config
+                        .clone_from(&spec.custom_config);
+                }
                 record.environment.updated = Some(now.clone());
                 record.environment.last_accessed = Some(now);
                 store.put_environment(project, &record).await?;
                 return Ok((id.to_owned(), false));
             }
             Ok((
-                environments::create_environment(state, project, setup).await?,
+                environments::create_environment(
+                    state,
+                    project,
+                    setup,
+                    spec.custom_config.clone(),
+                    None,
+                )
+                .await?,
                 true,
             ))
         }
@@ -125,8 +144,14 @@ pub(crate) async fn resolve_environment(
                 Ok((id.to_owned(), false))
             }
             None => Ok((
-                environments::create_environment(state, project, EnvironmentSetup::default())
-                    .await?,
+                environments::create_environment(
+                    state,
+                    project,
+                    EnvironmentSetup::default(),
+                    None,
+                    None,
+                )
+                .await?,
                 true,
             )),
         },

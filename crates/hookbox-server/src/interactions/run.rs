@@ -158,6 +158,8 @@ pub(crate) struct RunSpec {
     pub(crate) functions: Vec<hookbox_agent::model::FunctionDecl>,
     /// The remote MCP servers (`mcp_server` tools).
     pub(crate) mcp: Vec<McpServerSpec>,
+    /// The `tool_search` tool and the deferred tools.
+    pub(crate) search: Option<hookbox_agent::tool_search::Search>,
     /// The agent it runs, as named in the request (what interaction hooks' matchers match).
     pub(crate) agent: String,
     /// The steps this interaction was given, for `pre_interaction` hooks; `None` for a paused
@@ -223,6 +225,28 @@ pub(crate) fn start(
     Ok((events_rx, handle))
 }
 
+/// The run's system instruction after its environment's `system_instruction` (set at
+/// `environments.create`), separated by a blank line; either alone when the other is absent.
+async fn with_environment_instruction(state: &AppState, run: &RunSpec) -> Option<String> {
+    let environment = match state
+        .inner
+        .store
+        .get_environment(&run.project, &run.environment_id)
+        .await
+    {
+        Ok(record) => record.and_then(|r| r.environment.system_instruction),
+        Err(e) => {
+            tracing::warn!(environment_id = %run.environment_id, error = %e, "cannot read the environment's system instruction");
+            None
+        }
+    };
+    match (environment, run.system_instruction.as_deref()) {
+        (Some(env), Some(own)) => Some(format!("{env}\n\n{own}")),
+        (Some(env), None) => Some(env),
+        (None, own) => own.map(str::to_owned),
+    }
+}
+
 /// Runs the loop and persists every step before broadcasting it; returns the final interaction.
 async fn drive(
     state: &AppState,
@@ -262,9 +286,11 @@ async fn drive(
         }
         None => hookbox_agent::InteractionHooks::default(),
     };
+    // The environment's own instruction comes first, for every interaction run in it.
+    let instruction = with_environment_instruction(state, &run).await;
     // pre_interaction hooks' context, one `[context from hooks] TEXT` line each.
     let system_instruction = hookbox_agent::model::with_notes(
-        run.system_instruction.as_deref(),
+        instruction.as_deref(),
         pre.context
             .iter()
             .map(|c| format!("{}{c}", hookbox_agent::model::HOOK_CONTEXT_PREFIX)),
@@ -284,6 +310,7 @@ async fn drive(
         tools: &ToolName::ALL,
         functions: &run.functions,
         mcp: mcp.as_ref(),
+        search: run.search.as_ref(),
         settled: &settled,
     };
     let persist = async {

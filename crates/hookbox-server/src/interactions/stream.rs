@@ -91,6 +91,39 @@ pub fn step_events(index: usize, step: &Step) -> Vec<StreamEvent> {
                 stop,
             ]
         }
+        // Tool search (SDK 3.4.0+): the step opens empty, its content comes as a delta of the
+        // same type (`arguments` of a call, `result` of a result), as the SDK types them.
+        Step::Other(v)
+            if matches!(
+                v.get("type").and_then(Value::as_str),
+                Some("tool_search_call" | "tool_search_result")
+            ) =>
+        {
+            let kind = v.get("type").cloned().unwrap_or(Value::Null);
+            let field = if kind == "tool_search_call" {
+                "arguments"
+            } else {
+                "result"
+            };
+            let mut opened = v.clone();
+            let mut delta = serde_json::json!({"type": kind});
+            if let Some(content) = opened.as_object_mut().and_then(|o| o.remove(field)) {
+                delta[field] = content;
+            }
+            if field == "arguments" {
+                // `arguments` is required on the step.
+                opened["arguments"] = serde_json::json!({});
+            }
+            vec![
+                start(Step::Other(opened)),
+                StreamEvent::StepDelta {
+                    index,
+                    delta: Delta::Other(delta),
+                    event_id: None,
+                },
+                stop,
+            ]
+        }
         other => vec![start(other.clone()), stop],
     }
 }

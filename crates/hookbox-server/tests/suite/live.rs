@@ -548,3 +548,82 @@ async fn a_client_function_is_answered_over_rest_and_the_socket_streams_the_rest
         "{rest:?}"
     );
 }
+
+// Issue 32 item 2 on the socket: an ephemeral token live-connects its own interaction only;
+// another interaction of the same project is "not found" and it cannot create one.
+#[tokio::test]
+async fn an_auth_token_live_connects_its_interaction_only() {
+    let h = Harness::with_keys(vec!["team-a:key-a".into()]);
+    let server = start(&h).await;
+    let mut keyed = try_open(&server, &[("x-goog-api-key", "key-a")])
+        .await
+        .unwrap();
+    let mine = create(&mut keyed).await;
+    let mut keyed2 = try_open(&server, &[("x-goog-api-key", "key-a")])
+        .await
+        .unwrap();
+    let other = create(&mut keyed2).await;
+    let (status, minted) = h
+        .raw(
+            Method::POST,
+            &format!("/v1beta/interactions/{mine}/auth_tokens"),
+            &[("x-goog-api-key", "key-a")],
+            Some(b"{}".to_vec()),
+        )
+        .await
+        .pipe_json();
+    assert_eq!(status, StatusCode::OK, "{minted}");
+    let token = minted["auth_token"].as_str().unwrap().to_owned();
+
+    let mut t = try_open(&server, &[("x-goog-api-key", &token)])
+        .await
+        .unwrap();
+    send(
+        &mut t,
+        json!({"event_type": "interaction.connect", "id": other}),
+    )
+    .await;
+    let refused = next(&mut t).await.unwrap();
+    assert_eq!(refused[0]["event_type"], "error", "{refused:?}");
+    assert_eq!(refused[0]["error"]["code"], "not_found", "{refused:?}");
+
+    let mut t = try_open(&server, &[("x-goog-api-key", &token)])
+        .await
+        .unwrap();
+    send(
+        &mut t,
+        json!({"event_type": "interaction.connect", "id": "new"}),
+    )
+    .await;
+    assert_eq!(next(&mut t).await.unwrap()[0]["error"]["code"], "not_found");
+
+    let mut t = try_open(&server, &[("x-goog-api-key", &token)])
+        .await
+        .unwrap();
+    send(
+        &mut t,
+        json!({"event_type": "interaction.connect", "id": mine}),
+    )
+    .await;
+    let connected = until(&mut t, "interaction.connected").await;
+    assert_ne!(connected[0]["status"], "pending_create", "{connected:?}");
+    send(&mut t, json!({"event_type": "interaction.create"})).await;
+    let refused = next(&mut t).await.unwrap();
+    assert_eq!(
+        refused[0]["error"]["code"], "permission_denied",
+        "{refused:?}"
+    );
+}
+
+trait PipeJson {
+    fn pipe_json(self) -> (StatusCode, Value);
+}
+
+impl PipeJson for (StatusCode, axum::http::HeaderMap, Vec<u8>) {
+    fn pipe_json(self) -> (StatusCode, Value) {
+        (
+            self.0,
+            serde_json::from_slice(&self.2).unwrap_or(Value::Null),
+        )
+    }
+}

@@ -1,5 +1,6 @@
 mod approvals;
 mod auth;
+mod auth_tokens;
 mod bounds;
 mod environments;
 mod errors;
@@ -90,6 +91,34 @@ impl Harness {
             uploads,
         });
         Harness { dir, state, store }
+    }
+
+    /// Another server on this harness's database (a second opening of its SQLite file, as
+    /// a second replica has its own connections), with the same keys and its own memory.
+    pub fn replica(&self, api_keys: Vec<String>) -> AppState {
+        let store = SqliteStore::open(
+            &self.dir.path().join("hookbox.db"),
+            SecretKey::from_bytes([9; 32]),
+            &SqliteOptions::default(),
+        )
+        .unwrap();
+        let local = Arc::new(LocalBackend::new(self.dir.path().join("envs")));
+        AppState::new(Services {
+            store: Arc::new(store),
+            model: Arc::new(OfflineModel::new().unwrap()),
+            executor: Arc::new(Gate(local.clone())),
+            environments: local,
+            api_keys: hookbox_store::keys::parse_static_keys(&api_keys).unwrap(),
+            allow_keyless: true,
+            loop_config: LoopConfig::default(),
+            quotas: Default::default(),
+            sandbox_slots: None,
+            lifecycle: Default::default(),
+            uploads: hookbox_server::uploads::UploadOptions {
+                spool_dir: self.dir.path().join("uploads-2"),
+                ..Default::default()
+            },
+        })
     }
 
     pub async fn call(

@@ -10,6 +10,44 @@ use crate::error::Result;
 use crate::page::{Page, Paged};
 use crate::row::Columns;
 
+/// Inserts or replaces `record` of `project`, with its mode as a column for [`list`].
+pub(super) async fn put(
+    c: &impl GenericClient,
+    project: &str,
+    record: &EnvironmentRecord,
+) -> Result<()> {
+    c.execute(
+        "INSERT INTO environments (project, id, record_json, mode) VALUES ($1, $2, $3, $4)
+         ON CONFLICT (project, id) DO UPDATE SET record_json = excluded.record_json, mode = excluded.mode",
+        &[
+            &project,
+            &record.environment.id,
+            &serde_json::to_string(record)?,
+            &record.mode(),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// A page of `project`'s environments (of `mode` only, if given), in storage order.
+pub(super) async fn list(
+    c: &impl GenericClient,
+    project: &str,
+    mode: Option<&str>,
+    page: &Page,
+) -> Result<Paged<EnvironmentRecord>> {
+    paged(
+        c,
+        "SELECT seq, record_json FROM environments
+         WHERE seq > $1 AND project = $2 AND ($3::TEXT IS NULL OR mode = $3) ORDER BY seq LIMIT $4",
+        &[&page.after(), &project, &mode, &page.fetch()],
+        page,
+        |r| r.json(0),
+    )
+    .await
+}
+
 pub(super) async fn change(
     client: &mut Object,
     project: &str,

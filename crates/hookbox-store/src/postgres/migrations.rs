@@ -204,6 +204,24 @@ CREATE TABLE approvals (
 CREATE INDEX approvals_state ON approvals(project, state, seq);
 "#,
     ),
+    // Environment modes and ephemeral auth tokens; SQLite's version 6.
+    (
+        8,
+        r#"
+ALTER TABLE environments ADD COLUMN mode TEXT NOT NULL DEFAULT 'on_demand';
+CREATE INDEX environments_mode ON environments(project, mode);
+CREATE TABLE auth_tokens (
+    seq BIGINT GENERATED ALWAYS AS IDENTITY,
+    id TEXT PRIMARY KEY,
+    project TEXT NOT NULL,
+    interaction_id TEXT NOT NULL,
+    sha256 BYTEA NOT NULL UNIQUE,
+    expires_at TEXT NOT NULL,
+    created TEXT NOT NULL
+);
+CREATE INDEX auth_tokens_interaction ON auth_tokens(project, interaction_id);
+"#,
+    ),
 ];
 
 /// The advisory lock migrations run under (an arbitrary constant: "hookbox" in ASCII).

@@ -22,6 +22,7 @@
 //! Must not: log or return the connection URL (it may hold a password).
 
 mod approvals;
+mod auth_tokens;
 mod cluster;
 mod credentials;
 mod deliveries;

@@ -11,10 +11,11 @@ use hookbox_protocol::webhooks::WebhookUpdate;
 use serde_json::{Map, Value};
 
 use super::{
-    PostgresStore, approvals, credentials, deliveries, documents, environments, interactions,
-    projects, triggers, webhooks,
+    PostgresStore, approvals, auth_tokens, credentials, deliveries, documents, environments,
+    interactions, projects, triggers, webhooks,
 };
 use crate::approvals::{ApprovalFilter, ApprovalRecord, Settle, Settled};
+use crate::auth_tokens::AuthTokenRecord;
 use crate::documents::{AGENTS, ENVIRONMENTS, TRIGGERS};
 use crate::environments::{EnvironmentChange, EnvironmentRecord};
 use crate::error::{Error, Result};
@@ -119,9 +120,7 @@ impl Store for PostgresStore {
     }
 
     async fn put_environment(&self, project: &str, env: &EnvironmentRecord) -> Result<()> {
-        let json = serde_json::to_string(env)?;
-        let id = &env.environment.id;
-        documents::put(&self.client().await?, ENVIRONMENTS, project, id, &json).await
+        environments::put(&self.client().await?, project, env).await
     }
 
     async fn get_environment(&self, project: &str, id: &str) -> Result<Option<EnvironmentRecord>> {
@@ -131,9 +130,10 @@ impl Store for PostgresStore {
     async fn list_environments(
         &self,
         project: &str,
+        mode: Option<&str>,
         page: &Page,
     ) -> Result<Paged<EnvironmentRecord>> {
-        documents::list(&self.client().await?, ENVIRONMENTS, project, page).await
+        environments::list(&self.client().await?, project, mode, page).await
     }
 
     async fn delete_environment(&self, project: &str, id: &str) -> Result<bool> {
@@ -459,5 +459,22 @@ impl Store for PostgresStore {
 
     async fn has_api_keys(&self) -> Result<bool> {
         projects::has_api_keys(&self.client().await?).await
+    }
+
+    async fn create_auth_token(&self, token: &AuthTokenRecord, sha256: &[u8; 32]) -> Result<()> {
+        auth_tokens::create(&self.client().await?, token, sha256).await
+    }
+
+    async fn find_auth_token(&self, sha256: &[u8; 32]) -> Result<Option<AuthTokenRecord>> {
+        auth_tokens::find(&self.client().await?, sha256).await
+    }
+
+    async fn delete_auth_token(
+        &self,
+        project: &str,
+        interaction_id: &str,
+        sha256: &[u8; 32],
+    ) -> Result<Option<AuthTokenRecord>> {
+        auth_tokens::delete(&self.client().await?, project, interaction_id, sha256).await
     }
 }

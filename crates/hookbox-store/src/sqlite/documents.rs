@@ -2,7 +2,6 @@
 //! queries every resource file uses: a page of rows, and the rows of one project.
 
 use rusqlite::{Connection, Params, Row, params};
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::documents::DocTable;
@@ -59,17 +58,6 @@ pub(super) fn put(
     ))?
     .execute(params![project, id, json])?;
     Ok(())
-}
-
-/// [`put`] of `value` as JSON.
-pub(super) fn put_value(
-    conn: &Connection,
-    table: DocTable,
-    project: &str,
-    id: &str,
-    value: &impl Serialize,
-) -> Result<()> {
-    put(conn, table, project, id, &serde_json::to_string(value)?)
 }
 
 pub(super) fn get<T: DeserializeOwned>(

@@ -10,6 +10,34 @@ use crate::error::Result;
 use crate::page::{Page, Paged};
 use crate::row::Columns;
 
+/// Inserts or replaces `record` of `project`, with its mode as a column for [`list`].
+pub(super) fn put(conn: &Connection, project: &str, record: &EnvironmentRecord) -> Result<()> {
+    let json = serde_json::to_string(record)?;
+    conn.prepare_cached(
+        "INSERT INTO environments (project, id, record_json, mode) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT(project, id) DO UPDATE SET record_json = excluded.record_json, mode = excluded.mode",
+    )?
+    .execute(params![project, record.environment.id, json, record.mode()])?;
+    Ok(())
+}
+
+/// A page of `project`'s environments (of `mode` only, if given), in storage order.
+pub(super) fn list(
+    conn: &Connection,
+    project: &str,
+    mode: Option<&str>,
+    page: &Page,
+) -> Result<Paged<EnvironmentRecord>> {
+    paged(
+        conn,
+        "SELECT rowid, record_json FROM environments
+         WHERE rowid > ?1 AND project = ?2 AND (?3 IS NULL OR mode = ?3) ORDER BY rowid LIMIT ?4",
+        params![page.after(), project, mode, page.fetch()],
+        page,
+        |r| r.json(0),
+    )
+}
+
 pub(super) fn change(
     conn: &mut Connection,
     project: &str,
@@ -22,7 +50,7 @@ pub(super) fn change(
         return Ok(None);
     };
     if apply_environment_change(&mut record, change) {
-        documents::put_value(&tx, ENVIRONMENTS, project, id, &record)?;
+        put(&tx, project, &record)?;
     }
     tx.commit()?;
     Ok(Some(record))

@@ -195,10 +195,28 @@ CREATE TABLE approvals (
 CREATE INDEX approvals_state ON approvals(project, state, seq);
 "#,
     ),
+    // Environment modes (a column, so `list(mode=)` filters in SQL; rows before it are
+    // `on_demand`, the only mode there was) and ephemeral auth tokens, kept as their SHA-256.
+    (
+        6,
+        r#"
+ALTER TABLE environments ADD COLUMN mode TEXT NOT NULL DEFAULT 'on_demand';
+CREATE INDEX environments_mode ON environments(project, mode);
+CREATE TABLE auth_tokens (
+    id TEXT PRIMARY KEY,
+    project TEXT NOT NULL,
+    interaction_id TEXT NOT NULL,
+    sha256 BLOB NOT NULL UNIQUE,
+    expires_at TEXT NOT NULL,
+    created TEXT NOT NULL
+);
+CREATE INDEX auth_tokens_interaction ON auth_tokens(project, interaction_id);
+"#,
+    ),
 ];
 
 /// The latest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// Applies the migrations newer than the file's version.
 pub(super) fn migrate(conn: &mut Connection) -> Result<()> {

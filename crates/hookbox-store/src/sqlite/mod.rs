@@ -19,6 +19,7 @@
 //! the crate's shared modules.
 
 mod approvals;
+mod auth_tokens;
 mod credentials;
 mod deliveries;
 mod documents;

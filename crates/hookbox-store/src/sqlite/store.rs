@@ -11,10 +11,11 @@ use hookbox_protocol::webhooks::WebhookUpdate;
 use serde_json::{Map, Value};
 
 use super::{
-    SqliteStore, approvals, credentials, deliveries, documents, environments, interactions,
-    projects, triggers, webhooks,
+    SqliteStore, approvals, auth_tokens, credentials, deliveries, documents, environments,
+    interactions, projects, triggers, webhooks,
 };
 use crate::approvals::{ApprovalFilter, ApprovalRecord, Settle, Settled};
+use crate::auth_tokens::AuthTokenRecord;
 use crate::documents::{AGENTS, ENVIRONMENTS};
 use crate::environments::{EnvironmentChange, EnvironmentRecord};
 use crate::error::{Error, Result};
@@ -123,9 +124,8 @@ impl Store for SqliteStore {
     }
 
     async fn put_environment(&self, project: &str, env: &EnvironmentRecord) -> Result<()> {
-        let (project, id) = (project.to_owned(), env.environment.id.clone());
-        let json = serde_json::to_string(env)?;
-        self.with(move |c, _| documents::put(c, ENVIRONMENTS, &project, &id, &json))
+        let (project, env) = (project.to_owned(), env.clone());
+        self.with(move |c, _| environments::put(c, &project, &env))
             .await
     }
 
@@ -138,10 +138,11 @@ impl Store for SqliteStore {
     async fn list_environments(
         &self,
         project: &str,
+        mode: Option<&str>,
         page: &Page,
     ) -> Result<Paged<EnvironmentRecord>> {
-        let (project, page) = (project.to_owned(), page.clone());
-        self.with(move |c, _| documents::list(c, ENVIRONMENTS, &project, &page))
+        let (project, mode, page) = (project.to_owned(), mode.map(str::to_owned), page.clone());
+        self.with(move |c, _| environments::list(c, &project, mode.as_deref(), &page))
             .await
     }
 
@@ -545,5 +546,28 @@ impl Store for SqliteStore {
 
     async fn has_api_keys(&self) -> Result<bool> {
         self.with(move |c, _| projects::has_api_keys(c)).await
+    }
+
+    async fn create_auth_token(&self, token: &AuthTokenRecord, sha256: &[u8; 32]) -> Result<()> {
+        let (token, sha256) = (token.clone(), *sha256);
+        self.with(move |c, _| auth_tokens::create(c, &token, &sha256))
+            .await
+    }
+
+    async fn find_auth_token(&self, sha256: &[u8; 32]) -> Result<Option<AuthTokenRecord>> {
+        let sha256 = *sha256;
+        self.with(move |c, _| auth_tokens::find(c, &sha256)).await
+    }
+
+    async fn delete_auth_token(
+        &self,
+        project: &str,
+        interaction_id: &str,
+        sha256: &[u8; 32],
+    ) -> Result<Option<AuthTokenRecord>> {
+        let (project, interaction_id, sha256) =
+            (project.to_owned(), interaction_id.to_owned(), *sha256);
+        self.with(move |c, _| auth_tokens::delete(c, &project, &interaction_id, &sha256))
+            .await
     }
 }

@@ -32,6 +32,7 @@ fn env_record(id: &str) -> EnvironmentRecord {
             size_bytes: None,
             sources: None,
             network: None,
+            ..Environment::default()
         },
         env: None,
     }
@@ -62,7 +63,7 @@ async fn resources_of_one_project_are_absent_from_another() {
     assert!(!store.delete_environment(b, "env_a").await.unwrap());
     assert!(
         store
-            .list_environments(b, &Page::default())
+            .list_environments(b, None, &Page::default())
             .await
             .unwrap()
             .items

@@ -16,6 +16,7 @@ fn env(id: &str) -> EnvironmentRecord {
             size_bytes: None,
             sources: None,
             network: None,
+            ..Environment::default()
         },
         env: None,
     }
@@ -29,7 +30,10 @@ async fn environments_upsert_list_and_delete() {
     let mut changed = env("env_a");
     changed.environment.status = Some(EnvironmentStatus::Expired);
     store.put_environment(P, &changed).await.unwrap();
-    let all = store.list_environments(P, &Page::default()).await.unwrap();
+    let all = store
+        .list_environments(P, None, &Page::default())
+        .await
+        .unwrap();
     assert_eq!(all.items.len(), 2);
     assert_eq!(all.next_page_token, None);
     assert_eq!(
@@ -39,6 +43,101 @@ async fn environments_upsert_list_and_delete() {
     assert!(store.delete_environment(P, "env_a").await.unwrap());
     assert!(store.get_environment(P, "env_a").await.unwrap().is_none());
     assert!(store.get_environment(P, "env_b").await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn environments_are_listed_by_mode() {
+    let (_dir, store) = temp_store().await;
+    store.put_environment(P, &env("env_plain")).await.unwrap();
+    let mut hosted = env("env_hosted");
+    hosted.environment.mode = Some("self_hosted".into());
+    store.put_environment(P, &hosted).await.unwrap();
+    let ids = |page: hookbox_store::Paged<EnvironmentRecord>| {
+        page.items
+            .into_iter()
+            .map(|r| r.environment.id)
+            .collect::<Vec<_>>()
+    };
+    let on_demand = store
+        .list_environments(P, Some("on_demand"), &Page::default())
+        .await
+        .unwrap();
+    // A record without `mode` is on_demand, the default.
+    assert_eq!(ids(on_demand), ["env_plain"]);
+    let self_hosted = store
+        .list_environments(P, Some("self_hosted"), &Page::default())
+        .await
+        .unwrap();
+    assert_eq!(ids(self_hosted), ["env_hosted"]);
+    let other = store
+        .list_environments(P, Some("weird_future_mode"), &Page::default())
+        .await
+        .unwrap();
+    assert!(other.items.is_empty());
+    let all = store
+        .list_environments(P, None, &Page::default())
+        .await
+        .unwrap();
+    assert_eq!(ids(all), ["env_plain", "env_hosted"]);
+    // A change (touch) keeps the mode column.
+    store
+        .change_environment(
+            P,
+            "env_hosted",
+            &hookbox_store::EnvironmentChange::Touch { now: "u".into() },
+        )
+        .await
+        .unwrap();
+    let self_hosted = store
+        .list_environments(P, Some("self_hosted"), &Page::default())
+        .await
+        .unwrap();
+    assert_eq!(ids(self_hosted), ["env_hosted"]);
+}
+
+#[tokio::test]
+async fn auth_tokens_are_found_by_hash_and_deleted_only_in_their_scope() {
+    use hookbox_store::AuthTokenRecord;
+    use hookbox_store::keys::hash_key;
+    let (_dir, store) = temp_store().await;
+    let token = AuthTokenRecord {
+        id: "atk_1".into(),
+        project: P.into(),
+        interaction_id: "int_1".into(),
+        expires_at: "2026-12-05T11:00:00Z".into(),
+        created: "2026-12-05T10:00:00Z".into(),
+    };
+    let sha = hash_key("auth_tokens/abc");
+    store.create_auth_token(&token, &sha).await.unwrap();
+    assert_eq!(
+        store.find_auth_token(&sha).await.unwrap(),
+        Some(token.clone())
+    );
+    assert_eq!(
+        store
+            .find_auth_token(&hash_key("auth_tokens/abd"))
+            .await
+            .unwrap(),
+        None
+    );
+    // Another interaction's or project's delete does not touch it.
+    assert_eq!(
+        store.delete_auth_token(P, "int_2", &sha).await.unwrap(),
+        None
+    );
+    assert_eq!(
+        store
+            .delete_auth_token("other", "int_1", &sha)
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(store.find_auth_token(&sha).await.unwrap().is_some());
+    assert_eq!(
+        store.delete_auth_token(P, "int_1", &sha).await.unwrap(),
+        Some(token)
+    );
+    assert_eq!(store.find_auth_token(&sha).await.unwrap(), None);
 }
 
 #[tokio::test]

@@ -88,6 +88,7 @@ impl Limits {
 pub async fn upgrade(
     State(state): State<AppState>,
     Extension(project): Extension<Project>,
+    token: Option<Extension<crate::auth::TokenScope>>,
     uri: axum::http::Uri,
     headers: axum::http::HeaderMap,
     ws: WebSocketUpgrade,
@@ -111,6 +112,7 @@ pub async fn upgrade(
                 forwarded,
             };
             let mut session = Session::new(state, project, limits, guard, origin);
+            session.token = token.map(|Extension(scope)| scope);
             session.serve(socket).await;
         })
 }
@@ -130,6 +132,8 @@ struct Session {
     connect_id: Option<String>,
     state: AppState,
     project: Project,
+    /// The ephemeral token the socket was opened with: it reaches its one interaction only.
+    token: Option<crate::auth::TokenScope>,
     limits: Limits,
     _guard: SocketGuard,
     /// The interaction connected to (after `interaction.connect`).
@@ -177,6 +181,7 @@ impl Session {
             connect_id: None,
             state,
             project,
+            token: None,
             limits,
             _guard: guard,
             id: None,
@@ -357,6 +362,13 @@ impl Session {
                 "This socket is connected already; open another one for another interaction.",
             ));
         }
+        if !crate::auth::may_access(self.token.as_ref(), id) {
+            // The same answer a missing interaction gets under a key: nothing is revealed.
+            return Err(EventError::new(
+                "not_found",
+                format!("Interaction `{id}` not found."),
+            ));
+        }
         self.connect_id = Some(id.to_owned());
         // Subscribed before the store is read, so no step of a running turn falls in between.
         let live = self.state.inner.running.subscribe(id);
@@ -447,6 +459,12 @@ impl Session {
         socket: &mut WebSocket,
         create: CreateEvent,
     ) -> Result<Flow, EventError> {
+        if self.token.is_some() {
+            return Err(EventError::new(
+                "permission_denied",
+                "An auth token (auth_tokens/...) may only live-connect the interaction it was created for, not create one; use an API key.",
+            ));
+        }
         if self.exists {
             return Err(EventError::new(
                 "already_exists",
@@ -844,6 +862,7 @@ pub(crate) async fn create_live(
     }
     let functions = request::function_tools(create.tools.as_deref())?;
     let mcp = request::mcp_servers(create.tools.as_deref())?;
+    request::tool_search(create.tools.as_deref(), &functions)?;
     request::check_function_names(&functions, &mcp)?;
     let previous = match create.previous_interaction_id.as_deref() {
         Some(prev) => Some(
@@ -1014,6 +1033,9 @@ pub(crate) async fn turn(
         .get("tools")
         .and_then(Value::as_array)
         .map(Vec::as_slice);
+    let functions = request::function_tools(tools).unwrap_or_default();
+    // A stored tool list was checked when the interaction was created.
+    let search = request::tool_search(tools, &functions).unwrap_or_default();
     let spec = run::RunSpec {
         project: project.clone(),
         running,
@@ -1032,7 +1054,8 @@ pub(crate) async fn turn(
         conversation,
         first_index: index,
         keep: true,
-        functions: request::function_tools(tools).unwrap_or_default(),
+        functions,
+        search,
         // The stored tools carry no header values: servers are reached without them.
         mcp: request::mcp_servers(tools.map(request::without_redacted_headers).as_deref())
             .unwrap_or_default(),
