@@ -22,6 +22,7 @@ pub mod command;
 pub mod config;
 pub mod decision;
 pub mod diagnostic;
+pub mod dialect;
 pub mod discover;
 pub mod engine;
 pub mod http;
