@@ -57,8 +57,11 @@
 //! - Copilot's argument names for `view`/`create`/`edit` are not documented; hookbox uses the
 //!   names its CLI sends (`path`, `view_range`, `file_text`, `old_str`, `new_str`).
 
+pub mod answer_in;
 pub mod events;
+pub mod load;
 pub mod patch;
+pub mod payload;
 pub mod tools;
 
 use std::fmt;
