@@ -54,17 +54,23 @@ impl Loaded {
 type RawFiles = Vec<(String, Dialect, Result<Option<Vec<u8>>, String>)>;
 
 fn read_raw(root: &RootDir, dialects: DialectSet) -> RawFiles {
-    let own = HOOKS_FILES
+    read_raw_split(root, root, dialects)
+}
+
+/// hookbox's own files from `own`, vendor files from `vendor` (see [`HooksCache::load_split`]).
+fn read_raw_split(own: &RootDir, vendor: &RootDir, dialects: DialectSet) -> RawFiles {
+    let own_files = HOOKS_FILES
         .into_iter()
-        .map(|f| (f.to_owned(), Dialect::Agents));
+        .map(|f| (f.to_owned(), Dialect::Agents, own));
     let vendors = dialects.iter().flat_map(|dialect| {
         crate::dialect::load::BASES
             .into_iter()
-            .flat_map(move |base| crate::dialect::load::candidate_files(root, dialect, base))
-            .map(move |file| (file, dialect))
+            .flat_map(move |base| crate::dialect::load::candidate_files(vendor, dialect, base))
+            .map(move |file| (file, dialect, vendor))
     });
-    own.chain(vendors)
-        .map(|(file, dialect)| {
+    own_files
+        .chain(vendors)
+        .map(|(file, dialect, root)| {
             let bytes = match root.read_file(&file, MAX_HOOKS_FILE_SIZE) {
                 Ok(bytes) => Ok(Some(bytes)),
                 Err(RootFsError::NotFound { .. }) => Ok(None),
@@ -136,7 +142,14 @@ impl HooksCache {
 
     /// The current configuration of the tree at `root`, with the vendor files of `dialects`.
     pub fn load_with_dialects(&self, root: &RootDir, dialects: DialectSet) -> Arc<Loaded> {
-        let raw = read_raw(root, dialects);
+        self.load_split(root, root, dialects)
+    }
+
+    /// hookbox's own files from `own`, the vendor files of `dialects` from `vendor`. A frozen
+    /// environment passes its snapshot as `own`; vendor files are the project's and are read
+    /// from its tree (they are not part of the freeze).
+    pub fn load_split(&self, own: &RootDir, vendor: &RootDir, dialects: DialectSet) -> Arc<Loaded> {
+        let raw = read_raw_split(own, vendor, dialects);
         if let Ok(guard) = self.last.lock()
             && let Some((cached_raw, loaded)) = guard.as_ref()
             && *cached_raw == raw
