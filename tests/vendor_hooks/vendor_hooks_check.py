@@ -10,7 +10,8 @@ The environment's tree holds three gates, written as each CLI's users write them
 1. with `--hook-dialects claude-code,gemini-cli,copilot`, each gate denies its call: nothing
    runs and the model sees each gate's own reason; an allowed call runs;
 2. with the dialects off (the default), the same tree behaves exactly as without those files:
-   the call the Claude gate would deny runs.
+   the call the Claude gate would deny runs;
+3. a project's `hook_dialects` in the config file enables only the dialects it names.
 
 argv: HOOKBOX_BIN DATA_DIR. Ends with `N passed, M failed`.
 """
@@ -148,6 +149,24 @@ try:
     check("dialects off: the vendor files are ignored, the call runs as before",
           not exists(c, done.environment_id, "/workspace/victim/keep.txt")
           and "claude gate" not in text_of(done), text_of(done))
+finally:
+    stop(proc)
+
+# 3. Per project: the config file's `[projects.default] hook_dialects` (local mode's project).
+config = os.path.join(data, "hookbox.toml")
+with open(config, "w") as f:
+    f.write('[projects.default]\nhook_dialects = "claude-code"\n')
+proc, base = serve("--config", config)
+try:
+    c = client(base)
+    done = c.interactions.create(agent=AGENT, environment=ENV, input="Run `rm -rf /workspace/victim`.")
+    check("per project: [projects.default] hook_dialects enables the Claude gate",
+          "claude gate: rm -rf is not allowed here" in text_of(done)
+          and exists(c, done.environment_id, "/workspace/victim/keep.txt"), text_of(done))
+    done = c.interactions.create(agent=AGENT, environment=done.environment_id,
+                                 input="Run `git push --force origin main || touch /workspace/pushed`.")
+    check("per project: the dialects it does not name stay off (the Gemini gate is ignored)",
+          exists(c, done.environment_id, "/workspace/pushed"), text_of(done))
 finally:
     stop(proc)
 
