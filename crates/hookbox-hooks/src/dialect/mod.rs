@@ -57,6 +57,7 @@
 //! - Copilot's argument names for `view`/`create`/`edit` are not documented; hookbox uses the
 //!   names its CLI sends (`path`, `view_range`, `file_text`, `old_str`, `new_str`).
 
+pub mod answer_out;
 pub mod events;
 pub mod patch;
 pub mod tools;

@@ -3,7 +3,9 @@
 mod args;
 mod credential;
 mod env;
+mod gate;
 mod hooks;
+mod install;
 mod mcp;
 mod project;
 mod serve;
