@@ -235,6 +235,8 @@ pub struct Environments {
     options: Arc<SandboxOptions>,
     egress: EgressOptions,
     buckets: Arc<dyn Buckets>,
+    /// Which other agent CLIs' hooks files environments read (`serve --hook-dialects`).
+    hook_dialects: hookbox_hooks::dialect::DialectSet,
 }
 
 /// What a new environment is on the host: the uid owning its tree and the cap of its disk.
@@ -325,7 +327,16 @@ impl Environments {
             options: Arc::new(options),
             egress,
             buckets: Arc::new(GcsFromEnv),
+            hook_dialects: hookbox_hooks::dialect::DialectSet::NONE,
         })
+    }
+
+    /// Which other agent CLIs' project hooks files (Claude Code, Gemini CLI, Codex, Cursor,
+    /// Copilot) every environment reads besides `.agents/hooks.json`. Default: none, so an
+    /// environment behaves exactly as without them even when its tree holds such files.
+    pub fn with_hook_dialects(mut self, dialects: hookbox_hooks::dialect::DialectSet) -> Self {
+        self.hook_dialects = dialects;
+        self
     }
 
     /// Replaces where `gcs` sources are read from (tests use in-memory stores).
@@ -767,6 +778,7 @@ impl Environments {
             runner,
             engine,
             hooks: HooksCache::new(),
+            hook_dialects: self.hook_dialects,
         })
     }
 }
@@ -876,6 +888,8 @@ pub struct Environment {
     runner: SandboxRunner,
     engine: HookEngine,
     hooks: HooksCache,
+    /// The vendor dialects whose hooks files this environment reads.
+    hook_dialects: hookbox_hooks::dialect::DialectSet,
     /// Egress for hooks and sandboxes; its namespace and proxy go when the environment does.
     network: Arc<EnvNetwork>,
 }
@@ -950,7 +964,12 @@ impl Environment {
     /// The hooks files as the next call reads them: re-read on every call so that edits take
     /// effect; a frozen environment reads its snapshot, which nothing in the sandbox can write.
     pub(crate) fn load_hooks(&self) -> Arc<Loaded> {
-        self.hooks.load(self.frozen.as_ref().unwrap_or(&self.tree))
+        // Vendor files (off unless enabled) are the project's: read from the tree.
+        self.hooks.load_split(
+            self.frozen.as_ref().unwrap_or(&self.tree),
+            &self.tree,
+            self.hook_dialects,
+        )
     }
 
     /// Runs the `pre_interaction` or `post_interaction` hooks of the environment's hooks files

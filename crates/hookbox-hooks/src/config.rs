@@ -72,6 +72,9 @@ pub struct Rule {
     pub index: usize,
     pub matcher: Matcher,
     pub handlers: Vec<Handler>,
+    /// Set when the rule comes from another agent CLI's hooks file: its dialect, its event,
+    /// its own matcher (which `matcher` above does not replace: it stays [`Matcher::All`]).
+    pub vendor: Option<std::sync::Arc<crate::dialect::load::VendorRule>>,
 }
 
 /// One handler, with its position in the rule's `hooks` array in the file.
@@ -108,6 +111,12 @@ pub enum HandlerKind {
         url: String,
         headers: Vec<(String, String)>,
     },
+    /// A vendor handler type hookbox cannot run (`prompt`, `agent`, `mcp_tool`): reported by
+    /// `hooks check`, and a failure (under `on_failure`) whenever it would run.
+    Unsupported {
+        type_name: &'static str,
+        target: String,
+    },
 }
 
 impl HandlerKind {
@@ -116,6 +125,7 @@ impl HandlerKind {
         match self {
             HandlerKind::Command { .. } => "command",
             HandlerKind::Http { .. } => "http",
+            HandlerKind::Unsupported { type_name, .. } => type_name,
         }
     }
 
@@ -124,6 +134,7 @@ impl HandlerKind {
         match self {
             HandlerKind::Command { command } => command,
             HandlerKind::Http { url, .. } => url,
+            HandlerKind::Unsupported { target, .. } => target,
         }
     }
 }
@@ -346,6 +357,7 @@ impl Parser<'_> {
             index,
             matcher,
             handlers,
+            vendor: None,
         })
     }
 

@@ -41,17 +41,41 @@ impl Decision {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Failure {
-    Spawn { message: String },
-    NonZeroExit { code: i32 },
-    Signaled { signal: i32 },
-    TimedOut { after_ms: u64 },
-    OutputLimit { limit: usize },
+    Spawn {
+        message: String,
+    },
+    NonZeroExit {
+        code: i32,
+    },
+    Signaled {
+        signal: i32,
+    },
+    TimedOut {
+        after_ms: u64,
+    },
+    OutputLimit {
+        limit: usize,
+    },
     EmptyOutput,
-    NotJson { excerpt: String },
-    NotADecision { excerpt: String },
-    HttpStatus { status: u16 },
-    Http { message: String },
-    ResponseTooLarge { limit: usize },
+    NotJson {
+        excerpt: String,
+    },
+    NotADecision {
+        excerpt: String,
+    },
+    HttpStatus {
+        status: u16,
+    },
+    Http {
+        message: String,
+    },
+    ResponseTooLarge {
+        limit: usize,
+    },
+    /// A vendor handler type hookbox cannot run (`prompt`, `agent`, `mcp_tool`).
+    Unsupported {
+        handler_type: String,
+    },
 }
 
 impl Failure {
@@ -70,7 +94,8 @@ impl Failure {
             | Failure::EmptyOutput
             | Failure::HttpStatus { .. }
             | Failure::Http { .. }
-            | Failure::ResponseTooLarge { .. } => self.to_string(),
+            | Failure::ResponseTooLarge { .. }
+            | Failure::Unsupported { .. } => self.to_string(),
         }
     }
 
@@ -85,7 +110,8 @@ impl Failure {
             | Failure::OutputLimit { .. }
             | Failure::EmptyOutput
             | Failure::HttpStatus { .. }
-            | Failure::ResponseTooLarge { .. } => None,
+            | Failure::ResponseTooLarge { .. }
+            | Failure::Unsupported { .. } => None,
         }
     }
 }
@@ -107,6 +133,9 @@ impl std::fmt::Display for Failure {
             Failure::Http { message } => write!(f, "request failed: {message}"),
             Failure::ResponseTooLarge { limit } => {
                 write!(f, "response body larger than {limit} bytes")
+            }
+            Failure::Unsupported { handler_type } => {
+                write!(f, "handler type {handler_type:?} cannot run in hookbox")
             }
         }
     }
@@ -188,6 +217,26 @@ pub struct HandlerTrace {
     /// has no effect).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub warning: Option<String>,
+    /// For a handler from another agent CLI's hooks file: its dialect, event, the tool as it
+    /// saw it, and what its answer meant in that CLI's terms. Absent for hookbox's own files.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vendor: Option<VendorTrace>,
+}
+
+/// The vendor side of a [`HandlerTrace`] line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct VendorTrace {
+    pub dialect: crate::dialect::Dialect,
+    /// The event as written in the file.
+    pub event: String,
+    /// The tool name and input the handler was shown (absent for interaction events).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_name: Option<String>,
+    /// Which chunk of a several-chunk edit it saw.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chunk: Option<usize>,
+    /// What the answer meant, as that CLI reads it.
+    pub meaning: String,
 }
 
 /// The result of running one event's hooks for one tool call (or one interaction).

@@ -6,6 +6,9 @@
 //! by sandboxed code: a hooks file that is a symlink to a host file, a FIFO or a huge file is
 //! reported, never followed out, blocked on or read whole.
 //!
+//! With vendor dialects enabled ([`load_with_dialects`]; off by default), the other agent CLIs'
+//! project files are read after these, in the order [`crate::dialect::load`] documents.
+//!
 //! Files are re-read on every dispatch so that edits take effect (spec §1); [`HooksCache`] only
 //! skips re-parsing when the bytes are unchanged.
 
@@ -16,6 +19,7 @@ use serde::Serialize;
 
 use crate::config::{self, HooksConfig};
 use crate::diagnostic::{Diagnostic, Severity};
+use crate::dialect::{Dialect, DialectSet};
 
 /// The hooks file at the sandbox root.
 pub const ROOT_HOOKS_FILE: &str = "/.agents/hooks.json";
@@ -45,19 +49,34 @@ impl Loaded {
     }
 }
 
-/// The raw bytes of each hooks file (`None` where absent), or the reason it could not be read.
-type RawFiles = Vec<(&'static str, Result<Option<Vec<u8>>, String>)>;
+/// The raw bytes of each hooks file (`None` where absent), or the reason it could not be read,
+/// with the dialect it is read in.
+type RawFiles = Vec<(String, Dialect, Result<Option<Vec<u8>>, String>)>;
 
-fn read_raw(root: &RootDir) -> RawFiles {
-    HOOKS_FILES
+fn read_raw(root: &RootDir, dialects: DialectSet) -> RawFiles {
+    read_raw_split(root, root, dialects)
+}
+
+/// hookbox's own files from `own`, vendor files from `vendor` (see [`HooksCache::load_split`]).
+fn read_raw_split(own: &RootDir, vendor: &RootDir, dialects: DialectSet) -> RawFiles {
+    let own_files = HOOKS_FILES
         .into_iter()
-        .map(|file| {
-            let bytes = match root.read_file(file, MAX_HOOKS_FILE_SIZE) {
+        .map(|f| (f.to_owned(), Dialect::Agents, own));
+    let vendors = dialects.iter().flat_map(|dialect| {
+        crate::dialect::load::BASES
+            .into_iter()
+            .flat_map(move |base| crate::dialect::load::candidate_files(vendor, dialect, base))
+            .map(move |file| (file, dialect, vendor))
+    });
+    own_files
+        .chain(vendors)
+        .map(|(file, dialect, root)| {
+            let bytes = match root.read_file(&file, MAX_HOOKS_FILE_SIZE) {
                 Ok(bytes) => Ok(Some(bytes)),
                 Err(RootFsError::NotFound { .. }) => Ok(None),
                 Err(err) => Err(err.to_string()),
             };
-            (file, bytes)
+            (file, dialect, bytes)
         })
         .collect()
 }
@@ -65,18 +84,26 @@ fn read_raw(root: &RootDir) -> RawFiles {
 fn parse_raw(raw: &RawFiles) -> Loaded {
     let mut loaded = Loaded::default();
     let mut groups = Vec::new();
-    for (file, bytes) in raw {
+    for (file, dialect, bytes) in raw {
         match bytes {
             Ok(None) => {}
-            Ok(Some(bytes)) => {
-                loaded.files.push((*file).to_owned());
+            Ok(Some(bytes)) if *dialect == Dialect::Agents => {
+                loaded.files.push(file.clone());
                 let (mut file_groups, diagnostics) = config::parse(file, bytes);
                 groups.append(&mut file_groups);
                 loaded.diagnostics.extend(diagnostics);
             }
+            Ok(Some(bytes)) => {
+                let (group, diagnostics) = crate::dialect::load::parse(*dialect, file, bytes);
+                loaded.diagnostics.extend(diagnostics);
+                if let Some(group) = group {
+                    loaded.files.push(file.clone());
+                    groups.push(group);
+                }
+            }
             Err(reason) => loaded.diagnostics.push(Diagnostic {
                 severity: Severity::Error,
-                file: (*file).to_owned(),
+                file: file.clone(),
                 path: "$".to_owned(),
                 message: format!("cannot read the hooks file: {reason}; file ignored"),
             }),
@@ -86,9 +113,15 @@ fn parse_raw(raw: &RawFiles) -> Loaded {
     loaded
 }
 
-/// Reads and parses the hooks files of the tree at `root`.
+/// Reads and parses the hooks files of the tree at `root` (hookbox's own only).
 pub fn load_from_root(root: &RootDir) -> Loaded {
-    parse_raw(&read_raw(root))
+    load_with_dialects(root, DialectSet::NONE)
+}
+
+/// Reads and parses the hooks files of the tree at `root`: hookbox's own, then those of each
+/// vendor dialect in `dialects` (see [`crate::dialect::load`] for the files and their order).
+pub fn load_with_dialects(root: &RootDir, dialects: DialectSet) -> Loaded {
+    parse_raw(&read_raw(root, dialects))
 }
 
 /// Re-reads the hooks files on each call but re-parses only when their bytes changed.
@@ -102,9 +135,21 @@ impl HooksCache {
         Self::default()
     }
 
-    /// The current configuration of the tree at `root`.
+    /// The current configuration of the tree at `root` (hookbox's own files only).
     pub fn load(&self, root: &RootDir) -> Arc<Loaded> {
-        let raw = read_raw(root);
+        self.load_with_dialects(root, DialectSet::NONE)
+    }
+
+    /// The current configuration of the tree at `root`, with the vendor files of `dialects`.
+    pub fn load_with_dialects(&self, root: &RootDir, dialects: DialectSet) -> Arc<Loaded> {
+        self.load_split(root, root, dialects)
+    }
+
+    /// hookbox's own files from `own`, the vendor files of `dialects` from `vendor`. A frozen
+    /// environment passes its snapshot as `own`; vendor files are the project's and are read
+    /// from its tree (they are not part of the freeze).
+    pub fn load_split(&self, own: &RootDir, vendor: &RootDir, dialects: DialectSet) -> Arc<Loaded> {
+        let raw = read_raw_split(own, vendor, dialects);
         if let Ok(guard) = self.last.lock()
             && let Some((cached_raw, loaded)) = guard.as_ref()
             && *cached_raw == raw

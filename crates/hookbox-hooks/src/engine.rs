@@ -48,7 +48,8 @@ use hookbox_protocol::{HookEvent, HookPayload, InteractionHookPayload, ToolCall,
 use crate::answer::{Verdict, answer_context, excerpt, interpret, pre_only_answer};
 use crate::command::{CommandRequest, CommandRunner, DEFAULT_OUTPUT_LIMIT, Termination};
 use crate::config::{Group, Handler, HandlerKind, HooksConfig, OnFailure, Rule};
-use crate::decision::{Decision, Dispatch, Failure, HandlerTrace, Outcome};
+use crate::decision::{Decision, Dispatch, Failure, HandlerTrace, Outcome, VendorTrace};
+use crate::dialect::{self, answer_in::VendorVerdict, load::VendorRule, tools::VendorCall};
 use crate::http::{DEFAULT_RESPONSE_LIMIT, HttpError, HttpPoster, HttpRequest};
 use crate::matcher::MCP_PREFIX;
 
@@ -245,35 +246,38 @@ impl HookEngine {
         event: HookEvent,
         subject: &str,
         tool: Option<ToolName>,
-        mut payload: Payload<'_>,
+        payload: Payload<'_>,
     ) -> Dispatch {
         let started = Instant::now();
-        let mut body = payload.body();
-        let mut decision = Decision::Allow;
-        let mut trace = Vec::new();
-        let mut updated_args = None;
-        let mut additional_context = Vec::new();
+        let mut state = State {
+            body: payload.body(),
+            payload,
+            decision: Decision::Allow,
+            trace: Vec::new(),
+            updated_args: None,
+            additional_context: Vec::new(),
+            ran_vendor: Vec::new(),
+        };
 
         for (group, rule) in matching_rules(config, event, subject) {
             for handler in &rule.handlers {
+                if let Some(vendor) = &rule.vendor {
+                    self.vendor_handler(
+                        &mut state, event, subject, tool, group, rule, vendor, handler,
+                    )
+                    .await;
+                    continue;
+                }
                 let outcome = if !group.enabled {
                     Outcome::Disabled
-                } else if matches!(decision, Decision::Deny { .. }) {
+                } else if matches!(state.decision, Decision::Deny { .. }) {
                     Outcome::Skipped
                 } else {
                     let handler_started = Instant::now();
-                    let span = tracing::info_span!(
-                        "hook_handler",
-                        event = event.as_str(),
-                        tool = subject,
-                        group = %group.name,
-                        handler_type = Empty,
-                        decision = Empty,
-                        failure = Empty
-                    );
+                    let span = handler_span(event, subject, group);
                     let (mut outcome, mut stderr, mut warning, mut context) =
                         tracing::Instrument::instrument(
-                            self.run_handler(event, tool, handler, &body),
+                            self.run_handler(event, tool, handler, &state.body),
                             span.clone(),
                         )
                         .await;
@@ -281,66 +285,11 @@ impl HookEngine {
                     let mut entry =
                         trace_entry(group, rule, handler, outcome, stderr, handler_started);
                     entry.warning = warning;
-                    if let Some(context) = context {
-                        additional_context.push(context.clone());
-                        entry.additional_context = Some(context);
-                    }
-                    record_handler(&span, &entry);
-                    span.in_scope(|| log_handler(event.as_str(), subject, &entry));
-                    match &entry.outcome {
-                        Outcome::Deny { reason } => {
-                            decision = Decision::Deny {
-                                reason: reason.clone(),
-                                group: group.name.clone(),
-                            };
-                        }
-                        Outcome::FailedClosed { failure } => {
-                            decision = Decision::Deny {
-                                reason: format!(
-                                    "Blocked: the hook `{}` ({} handler {} of rule {}) failed ({failure}) and is set to fail closed (on_failure: deny).",
-                                    group.name,
-                                    handler.kind.type_name(),
-                                    handler.index,
-                                    rule.index
-                                ),
-                                group: group.name.clone(),
-                            };
-                        }
-                        Outcome::InvalidUpdate { reason, .. } => {
-                            decision = Decision::Deny {
-                                reason: format!(
-                                    "Blocked: the hook `{}` rewrote the arguments of {subject} into invalid ones: {reason}",
-                                    group.name
-                                ),
-                                group: group.name.clone(),
-                            };
-                        }
-                        Outcome::Ask { reason } => {
-                            // The first ask is the one a person sees; a deny still overrides it.
-                            if decision == Decision::Allow {
-                                decision = Decision::Ask {
-                                    reason: reason.clone(),
-                                    group: group.name.clone(),
-                                };
-                            }
-                        }
-                        Outcome::AllowUpdated { updated_args: args } => {
-                            // Later handlers (and the caller) see the rewritten call.
-                            payload.set_args(args);
-                            body = payload.body();
-                            updated_args = Some(args.clone());
-                        }
-                        Outcome::Allow
-                        | Outcome::FailedOpen { .. }
-                        | Outcome::Completed
-                        | Outcome::Failed { .. }
-                        | Outcome::Skipped
-                        | Outcome::Disabled => {}
-                    }
-                    trace.push(entry);
+                    entry.additional_context = context;
+                    state.record(&span, event, subject, group, rule, handler, entry);
                     continue;
                 };
-                trace.push(trace_entry(
+                state.trace.push(trace_entry(
                     group,
                     rule,
                     handler,
@@ -354,11 +303,11 @@ impl HookEngine {
         let dispatch = Dispatch {
             event,
             tool: subject.to_owned(),
-            decision,
-            trace,
+            decision: state.decision,
+            trace: state.trace,
             duration_ms: millis(started.elapsed()),
-            updated_args,
-            additional_context,
+            updated_args: state.updated_args,
+            additional_context: state.additional_context,
         };
         tracing::debug!(
             tool = subject,
@@ -369,6 +318,256 @@ impl HookEngine {
             "hooks dispatched"
         );
         dispatch
+    }
+
+    /// Runs one handler of a rule from another agent CLI's hooks file: once for each vendor
+    /// call the hookbox call is shown as (one per chunk of a several-chunk edit) that the
+    /// vendor's matcher and event accept, with the vendor's input, environment and answer
+    /// semantics (see [`crate::dialect`]).
+    #[allow(clippy::too_many_arguments)]
+    async fn vendor_handler(
+        &self,
+        state: &mut State<'_>,
+        event: HookEvent,
+        subject: &str,
+        tool: Option<ToolName>,
+        group: &Group,
+        rule: &Rule,
+        vendor: &VendorRule,
+        handler: &Handler,
+    ) {
+        let facts = state.payload.facts();
+        let calls: Vec<Option<VendorCall>> = if event.is_tool_event() {
+            let failed = facts.error.is_some();
+            if !vendor.fires.applies(tool, failed) {
+                return;
+            }
+            match dialect::tools::to_vendor(vendor.dialect, subject, &facts.args) {
+                Ok(calls) => calls
+                    .into_iter()
+                    .filter(|c| vendor.matcher.matches(vendor.dialect, &c.tool_name))
+                    .map(Some)
+                    .collect(),
+                // Arguments the mapping cannot read: the tool will refuse them too.
+                Err(_) => Vec::new(),
+            }
+        } else {
+            vec![None]
+        };
+        for call in calls {
+            let vendor_trace = |meaning: String| VendorTrace {
+                dialect: vendor.dialect,
+                event: vendor.event_name.clone(),
+                tool_name: call.as_ref().map(|c| c.tool_name.clone()),
+                chunk: call.as_ref().and_then(|c| c.chunk),
+                meaning,
+            };
+            let skipped = |outcome: Outcome, meaning: &str| {
+                let mut entry = trace_entry(group, rule, handler, outcome, None, Instant::now());
+                entry.vendor = Some(vendor_trace(meaning.to_owned()));
+                entry
+            };
+            if !group.enabled {
+                state.trace.push(skipped(
+                    Outcome::Disabled,
+                    "hooks of this file are switched off",
+                ));
+                continue;
+            }
+            if matches!(state.decision, Decision::Deny { .. }) {
+                state
+                    .trace
+                    .push(skipped(Outcome::Skipped, "an earlier handler denied"));
+                continue;
+            }
+            let key = (
+                handler.kind.type_name(),
+                handler.kind.target().to_owned(),
+                call.as_ref().and_then(|c| c.chunk),
+            );
+            if let Some((_, first)) = state.ran_vendor.iter().find(|(k, _)| *k == key) {
+                let mut entry = skipped(
+                    Outcome::Skipped,
+                    "the same handler already ran for this call",
+                );
+                entry.warning = Some(format!(
+                    "already ran from {first}; a handler reached through two files runs once"
+                ));
+                state.trace.push(entry);
+                continue;
+            }
+            state.ran_vendor.push((key, group.file.clone()));
+
+            let facts = state.payload.facts();
+            let moment = dialect::payload::Moment {
+                environment_id: &facts.environment_id,
+                interaction_id: facts.interaction_id.as_deref(),
+                call_key: &facts.args.to_string(),
+                error: facts.error.as_deref(),
+                prompt: facts.prompt.as_deref(),
+                output: facts.output.as_deref(),
+                status: facts.status.as_deref(),
+            };
+            let input = dialect::payload::write(
+                vendor.dialect,
+                vendor.style,
+                &vendor.event_name,
+                event,
+                call.as_ref(),
+                &moment,
+            );
+            let session = facts
+                .interaction_id
+                .clone()
+                .unwrap_or_else(|| facts.environment_id.clone());
+            let handler_started = Instant::now();
+            let span = handler_span(event, subject, group);
+            let (raw, mut stderr) = tracing::Instrument::instrument(
+                self.run_vendor(vendor, handler, &input, &session),
+                span.clone(),
+            )
+            .await;
+            let answer = match raw {
+                Ok((termination, stdout, stderr_bytes)) => dialect::answer_in::read(
+                    vendor.dialect,
+                    event,
+                    &vendor.event_name,
+                    &dialect::answer_in::Raw {
+                        termination,
+                        stdout: &stdout,
+                        stderr: &stderr_bytes,
+                    },
+                    call.as_ref().map(|c| &c.tool_input),
+                    millis(handler.timeout),
+                    self.output_limit,
+                ),
+                Err(failure) => dialect::answer_in::VendorAnswer {
+                    meaning: format!("{failure}: {} lets the call proceed", vendor.dialect),
+                    verdict: VendorVerdict::Failed(failure),
+                    context: None,
+                },
+            };
+            let fail_closed = handler.on_failure == OnFailure::Deny;
+            let failed = |failure| match fail_closed {
+                true => Outcome::FailedClosed { failure },
+                false => Outcome::FailedOpen { failure },
+            };
+            let mut warning = None;
+            let outcome = match (event.decides(), answer.verdict) {
+                (true, VendorVerdict::Failed(failure)) => failed(failure),
+                (false, VendorVerdict::Failed(failure)) => Outcome::Failed { failure },
+                (false, _) => Outcome::Completed,
+                (true, VendorVerdict::Allow) => Outcome::Allow,
+                (true, VendorVerdict::Deny(reason)) => Outcome::Deny { reason },
+                (true, VendorVerdict::Ask(reason)) if event.is_tool_event() => {
+                    Outcome::Ask { reason }
+                }
+                (true, VendorVerdict::Ask(_)) => failed(Failure::NotADecision {
+                    excerpt: format!("an ask is honoured only before a tool call, not {event}"),
+                }),
+                (true, VendorVerdict::Update(new_input)) => match (&call, event.is_tool_event()) {
+                    (Some(shown), true) => {
+                        match dialect::tools::update_from_vendor(
+                            vendor.dialect,
+                            subject,
+                            &facts.args,
+                            shown,
+                            &new_input,
+                        ) {
+                            Ok(args) if args == facts.args => Outcome::Allow,
+                            Ok(args) => match self.validate(tool, &args) {
+                                Ok(()) => Outcome::AllowUpdated { updated_args: args },
+                                Err(reason) => Outcome::InvalidUpdate {
+                                    updated_args: args,
+                                    reason,
+                                },
+                            },
+                            Err(err) => Outcome::InvalidUpdate {
+                                updated_args: new_input,
+                                reason: err.to_string(),
+                            },
+                        }
+                    }
+                    _ => {
+                        warning = Some(
+                            "a rewrite is honoured only before a tool call; ignored".to_owned(),
+                        );
+                        Outcome::Allow
+                    }
+                },
+            };
+            let mut context = answer.context;
+            let mut outcome = outcome;
+            self.scrub(&mut outcome, [&mut stderr, &mut warning, &mut context]);
+            let mut entry = trace_entry(group, rule, handler, outcome, stderr, handler_started);
+            entry.warning = warning;
+            entry.additional_context = context;
+            entry.vendor = Some(vendor_trace(answer.meaning));
+            state.record(&span, event, subject, group, rule, handler, entry);
+        }
+    }
+
+    /// Runs a vendor handler: `Ok((how it ended, stdout, stderr))`, or why it could not run.
+    /// Also returns a stderr excerpt for the trace.
+    async fn run_vendor(
+        &self,
+        vendor: &VendorRule,
+        handler: &Handler,
+        input: &serde_json::Value,
+        session: &str,
+    ) -> (
+        Result<(Termination, Vec<u8>, Vec<u8>), Failure>,
+        Option<String>,
+    ) {
+        // Serialising a JSON value cannot fail; an empty body would still fail open safely.
+        let body = serde_json::to_vec(input).unwrap_or_default();
+        match &handler.kind {
+            HandlerKind::Command { command } => {
+                let vars = dialect::payload::env(vendor.dialect, session);
+                let command = dialect::payload::substitute(vendor.dialect, command, &vars);
+                let mut exported: Vec<(String, String)> =
+                    vars.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+                exported.extend(vendor.env.iter().cloned());
+                let line = dialect::payload::shell_line(&command, &exported, vendor.cwd.as_deref());
+                let mut stdin = body;
+                stdin.push(b'\n');
+                let request = CommandRequest {
+                    command: line,
+                    stdin,
+                    timeout: handler.timeout,
+                    output_limit: self.output_limit,
+                };
+                match self.commands.run(request).await {
+                    Ok(output) => {
+                        let stderr = (!output.stderr.is_empty()).then(|| excerpt(&output.stderr));
+                        (
+                            Ok((output.termination, output.stdout, output.stderr)),
+                            stderr,
+                        )
+                    }
+                    Err(err) => (
+                        Err(Failure::Spawn {
+                            message: err.to_string(),
+                        }),
+                        None,
+                    ),
+                }
+            }
+            HandlerKind::Http { url, headers } => {
+                // Claude Code: only a 2xx answer with a JSON body can decide; it is read as a
+                // command's stdout with exit 0.
+                match self.run_http(url, headers, handler, &body).await {
+                    Ok(body) => (Ok((Termination::Exited(0), body, Vec::new())), None),
+                    Err(failure) => (Err(failure), None),
+                }
+            }
+            HandlerKind::Unsupported { type_name, .. } => (
+                Err(Failure::Unsupported {
+                    handler_type: (*type_name).to_owned(),
+                }),
+                None,
+            ),
+        }
     }
 
     async fn run_handler(
@@ -383,6 +582,13 @@ impl HookEngine {
             HandlerKind::Http { url, headers } => {
                 (self.run_http(url, headers, handler, body).await, None)
             }
+            // Only vendor files have these; they never reach here, but fail like one.
+            HandlerKind::Unsupported { type_name, .. } => (
+                Err(Failure::Unsupported {
+                    handler_type: (*type_name).to_owned(),
+                }),
+                None,
+            ),
         };
         let fail_closed = handler.on_failure == OnFailure::Deny;
         let failed = |failure| match fail_closed {
@@ -558,6 +764,149 @@ impl Payload<'_> {
     }
 }
 
+/// What vendor payloads are made of, read from the payload handlers receive.
+struct Facts {
+    environment_id: String,
+    interaction_id: Option<String>,
+    args: serde_json::Value,
+    error: Option<String>,
+    prompt: Option<String>,
+    output: Option<String>,
+    status: Option<String>,
+}
+
+impl Payload<'_> {
+    fn facts(&self) -> Facts {
+        let text = |v: &serde_json::Value, key: &str| {
+            v.get(key)
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned)
+        };
+        match self {
+            Payload::Tool(p) => Facts {
+                environment_id: p.environment_id.clone(),
+                interaction_id: None,
+                args: p.tool_call.args.clone(),
+                error: p.error.clone(),
+                prompt: None,
+                output: None,
+                status: None,
+            },
+            Payload::Json(v) => Facts {
+                environment_id: text(v, "environment_id").unwrap_or_default(),
+                interaction_id: text(v, "interaction_id"),
+                args: v.pointer("/tool_call/args").cloned().unwrap_or_default(),
+                error: text(v, "error"),
+                prompt: text(v, "input_text"),
+                output: text(v, "output"),
+                status: text(v, "status"),
+            },
+        }
+    }
+}
+
+/// A dispatch under way.
+struct State<'a> {
+    payload: Payload<'a>,
+    body: Vec<u8>,
+    decision: Decision,
+    trace: Vec<HandlerTrace>,
+    updated_args: Option<serde_json::Value>,
+    additional_context: Vec<String>,
+    /// Vendor handlers that ran (type, target, chunk) and the file they came from: the same
+    /// handler reached through two files runs once.
+    ran_vendor: Vec<(RanKey, String)>,
+}
+
+/// A vendor handler's identity within one dispatch: its type, its command line or URL, and the
+/// chunk it saw.
+type RanKey = (&'static str, String, Option<usize>);
+
+impl State<'_> {
+    /// Takes in what one handler did: logs it, and lets a deny, ask or rewrite change the
+    /// dispatch.
+    #[allow(clippy::too_many_arguments)]
+    fn record(
+        &mut self,
+        span: &tracing::Span,
+        event: HookEvent,
+        subject: &str,
+        group: &Group,
+        rule: &Rule,
+        handler: &Handler,
+        entry: HandlerTrace,
+    ) {
+        if let Some(context) = &entry.additional_context {
+            self.additional_context.push(context.clone());
+        }
+        record_handler(span, &entry);
+        span.in_scope(|| log_handler(event.as_str(), subject, &entry));
+        match &entry.outcome {
+            Outcome::Deny { reason } => {
+                self.decision = Decision::Deny {
+                    reason: reason.clone(),
+                    group: group.name.clone(),
+                };
+            }
+            Outcome::FailedClosed { failure } => {
+                self.decision = Decision::Deny {
+                    reason: format!(
+                        "Blocked: the hook `{}` ({} handler {} of rule {}) failed ({failure}) and is set to fail closed (on_failure: deny).",
+                        group.name,
+                        handler.kind.type_name(),
+                        handler.index,
+                        rule.index
+                    ),
+                    group: group.name.clone(),
+                };
+            }
+            Outcome::InvalidUpdate { reason, .. } => {
+                self.decision = Decision::Deny {
+                    reason: format!(
+                        "Blocked: the hook `{}` rewrote the arguments of {subject} into invalid ones: {reason}",
+                        group.name
+                    ),
+                    group: group.name.clone(),
+                };
+            }
+            Outcome::Ask { reason } => {
+                // The first ask is the one a person sees; a deny still overrides it.
+                if self.decision == Decision::Allow {
+                    self.decision = Decision::Ask {
+                        reason: reason.clone(),
+                        group: group.name.clone(),
+                    };
+                }
+            }
+            Outcome::AllowUpdated { updated_args: args } => {
+                // Later handlers (and the caller) see the rewritten call.
+                self.payload.set_args(args);
+                self.body = self.payload.body();
+                self.updated_args = Some(args.clone());
+            }
+            Outcome::Allow
+            | Outcome::FailedOpen { .. }
+            | Outcome::Completed
+            | Outcome::Failed { .. }
+            | Outcome::Skipped
+            | Outcome::Disabled => {}
+        }
+        self.trace.push(entry);
+    }
+}
+
+fn handler_span(event: HookEvent, subject: &str, group: &Group) -> tracing::Span {
+    tracing::info_span!(
+        "hook_handler",
+        event = event.as_str(),
+        tool = subject,
+        group = %group.name,
+        handler_type = Empty,
+        decision = Empty,
+        failure = Empty
+    )
+}
+
 /// Every (group, rule) whose matcher accepts `subject`, in dispatch order.
 fn matching_rules<'a>(
     config: &'a HooksConfig,
@@ -570,7 +919,11 @@ fn matching_rules<'a>(
         group
             .rules(event)
             .iter()
-            .filter(move |rule| rule.matcher.is_for_mcp() == mcp && rule.matcher.matches(subject))
+            // A vendor rule's own matcher decides, on the vendor's tool names (MCP included).
+            .filter(move |rule| {
+                rule.vendor.is_some()
+                    || (rule.matcher.is_for_mcp() == mcp && rule.matcher.matches(subject))
+            })
             .map(move |rule| (group, rule))
     })
 }
@@ -595,6 +948,7 @@ fn trace_entry(
         stderr,
         additional_context: None,
         warning: None,
+        vendor: None,
     }
 }
 

@@ -57,9 +57,12 @@
 //! - Copilot's argument names for `view`/`create`/`edit` are not documented; hookbox uses the
 //!   names its CLI sends (`path`, `view_range`, `file_text`, `old_str`, `new_str`).
 
+pub mod answer_in;
 pub mod answer_out;
 pub mod events;
+pub mod load;
 pub mod patch;
+pub mod payload;
 pub mod tools;
 
 use std::fmt;

@@ -18,6 +18,7 @@ use hookbox_hooks::command::CommandRunner;
 use hookbox_hooks::config::{Group, HandlerKind, HooksConfig};
 use hookbox_hooks::decision::{Decision, Dispatch, Outcome};
 use hookbox_hooks::diagnostic::{Diagnostic, Severity};
+use hookbox_hooks::dialect::{Dialect, DialectSet};
 use hookbox_hooks::{HookEngine, Loaded};
 use hookbox_protocol::{HookEvent, ToolCall, ToolName};
 use hookbox_rootfs::RootDir;
@@ -60,18 +61,21 @@ pub struct CheckArgs {
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    dialects: DialectsArg,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum EventArg {
-    /// pre_tool_execution
-    Pre,
-    /// post_tool_execution
-    Post,
-    /// pre_interaction (hookbox extension): needs --input
-    PreInteraction,
-    /// post_interaction (hookbox extension): takes --status and --output
-    PostInteraction,
+/// `--hook-dialects`: which other agent CLIs' hooks files are read besides `.agents/hooks.json`.
+#[derive(Debug, Clone, Args)]
+pub struct DialectsArg {
+    /// Also read these agent CLIs' project hooks files at / and /workspace: a comma-separated
+    /// list of claude-code, gemini-cli, codex, cursor, copilot, or `all` (default: none).
+    #[arg(long = "hook-dialects", value_name = "LIST|all", env = "HOOKBOX_HOOK_DIALECTS", default_value = "", hide_default_value = true, value_parser = parse_dialects)]
+    pub hook_dialects: DialectSet,
+}
+
+pub fn parse_dialects(s: &str) -> Result<DialectSet, String> {
+    s.parse::<DialectSet>().map_err(|e| e.to_string())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -97,15 +101,19 @@ pub struct TestArgs {
     /// The directory that stands for the sandbox root `/`.
     #[arg(long)]
     root: PathBuf,
-    /// The tool being called (with --event pre or post).
-    #[arg(long, value_parser = parse_tool, required_if_eq_any = [("event", "pre"), ("event", "post")])]
+    /// The tool being called (with a tool event).
+    #[arg(long, value_parser = parse_tool)]
     tool: Option<ToolName>,
     /// The tool call's arguments, as JSON.
     #[arg(long, default_value = "{}")]
     args: String,
-    /// Which hooks to run.
-    #[arg(long, value_enum, default_value = "pre")]
-    event: EventArg,
+    /// Which hooks to run: pre, post, pre-interaction, post-interaction, or a vendor event by
+    /// its own name (PreToolUse, BeforeTool, beforeShellExecution, …; only that event's hooks
+    /// of the enabled dialects run).
+    #[arg(long, default_value = "pre")]
+    event: String,
+    #[command(flatten)]
+    dialects: DialectsArg,
     /// With --event post: the tool's error text, passed to hooks as `error`.
     #[arg(long)]
     error: Option<String>,
@@ -169,19 +177,28 @@ fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let loaded = if args.files.is_empty() {
         let root = RootDir::open(&args.root)
             .with_context(|| format!("cannot use {} as the sandbox root", args.root.display()))?;
-        hookbox_hooks::load_from_root(&root)
+        let mut loaded =
+            hookbox_hooks::discover::load_with_dialects(&root, args.dialects.hook_dialects);
+        loaded
+            .diagnostics
+            .extend(vendor_script_traps(&root, &loaded));
+        loaded
     } else {
-        load_files(&args.files)?
+        load_files(&args.files, args.dialects.hook_dialects)?
     };
     if args.json {
         let report = serde_json::json!({
+            "hook_dialects": args.dialects.hook_dialects.to_string(),
             "files": loaded.files,
             "diagnostics": loaded.diagnostics,
             "groups": loaded.config.groups.iter().map(group_json).collect::<Vec<_>>(),
         });
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", render_check(&loaded, &args.root));
+        print!(
+            "{}",
+            render_check(&loaded, &args.root, args.dialects.hook_dialects)
+        );
     }
     Ok(if loaded.has_errors() {
         ExitCode::FAILURE
@@ -190,14 +207,53 @@ fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Reads named files directly (they are the user's own files, not a sandbox tree).
-fn load_files(files: &[PathBuf]) -> anyhow::Result<Loaded> {
+/// The dialect of a named file, from its path (`.claude/settings.json` → claude-code, …);
+/// anything else is hookbox's own format.
+fn dialect_of(path: &std::path::Path) -> Dialect {
+    let text = path.to_string_lossy();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if text.contains(".claude/") {
+        Dialect::ClaudeCode
+    } else if text.contains(".gemini/") {
+        Dialect::GeminiCli
+    } else if text.contains(".codex/") {
+        Dialect::Codex
+    } else if text.contains(".cursor/") {
+        Dialect::Cursor
+    } else if text.contains(".github/hooks/") && name.ends_with(".json") {
+        Dialect::Copilot
+    } else {
+        Dialect::Agents
+    }
+}
+
+/// Reads named files directly (they are the user's own files, not a sandbox tree). A vendor
+/// file (by its path) is read in its dialect when that dialect is enabled.
+fn load_files(files: &[PathBuf], dialects: DialectSet) -> anyhow::Result<Loaded> {
     let mut loaded = Loaded::default();
     let mut groups = Vec::new();
     for path in files {
         let bytes =
             std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
         let label = path.display().to_string();
+        let dialect = dialect_of(path);
+        if dialect != Dialect::Agents {
+            if !dialects.contains(dialect) {
+                bail!(
+                    "{label} is a {dialect} hooks file; pass --hook-dialects {dialect} to check it"
+                );
+            }
+            let (group, diagnostics) = hookbox_hooks::dialect::load::parse(dialect, &label, &bytes);
+            loaded.diagnostics.extend(diagnostics);
+            if let Some(group) = group {
+                groups.push(group);
+            }
+            loaded.files.push(label);
+            continue;
+        }
         let (mut file_groups, diagnostics) = hookbox_hooks::config::parse(&label, &bytes);
         groups.append(&mut file_groups);
         loaded.diagnostics.extend(diagnostics);
@@ -207,8 +263,20 @@ fn load_files(files: &[PathBuf]) -> anyhow::Result<Loaded> {
     Ok(loaded)
 }
 
-fn render_check(loaded: &Loaded, root: &std::path::Path) -> String {
+fn render_check(loaded: &Loaded, root: &std::path::Path, dialects: DialectSet) -> String {
     let mut out = String::new();
+    if !dialects.is_empty() {
+        let _ = writeln!(out, "hook dialects: {dialects}");
+        let _ = writeln!(
+            out,
+            "active files: {}",
+            if loaded.files.is_empty() {
+                "none".to_owned()
+            } else {
+                loaded.files.join(", ")
+            }
+        );
+    }
     if loaded.files.is_empty() && loaded.diagnostics.is_empty() {
         let _ = writeln!(
             out,
@@ -247,6 +315,18 @@ fn render_group(out: &mut String, group: &Group) {
     let _ = writeln!(out, "  {}{state}", group.name);
     for event in HookEvent::ALL {
         for rule in group.rules(event) {
+            if let Some(v) = &rule.vendor {
+                let _ = writeln!(
+                    out,
+                    "    {}[{}] ({}) matcher {:?} → {event}",
+                    v.event_name,
+                    rule.index,
+                    v.dialect,
+                    v.matcher.pattern()
+                );
+                render_handlers(out, rule);
+                continue;
+            }
             let tools: Vec<&str> = rule
                 .matcher
                 .matched_tools()
@@ -274,18 +354,75 @@ fn render_group(out: &mut String, group: &Group) {
                 rule.index,
                 matcher_pattern(&rule.matcher)
             );
+            render_handlers(out, rule);
+        }
+    }
+}
+
+fn render_handlers(out: &mut String, rule: &hookbox_hooks::config::Rule) {
+    for h in &rule.handlers {
+        let closed = match h.on_failure {
+            hookbox_hooks::OnFailure::Deny => ", fails closed",
+            hookbox_hooks::OnFailure::Allow => "",
+        };
+        let _ = writeln!(
+            out,
+            "      [{}] {} {:?} (timeout {} s{closed})",
+            h.index,
+            h.kind.type_name(),
+            h.kind.target(),
+            h.timeout.as_secs_f64()
+        );
+    }
+}
+
+/// Copilot's trap: a `preToolUse` script that exits 2 to deny. Copilot only warns on exit 2,
+/// so such a gate never denies. Reads the command line and the scripts it names (paths under
+/// --root, as the sandbox sees them).
+fn vendor_script_traps(root: &RootDir, loaded: &Loaded) -> Vec<Diagnostic> {
+    let mut found = Vec::new();
+    for group in &loaded.config.groups {
+        for rule in &group.pre_tool_execution {
+            let Some(v) = &rule.vendor else { continue };
+            if v.dialect != Dialect::Copilot {
+                continue;
+            }
             for h in &rule.handlers {
-                let _ = writeln!(
-                    out,
-                    "      [{}] {} {:?} (timeout {} s)",
-                    h.index,
-                    h.kind.type_name(),
-                    h.kind.target(),
-                    h.timeout.as_secs_f64()
-                );
+                let HandlerKind::Command { command } = &h.kind else {
+                    continue;
+                };
+                let mut texts = vec![command.clone()];
+                for word in command.split_whitespace() {
+                    let word = word.trim_matches(['"', '\'']);
+                    let path = if word.starts_with('/') {
+                        word.to_owned()
+                    } else if word.contains('/') || word.ends_with(".sh") || word.ends_with(".py") {
+                        format!("/workspace/{}", word.trim_start_matches("./"))
+                    } else {
+                        continue;
+                    };
+                    if let Ok(bytes) = root.read_file(&path, 256 * 1024) {
+                        texts.push(String::from_utf8_lossy(&bytes).into_owned());
+                    }
+                }
+                if texts.iter().any(|t| exits_two(t)) {
+                    found.push(Diagnostic {
+                        severity: Severity::Error,
+                        file: group.file.clone(),
+                        path: format!("$.hooks.{}[{}]", v.event_name, rule.index),
+                        message: "this Copilot hook exits 2 to deny, but Copilot only warns on exit 2 and the call proceeds (hookbox reads it as Copilot does): the gate is gone; print {\"permissionDecision\":\"deny\",\"permissionDecisionReason\":\"...\"} instead".to_owned(),
+                    });
+                }
             }
         }
     }
+    found
+}
+
+fn exits_two(text: &str) -> bool {
+    ["exit 2", "sys.exit(2)", "process.exit(2)", "exit(2)"]
+        .iter()
+        .any(|needle| text.contains(needle))
 }
 
 fn matcher_pattern(m: &hookbox_hooks::matcher::Matcher) -> &str {
@@ -302,7 +439,7 @@ fn group_json(group: &Group) -> serde_json::Value {
             .rules(event)
             .iter()
             .map(|r| {
-                serde_json::json!({
+                let mut rule = serde_json::json!({
                     "index": r.index,
                     "matcher": matcher_pattern(&r.matcher),
                     "tools": r.matcher.matched_tools(),
@@ -313,10 +450,17 @@ fn group_json(group: &Group) -> serde_json::Value {
                         "timeout_s": h.timeout.as_secs_f64(),
                         "headers": match &h.kind {
                             HandlerKind::Http { headers, .. } => headers.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(),
-                            HandlerKind::Command { .. } => Vec::new(),
+                            HandlerKind::Command { .. } | HandlerKind::Unsupported { .. } => Vec::new(),
                         },
                     })).collect::<Vec<_>>(),
-                })
+                });
+                if let Some(v) = &r.vendor {
+                    rule["dialect"] = serde_json::json!(v.dialect);
+                    rule["vendor_event"] = serde_json::json!(v.event_name);
+                    rule["matcher"] = serde_json::json!(v.matcher.pattern());
+                    rule["tools"] = serde_json::json!([]);
+                }
+                rule
             })
             .collect()
     };
@@ -349,8 +493,15 @@ fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
     if !call_args.is_object() {
         bail!("--args must be a JSON object, like '{{\"path\": \"/workspace/a.txt\"}}'");
     }
-    if args.error.is_some() && args.event != EventArg::Post {
+    let (event, vendor_event) = resolve_event(&args.event, args.dialects.hook_dialects)?;
+    if args.error.is_some() && event != HookEvent::PostToolExecution {
         bail!("--error only applies to --event post");
+    }
+    if event.is_tool_event() && args.tool.is_none() {
+        bail!("--event {} needs --tool", args.event);
+    }
+    if event == HookEvent::PreInteraction && args.input.is_none() {
+        bail!("--event {} needs --input", args.event);
     }
     let root = RootDir::open(&args.root)
         .with_context(|| format!("cannot use {} as the sandbox root", args.root.display()))?;
@@ -362,8 +513,12 @@ fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    let loaded = hookbox_hooks::load_from_root(&root);
-    // Required by clap for the tool events; unused by the interaction events.
+    let mut loaded =
+        hookbox_hooks::discover::load_with_dialects(&root, args.dialects.hook_dialects);
+    if let Some((dialect, name)) = &vendor_event {
+        loaded.config = Arc::new(only_vendor_event(&loaded.config, *dialect, name));
+    }
+    // Checked above for the tool events; unused by the interaction events.
     let call = ToolCall {
         name: args.tool.unwrap_or(ToolName::CodeExecution),
         args: call_args,
@@ -398,13 +553,13 @@ fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
         .build()
         .context("cannot start the async runtime")?;
     let dispatch = runtime.block_on(async {
-        match args.event {
-            EventArg::Pre => {
+        match event {
+            HookEvent::PreToolExecution => {
                 engine
                     .pre_tool(&loaded.config, &call, &args.environment_id)
                     .await
             }
-            EventArg::Post => {
+            HookEvent::PostToolExecution => {
                 engine
                     .post_tool(
                         &loaded.config,
@@ -414,12 +569,12 @@ fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
                     )
                     .await
             }
-            EventArg::PreInteraction => {
+            HookEvent::PreInteraction => {
                 engine
                     .interaction(&loaded.config, &interaction(HookEvent::PreInteraction))
                     .await
             }
-            EventArg::PostInteraction => {
+            HookEvent::PostInteraction => {
                 engine
                     .interaction(&loaded.config, &interaction(HookEvent::PostInteraction))
                     .await
@@ -445,6 +600,82 @@ fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// `--event`: hookbox's four events by their short names, or a vendor's event by its own name
+/// in one of the enabled dialects (then only that event's hooks run).
+fn resolve_event(
+    name: &str,
+    dialects: DialectSet,
+) -> anyhow::Result<(HookEvent, Option<(Dialect, String)>)> {
+    use hookbox_hooks::dialect::events::{self, EventMeaning};
+    let own = match name {
+        "pre" | "pre_tool_execution" => Some(HookEvent::PreToolExecution),
+        "post" | "post_tool_execution" => Some(HookEvent::PostToolExecution),
+        "pre-interaction" | "pre_interaction" => Some(HookEvent::PreInteraction),
+        "post-interaction" | "post_interaction" => Some(HookEvent::PostInteraction),
+        _ => None,
+    };
+    if let Some(event) = own {
+        return Ok((event, None));
+    }
+    let mut inactive = Vec::new();
+    for dialect in dialects.iter() {
+        match events::meaning(dialect, name) {
+            EventMeaning::Active { event, .. } => {
+                return Ok((event, Some((dialect, name.to_owned()))));
+            }
+            EventMeaning::Inactive => inactive.push(dialect.as_str()),
+            EventMeaning::Unknown => {}
+        }
+    }
+    if !inactive.is_empty() {
+        bail!(
+            "{name} ({}) is inactive in hookbox: hookbox never emits it, so its hooks never run",
+            inactive.join(", ")
+        );
+    }
+    let owners: Vec<&str> = Dialect::VENDORS
+        .into_iter()
+        .filter(|d| events::meaning(*d, name) != EventMeaning::Unknown)
+        .map(Dialect::as_str)
+        .collect();
+    if owners.is_empty() {
+        bail!(
+            "unknown --event {name:?}: expected pre, post, pre-interaction, post-interaction, or a vendor event such as PreToolUse or BeforeTool"
+        );
+    }
+    bail!(
+        "{name} is a {} event; enable it with --hook-dialects {}",
+        owners.join(" / "),
+        owners.join(",")
+    )
+}
+
+/// The configuration with only the rules of `dialect`'s event `name` (Copilot's two spellings
+/// of one event are the same event).
+fn only_vendor_event(config: &HooksConfig, dialect: Dialect, name: &str) -> HooksConfig {
+    use hookbox_hooks::dialect::events;
+    let canonical = |n: &str| events::lookup(dialect, n).map(|(info, _)| info.name);
+    let wanted = canonical(name);
+    let mut groups = Vec::new();
+    for group in &config.groups {
+        let mut g = group.clone();
+        for rules in [
+            &mut g.pre_tool_execution,
+            &mut g.post_tool_execution,
+            &mut g.pre_interaction,
+            &mut g.post_interaction,
+        ] {
+            rules.retain(|r| {
+                r.vendor
+                    .as_ref()
+                    .is_some_and(|v| v.dialect == dialect && canonical(&v.event_name) == wanted)
+            });
+        }
+        groups.push(g);
+    }
+    HooksConfig { groups }
 }
 
 fn render_dispatch(loaded: &Loaded, dispatch: &Dispatch) -> String {
@@ -485,9 +716,23 @@ fn render_dispatch(loaded: &Loaded, dispatch: &Dispatch) -> String {
             }
             Outcome::Completed => "completed".to_owned(),
             Outcome::Failed { failure } => format!("failed: {failure}"),
+            Outcome::Skipped if t.vendor.is_some() => "skipped".to_owned(),
             Outcome::Skipped => "skipped: an earlier handler denied".to_owned(),
             Outcome::Disabled => "skipped: group disabled".to_owned(),
         };
+        if let Some(v) = &t.vendor {
+            let tool = v
+                .tool_name
+                .as_deref()
+                .map(|n| format!(" {n}"))
+                .unwrap_or_default();
+            let chunk = v.chunk.map(|c| format!(" chunk {c}")).unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "    {} {} ({}){tool}{chunk}: {}",
+                v.dialect, v.event, t.file, v.meaning
+            );
+        }
         let _ = writeln!(out, "    → {detail} ({} ms)", t.duration_ms);
         if let Some(warning) = &t.warning {
             let _ = writeln!(out, "    warning: {warning}");

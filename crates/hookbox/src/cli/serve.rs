@@ -180,6 +180,11 @@ pub struct ServeArgs {
     /// time on every interaction that changed files.
     #[arg(long, requires = "snapshot_store")]
     pub checkpoint_wait: bool,
+    /// Also run other agent CLIs' project hooks files in every environment, as their own CLI
+    /// would: a comma-separated list of claude-code, gemini-cli, codex, cursor, copilot, or
+    /// `all`. Default: none (an environment's `.claude/settings.json` and the like are ignored).
+    #[arg(long = "hook-dialects", value_name = "LIST|all", env = "HOOKBOX_HOOK_DIALECTS", default_value = "", hide_default_value = true, value_parser = super::hooks::parse_dialects)]
+    pub hook_dialects: hookbox_hooks::dialect::DialectSet,
     /// With --snapshot-store: evict closed, fully uploaded environments from the local disk,
     /// least recently used first, while local copies take more than BYTES (they are restored
     /// on next use). Environments with changes not yet uploaded are never evicted.
@@ -489,7 +494,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         },
     );
     let environments = Environments::open(&data_dir, sandbox, egress)
-        .with_context(|| format!("cannot open the environments in {}", data_dir.display()))?;
+        .with_context(|| format!("cannot open the environments in {}", data_dir.display()))?
+        .with_hook_dialects(args.hook_dialects);
+    if !args.hook_dialects.is_empty() {
+        tracing::info!(dialects = %args.hook_dialects, "vendor hooks files are read in every environment");
+    }
     let snapshots = match &args.snapshot_store {
         Some(url) => Some(
             open_snapshots(

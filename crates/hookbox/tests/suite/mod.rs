@@ -13,3 +13,4 @@ mod postgres_cli;
 mod serve_cli;
 mod support;
 mod telemetry_cli;
+mod vendor_hooks_cli;

@@ -1,0 +1,1118 @@
+//! Discovery and parsing of vendor hooks files into the engine's own rules.
+//!
+//! Files, per enabled dialect, at the sandbox root `/` then at `/workspace` (the user-level and
+//! managed files of those CLIs do not exist in an environment):
+//!
+//! | dialect | files |
+//! |---|---|
+//! | `claude-code` | `.claude/settings.json`, `.claude/settings.local.json` |
+//! | `gemini-cli` | `.gemini/settings.json` |
+//! | `codex` | `.codex/hooks.json`, `.codex/config.toml` (`[hooks]`) |
+//! | `cursor` | `.cursor/hooks.json` |
+//! | `copilot` | `.github/hooks/*.json` (by name) |
+//!
+//! Order: hookbox's own files first, then the dialects in [`Dialect::ALL`] order, each at `/`
+//! then `/workspace`, files in the order of the table. Each file becomes one group named after
+//! its dialect; each vendor event entry a [`Rule`] whose [`VendorRule`] carries the dialect,
+//! the event as written, when it fires and the vendor's matcher with the vendor's semantics.
+//! Timeouts are converted from the vendor's unit with the vendor's default.
+//!
+//! Matchers, as each vendor compiles them (`regex` crate; a pattern only JavaScript compiles —
+//! lookaround, backreferences — is an error, and matches nothing, as a broken hookbox matcher):
+//! - Claude Code, Cursor: `""`, `"*"`, absent → all; only `[A-Za-z0-9_\- ,|]` → exact names
+//!   split on `|` and `,`; otherwise an **unanchored** regular expression;
+//! - Gemini CLI: tool events: unanchored regular expression, an invalid one is an exact name;
+//! - Codex: only `[A-Za-z0-9_|]` → exact names, otherwise unanchored; `Edit`/`Write` match
+//!   `apply_patch`;
+//! - Copilot: anchored `^(?:m)$`; an invalid one skips the entry.
+//!
+//! Events whose matcher the vendor ignores (prompt, stop) match every call here too.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hookbox_protocol::HookEvent;
+use hookbox_rootfs::{RootDir, RootFsError};
+use serde_json::{Map, Value};
+
+use super::events::{self, EventInfo, Fires, PayloadStyle};
+use super::tools::matcher_aliases;
+use super::{Dialect, DialectSet};
+use crate::config::{Group, Handler, HandlerKind, MAX_TIMEOUT, OnFailure, Rule};
+use crate::diagnostic::{Diagnostic, JsonPath, Severity, describe};
+use crate::discover::MAX_HOOKS_FILE_SIZE;
+use crate::matcher::Matcher;
+
+/// What a rule from a vendor file needs beyond hookbox's own rule.
+#[derive(Debug, Clone)]
+pub struct VendorRule {
+    pub dialect: Dialect,
+    /// The vendor's event as written in the file.
+    pub event_name: String,
+    /// When, within the hookbox event, it fires.
+    pub fires: Fires,
+    pub style: PayloadStyle,
+    pub matcher: VendorMatcher,
+    /// Extra environment variables of the handler (Copilot's `env`).
+    pub env: Vec<(String, String)>,
+    /// Working directory of the handler relative to the project (Copilot's `cwd`).
+    pub cwd: Option<String>,
+}
+
+/// A vendor matcher, compiled with the vendor's semantics.
+#[derive(Debug, Clone)]
+pub enum VendorMatcher {
+    All,
+    /// Exact tool names.
+    Names(Vec<String>),
+    Regex {
+        pattern: String,
+        regex: regex::Regex,
+        anchored: bool,
+    },
+    /// Does not compile here: matches nothing.
+    Invalid {
+        pattern: String,
+        error: String,
+    },
+}
+
+const REGEX_SIZE_LIMIT: usize = 1 << 20;
+const MAX_PATTERN_LEN: usize = 4096;
+
+impl VendorMatcher {
+    /// Compiles `pattern` (absent = `None`) as `dialect` does for an event that
+    /// `takes_matcher`.
+    pub fn new(dialect: Dialect, pattern: Option<&str>, takes_matcher: bool) -> VendorMatcher {
+        let Some(pattern) = pattern else {
+            return VendorMatcher::All;
+        };
+        if !takes_matcher || matches!(pattern, "" | "*") {
+            return VendorMatcher::All;
+        }
+        if pattern.len() > MAX_PATTERN_LEN {
+            return VendorMatcher::Invalid {
+                pattern: pattern.chars().take(64).collect(),
+                error: format!("pattern is longer than {MAX_PATTERN_LEN} bytes"),
+            };
+        }
+        let names = || {
+            VendorMatcher::Names(
+                pattern
+                    .split(['|', ','])
+                    .map(str::trim)
+                    .filter(|n| !n.is_empty())
+                    .map(str::to_owned)
+                    .collect(),
+            )
+        };
+        let simple = |extra: &[char]| {
+            pattern
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '|' || extra.contains(&c))
+        };
+        let compile = |anchored: bool| {
+            let source = if anchored {
+                format!("^(?:{pattern})$")
+            } else {
+                pattern.to_owned()
+            };
+            regex::RegexBuilder::new(&source)
+                .size_limit(REGEX_SIZE_LIMIT)
+                .dfa_size_limit(REGEX_SIZE_LIMIT)
+                .build()
+                .map(|regex| VendorMatcher::Regex {
+                    pattern: pattern.to_owned(),
+                    regex,
+                    anchored,
+                })
+                .map_err(|e| VendorMatcher::Invalid {
+                    pattern: pattern.to_owned(),
+                    error: regex_error(&e),
+                })
+        };
+        match dialect {
+            Dialect::ClaudeCode | Dialect::Cursor if simple(&['-', ' ', ',']) => names(),
+            Dialect::Codex if simple(&[]) => names(),
+            Dialect::ClaudeCode | Dialect::Cursor | Dialect::Codex => {
+                compile(false).unwrap_or_else(|invalid| invalid)
+            }
+            // Gemini: an expression that does not compile is compared as an exact name.
+            Dialect::GeminiCli => {
+                compile(false).unwrap_or_else(|_| VendorMatcher::Names(vec![pattern.to_owned()]))
+            }
+            Dialect::Copilot | Dialect::Agents => compile(true).unwrap_or_else(|invalid| invalid),
+        }
+    }
+
+    /// Whether it matches the vendor tool `tool_name` (with the vendor's aliases: Codex's
+    /// `Edit`/`Write` match `apply_patch`).
+    pub fn matches(&self, dialect: Dialect, tool_name: &str) -> bool {
+        let one = |name: &str| match self {
+            VendorMatcher::All => true,
+            VendorMatcher::Names(names) => names.iter().any(|n| n == name),
+            VendorMatcher::Regex { regex, .. } => regex.is_match(name),
+            VendorMatcher::Invalid { .. } => false,
+        };
+        one(tool_name)
+            || matcher_aliases(dialect, tool_name)
+                .iter()
+                .any(|alias| one(alias))
+    }
+
+    /// The pattern as written (`*` for all).
+    pub fn pattern(&self) -> String {
+        match self {
+            VendorMatcher::All => "*".to_owned(),
+            VendorMatcher::Names(names) => names.join("|"),
+            VendorMatcher::Regex { pattern, .. } | VendorMatcher::Invalid { pattern, .. } => {
+                pattern.clone()
+            }
+        }
+    }
+}
+
+fn regex_error(err: &regex::Error) -> String {
+    match err {
+        regex::Error::Syntax(text) => text
+            .lines()
+            .rev()
+            .find(|l| l.starts_with("error:"))
+            .map(|l| l.trim_start_matches("error:").trim().to_owned())
+            .unwrap_or_else(|| text.clone()),
+        other => other.to_string(),
+    }
+}
+
+/// The tool names a dialect's own CLI has (what its users' matchers name).
+pub fn known_tools(dialect: Dialect) -> &'static [&'static str] {
+    match dialect {
+        Dialect::ClaudeCode => &[
+            "Bash",
+            "Read",
+            "Write",
+            "Edit",
+            "MultiEdit",
+            "NotebookEdit",
+            "NotebookRead",
+            "Glob",
+            "Grep",
+            "LS",
+            "WebFetch",
+            "WebSearch",
+            "Agent",
+            "Task",
+            "TodoWrite",
+            "BashOutput",
+            "KillShell",
+            "ExitPlanMode",
+        ],
+        Dialect::Codex => &["Bash", "apply_patch", "Edit", "Write", "Read", "LS"],
+        Dialect::GeminiCli => &[
+            "run_shell_command",
+            "read_file",
+            "read_many_files",
+            "write_file",
+            "replace",
+            "list_directory",
+            "glob",
+            "grep_search",
+            "google_web_search",
+            "web_fetch",
+            "save_memory",
+            "write_todos",
+        ],
+        Dialect::Cursor => &["Shell", "Read", "Write", "Grep", "Delete", "Task", "LS"],
+        Dialect::Copilot => &[
+            "bash",
+            "powershell",
+            "view",
+            "create",
+            "edit",
+            "glob",
+            "grep",
+            "task",
+            "web_fetch",
+            "ask_user",
+        ],
+        Dialect::Agents => &[],
+    }
+}
+
+/// The tool names hookbox shows a dialect's hooks (see [`super::tools`]).
+pub fn emitted_tools(dialect: Dialect) -> &'static [&'static str] {
+    match dialect {
+        Dialect::ClaudeCode => &["Bash", "Read", "Write", "Edit", "LS"],
+        Dialect::Codex => &["Bash", "apply_patch", "Read", "LS"],
+        Dialect::GeminiCli => &[
+            "run_shell_command",
+            "read_file",
+            "write_file",
+            "replace",
+            "list_directory",
+        ],
+        Dialect::Cursor => &["Shell", "Read", "Write", "Delete", "LS"],
+        Dialect::Copilot => &["bash", "view", "create", "edit"],
+        Dialect::Agents => &[],
+    }
+}
+
+/// Whether a matcher name reaches an emitted tool through the vendor's aliases (Codex's `Edit`
+/// and `Write` match `apply_patch`).
+fn matcher_alias_target(dialect: Dialect, name: &str) -> bool {
+    emitted_tools(dialect)
+        .iter()
+        .any(|t| matcher_aliases(dialect, t).contains(&name))
+}
+
+/// Whether a pattern uses what only JavaScript's regular expressions have (lookaround,
+/// backreferences, named backreferences).
+pub fn js_only(pattern: &str) -> bool {
+    ["(?=", "(?!", "(?<=", "(?<!", "\\k<"]
+        .iter()
+        .any(|s| pattern.contains(s))
+        || pattern
+            .as_bytes()
+            .windows(2)
+            .any(|w| w[0] == b'\\' && (b'1'..=b'9').contains(&w[1]))
+}
+
+/// The files of `dialect` under one base directory (`/` or `/workspace`), in read order.
+pub fn candidate_files(root: &RootDir, dialect: Dialect, base: &str) -> Vec<String> {
+    let at = |rel: &str| format!("{}/{rel}", base.trim_end_matches('/'));
+    match dialect {
+        Dialect::Agents => vec![at(".agents/hooks.json")],
+        Dialect::ClaudeCode => vec![
+            at(".claude/settings.json"),
+            at(".claude/settings.local.json"),
+        ],
+        Dialect::GeminiCli => vec![at(".gemini/settings.json")],
+        Dialect::Codex => vec![at(".codex/hooks.json"), at(".codex/config.toml")],
+        Dialect::Cursor => vec![at(".cursor/hooks.json")],
+        Dialect::Copilot => {
+            let dir = at(".github/hooks");
+            let mut names: Vec<String> = root
+                .list_dir(&dir)
+                .map(|entries| {
+                    entries
+                        .into_iter()
+                        .filter(|e| e.name.ends_with(".json"))
+                        .map(|e| e.name)
+                        .collect()
+                })
+                .unwrap_or_default();
+            names.sort();
+            names.into_iter().map(|n| format!("{dir}/{n}")).collect()
+        }
+    }
+}
+
+/// Where vendor files are looked for.
+pub const BASES: [&str; 2] = ["/", "/workspace"];
+
+/// Reads and parses the files of every dialect in `dialects`, in the documented order.
+/// Returns the groups, the files found and the diagnostics.
+pub fn load(root: &RootDir, dialects: DialectSet) -> (Vec<Group>, Vec<String>, Vec<Diagnostic>) {
+    let mut groups = Vec::new();
+    let mut files = Vec::new();
+    let mut diagnostics = Vec::new();
+    for dialect in dialects.iter() {
+        for base in BASES {
+            for file in candidate_files(root, dialect, base) {
+                let bytes = match root.read_file(&file, MAX_HOOKS_FILE_SIZE) {
+                    Ok(bytes) => bytes,
+                    Err(RootFsError::NotFound { .. }) => continue,
+                    Err(err) => {
+                        diagnostics.push(Diagnostic {
+                            severity: Severity::Error,
+                            file: file.clone(),
+                            path: "$".into(),
+                            message: format!("cannot read the hooks file: {err}; file ignored"),
+                        });
+                        continue;
+                    }
+                };
+                let (group, diags) = parse(dialect, &file, &bytes);
+                diagnostics.extend(diags);
+                if let Some(group) = group {
+                    files.push(file);
+                    groups.push(group);
+                }
+            }
+        }
+    }
+    (groups, files, diagnostics)
+}
+
+/// Parses one vendor file. `None` when it holds no hooks at all (a Claude settings file with
+/// only permissions is not a hooks file).
+pub fn parse(dialect: Dialect, file: &str, bytes: &[u8]) -> (Option<Group>, Vec<Diagnostic>) {
+    let mut p = VendorParser {
+        dialect,
+        file,
+        diagnostics: Vec::new(),
+    };
+    let group = p.file(bytes);
+    (group, p.diagnostics)
+}
+
+struct VendorParser<'a> {
+    dialect: Dialect,
+    file: &'a str,
+    diagnostics: Vec<Diagnostic>,
+}
+
+impl VendorParser<'_> {
+    fn report(&mut self, severity: Severity, path: &JsonPath, message: impl Into<String>) {
+        self.diagnostics.push(Diagnostic {
+            severity,
+            file: self.file.to_owned(),
+            path: path.as_str().to_owned(),
+            message: message.into(),
+        });
+    }
+
+    fn file(&mut self, bytes: &[u8]) -> Option<Group> {
+        let root = JsonPath::root();
+        let value: Value = if self.file.ends_with(".toml") {
+            let text = match std::str::from_utf8(bytes) {
+                Ok(text) => text,
+                Err(_) => {
+                    self.report(
+                        Severity::Error,
+                        &root,
+                        "not UTF-8 text; the whole file is ignored",
+                    );
+                    return None;
+                }
+            };
+            match toml::from_str::<toml::Value>(text) {
+                Ok(v) => serde_json::to_value(v).unwrap_or_default(),
+                Err(err) => {
+                    let first = err
+                        .to_string()
+                        .lines()
+                        .next()
+                        .unwrap_or_default()
+                        .to_owned();
+                    self.report(
+                        Severity::Error,
+                        &root,
+                        format!("not valid TOML: {first}; the whole file is ignored"),
+                    );
+                    return None;
+                }
+            }
+        } else {
+            match serde_json::from_slice(bytes) {
+                Ok(v) => v,
+                Err(err) => {
+                    self.report(
+                        Severity::Error,
+                        &root,
+                        format!("not valid JSON: {err}; the whole file is ignored"),
+                    );
+                    return None;
+                }
+            }
+        };
+        let Value::Object(top) = value else {
+            self.report(
+                Severity::Error,
+                &root,
+                format!(
+                    "expected an object, found {}; the whole file is ignored",
+                    describe(&value)
+                ),
+            );
+            return None;
+        };
+        let hooks = match top.get("hooks") {
+            None => return None,
+            Some(Value::Object(hooks)) => hooks,
+            Some(other) => {
+                self.report(
+                    Severity::Error,
+                    &root.key("hooks"),
+                    format!(
+                        "expected an object of events, found {}; the whole file is ignored",
+                        describe(other)
+                    ),
+                );
+                return None;
+            }
+        };
+        let mut enabled = true;
+        let mut disabled_names: Vec<String> = Vec::new();
+        match self.dialect {
+            Dialect::ClaudeCode | Dialect::Copilot => {
+                if top.get("disableAllHooks") == Some(&Value::Bool(true)) {
+                    self.report(
+                        Severity::Warning,
+                        &root.key("disableAllHooks"),
+                        "disableAllHooks is true: every hook of this file is off",
+                    );
+                    enabled = false;
+                }
+            }
+            Dialect::GeminiCli => {
+                if let Some(Value::Object(cfg)) = top.get("hooksConfig") {
+                    if cfg.get("enabled") == Some(&Value::Bool(false)) {
+                        self.report(
+                            Severity::Warning,
+                            &root.key("hooksConfig").key("enabled"),
+                            "hooksConfig.enabled is false: every hook of this file is off",
+                        );
+                        enabled = false;
+                    }
+                    if let Some(Value::Array(names)) = cfg.get("disabled") {
+                        disabled_names = names
+                            .iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_owned)
+                            .collect();
+                    }
+                }
+            }
+            Dialect::Codex | Dialect::Cursor | Dialect::Agents => {}
+        }
+        let mut group = Group {
+            name: self.dialect.as_str().to_owned(),
+            file: self.file.to_owned(),
+            enabled,
+            pre_tool_execution: Vec::new(),
+            post_tool_execution: Vec::new(),
+            pre_interaction: Vec::new(),
+            post_interaction: Vec::new(),
+        };
+        let hooks_path = root.key("hooks");
+        for (name, entries) in hooks {
+            let path = hooks_path.key(name);
+            let Some((info, style)) = events::lookup(self.dialect, name) else {
+                self.report(
+                    Severity::Warning,
+                    &path,
+                    format!(
+                        "{name:?} is not a {} event hookbox knows; it never runs here",
+                        self.dialect
+                    ),
+                );
+                continue;
+            };
+            let Some(event) = info.event else {
+                self.report(Severity::Warning, &path, format!("{name} is inactive in hookbox (it has no {name} moment); its hooks never run here"));
+                continue;
+            };
+            let Value::Array(entries) = entries else {
+                self.report(
+                    Severity::Error,
+                    &path,
+                    format!(
+                        "expected an array, found {}; event skipped",
+                        describe(entries)
+                    ),
+                );
+                continue;
+            };
+            for (i, entry) in entries.iter().enumerate() {
+                let rule = match self.dialect {
+                    Dialect::Cursor | Dialect::Copilot => {
+                        self.flat_entry(&path.index(i), i, entry, name, info, style, event)
+                    }
+                    _ => self.nested_entry(
+                        &path.index(i),
+                        i,
+                        entry,
+                        name,
+                        info,
+                        style,
+                        event,
+                        &disabled_names,
+                    ),
+                };
+                if let Some(rule) = rule {
+                    match event {
+                        HookEvent::PreToolExecution => group.pre_tool_execution.push(rule),
+                        HookEvent::PostToolExecution => group.post_tool_execution.push(rule),
+                        HookEvent::PreInteraction => group.pre_interaction.push(rule),
+                        HookEvent::PostInteraction => group.post_interaction.push(rule),
+                    }
+                }
+            }
+        }
+        Some(group)
+    }
+
+    fn vendor_matcher(
+        &mut self,
+        path: &JsonPath,
+        value: Option<&Value>,
+        name: &str,
+        info: EventInfo,
+    ) -> Option<VendorMatcher> {
+        let pattern = match value {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.as_str()),
+            Some(other) => {
+                self.report(
+                    Severity::Error,
+                    path,
+                    format!(
+                        "expected a string, found {}; entry skipped",
+                        describe(other)
+                    ),
+                );
+                return None;
+            }
+        };
+        if let Some(p) = pattern
+            && !info.takes_matcher
+            && !matches!(p, "" | "*")
+        {
+            self.report(
+                Severity::Warning,
+                path,
+                format!(
+                    "{name} ignores matchers: {p:?} has no effect, the hooks run on every {name}"
+                ),
+            );
+        }
+        let matcher = VendorMatcher::new(self.dialect, pattern, info.takes_matcher);
+        if info.takes_matcher && info.fires != Fires::ForMcp {
+            self.tool_traps(path, &matcher);
+        }
+        if let VendorMatcher::Invalid { pattern, error } = &matcher {
+            let why = if js_only(pattern) {
+                format!(
+                    "{pattern:?} is a regular expression only JavaScript compiles (lookaround or backreference); hookbox cannot match it, so this gate never runs here ({error})"
+                )
+            } else {
+                format!("invalid regular expression {pattern:?} ({error}); the entry never runs")
+            };
+            self.report(Severity::Error, path, why);
+        }
+        Some(matcher)
+    }
+
+    /// The traps of a tool matcher: an unanchored expression that also matches other tools of
+    /// the vendor (`Edit.*` → `NotebookEdit`), and names hookbox never shows this dialect.
+    fn tool_traps(&mut self, path: &JsonPath, matcher: &VendorMatcher) {
+        let known = known_tools(self.dialect);
+        let emitted = emitted_tools(self.dialect);
+        match matcher {
+            VendorMatcher::Regex {
+                pattern,
+                regex,
+                anchored: false,
+            } => {
+                let Ok(anchored) = regex::Regex::new(&format!("^(?:{pattern})$")) else {
+                    return;
+                };
+                let extra: Vec<&str> = known
+                    .iter()
+                    .copied()
+                    .filter(|t| regex.is_match(t) && !anchored.is_match(t))
+                    .collect();
+                if !extra.is_empty() {
+                    self.report(Severity::Warning, path, format!("{} matchers are unanchored regular expressions: {pattern:?} also matches {}; anchor it (\"^(?:{pattern})$\") if that is not meant", self.dialect, extra.join(", ")));
+                }
+                if !emitted.iter().any(|t| regex.is_match(t)) && !pattern.starts_with("mcp") {
+                    self.report(Severity::Warning, path, format!("{pattern:?} matches no tool hookbox shows {} hooks ({}); the entry never runs here", self.dialect, emitted.join(", ")));
+                }
+            }
+            VendorMatcher::Names(names) => {
+                let never: Vec<&str> = names
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|n| {
+                        !emitted.contains(n)
+                            && !n.starts_with("mcp")
+                            && !n.starts_with("MCP")
+                            && !matcher_alias_target(self.dialect, n)
+                    })
+                    .collect();
+                if !never.is_empty() {
+                    self.report(Severity::Warning, path, format!("hookbox never calls {} for {} hooks (it shows them {}); those names never match here", never.join(", "), self.dialect, emitted.join(", ")));
+                }
+            }
+            VendorMatcher::Regex { .. } | VendorMatcher::All | VendorMatcher::Invalid { .. } => {}
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn nested_entry(
+        &mut self,
+        path: &JsonPath,
+        index: usize,
+        entry: &Value,
+        name: &str,
+        info: EventInfo,
+        style: PayloadStyle,
+        event: HookEvent,
+        disabled: &[String],
+    ) -> Option<Rule> {
+        let Value::Object(map) = entry else {
+            self.report(
+                Severity::Error,
+                path,
+                format!(
+                    "expected {{\"matcher\", \"hooks\"}}, found {}; entry skipped",
+                    describe(entry)
+                ),
+            );
+            return None;
+        };
+        let matcher = self.vendor_matcher(&path.key("matcher"), map.get("matcher"), name, info)?;
+        let Some(Value::Array(list)) = map.get("hooks") else {
+            self.report(
+                Severity::Error,
+                &path.key("hooks"),
+                "missing or not an array of handlers; entry skipped",
+            );
+            return None;
+        };
+        let mut handlers = Vec::new();
+        for (j, h) in list.iter().enumerate() {
+            let hp = path.key("hooks").index(j);
+            let Value::Object(hm) = h else {
+                self.report(
+                    Severity::Error,
+                    &hp,
+                    format!(
+                        "expected a handler object, found {}; handler skipped",
+                        describe(h)
+                    ),
+                );
+                continue;
+            };
+            if self.dialect == Dialect::GeminiCli
+                && let Some(hname) = hm.get("name").and_then(Value::as_str)
+                && disabled.iter().any(|d| d == hname)
+            {
+                self.report(
+                    Severity::Warning,
+                    &hp,
+                    format!("{hname:?} is in hooksConfig.disabled; it does not run"),
+                );
+                continue;
+            }
+            if let Some(handler) = self.handler(&hp, j, hm, name) {
+                handlers.push(handler);
+            }
+        }
+        Some(self.rule(
+            index,
+            matcher,
+            handlers,
+            name,
+            info,
+            style,
+            event,
+            Vec::new(),
+            None,
+        ))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn flat_entry(
+        &mut self,
+        path: &JsonPath,
+        index: usize,
+        entry: &Value,
+        name: &str,
+        info: EventInfo,
+        style: PayloadStyle,
+        event: HookEvent,
+    ) -> Option<Rule> {
+        let Value::Object(map) = entry else {
+            self.report(
+                Severity::Error,
+                path,
+                format!(
+                    "expected a hook object, found {}; entry skipped",
+                    describe(entry)
+                ),
+            );
+            return None;
+        };
+        let matcher = self.vendor_matcher(&path.key("matcher"), map.get("matcher"), name, info)?;
+        let handler = self.handler(path, 0, map, name)?;
+        let mut env = Vec::new();
+        let mut cwd = None;
+        if self.dialect == Dialect::Copilot {
+            if let Some(Value::Object(vars)) = map.get("env") {
+                for (k, v) in vars {
+                    let ok = !k.is_empty()
+                        && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                        && !k.as_bytes()[0].is_ascii_digit();
+                    match v.as_str() {
+                        Some(v) if ok => env.push((k.clone(), v.to_owned())),
+                        _ => self.report(
+                            Severity::Error,
+                            &path.key("env").key(k),
+                            "not a NAME: \"string\" variable; ignored",
+                        ),
+                    }
+                }
+            }
+            cwd = map.get("cwd").and_then(Value::as_str).map(str::to_owned);
+        }
+        Some(self.rule(
+            index,
+            matcher,
+            vec![handler],
+            name,
+            info,
+            style,
+            event,
+            env,
+            cwd,
+        ))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn rule(
+        &self,
+        index: usize,
+        matcher: VendorMatcher,
+        handlers: Vec<Handler>,
+        name: &str,
+        info: EventInfo,
+        style: PayloadStyle,
+        _event: HookEvent,
+        env: Vec<(String, String)>,
+        cwd: Option<String>,
+    ) -> Rule {
+        Rule {
+            index,
+            matcher: Matcher::All,
+            handlers,
+            vendor: Some(Arc::new(VendorRule {
+                dialect: self.dialect,
+                event_name: name.to_owned(),
+                fires: info.fires,
+                style,
+                matcher,
+                env,
+                cwd,
+            })),
+        }
+    }
+
+    fn handler(
+        &mut self,
+        path: &JsonPath,
+        index: usize,
+        map: &Map<String, Value>,
+        event_name: &str,
+    ) -> Option<Handler> {
+        let type_name = map.get("type").and_then(Value::as_str).unwrap_or("command");
+        let command = match self.dialect {
+            Dialect::Copilot => map.get("bash").or_else(|| map.get("command")),
+            _ => map.get("command"),
+        }
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+        let kind = match type_name {
+            "command" => match command {
+                Some(c) if !c.trim().is_empty() => HandlerKind::Command { command: c },
+                _ => {
+                    let key = if self.dialect == Dialect::Copilot {
+                        "bash"
+                    } else {
+                        "command"
+                    };
+                    self.report(
+                        Severity::Error,
+                        path,
+                        format!("missing \"{key}\"; handler skipped"),
+                    );
+                    return None;
+                }
+            },
+            "http" if matches!(self.dialect, Dialect::ClaudeCode | Dialect::Copilot) => {
+                let Some(url) = map.get("url").and_then(Value::as_str) else {
+                    self.report(Severity::Error, path, "missing \"url\"; handler skipped");
+                    return None;
+                };
+                let lower = url.to_ascii_lowercase();
+                if !(lower.starts_with("https://") || lower.starts_with("http://")) {
+                    self.report(
+                        Severity::Error,
+                        &path.key("url"),
+                        "expected an http:// or https:// URL; handler skipped",
+                    );
+                    return None;
+                }
+                let headers = match map.get("headers") {
+                    Some(Value::Object(h)) => h
+                        .iter()
+                        .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                HandlerKind::Http {
+                    url: url.to_owned(),
+                    headers,
+                }
+            }
+            other => {
+                let static_name = match other {
+                    "prompt" => "prompt",
+                    "agent" => "agent",
+                    "mcp_tool" => "mcp_tool",
+                    "http" => "http",
+                    _ => "unsupported",
+                };
+                self.report(Severity::Error, &path.key("type"), format!("{} handler type {other:?} cannot run in hookbox; it counts as a failure of the hook each time it would run (on_failure decides)", self.dialect));
+                HandlerKind::Unsupported {
+                    type_name: static_name,
+                    target: command
+                        .or_else(|| map.get("prompt").and_then(Value::as_str).map(str::to_owned))
+                        .unwrap_or_else(|| other.to_owned()),
+                }
+            }
+        };
+        if map.contains_key("if") {
+            self.report(Severity::Warning, &path.key("if"), "\"if\" conditions are not evaluated by hookbox: the handler runs on every call its matcher matches");
+        }
+        if map.get("async") == Some(&Value::Bool(true)) {
+            self.report(
+                Severity::Warning,
+                &path.key("async"),
+                "\"async\": true is run synchronously by hookbox; its answer counts",
+            );
+        }
+        let timeout = self.timeout(path, map, event_name);
+        let on_failure = match (self.dialect, map.get("failClosed")) {
+            (Dialect::Cursor, Some(Value::Bool(true))) => OnFailure::Deny,
+            _ => OnFailure::Allow,
+        };
+        Some(Handler {
+            index,
+            kind,
+            timeout,
+            on_failure,
+        })
+    }
+
+    fn timeout(&mut self, path: &JsonPath, map: &Map<String, Value>, event_name: &str) -> Duration {
+        let (key, millis_unit, default) = match self.dialect {
+            Dialect::GeminiCli => ("timeout", true, Duration::from_secs(60)),
+            Dialect::Copilot => ("timeoutSec", false, Duration::from_secs(30)),
+            Dialect::ClaudeCode if event_name == "UserPromptSubmit" => {
+                ("timeout", false, Duration::from_secs(30))
+            }
+            Dialect::ClaudeCode | Dialect::Codex => ("timeout", false, Duration::from_secs(600)),
+            Dialect::Cursor | Dialect::Agents => ("timeout", false, crate::config::DEFAULT_TIMEOUT),
+        };
+        let Some(value) = map.get(key) else {
+            return default.min(MAX_TIMEOUT);
+        };
+        let Some(n) = value.as_f64().filter(|n| *n > 0.0 && n.is_finite()) else {
+            self.report(
+                Severity::Error,
+                &path.key(key),
+                format!(
+                    "expected a positive number, found {}; the default ({} s) applies",
+                    describe(value),
+                    default.as_secs()
+                ),
+            );
+            return default.min(MAX_TIMEOUT);
+        };
+        if millis_unit && n < 1000.0 {
+            // A gate killed after a few milliseconds always times out, and a time-out lets the
+            // call through: the gate is gone.
+            let severity = match events::lookup(self.dialect, event_name).and_then(|(i, _)| i.event)
+            {
+                Some(e) if e.decides() => Severity::Error,
+                _ => Severity::Warning,
+            };
+            self.report(severity, &path.key(key), format!("Gemini CLI timeouts are milliseconds: {n} ms is probably meant as seconds (a file migrated from Claude Code?); the hook is killed after {n} ms, as Gemini would"));
+        }
+        let secs = if millis_unit { n / 1000.0 } else { n };
+        let d = Duration::from_secs_f64(secs.min(MAX_TIMEOUT.as_secs_f64()));
+        if secs > MAX_TIMEOUT.as_secs_f64() {
+            self.report(
+                Severity::Warning,
+                &path.key(key),
+                format!(
+                    "longer than hookbox's limit; clamped to {} s",
+                    MAX_TIMEOUT.as_secs()
+                ),
+            );
+        }
+        d
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_str(d: Dialect, json: &str) -> (Group, Vec<Diagnostic>) {
+        let (g, diags) = parse(d, "/workspace/f", json.as_bytes());
+        (g.unwrap_or_else(|| panic!("no group: {diags:?}")), diags)
+    }
+
+    fn vm(rule: &Rule) -> &VendorMatcher {
+        &rule.vendor.as_ref().unwrap_or_else(|| panic!()).matcher
+    }
+
+    #[test]
+    fn claude_matchers_are_exact_lists_or_unanchored_regexes() {
+        let m = VendorMatcher::new(Dialect::ClaudeCode, Some("Edit|Write"), true);
+        assert!(
+            m.matches(Dialect::ClaudeCode, "Edit")
+                && !m.matches(Dialect::ClaudeCode, "NotebookEdit")
+        );
+        let m = VendorMatcher::new(Dialect::ClaudeCode, Some("Edit.*"), true);
+        assert!(
+            m.matches(Dialect::ClaudeCode, "NotebookEdit"),
+            "unanchored, as Claude Code"
+        );
+        let m = VendorMatcher::new(Dialect::Copilot, Some("bash|edit"), true);
+        assert!(m.matches(Dialect::Copilot, "bash") && !m.matches(Dialect::Copilot, "bashful"));
+        let m = VendorMatcher::new(Dialect::Codex, Some("Edit"), true);
+        assert!(m.matches(Dialect::Codex, "apply_patch"));
+        let m = VendorMatcher::new(Dialect::GeminiCli, Some("run_shell_command("), true);
+        assert!(
+            matches!(m, VendorMatcher::Names(_)),
+            "Gemini: invalid regex is an exact name"
+        );
+        let m = VendorMatcher::new(Dialect::ClaudeCode, Some("^(?!Read).*"), true);
+        assert!(matches!(m, VendorMatcher::Invalid { .. }));
+        assert!(js_only("^(?!Read).*") && js_only("(a)\\1") && !js_only("Edit.*"));
+        let m = VendorMatcher::new(Dialect::ClaudeCode, Some("Bash"), false);
+        assert!(
+            matches!(m, VendorMatcher::All),
+            "ignored matcher matches all"
+        );
+    }
+
+    #[test]
+    fn traps_are_diagnosed() {
+        let (_, diags) = parse_str(
+            Dialect::ClaudeCode,
+            r#"{"hooks":{"PreToolUse":[
+            {"matcher":"Edit.*","hooks":[{"type":"command","command":"a"}]},
+            {"matcher":"WebFetch","hooks":[{"type":"command","command":"b"}]},
+            {"matcher":"^(?!Read).*$","hooks":[{"type":"command","command":"c"}]}]}}"#,
+        );
+        let find = |needle: &str| {
+            diags
+                .iter()
+                .find(|d| d.message.contains(needle))
+                .unwrap_or_else(|| panic!("{needle}: {diags:?}"))
+        };
+        assert!(
+            find("also matches MultiEdit, NotebookEdit")
+                .path
+                .ends_with("[0].matcher")
+        );
+        assert_eq!(
+            find("hookbox never calls WebFetch").severity,
+            Severity::Warning
+        );
+        assert_eq!(find("only JavaScript compiles").severity, Severity::Error);
+        let (_, diags) = parse_str(
+            Dialect::Codex,
+            r#"{"hooks":{"PreToolUse":[{"matcher":"Edit|Write","hooks":[{"type":"command","command":"a"}]}]}}"#,
+        );
+        assert!(
+            diags.is_empty(),
+            "Codex Edit|Write reach apply_patch: {diags:?}"
+        );
+    }
+
+    #[test]
+    fn claude_settings_become_rules_with_their_dialect_and_units() {
+        let (g, diags) = parse_str(
+            Dialect::ClaudeCode,
+            r#"{"permissions":{},"hooks":{
+            "PreToolUse":[{"matcher":"Bash","hooks":[{"type":"command","command":"a","timeout":10}]}],
+            "UserPromptSubmit":[{"matcher":"x","hooks":[{"type":"command","command":"b"}]}],
+            "PreCompact":[{"hooks":[{"type":"command","command":"c"}]}],
+            "Stop":[{"hooks":[{"type":"prompt","prompt":"is it done?"}]}]}}"#,
+        );
+        assert_eq!(g.pre_tool_execution.len(), 1);
+        assert_eq!(
+            g.pre_tool_execution[0].handlers[0].timeout,
+            Duration::from_secs(10)
+        );
+        assert_eq!(
+            g.pre_interaction[0].handlers[0].timeout,
+            Duration::from_secs(30)
+        );
+        assert!(matches!(
+            g.post_interaction[0].handlers[0].kind,
+            HandlerKind::Unsupported {
+                type_name: "prompt",
+                ..
+            }
+        ));
+        let msgs: Vec<&str> = diags.iter().map(|d| d.message.as_str()).collect();
+        assert!(
+            msgs.iter().any(|m| m.contains("PreCompact is inactive")),
+            "{msgs:?}"
+        );
+        assert!(
+            msgs.iter()
+                .any(|m| m.contains("UserPromptSubmit ignores matchers")),
+            "{msgs:?}"
+        );
+        assert!(
+            msgs.iter().any(|m| m.contains("\"prompt\" cannot run")),
+            "{msgs:?}"
+        );
+        assert!(
+            parse(Dialect::ClaudeCode, "f", br#"{"permissions":{}}"#)
+                .0
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn gemini_milliseconds_and_copilot_seconds() {
+        let (g, diags) = parse_str(
+            Dialect::GeminiCli,
+            r#"{"hooks":{"BeforeTool":[{"matcher":"run_shell_command","hooks":[{"type":"command","command":"a","timeout":10}]}]}}"#,
+        );
+        assert_eq!(
+            g.pre_tool_execution[0].handlers[0].timeout,
+            Duration::from_millis(10)
+        );
+        assert!(
+            diags
+                .iter()
+                .any(|d| d.message.contains("probably meant as seconds"))
+        );
+        let (g, _) = parse_str(
+            Dialect::Copilot,
+            r#"{"version":1,"hooks":{"preToolUse":[{"type":"command","bash":"a","timeoutSec":5,"env":{"A":"b"},"cwd":"scripts"}]}}"#,
+        );
+        let r = &g.pre_tool_execution[0];
+        assert_eq!(r.handlers[0].timeout, Duration::from_secs(5));
+        assert_eq!(
+            r.vendor.as_ref().map(|v| v.env.clone()),
+            Some(vec![("A".into(), "b".into())])
+        );
+        assert!(matches!(vm(r), VendorMatcher::All));
+    }
+
+    #[test]
+    fn cursor_fail_closed_is_on_failure_deny_and_codex_toml_parses() {
+        let (g, _) = parse_str(
+            Dialect::Cursor,
+            r#"{"version":1,"hooks":{"beforeShellExecution":[{"command":"a","failClosed":true}]}}"#,
+        );
+        assert_eq!(
+            g.pre_tool_execution[0].handlers[0].on_failure,
+            OnFailure::Deny
+        );
+        let (g, diags) = parse(Dialect::Codex, "/workspace/.codex/config.toml", b"model = \"x\"\n[[hooks.PreToolUse]]\nmatcher = \"Bash\"\n[[hooks.PreToolUse.hooks]]\ntype = \"command\"\ncommand = \"a\"\n");
+        let g = g.unwrap_or_else(|| panic!("{diags:?}"));
+        assert_eq!(g.pre_tool_execution[0].handlers.len(), 1);
+    }
+}
