@@ -24,10 +24,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
+use hookbox_hooks::config::{HandlerKind, HooksConfig};
 use hookbox_hooks::decision::Decision;
 use hookbox_hooks::dialect::answer_out::{self, VendorAnswer, Verdict};
 use hookbox_hooks::dialect::tools::{self, HookboxCall, MappingError};
-use hookbox_hooks::dialect::{Dialect, absolute_path};
+use hookbox_hooks::dialect::{Dialect, DialectSet, absolute_path};
 use hookbox_hooks::{HookEngine, Loaded};
 use hookbox_protocol::{HookEvent, ToolCall, ToolName};
 use hookbox_rootfs::RootDir;
@@ -76,6 +77,11 @@ pub struct GateArgs {
     /// Where the credential store lives (default: $HOOKBOX_DATA_DIR or ~/.local/share/hookbox).
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// Also decide with these agent CLIs' project hooks files (as `hooks test`
+    /// --hook-dialects), except the files of the CLI the gate answers (and Claude Code's for
+    /// Cursor and Copilot, which read them too): those hooks are that CLI's own to run.
+    #[command(flatten)]
+    dialects: super::hooks::DialectsArg,
     #[command(flatten)]
     runtime: super::env::RuntimeArgs,
 }
@@ -283,8 +289,10 @@ async fn evaluate(args: &GateArgs, root: &Path) -> Result<(Verdict, Vec<String>)
 
     let tree = RootDir::open(root)
         .map_err(|e| format!("cannot use {} as the sandbox root: {e}", root.display()))?;
-    let loaded = hookbox_hooks::load_from_root(&tree);
+    let dialects = others_dialects(dialect, args.dialects.hook_dialects);
+    let loaded = hookbox_hooks::discover::load_with_dialects(&tree, dialects);
     check_policy(&loaded, args.require_policy, root)?;
+    let config = without_gate(&loaded.config);
     let network =
         super::hooks::read_network(args.network.as_deref()).map_err(|e| format!("{e:#}"))?;
     let engine = HookEngine::new(
@@ -310,13 +318,13 @@ async fn evaluate(args: &GateArgs, root: &Path) -> Result<(Verdict, Vec<String>)
                     args: call.args.clone(),
                 };
                 engine
-                    .pre_tool(&loaded.config, &tool_call, &args.environment_id)
+                    .pre_tool(&config, &tool_call, &args.environment_id)
                     .await
             }
             Err(_) => {
                 engine
                     .named_tool(
-                        &loaded.config,
+                        &config,
                         HookEvent::PreToolExecution,
                         &call.tool,
                         &call.args,
@@ -360,6 +368,40 @@ async fn evaluate(args: &GateArgs, root: &Path) -> Result<(Verdict, Vec<String>)
         Err(reason) => Verdict::Deny { reason },
     };
     Ok((verdict, context))
+}
+
+/// The vendor dialects the gate for `protocol` reads: the requested ones but the CLI's own
+/// (and Claude Code's for Cursor and Copilot, which run Claude's files themselves), so that no
+/// hook runs twice.
+fn others_dialects(protocol: Dialect, requested: DialectSet) -> DialectSet {
+    let own = |d: Dialect| {
+        d == protocol
+            || (d == Dialect::ClaudeCode && matches!(protocol, Dialect::Cursor | Dialect::Copilot))
+    };
+    requested.iter().filter(|d| !own(*d)).collect()
+}
+
+/// The policy without any handler that runs the gate itself (an entry `hooks install` wrote,
+/// read back from a vendor file): the gate is never a handler of the policy it enforces.
+fn without_gate(config: &HooksConfig) -> HooksConfig {
+    let mut config = config.clone();
+    for group in &mut config.groups {
+        for rules in [
+            &mut group.pre_tool_execution,
+            &mut group.post_tool_execution,
+            &mut group.pre_interaction,
+            &mut group.post_interaction,
+        ] {
+            for rule in rules.iter_mut() {
+                rule.handlers.retain(|h| {
+                    !matches!(&h.kind, HandlerKind::Command { command }
+                        if command.contains(super::install::GATE_MARKER))
+                });
+            }
+            rules.retain(|r| !r.handlers.is_empty());
+        }
+    }
+    config
 }
 
 fn check_policy(loaded: &Loaded, require: bool, root: &Path) -> Result<(), String> {
@@ -481,6 +523,22 @@ mod tests {
         assert_eq!(p.tool_input, json!({"command": "ls"}));
         let not_json = json!({"toolName": "bash", "toolArgs": "rm -rf /"});
         assert!(read_vendor_payload(Dialect::Copilot, &not_json).is_err());
+    }
+
+    #[test]
+    fn the_answering_clis_own_files_are_never_read_by_its_gate() {
+        let all = DialectSet::all();
+        let read = |p| others_dialects(p, all);
+        assert!(!read(Dialect::ClaudeCode).contains(Dialect::ClaudeCode));
+        assert!(read(Dialect::ClaudeCode).contains(Dialect::GeminiCli));
+        assert!(!read(Dialect::Cursor).contains(Dialect::ClaudeCode));
+        assert!(!read(Dialect::Copilot).contains(Dialect::ClaudeCode));
+        assert!(!read(Dialect::Copilot).contains(Dialect::Copilot));
+        assert!(read(Dialect::Codex).contains(Dialect::ClaudeCode));
+        assert_eq!(
+            others_dialects(Dialect::Codex, DialectSet::NONE),
+            DialectSet::NONE
+        );
     }
 
     #[test]

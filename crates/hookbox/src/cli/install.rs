@@ -31,8 +31,8 @@ use serde_json::{Map, Value, json};
 /// out (Cursor only without `failClosed`).
 pub const CLI_TIMEOUT_SECS: u64 = 120;
 
-/// The text that marks a handler as the gate's own.
-const MARKER: &str = " hooks gate --protocol ";
+/// The text that marks a handler as the gate's own (and that the gate never runs).
+pub const GATE_MARKER: &str = " hooks gate --protocol ";
 
 /// The name Copilot's hook file of the gate has (Copilot reads every `*.json` of the folder).
 const COPILOT_FILE: &str = "hookbox-gate.json";
@@ -201,7 +201,7 @@ fn shell_quote(s: &str) -> String {
 
 /// The shell command of the gate's entry.
 pub fn gate_command(cli: Dialect, binary: &str, require_policy: bool) -> String {
-    let mut cmd = format!("{}{MARKER}{}", shell_quote(binary), cli.as_str());
+    let mut cmd = format!("{}{GATE_MARKER}{}", shell_quote(binary), cli.as_str());
     if let Some(var) = project_dir_variable(cli) {
         let _ = write!(cmd, " --root \"${var}\"");
     }
@@ -239,7 +239,7 @@ fn is_gate_handler(handler: &Value) -> bool {
         handler
             .get(k)
             .and_then(Value::as_str)
-            .is_some_and(|c| c.contains(MARKER))
+            .is_some_and(|c| c.contains(GATE_MARKER))
     })
 }
 

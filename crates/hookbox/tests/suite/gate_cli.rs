@@ -464,3 +464,57 @@ fn the_installed_command_denies_even_when_the_gate_is_missing() {
     );
     assert!(text(&out.stderr).contains("hookbox hooks gate could not run"));
 }
+
+/// With --hook-dialects the gate also decides with other CLIs' hooks files, but never runs the
+/// answering CLI's own hooks (that CLI runs them) nor a gate entry (it would run itself).
+#[test]
+fn vendor_files_join_the_policy_but_no_hook_runs_twice() {
+    let root = tree("gate-dialects");
+    let home = tempfile::tempdir().unwrap();
+    // The project's Claude settings hold a gate entry whose binary cannot start: run, it denies.
+    let out = install(
+        root.path(),
+        home.path(),
+        &["--for", "claude-code", "--binary", "/nonexistent/hookbox"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let all = ["--hook-dialects", "all"];
+
+    // Gemini's hook is part of the policy for Claude Code and Codex...
+    for protocol in ["claude-code", "codex"] {
+        let out = gate(
+            root.path(),
+            protocol,
+            &shell_payload(protocol, "rm -rf victim"),
+            &all,
+        );
+        assert_eq!(
+            denied_reason(protocol, &answer(&out)).as_deref(),
+            Some("the Gemini hook says no"),
+            "{protocol}: {}",
+            text(&out.stderr)
+        );
+    }
+    // ...but not for Gemini CLI, which runs it itself.
+    let out = gate(
+        root.path(),
+        "gemini-cli",
+        &shell_payload("gemini-cli", "rm -rf victim"),
+        &all,
+    );
+    assert_eq!(text(&out.stdout), "", "{}", text(&out.stderr));
+    // The gate entry read from .claude/settings.json is not a handler (it would deny: its
+    // binary is missing), for any protocol that reads Claude's files.
+    for protocol in ["gemini-cli", "codex"] {
+        let out = gate(root.path(), protocol, &shell_payload(protocol, "ls"), &all);
+        assert_eq!(text(&out.stdout), "", "{protocol}: {}", text(&out.stderr));
+    }
+    // Without --hook-dialects only .agents/hooks.json decides.
+    let out = gate(
+        root.path(),
+        "codex",
+        &shell_payload("codex", "rm -rf victim"),
+        &[],
+    );
+    assert_eq!(text(&out.stdout), "");
+}
