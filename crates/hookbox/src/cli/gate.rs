@@ -77,9 +77,7 @@ pub struct GateArgs {
     /// Where the credential store lives (default: $HOOKBOX_DATA_DIR or ~/.local/share/hookbox).
     #[arg(long)]
     data_dir: Option<PathBuf>,
-    /// Also decide with these agent CLIs' project hooks files (as `hooks test`
-    /// --hook-dialects), except the files of the CLI the gate answers (and Claude Code's for
-    /// Cursor and Copilot, which read them too): those hooks are that CLI's own to run.
+    // Never the files of the CLI the gate answers: see [`others_dialects`].
     #[command(flatten)]
     dialects: super::hooks::DialectsArg,
     #[command(flatten)]

@@ -3,6 +3,8 @@
 //! `check` shows what the runtime will make of the hooks files (diagnostics, lint, and which
 //! tools each rule covers). `test` runs one tool call's hooks for real — real matcher, real
 //! handlers, real merge — and prints the decision trace, without running the tool itself.
+//! `gate` and `install` (modules `gate` and `install`) put the same decision into other agent
+//! CLIs' own hooks.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -43,11 +45,13 @@ pub enum HooksCommand {
     ///
     /// The project (--root, default the current directory) stands for the sandbox root `/`
     /// exactly as in `hooks test`, and command handlers run in the same sandbox, with the project
-    /// read-only (--writable lifts that). A failure of the gate itself is a deny. `hookbox hooks
-    /// install` writes the command that runs this.
+    /// read-only (--writable lifts that). With --hook-dialects other CLIs' files join the
+    /// policy, never the files of the CLI the gate answers (it runs those itself). A failure of
+    /// the gate itself is a deny. `hookbox hooks install` writes the command that runs this.
     Gate(Box<super::gate::GateArgs>),
     /// Put `hookbox hooks gate` into an agent CLI's own settings (or take it out): the project's
-    /// by default, the user's with --user. Shows the diff; other hooks and keys stay.
+    /// by default, the user's with --user. Shows the diff; other hooks and keys stay. Prints
+    /// the trust step the CLI still needs (for Codex, the trust lines for its config.toml).
     Install(super::install::InstallArgs),
 }
 
