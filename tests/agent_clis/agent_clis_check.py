@@ -9,7 +9,11 @@ whose `.agents/hooks.json` denies `rm -rf`, after `hookbox hooks install --for C
   allow    the model asks for a harmless command: it runs (its file appears, its output reaches
            the model);
   missing  the gate is installed with a hookbox that does not exist (`--binary`): the harmless
-           command is denied all the same (the installed fallback) and does not run.
+           command is denied all the same (the installed fallback) and does not run;
+  rewrite  the policy answers `updated_args`: the rewritten command runs instead, and its
+           output reaches the model;
+  context  the policy answers `additional_context`: checked to reach the model in Claude Code
+           and Codex (the two CLIs with a field for it), reported for the others.
 
 Codex trusts hooks by hash: its runs use the trust lines `hooks install` prints (added to
 $CODEX_HOME/config.toml), not the bypass flag, so a wrong hash fails the deny case. Then the
@@ -36,10 +40,18 @@ table = []
 POLICY_REASON = "POLICY-DENY: rm -rf is not allowed in this project"
 HOOKS = {"no-rm-rf": {"pre_tool_execution": [{"matcher": "code_execution", "hooks": [
     {"type": "command", "command": "python3 /.agents/no_rm_rf.py", "timeout": 30}]}]}}
+REWRITTEN = "touch rewritten-ran && echo rewritten-output"
+CONTEXT = "POLICY-CONTEXT: mind the style guide"
 SCRIPT = f'''import json, sys
 call = json.load(sys.stdin)["tool_call"]
-if "rm -rf" in call["args"].get("code", ""):
+code = call["args"].get("code", "")
+if "rm -rf" in code:
     print(json.dumps({{"decision": "deny", "reason": "{POLICY_REASON}"}}))
+elif "please-rewrite-me" in code:
+    print(json.dumps({{"decision": "allow",
+                      "updated_args": {{"code": "{REWRITTEN}", "language": "bash"}}}}))
+elif "please-add-context" in code:
+    print(json.dumps({{"decision": "allow", "additional_context": "{CONTEXT}"}}))
 else:
     print(json.dumps({{"decision": "allow"}}))
 '''
@@ -210,6 +222,8 @@ CASES = {
     "deny": "rm -rf victim && echo removed",
     "allow": "touch allowed-ran && echo allowed-ran-output",
     "missing": "touch should-not-run && echo should-not-run-output",
+    "rewrite": "echo please-rewrite-me",
+    "context": "echo please-add-context",
 }
 
 
@@ -252,6 +266,20 @@ def run_case(cli, case):
         ok_saw = "allowed-ran-output" in saw
         check(f"{cid}: the model saw its output", ok_saw, saw or out[-2000:])
         result = "ran" if ok_ran and ok_saw else "FAILED"
+    elif case == "rewrite":
+        ok_ran = os.path.exists(os.path.join(proj, "rewritten-ran"))
+        check(f"{cid}: the policy's rewrite ran instead of the model's command", ok_ran,
+              out[-2000:])
+        ok_saw = "rewritten-output" in saw
+        check(f"{cid}: the model saw the rewritten command's output", ok_saw, saw or out[-2000:])
+        result = "rewritten" if ok_ran and ok_saw else "FAILED"
+    elif case == "context":
+        everything = json.dumps([r.get("body") for r in requests_of(cid)])
+        delivered = CONTEXT in everything
+        # Only Claude Code and Codex have a field that reaches the model (docs/vendor-hooks.md).
+        if cli in ("claude-code", "codex"):
+            check(f"{cid}: the policy's context reached the model", delivered, saw)
+        result = "context reached the model" if delivered else "context not delivered"
     else:
         ok_ran = not os.path.exists(os.path.join(proj, "should-not-run"))
         check(f"{cid}: with the gate missing the command did not run", ok_ran, out[-2000:])
@@ -283,7 +311,7 @@ def idempotence_and_uninstall(cli, proj):
 
 for cli in ["claude-code", "gemini-cli", "codex", "copilot"]:
     proj = None
-    for case in ["deny", "allow", "missing"]:
+    for case in CASES:
         p = run_case(cli, case)
         proj = proj or p
     idempotence_and_uninstall(cli, proj)

@@ -9,7 +9,7 @@
 //! | | deny | ask | rewrite | context |
 //! |---|---|---|---|---|
 //! | Claude Code, Codex | `hookSpecificOutput.permissionDecision: "deny"` + `permissionDecisionReason` | `"ask"` (Codex: deny, see below) | `"allow"` + `updatedInput` | `additionalContext` |
-//! | Gemini CLI | `decision: "deny"` + `reason` | `decision: "ask"` | `hookSpecificOutput.tool_input` (merged by Gemini) | `hookSpecificOutput.additionalContext` |
+//! | Gemini CLI | `decision: "deny"` + `reason` | `decision: "ask"` | `hookSpecificOutput.tool_input` (merged by Gemini) | not delivered (Gemini reads no context on `BeforeTool`) |
 //! | Cursor | `permission: "deny"` + `agent_message` (model) + `user_message` | deny, see below | `permission: "allow"` + `updated_input` | `agent_message` |
 //! | Copilot | `permissionDecision: "deny"` + `permissionDecisionReason` | `"ask"` | `"allow"` + `modifiedArgs` | not delivered (no field) |
 //!
@@ -79,7 +79,7 @@ pub fn pre_tool(dialect: Dialect, verdict: &Verdict, context: &[String]) -> Vend
     };
     let body = match dialect {
         Dialect::ClaudeCode | Dialect::Codex => claude_like(dialect, &verdict, context),
-        Dialect::GeminiCli => gemini(&verdict, context),
+        Dialect::GeminiCli => gemini(&verdict),
         Dialect::Cursor => cursor(&verdict, context),
         Dialect::Copilot => copilot(&verdict),
         Dialect::Agents => agents(&verdict, context),
@@ -162,7 +162,7 @@ fn claude_like(dialect: Dialect, verdict: &Verdict, context: Option<String>) -> 
     body
 }
 
-fn gemini(verdict: &Verdict, context: Option<String>) -> Map<String, Value> {
+fn gemini(verdict: &Verdict) -> Map<String, Value> {
     let mut body = Map::new();
     let mut specific = Map::new();
     match verdict {
@@ -178,9 +178,6 @@ fn gemini(verdict: &Verdict, context: Option<String>) -> Map<String, Value> {
         Verdict::Rewrite { tool_input } => {
             specific.insert("tool_input".into(), tool_input.clone());
         }
-    }
-    if let Some(context) = context {
-        specific.insert("additionalContext".into(), json!(context));
     }
     if !specific.is_empty() {
         body.insert("hookSpecificOutput".into(), Value::Object(specific));
