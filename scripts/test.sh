@@ -3,7 +3,8 @@
 # end-to-end suite that drives the hookbox binary, then the SDK conformance suite (the unmodified
 # google-genai SDK from PyPI, in a venv, against `hookbox serve`, with the reference's examples),
 # the Java SDK's conformance run (tests/java, Maven; the reference's Java examples unmodified),
-# webhooks through the SDK to a receiver that verifies with the standardwebhooks library,
+# other agent CLIs' hooks files (Claude Code, Gemini CLI, Copilot) run by `hookbox serve --hook-dialects`
+# through the SDK (tests/vendor_hooks), webhooks through the SDK to a receiver that verifies with the standardwebhooks library,
 # triggers through the SDK (real minute boundaries, on two replicas of one PostgreSQL database), and
 # `hookbox mcp` against the official MCP Python SDK (stdio and streamable HTTP). The store's
 # suite runs twice: on SQLite, and on a throwaway PostgreSQL cluster (scripts/postgres.sh); two
@@ -63,6 +64,7 @@ tests/java/run.sh
 tests/java/run.sh --runtime gvisor
 tests/approvals/run.sh
 HOOKBOX_RUNTIME=gvisor tests/approvals/run.sh
+tests/vendor_hooks/run.sh
 tests/agent_clis/run.sh
 tests/mcp_servers/run.sh
 HOOKBOX_RUNTIME=gvisor tests/mcp_servers/run.sh

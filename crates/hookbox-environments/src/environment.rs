@@ -237,6 +237,8 @@ pub struct Environments {
     buckets: Arc<dyn Buckets>,
     /// Which other agent CLIs' hooks files environments read (`serve --hook-dialects`).
     hook_dialects: hookbox_hooks::dialect::DialectSet,
+    /// Per project, over `hook_dialects` (the config file's `[projects.NAME] hook_dialects`).
+    project_hook_dialects: std::collections::HashMap<String, hookbox_hooks::dialect::DialectSet>,
 }
 
 /// What a new environment is on the host: the uid owning its tree and the cap of its disk.
@@ -328,7 +330,18 @@ impl Environments {
             egress,
             buckets: Arc::new(GcsFromEnv),
             hook_dialects: hookbox_hooks::dialect::DialectSet::NONE,
+            project_hook_dialects: std::collections::HashMap::new(),
         })
+    }
+
+    /// Per-project dialects, over [`Self::with_hook_dialects`] for the projects named (an
+    /// environment without a project is the `default` project's).
+    pub fn with_project_hook_dialects(
+        mut self,
+        dialects: std::collections::HashMap<String, hookbox_hooks::dialect::DialectSet>,
+    ) -> Self {
+        self.project_hook_dialects = dialects;
+        self
     }
 
     /// Which other agent CLIs' project hooks files (Claude Code, Gemini CLI, Codex, Cursor,
@@ -767,6 +780,11 @@ impl Environments {
         let engine = HookEngine::new(Arc::new(runner.clone()), http)
             .with_args_validator(Arc::new(tools::validate_args))
             .with_secrets(Arc::new(InjectedValues(network.egress().clone())));
+        let hook_dialects = self
+            .project_hook_dialects
+            .get(meta.project.as_deref().unwrap_or("default"))
+            .copied()
+            .unwrap_or(self.hook_dialects);
         Ok(Environment {
             dir,
             buckets: self.buckets.clone(),
@@ -778,7 +796,7 @@ impl Environments {
             runner,
             engine,
             hooks: HooksCache::new(),
-            hook_dialects: self.hook_dialects,
+            hook_dialects,
         })
     }
 }

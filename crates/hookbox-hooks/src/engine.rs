@@ -23,6 +23,14 @@
 //!   is refused anyway), and their `updated_args` apply to the call the reviewer sees. The first
 //!   ask's reason is the one shown.
 //!
+//! A rule from another agent CLI's hooks file ([`crate::dialect`], enabled per server) runs its
+//! handlers once for each vendor call the hookbox call is shown as (one per chunk of a
+//! several-chunk edit) that its own matcher and event accept, with the vendor's input and
+//! environment; its answer is read as that CLI reads it and becomes the same outcomes (deny,
+//! ask, rewrite mapped back — or denied when it cannot be —, failure under `on_failure`). The
+//! same vendor handler reached through two files runs once per call. Its trace line adds a
+//! `vendor` record.
+//!
 //! What is recorded where: the [`Dispatch`] (the step's trace, the tenant's) keeps what each
 //! handler said: its stderr, an excerpt of an unparseable answer, its reason. With
 //! [`HookEngine::with_secrets`] every such text is first scrubbed of the values the

@@ -11,6 +11,10 @@
 //! provide (an environment's sandbox and egress, wired in `hookbox-environments`); processes are
 //! bounded by `hookbox-process`, which the runners use.
 //!
+//! Other agent CLIs' hooks files (Claude Code, Gemini CLI, Codex, Cursor, Copilot) run through
+//! the same engine when enabled ([`dialect`]; off by default): each becomes rules whose handlers
+//! carry their dialect, which decides how their input is written and their answer read.
+//!
 //! Reading order: [`discover`] (where files come from) → [`config`] (what they mean) →
 //! [`matcher`] (which tools a rule covers) → [`engine`] (running handlers and deciding), which
 //! reads each handler's answer with [`answer`] and records what it decided as

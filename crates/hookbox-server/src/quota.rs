@@ -258,6 +258,10 @@ pub struct ProjectConfig {
     /// The runtime of this project's new environments (over `[defaults]`).
     #[serde(default)]
     pub runtime: Option<RuntimeKind>,
+    /// Which other agent CLIs' hooks files this project's environments read (`"claude-code,
+    /// gemini-cli"`, `"all"`, `"none"`), over `serve --hook-dialects`.
+    #[serde(default)]
+    pub hook_dialects: Option<String>,
     #[serde(default)]
     pub quotas: QuotaOverrides,
 }
@@ -280,8 +284,24 @@ impl QuotaConfig {
                 .quotas
                 .validate()
                 .map_err(|e| format!("[projects.{name}.quotas]: {e}"))?;
+            if let Some(list) = &project.hook_dialects {
+                list.parse::<hookbox_hooks::dialect::DialectSet>()
+                    .map_err(|e| format!("[projects.{name}] hook_dialects: {e}"))?;
+            }
         }
         Ok(())
+    }
+
+    /// The projects that set `hook_dialects`, with their set (checked by [`Self::validate`];
+    /// an unparsable one is left out).
+    pub fn project_hook_dialects(&self) -> HashMap<String, hookbox_hooks::dialect::DialectSet> {
+        self.projects
+            .iter()
+            .filter_map(|(name, p)| {
+                let set = p.hook_dialects.as_deref()?.parse().ok()?;
+                Some((name.clone(), set))
+            })
+            .collect()
     }
 
     /// The runtime `project`'s new environments get from the file (`None`: the server's).
@@ -788,5 +808,21 @@ mod tests {
 
     fn toml_like(json: &str) -> QuotaConfig {
         serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn project_hook_dialects_are_checked_and_listed() {
+        let config: QuotaConfig = toml::from_str(
+            "[projects.team]\nhook_dialects = \"claude-code,cursor\"\n[projects.other]\n",
+        )
+        .unwrap();
+        config.validate().unwrap();
+        let map = config.project_hook_dialects();
+        assert_eq!(map.len(), 1);
+        assert_eq!(map["team"].to_string(), "claude-code,cursor");
+        let bad: QuotaConfig =
+            toml::from_str("[projects.team]\nhook_dialects = \"nope\"\n").unwrap();
+        let err = bad.validate().unwrap_err();
+        assert!(err.contains("[projects.team] hook_dialects"), "{err}");
     }
 }

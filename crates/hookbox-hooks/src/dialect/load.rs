@@ -844,13 +844,25 @@ impl VendorParser<'_> {
                     );
                     return None;
                 }
-                let headers = match map.get("headers") {
-                    Some(Value::Object(h)) => h
-                        .iter()
-                        .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
-                        .collect(),
-                    _ => Vec::new(),
-                };
+                let mut headers = Vec::new();
+                if let Some(Value::Object(h)) = map.get("headers") {
+                    for (k, v) in h {
+                        let token = !k.is_empty()
+                            && k.bytes().all(|b| {
+                                b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+                            });
+                        match v.as_str() {
+                            Some(v) if token && !v.chars().any(|c| c.is_control() && c != '\t') => {
+                                headers.push((k.clone(), v.to_owned()));
+                            }
+                            _ => self.report(
+                                Severity::Error,
+                                &path.key("headers").key(k),
+                                "not a valid header name and string value; header dropped",
+                            ),
+                        }
+                    }
+                }
                 HandlerKind::Http {
                     url: url.to_owned(),
                     headers,
@@ -988,6 +1000,26 @@ mod tests {
         assert!(
             matches!(m, VendorMatcher::All),
             "ignored matcher matches all"
+        );
+    }
+
+    #[test]
+    fn http_headers_are_checked() {
+        let (g, diags) = parse_str(
+            Dialect::ClaudeCode,
+            r#"{"hooks":{"PreToolUse":[{"matcher":"Bash","hooks":[
+            {"type":"http","url":"https://policy.example/hook","headers":{"X-Ok":"1","Bad Name":"2","X-Nl":"a\r\nInjected: 1"}}]}]}}"#,
+        );
+        let HandlerKind::Http { headers, .. } = &g.pre_tool_execution[0].handlers[0].kind else {
+            panic!("not http");
+        };
+        assert_eq!(headers, &[("X-Ok".to_owned(), "1".to_owned())]);
+        assert_eq!(
+            diags
+                .iter()
+                .filter(|d| d.message.contains("header dropped"))
+                .count(),
+            2
         );
     }
 

@@ -13,11 +13,17 @@
 //!   [`tools::from_vendor`] reads a vendor CLI's payload as a hookbox call (what `hooks gate`
 //!   evaluates), and [`tools::update_from_vendor`] maps a hook's rewritten vendor input back onto
 //!   hookbox's arguments or says why it cannot (the call is then denied);
-//! - [`patch`]: Codex's `apply_patch` text, written for hookbox's file tools and read back.
+//! - [`patch`]: Codex's `apply_patch` text, written for hookbox's file tools and read back;
+//! - [`load`]: which vendor files are read, in which order, parsed into the engine's rules (a
+//!   [`load::VendorRule`] on each), with the vendor's matcher semantics, timeout units and the
+//!   `hooks check` traps;
+//! - [`payload`]: the input a vendor handler reads, and its CLI's environment variables;
+//! - [`answer_in`]: a vendor handler's exit code and output read as its CLI reads them.
 //!
-//! The answer a vendor CLI expects from `hookbox hooks gate` (the engine's decision written as
-//! that CLI's stdout JSON / exit code) is `answer_out.rs` in this folder, owned by the gate's
-//! work; reading a vendor handler's answer into the engine's decision lives beside the engine.
+//! The engine ([`crate::engine`]) runs a vendor rule's handlers with these. The answer a vendor
+//! CLI expects from `hookbox hooks gate` (the engine's decision written as that CLI's stdout
+//! JSON / exit code) is `answer_out.rs` in this folder, owned by the gate's work.
+//! `docs/vendor-hooks.md` is the user's account of all of it.
 //!
 //! # Mapping decisions (where the vendors leave a choice)
 //!

@@ -252,7 +252,7 @@ pub fn env(dialect: Dialect, session: &str) -> Vec<(&'static str, String)> {
 }
 
 /// Gemini CLI substitutes its variables into the command text before running it
-/// (`$GEMINI_PROJECT_DIR` and `${GEMINI_PROJECT_DIR}`, and the others of [`env`]).
+/// (`$GEMINI_PROJECT_DIR` and `${GEMINI_PROJECT_DIR}`, and the others of [`env()`]).
 pub fn substitute(dialect: Dialect, command: &str, vars: &[(&'static str, String)]) -> String {
     if dialect != Dialect::GeminiCli {
         return command.to_owned();

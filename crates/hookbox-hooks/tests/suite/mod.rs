@@ -4,3 +4,4 @@ mod extensions;
 mod http;
 mod parser_props;
 mod support;
+mod vendor;

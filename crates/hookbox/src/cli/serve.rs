@@ -109,8 +109,8 @@ pub struct ServeArgs {
     #[arg(long = "api-key", env = hookbox_server::env_vars::HOOKBOX_API_KEYS, value_delimiter = ',', hide_env_values = true)]
     pub api_keys: Vec<String>,
     /// Config file (TOML) with per-project quotas: `[quotas]` for every project and
-    /// `[projects.NAME.quotas]` for one, and `[server]` with `allow_hosts` and `allow_origins`
-    /// (see README).
+    /// `[projects.NAME.quotas]` for one, `[projects.NAME] hook_dialects = "LIST|all"` (see
+    /// --hook-dialects), and `[server]` with `allow_hosts` and `allow_origins` (see README).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Host uids (and gids) environments' sandboxes run as, FIRST:COUNT; one per environment.
@@ -183,6 +183,8 @@ pub struct ServeArgs {
     /// Also run other agent CLIs' project hooks files in every environment, as their own CLI
     /// would: a comma-separated list of claude-code, gemini-cli, codex, cursor, copilot, or
     /// `all`. Default: none (an environment's `.claude/settings.json` and the like are ignored).
+    /// A project's `hook_dialects` in the --config file (`[projects.NAME]`) replaces it for
+    /// that project's environments.
     #[arg(long = "hook-dialects", value_name = "LIST|all", env = "HOOKBOX_HOOK_DIALECTS", default_value = "", hide_default_value = true, value_parser = super::hooks::parse_dialects)]
     pub hook_dialects: hookbox_hooks::dialect::DialectSet,
     /// With --snapshot-store: evict closed, fully uploaded environments from the local disk,
@@ -495,7 +497,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     );
     let environments = Environments::open(&data_dir, sandbox, egress)
         .with_context(|| format!("cannot open the environments in {}", data_dir.display()))?
-        .with_hook_dialects(args.hook_dialects);
+        .with_hook_dialects(args.hook_dialects)
+        .with_project_hook_dialects(quotas.project_hook_dialects());
     if !args.hook_dialects.is_empty() {
         tracing::info!(dialects = %args.hook_dialects, "vendor hooks files are read in every environment");
     }

@@ -143,6 +143,15 @@ const CASES: &[Case] = &[
         "rm -rf is not allowed",
     ),
     case(
+        "claude: a rewrite that cannot map back onto the call denies",
+        "claude",
+        "claude-code",
+        "delete_file",
+        r#"{"path":"/workspace/app.log"}"#,
+        "deny",
+        "cannot be expressed as hookbox's delete_file",
+    ),
+    case(
         "claude: list_dir allowed (only the log hook)",
         "claude",
         "claude-code",

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Other agent CLIs' hooks files, end to end: the unmodified google-genai SDK against
+# `hookbox serve --hook-dialects`, with a Claude Code, a Gemini CLI and a Copilot gate in the
+# environment's tree; and the same tree with the dialects off behaving exactly as before.
+# Usage: tests/vendor_hooks/run.sh   (HOOKBOX_BIN: use this binary instead of building).
+# Ends with `N passed, M failed`.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+target_dir="${CARGO_TARGET_DIR:-$root/target}"
+venv="${CONFORMANCE_VENV:-$target_dir/conformance-venv}"
+if [[ -z "${HOOKBOX_BIN:-}" ]]; then
+  cargo build --quiet --locked --manifest-path "$root/Cargo.toml" -p hookbox
+  HOOKBOX_BIN="$target_dir/debug/hookbox"
+fi
+[[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"
+"$venv/bin/pip" install --quiet --disable-pip-version-check "google-genai>=3.3.0"
+data="$(mktemp -d)"
+cleanup() {
+  awk -v d="$data/" 'index($5, d) == 1 {print $5}' /proc/self/mountinfo | sort -r | xargs -r -n1 umount -l
+  rm -rf "$data"
+}
+trap cleanup EXIT
+timeout 600 "$venv/bin/python" "$here/vendor_hooks_check.py" "$HOOKBOX_BIN" "$data"
