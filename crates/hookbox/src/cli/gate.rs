@@ -63,8 +63,8 @@ pub struct GateArgs {
     /// Let the policy's command handlers write to the project (read-only by default).
     #[arg(long)]
     writable: bool,
-    /// Append every handler's decision to this audit log (the format of `hookbox serve
-    /// --audit-log`).
+    /// Append every handler's decision, and a failure of the gate itself (group
+    /// `hookbox-gate`, a deny), to this audit log (the format of `hookbox serve --audit-log`).
     #[arg(long, value_name = "FILE")]
     audit_log: Option<PathBuf>,
     /// The environment id hooks see in their payload (as in `hooks test`).
@@ -98,7 +98,20 @@ pub fn run(args: GateArgs) -> anyhow::Result<ExitCode> {
     let answer = match decide(&args) {
         Ok((verdict, context)) => answer_out::pre_tool(dialect, &verdict, &context),
         Err(reason) => {
-            tracing::warn!(protocol = %dialect, %reason, "hooks gate failed; denying");
+            // The gate's own failure, as a handler failure of the group `hookbox-gate`: an
+            // audit line like any other denied call's (with --audit-log).
+            tracing::warn!(
+                name: hookbox_protocol::events::HOOK_FAILED,
+                event = HookEvent::PreToolExecution.as_str(),
+                tool = "",
+                group = "hookbox-gate",
+                handler_type = "gate",
+                handler = %format!("hooks gate --protocol {dialect}"),
+                handler_index = 0u64,
+                decision = "deny",
+                failure = %reason,
+                "hooks gate failed; denying"
+            );
             answer_out::failure(dialect, &reason)
         }
     };

@@ -302,6 +302,31 @@ fn gate_decisions_go_to_the_audit_log() {
             && l["reason"] == "no rm -rf in this project"),
         "{lines:?}"
     );
+    // A failure of the gate itself is audited as the deny it is.
+    let mut cmd = hookbox_cmd();
+    cmd.args(["hooks", "gate", "--protocol", "codex", "--audit-log"])
+        .arg(&log)
+        .arg("--root")
+        .arg(root.path());
+    let out = with_stdin(cmd, b"not json");
+    assert!(denied_reason("codex", &answer(&out)).is_some());
+    let last: Value = serde_json::from_str(
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .last()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(last["kind"], "hook", "{last}");
+    assert_eq!(last["group"], "hookbox-gate", "{last}");
+    assert_eq!(last["decision"], "deny", "{last}");
+    assert!(
+        last["failure"]
+            .as_str()
+            .is_some_and(|f| f.contains("not JSON")),
+        "{last}"
+    );
 }
 
 fn install(project: &Path, home: &Path, args: &[&str]) -> Output {
