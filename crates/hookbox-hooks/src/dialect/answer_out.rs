@@ -27,6 +27,48 @@
 use serde_json::{Map, Value, json};
 
 use super::Dialect;
+use crate::config::{Group, HandlerKind};
+
+/// The text in the command of every gate entry `hookbox hooks install` writes into a CLI's
+/// settings (`'…/hookbox' hooks gate --protocol X …`).
+pub const GATE_MARKER: &str = " hooks gate --protocol ";
+
+/// Whether a vendor command handler is a gate entry: that CLI's hook running hookbox, never a
+/// handler of a hookbox policy (run by hookbox it would run hookbox's policy again, or deny
+/// everything where the gate cannot start).
+pub fn is_gate_command(command: &str) -> bool {
+    command.contains(GATE_MARKER)
+}
+
+/// Takes every gate entry out of `groups` (and the rules left without handlers); returns the
+/// files they came from, once each, for a diagnostic.
+pub fn drop_gate_entries(groups: &mut [Group]) -> Vec<String> {
+    let mut files: Vec<String> = Vec::new();
+    for group in groups {
+        let mut dropped = false;
+        for rules in [
+            &mut group.pre_tool_execution,
+            &mut group.post_tool_execution,
+            &mut group.pre_interaction,
+            &mut group.post_interaction,
+        ] {
+            // Only the rules this emptied go; a rule that had no handler stays as it was.
+            rules.retain_mut(|rule| {
+                let before = rule.handlers.len();
+                rule.handlers.retain(|h| {
+                    !matches!(&h.kind, HandlerKind::Command { command } if is_gate_command(command))
+                });
+                let emptied = rule.handlers.len() != before;
+                dropped |= emptied;
+                !(emptied && rule.handlers.is_empty())
+            });
+        }
+        if dropped && !files.contains(&group.file) {
+            files.push(group.file.clone());
+        }
+    }
+    files
+}
 
 /// What the policy decided about one tool call, ready to be written for a CLI.
 #[derive(Debug, Clone, PartialEq)]

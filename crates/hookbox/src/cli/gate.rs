@@ -24,7 +24,6 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use hookbox_hooks::config::{HandlerKind, HooksConfig};
 use hookbox_hooks::decision::Decision;
 use hookbox_hooks::dialect::answer_out::{self, VendorAnswer, Verdict};
 use hookbox_hooks::dialect::tools::{self, HookboxCall, MappingError};
@@ -303,7 +302,8 @@ async fn evaluate(args: &GateArgs, root: &Path) -> Result<(Verdict, Vec<String>)
     let dialects = others_dialects(dialect, args.dialects.hook_dialects);
     let loaded = hookbox_hooks::discover::load_with_dialects(&tree, dialects);
     check_policy(&loaded, args.require_policy, root)?;
-    let config = without_gate(&loaded.config);
+    // Gate entries read back from vendor files are already out (the loader drops them).
+    let config = &loaded.config;
     let network =
         super::hooks::read_network(args.network.as_deref()).map_err(|e| format!("{e:#}"))?;
     let engine = HookEngine::new(
@@ -329,13 +329,13 @@ async fn evaluate(args: &GateArgs, root: &Path) -> Result<(Verdict, Vec<String>)
                     args: call.args.clone(),
                 };
                 engine
-                    .pre_tool(&config, &tool_call, &args.environment_id)
+                    .pre_tool(config, &tool_call, &args.environment_id)
                     .await
             }
             Err(_) => {
                 engine
                     .named_tool(
-                        &config,
+                        config,
                         HookEvent::PreToolExecution,
                         &call.tool,
                         &call.args,
@@ -390,29 +390,6 @@ fn others_dialects(protocol: Dialect, requested: DialectSet) -> DialectSet {
             || (d == Dialect::ClaudeCode && matches!(protocol, Dialect::Cursor | Dialect::Copilot))
     };
     requested.iter().filter(|d| !own(*d)).collect()
-}
-
-/// The policy without any handler that runs the gate itself (an entry `hooks install` wrote,
-/// read back from a vendor file): the gate is never a handler of the policy it enforces.
-fn without_gate(config: &HooksConfig) -> HooksConfig {
-    let mut config = config.clone();
-    for group in &mut config.groups {
-        for rules in [
-            &mut group.pre_tool_execution,
-            &mut group.post_tool_execution,
-            &mut group.pre_interaction,
-            &mut group.post_interaction,
-        ] {
-            for rule in rules.iter_mut() {
-                rule.handlers.retain(|h| {
-                    !matches!(&h.kind, HandlerKind::Command { command }
-                        if command.contains(super::install::GATE_MARKER))
-                });
-            }
-            rules.retain(|r| !r.handlers.is_empty());
-        }
-    }
-    config
 }
 
 fn check_policy(loaded: &Loaded, require: bool, root: &Path) -> Result<(), String> {

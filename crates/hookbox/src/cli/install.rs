@@ -22,7 +22,7 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use clap::Args;
 use hookbox_hooks::dialect::Dialect;
-use hookbox_hooks::dialect::answer_out;
+use hookbox_hooks::dialect::answer_out::{self, GATE_MARKER};
 use serde_json::{Map, Value, json};
 
 /// What a CLI may wait for the gate, in seconds; the gate's own deadline is shorter
@@ -30,9 +30,6 @@ use serde_json::{Map, Value, json};
 /// CLI gives up on it, because every one of these CLIs lets the call through when a hook times
 /// out (Cursor only without `failClosed`).
 pub const CLI_TIMEOUT_SECS: u64 = 120;
-
-/// The text that marks a handler as the gate's own (and that the gate never runs).
-pub const GATE_MARKER: &str = " hooks gate --protocol ";
 
 /// The name Copilot's hook file of the gate has (Copilot reads every `*.json` of the folder).
 const COPILOT_FILE: &str = "hookbox-gate.json";
@@ -239,7 +236,7 @@ fn is_gate_handler(handler: &Value) -> bool {
         handler
             .get(k)
             .and_then(Value::as_str)
-            .is_some_and(|c| c.contains(GATE_MARKER))
+            .is_some_and(answer_out::is_gate_command)
     })
 }
 

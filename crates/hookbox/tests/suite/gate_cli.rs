@@ -534,6 +534,37 @@ fn vendor_files_join_the_policy_but_no_hook_runs_twice() {
         let out = gate(root.path(), protocol, &shell_payload(protocol, "ls"), &all);
         assert_eq!(text(&out.stdout), "", "{protocol}: {}", text(&out.stderr));
     }
+    // Nor anywhere else hookbox reads vendor files (hooks test here; serve by the same loader),
+    // and hooks check says why it is left out.
+    let r = root.path().to_str().unwrap();
+    let mut test = hookbox_cmd();
+    test.args([
+        "hooks",
+        "test",
+        "--root",
+        r,
+        "--hook-dialects",
+        "claude-code",
+    ])
+    .args(["--tool", "code_execution", "--args", r#"{"code": "ls"}"#])
+    .args(["--expect", "allow"]);
+    let out = test.output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stdout));
+    let mut check = hookbox_cmd();
+    check.args([
+        "hooks",
+        "check",
+        "--root",
+        r,
+        "--hook-dialects",
+        "claude-code",
+    ]);
+    let out = check.output().unwrap();
+    assert!(
+        text(&out.stdout).contains("the `hookbox hooks gate` entry"),
+        "{}",
+        text(&out.stdout)
+    );
     // Without --hook-dialects only .agents/hooks.json decides.
     let out = gate(
         root.path(),
