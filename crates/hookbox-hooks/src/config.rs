@@ -85,6 +85,9 @@ pub struct Handler {
     pub timeout: Duration,
     /// What a failure of this handler means (hookbox extension, `"on_failure"`).
     pub on_failure: OnFailure,
+    /// Claude Code's `if` (a permission rule the call must match), for vendor handlers; a rule
+    /// that could not be read is `Err` and the handler never runs.
+    pub condition: Option<Result<crate::dialect::condition::Condition, String>>,
 }
 
 /// What a handler's failure (crash, non-zero exit, timeout, output overflow, unparseable
@@ -456,6 +459,7 @@ impl Parser<'_> {
             kind,
             timeout,
             on_failure,
+            condition: None,
         })
     }
 

@@ -362,6 +362,14 @@ impl HookEngine {
         } else {
             vec![None]
         };
+        // Claude Code's `if`: the handler runs only for calls its permission rule matches.
+        let calls = calls.into_iter().filter(|call| match &handler.condition {
+            None => true,
+            Some(Ok(rule)) => call
+                .as_ref()
+                .is_some_and(|c| rule.matches(&c.tool_name, &c.tool_input)),
+            Some(Err(_)) => false,
+        });
         for call in calls {
             let vendor_trace = |meaning: String| VendorTrace {
                 dialect: vendor.dialect,

@@ -885,9 +885,25 @@ impl VendorParser<'_> {
                 }
             }
         };
-        if map.contains_key("if") {
-            self.report(Severity::Warning, &path.key("if"), "\"if\" conditions are not evaluated by hookbox: the handler runs on every call its matcher matches");
-        }
+        let condition = match map.get("if") {
+            None => None,
+            Some(Value::String(rule)) if self.dialect == Dialect::ClaudeCode => {
+                let parsed = super::condition::Condition::parse(rule);
+                if let Err(e) = &parsed {
+                    self.report(
+                        Severity::Error,
+                        &path.key("if"),
+                        format!("{e}; the handler never runs"),
+                    );
+                }
+                Some(parsed)
+            }
+            Some(other) => {
+                self.report(Severity::Error, &path.key("if"), format!("expected a Claude Code permission rule string, found {}; the handler never runs", describe(other)));
+                Some(Err("not a permission rule".to_owned()))
+            }
+        };
+
         if map.get("async") == Some(&Value::Bool(true)) {
             self.report(
                 Severity::Warning,
@@ -905,6 +921,7 @@ impl VendorParser<'_> {
             kind,
             timeout,
             on_failure,
+            condition,
         })
     }
 

@@ -31,8 +31,9 @@ pub enum HooksCommand {
     /// Validate hooks files: diagnostics, lint, and which tools each rule covers.
     ///
     /// With FILEs, checks those files. Otherwise discovers `/.agents/hooks.json` and
-    /// `/workspace/.agents/hooks.json` under --root, as the runtime does. Exits 1 when any
-    /// part of a file would be skipped.
+    /// `/workspace/.agents/hooks.json` under --root, as the runtime does, and with
+    /// --hook-dialects the other agent CLIs' files too (listing the active ones and their
+    /// traps). Exits 1 when any part of a file would be skipped or a gate is effectively gone.
     Check(CheckArgs),
     /// Run the hooks of one tool call (or, with --event pre-interaction|post-interaction, of one
     /// interaction) for real and print the decision trace.

@@ -62,7 +62,16 @@ const CASES: &[Case] = &[
         "force-push",
     ),
     case(
-        "claude: ls allowed",
+        "claude: a handler's `if` rule (Bash(git push *)) selects the calls it runs for",
+        "claude",
+        "claude-code",
+        "code_execution",
+        r#"{"code":"git push origin main"}"#,
+        "deny",
+        "pushes need a review",
+    ),
+    case(
+        "claude: ls allowed (the `if` handler does not run)",
         "claude",
         "claude-code",
         "code_execution",
