@@ -33,6 +33,8 @@ have mvn || need_debs+=(maven)
 # The egress suite runs real programs in a network namespace: curl, and node (whose fetch
 # ignores proxy variables). A missing one fails those tests (HOOKBOX_TEST_ALLOW_SKIP=1 skips).
 have node || need_debs+=(nodejs)
+# tests/agent_clis installs the four agent CLIs from npm (scripts/tools.sh agent-clis).
+have npm || need_debs+=(npm)
 # tests/deb/run.sh checks the unit with `systemd-analyze verify`.
 have systemd-analyze || need_debs+=(systemd)
 # scripts/tools.sh builds fake-gcs-server (the GCS-compatible store) with go.

@@ -17,7 +17,10 @@
 # data dirs carry environments through it (and one cut off from PostgreSQL by a forwarder the test
 # controls serves no stale copy once the partition heals, with and without a third replica);
 # snapshots (gs://) and gcs sources run against a throwaway fake-gcs-server
-# (scripts/objectstore.sh start --gcs). A test that needs a tool or root that is missing fails;
+# (scripts/objectstore.sh start --gcs). One hookbox policy is enforced by `hookbox hooks gate` in
+# four real agent CLIs from npm (Claude Code, Gemini CLI, Codex, Copilot: tests/agent_clis, headless
+# against a fake model server, in a loopback-only network namespace) and in `hookbox serve`.
+# A test that needs a tool or root that is missing fails;
 # HOOKBOX_TEST_ALLOW_SKIP=1 skips such tests instead, loudly. Last, the .deb is built, installed
 # with dpkg and run as its systemd unit would run it. The sandbox suite, the end-to-end suite (with
 # its replicas on PostgreSQL and Garage), the SDK conformance runs (Python and Java), the MCP run
@@ -65,6 +68,7 @@ tests/approvals/run.sh
 HOOKBOX_RUNTIME=gvisor tests/approvals/run.sh
 tests/live/run.sh
 tests/vendor_hooks/run.sh
+tests/agent_clis/run.sh
 tests/mcp_servers/run.sh
 HOOKBOX_RUNTIME=gvisor tests/mcp_servers/run.sh
 tests/webhooks/run.sh

@@ -15,6 +15,14 @@
 #   scripts/tools.sh fake-gcs-server  prints the path of the fake-gcs-server binary (likewise)
 #   scripts/tools.sh cargo-deb        prints the path of the cargo-deb binary (building it if needed)
 #   scripts/tools.sh runsc            prints the path of gVisor's runsc (fetching it if needed)
+#   scripts/tools.sh agent-clis       prints the directory of the four agent CLIs (installing them
+#                                     if needed); their commands are in its node_modules/.bin
+#
+# The agent CLIs (tests/agent_clis: `hookbox hooks gate` inside the real CLIs) are the npm
+# packages @google/gemini-cli, @openai/codex, @anthropic-ai/claude-code and @github/copilot at
+# the versions pinned below, installed with `npm install` from the registry this machine's npm
+# configuration names (their native binaries come as npm platform packages; install scripts are
+# not run). Not part of the default set: `scripts/tools.sh` alone does not fetch them.
 #
 # runsc is not built: it is Debian's own package from trixie (Debian 13), whose 0.0~20240729 is
 # the oldest that hookbox's gVisor runtime supports (RUNSC_MIN_RELEASE) (bookworm's 0.0~20221219 lacks systrap, mount
@@ -38,6 +46,11 @@ RUNSC_SUITE=trixie
 # The oldest gVisor release the runtime supports (YYYYMMDD, as `runsc --version` says).
 RUNSC_MIN_RELEASE=20240729
 runsc_bin="$tools_dir/runsc-$RUNSC_SUITE/bin/runsc"
+GEMINI_CLI_VERSION=0.61.0
+CODEX_VERSION=0.171.0
+CLAUDE_CODE_VERSION=2.1.332
+COPILOT_VERSION=1.0.102
+agent_clis_dir="$tools_dir/agent-clis-gemini$GEMINI_CLI_VERSION-codex$CODEX_VERSION-claude$CLAUDE_CODE_VERSION-copilot$COPILOT_VERSION"
 
 # cargo install CRATE VERSION ROOT [cargo install flags...], into ROOT.partial then renamed, so
 # an interrupted build leaves nothing that looks finished.
@@ -156,11 +169,36 @@ fetch_runsc() {
     mv "$root.partial" "$root"
 }
 
+# npm install the pinned CLIs into ROOT.partial, then rename (an interrupted install leaves
+# nothing that looks finished).
+install_agent_clis() {
+    [ -x "$agent_clis_dir/node_modules/.bin/copilot" ] && return
+    if ! command -v npm >/dev/null 2>&1; then
+        echo "tools.sh: npm is missing (scripts/setup.sh installs Debian's npm)" >&2
+        exit 1
+    fi
+    local root=$agent_clis_dir
+    echo "tools.sh: installing the agent CLIs from npm (once per machine; cached in $tools_dir)" >&2
+    rm -rf "$root.partial" && mkdir -p "$root.partial"
+    echo '{"name": "hookbox-agent-clis", "private": true}' >"$root.partial/package.json"
+    if ! (cd "$root.partial" && npm install --no-audit --no-fund --ignore-scripts --save-exact \
+        "@google/gemini-cli@$GEMINI_CLI_VERSION" "@openai/codex@$CODEX_VERSION" \
+        "@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION" "@github/copilot@$COPILOT_VERSION" \
+        >"$root.partial/install.log" 2>&1); then
+        tail -40 "$root.partial/install.log" >&2
+        rm -rf "$root.partial"
+        exit 1
+    fi
+    rm -rf "$root"
+    mv "$root.partial" "$root"
+}
+
 case "${1:-}" in
     "") build_garage; build_fake_gcs_server; build_cargo_deb; fetch_runsc ;;
     runsc) fetch_runsc; echo "$runsc_bin" ;;
+    agent-clis) install_agent_clis; echo "$agent_clis_dir" ;;
     garage) build_garage; echo "$garage_bin" ;;
     fake-gcs-server) build_fake_gcs_server; echo "$fake_gcs_bin" ;;
     cargo-deb) build_cargo_deb; echo "$cargo_deb_bin" ;;
-    *) echo "usage: tools.sh [garage|fake-gcs-server|cargo-deb|runsc]" >&2; exit 2 ;;
+    *) echo "usage: tools.sh [garage|fake-gcs-server|cargo-deb|runsc|agent-clis]" >&2; exit 2 ;;
 esac

@@ -232,6 +232,7 @@ fn main() {
             netns: None,
             identity: options.identities().map(|range| range.nth(1)),
             runtime: Default::default(),
+            read_only: false,
         },
     )
     .unwrap();

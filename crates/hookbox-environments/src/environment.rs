@@ -766,6 +766,7 @@ impl Environments {
             netns: None,
             identity,
             runtime: meta.runtime,
+            read_only: false,
         };
         let runner = SandboxRunner::new(self.options.clone(), layout)?
             .with_network(network.clone())

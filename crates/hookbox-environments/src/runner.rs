@@ -270,6 +270,9 @@ pub struct SandboxLayout {
     pub identity: Option<Identity>,
     /// The kernel the environment's programs run on.
     pub runtime: RuntimeKind,
+    /// Bind the tree's directories read-only (`hookbox hooks gate`: a developer's project, which
+    /// the policy's handlers may read but not change).
+    pub read_only: bool,
 }
 
 impl SandboxLayout {
@@ -318,6 +321,7 @@ impl SandboxLayout {
             netns: None,
             identity,
             runtime: RuntimeKind::Namespaces,
+            read_only: false,
         })
     }
 }
@@ -373,8 +377,9 @@ impl SandboxRunner {
         &self.options
     }
 
-    /// The environment's own directories, bound writable at the same top-level name, except
-    /// reserved names and, when frozen, `/.agents` (bound read-only from the snapshot).
+    /// The environment's own directories, bound writable (unless the layout is read-only) at the
+    /// same top-level name, except reserved names and, when frozen, `/.agents` (bound read-only
+    /// from the snapshot).
     fn binds(&self) -> Result<Vec<Bind>, RunError> {
         let entries = self.tree.list_dir("/")?;
         let mut binds: Vec<Bind> = entries
@@ -385,7 +390,7 @@ impl SandboxRunner {
             .map(|e| Bind {
                 source: self.layout.tree.join(&e.name),
                 target: format!("/{}", e.name),
-                writable: true,
+                writable: !self.layout.read_only,
             })
             .collect();
         if let Some(frozen) = &self.layout.frozen_agents {

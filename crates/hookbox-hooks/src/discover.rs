@@ -109,6 +109,15 @@ fn parse_raw(raw: &RawFiles) -> Loaded {
             }),
         }
     }
+    // A gate entry `hookbox hooks install` wrote is its CLI's hook, never a handler here.
+    for file in crate::dialect::answer_out::drop_gate_entries(&mut groups) {
+        loaded.diagnostics.push(Diagnostic {
+            severity: Severity::Warning,
+            file,
+            path: "$".to_owned(),
+            message: "the `hookbox hooks gate` entry (written by `hookbox hooks install`) is that CLI's own hook; hookbox does not run it".to_owned(),
+        });
+    }
     loaded.config = Arc::new(HooksConfig { groups });
     loaded
 }

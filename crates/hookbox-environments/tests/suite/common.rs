@@ -68,6 +68,7 @@ pub fn layout(dir: &std::path::Path) -> SandboxLayout {
         netns: None,
         identity,
         runtime: runtime(),
+        read_only: false,
     }
 }
 

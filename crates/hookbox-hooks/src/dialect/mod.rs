@@ -64,6 +64,7 @@
 //!   names its CLI sends (`path`, `view_range`, `file_text`, `old_str`, `new_str`).
 
 pub mod answer_in;
+pub mod answer_out;
 pub mod condition;
 pub mod events;
 pub mod load;

@@ -3,6 +3,8 @@
 //! `check` shows what the runtime will make of the hooks files (diagnostics, lint, and which
 //! tools each rule covers). `test` runs one tool call's hooks for real — real matcher, real
 //! handlers, real merge — and prints the decision trace, without running the tool itself.
+//! `gate` and `install` (modules `gate` and `install`) put the same decision into other agent
+//! CLIs' own hooks.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -39,6 +41,19 @@ pub enum HooksCommand {
     /// Command handlers run in a sandbox whose `/` is --root, so paths such as
     /// `/.agents/hooks-scripts/gate.py` work unchanged. The tool itself is not run.
     Test(Box<TestArgs>),
+    /// The hook an agent CLI runs before each tool call: reads the CLI's hook payload on stdin,
+    /// decides with the project's hookbox policy, answers in that CLI's protocol.
+    ///
+    /// The project (--root, default the current directory) stands for the sandbox root `/`
+    /// exactly as in `hooks test`, and command handlers run in the same sandbox, with the project
+    /// read-only (--writable lifts that). With --hook-dialects other CLIs' files join the
+    /// policy, never the files of the CLI the gate answers (it runs those itself). A failure of
+    /// the gate itself is a deny. `hookbox hooks install` writes the command that runs this.
+    Gate(Box<super::gate::GateArgs>),
+    /// Put `hookbox hooks gate` into an agent CLI's own settings (or take it out): the project's
+    /// by default, the user's with --user. Shows the diff; other hooks and keys stay. Prints
+    /// the trust step the CLI still needs (for Codex, the trust lines for its config.toml).
+    Install(super::install::InstallArgs),
 }
 
 #[derive(Debug, Args)]
@@ -158,6 +173,8 @@ pub fn run(cmd: HooksCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         HooksCommand::Check(args) => check(args),
         HooksCommand::Test(args) => test(*args),
+        HooksCommand::Gate(args) => super::gate::run(*args),
+        HooksCommand::Install(args) => super::install::run(args),
     }
 }
 
@@ -528,7 +545,7 @@ fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
     };
     let network = read_network(args.network.as_deref())?;
     let engine = HookEngine::new(
-        command_runner(&args.root, args.insecure_no_isolation, &args.runtime)?,
+        command_runner(&args.root, args.insecure_no_isolation, &args.runtime, false)?,
         http_poster(
             &args.environment_id,
             network.as_ref(),
@@ -754,10 +771,12 @@ fn render_dispatch(loaded: &Loaded, dispatch: &Dispatch) -> String {
 /// Where `hooks test` runs command handlers: a sandbox whose `/` is `root`, built exactly as
 /// for an environment's hooks (namespaces, Landlock, seccomp), so that handler paths such as
 /// `/.agents/hooks-scripts/gate.py` and their view of the filesystem are the runtime's.
-fn command_runner(
+/// `read_only`: the tree's directories are bound read-only (`hooks gate`).
+pub(super) fn command_runner(
     root: &std::path::Path,
     insecure_no_isolation: bool,
     runtime: &super::env::RuntimeArgs,
+    read_only: bool,
 ) -> anyhow::Result<Arc<dyn CommandRunner>> {
     let root = root
         .canonicalize()
@@ -779,13 +798,14 @@ fn command_runner(
     let mut layout = SandboxLayout::for_tree(root.clone(), options.identities())
         .with_context(|| format!("preparing a sandbox for {}", root.display()))?;
     layout.runtime = options.runtime;
+    layout.read_only = read_only;
     Ok(Arc::new(
         SandboxRunner::new(Arc::new(options), layout)
             .with_context(|| format!("preparing a sandbox for {}", root.display()))?,
     ))
 }
 
-fn read_network(arg: Option<&str>) -> anyhow::Result<Option<serde_json::Value>> {
+pub(super) fn read_network(arg: Option<&str>) -> anyhow::Result<Option<serde_json::Value>> {
     let Some(arg) = arg else { return Ok(None) };
     let text = match arg.strip_prefix('@') {
         Some(path) => std::fs::read_to_string(path)
@@ -799,7 +819,7 @@ fn read_network(arg: Option<&str>) -> anyhow::Result<Option<serde_json::Value>> 
 
 /// http handlers go through the same egress rules as at runtime (allowlist, SSRF defences,
 /// header injection, credentials from the data dir's credential store).
-fn http_poster(
+pub(super) fn http_poster(
     environment_id: &str,
     network: Option<&serde_json::Value>,
     data_dir: Option<PathBuf>,

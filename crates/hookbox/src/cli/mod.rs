@@ -3,7 +3,9 @@
 mod args;
 mod credential;
 mod env;
+mod gate;
 mod hooks;
+mod install;
 mod mcp;
 mod project;
 mod serve;
@@ -154,7 +156,11 @@ pub fn init_logging(
                 .with_filter(hookbox_server::metrics::layer_targets()),
         )
         .with(
-            hookbox_server::audit::GlobalAudit.with_filter(hookbox_server::audit::layer_targets()),
+            // `hooks gate` logs its own failures as denies (see cli/gate.rs).
+            hookbox_server::audit::GlobalAudit.with_filter(
+                hookbox_server::audit::layer_targets()
+                    .with_target("hookbox::cli::gate", tracing::Level::INFO),
+            ),
         )
         .with(otel)
         .try_init();
