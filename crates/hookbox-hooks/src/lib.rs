@@ -12,7 +12,8 @@
 //! bounded by `hookbox-process`, which the runners use.
 //!
 //! Reading order: [`discover`] (where files come from) → [`config`] (what they mean) →
-//! [`matcher`] (which tools a rule covers) → [`engine`] (running handlers and deciding), which
+//! [`matcher`] (which tools a rule covers) → [`lint`] (whether each command's program exists in
+//! the sandbox, for `hooks check`) → [`engine`] (running handlers and deciding), which
 //! reads each handler's answer with [`answer`] and records what it decided as
 //! [`decision`]'s values → [`scrub`] (injected secrets taken out of what handlers said, before
 //! anything records it).
@@ -25,6 +26,7 @@ pub mod diagnostic;
 pub mod discover;
 pub mod engine;
 pub mod http;
+pub mod lint;
 pub mod matcher;
 pub mod scrub;
 

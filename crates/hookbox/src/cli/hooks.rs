@@ -28,8 +28,13 @@ pub enum HooksCommand {
     /// Validate hooks files: diagnostics, lint, and which tools each rule covers.
     ///
     /// With FILEs, checks those files. Otherwise discovers `/.agents/hooks.json` and
-    /// `/workspace/.agents/hooks.json` under --root, as the runtime does. Exits 1 when any
-    /// part of a file would be skipped.
+    /// `/workspace/.agents/hooks.json` under --root, as the runtime does. Each command
+    /// handler's program and script are looked up under --root as the sandbox sees it (the
+    /// host's /usr, /bin, /lib; the rest from --root).
+    ///
+    /// Exits 1 when a gate the file meant to install is not in force: a part skipped, an
+    /// unknown event, a matcher (or an alternative in it) naming no tool, a misspelt
+    /// on_failure, a handler script missing or not executable. Warnings (nothing lost) exit 0.
     Check(CheckArgs),
     /// Run the hooks of one tool call (or, with --event pre-interaction|post-interaction, of one
     /// interaction) for real and print the decision trace.
@@ -153,13 +158,19 @@ pub fn run(cmd: HooksCommand) -> anyhow::Result<ExitCode> {
 }
 
 fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
-    let loaded = if args.files.is_empty() {
-        let root = RootDir::open(&args.root)
-            .with_context(|| format!("cannot use {} as the sandbox root", args.root.display()))?;
-        hookbox_hooks::load_from_root(&root)
+    let root = RootDir::open(&args.root)
+        .with_context(|| format!("cannot use {} as the sandbox root", args.root.display()));
+    let mut loaded = if args.files.is_empty() {
+        hookbox_hooks::load_from_root(root.as_ref().map_err(|e| anyhow::anyhow!("{e:#}"))?)
     } else {
         load_files(&args.files)?
     };
+    // Each command handler's program and script, looked up as the sandbox will see them.
+    if let Ok(root) = root {
+        let view = hookbox_environments::runner::SandboxView::new(root);
+        let found = hookbox_hooks::lint::handler_programs(&loaded.config, &view);
+        loaded.diagnostics.extend(found);
+    }
     if args.json {
         let report = serde_json::json!({
             "files": loaded.files,
@@ -341,14 +352,18 @@ fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
     }
     let root = RootDir::open(&args.root)
         .with_context(|| format!("cannot use {} as the sandbox root", args.root.display()))?;
-    for dir in ["workspace", "tmp"] {
-        if !args.root.join(dir).is_dir() {
-            eprintln!(
+    // Said only when a handler failed, where a missing directory may be why (#31: the same
+    // two notes on every run were noise).
+    let notes: Vec<String> = ["workspace", "tmp"]
+        .into_iter()
+        .filter(|dir| !args.root.join(dir).is_dir())
+        .map(|dir| {
+            format!(
                 "note: {} has no {dir}/, so /{dir} does not exist inside the sandbox",
                 args.root.display()
-            );
-        }
-    }
+            )
+        })
+        .collect();
     let loaded = hookbox_hooks::load_from_root(&root);
     // Required by clap for the tool events; unused by the interaction events.
     let call = ToolCall {
@@ -413,6 +428,17 @@ fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
             }
         }
     });
+    let failed = dispatch.trace.iter().any(|t| {
+        matches!(
+            t.outcome,
+            Outcome::FailedOpen { .. } | Outcome::FailedClosed { .. } | Outcome::Failed { .. }
+        )
+    });
+    if failed {
+        for note in &notes {
+            eprintln!("{note}");
+        }
+    }
     if args.json {
         let report = serde_json::json!({
             "files": loaded.files,
@@ -423,15 +449,50 @@ fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
     } else {
         print!("{}", render_dispatch(&loaded, &dispatch));
     }
-    let met = match args.expect {
-        None => true,
-        Some(expect) => expect.label() == dispatch.decision.label(),
+    match args.expect {
+        Some(expect) if expect.label() != dispatch.decision.label() => {
+            eprintln!("{}", expect_mismatch(expect, &dispatch));
+            Ok(ExitCode::FAILURE)
+        }
+        _ => Ok(ExitCode::SUCCESS),
+    }
+}
+
+/// `expected X, got Y (why)`: the line `--expect` prints on stderr when the decision differs.
+fn expect_mismatch(expect: Expect, dispatch: &Dispatch) -> String {
+    let got = dispatch.decision.label();
+    let why = match &dispatch.decision {
+        Decision::Deny { reason, group } => format!("group {group} denied: {reason}"),
+        Decision::Ask { reason, group } => format!("group {group} asks a person: {reason}"),
+        Decision::Allow if dispatch.trace.is_empty() => {
+            let what = match dispatch.tool.is_empty() {
+                true => dispatch.event.to_string(),
+                false => format!("{} {}", dispatch.event, dispatch.tool),
+            };
+            format!("no handler matches {what}")
+        }
+        Decision::Allow => {
+            let failed: Vec<String> = dispatch
+                .trace
+                .iter()
+                .filter_map(|t| match &t.outcome {
+                    Outcome::FailedOpen { failure } => Some(format!(
+                        "{} {}[{}].hooks[{}] failed open: {failure}",
+                        t.group, dispatch.event, t.rule_index, t.handler_index
+                    )),
+                    _ => None,
+                })
+                .collect();
+            match failed.is_empty() {
+                true => format!(
+                    "every one of the {} handler(s) that ran allowed",
+                    dispatch.trace.len()
+                ),
+                false => failed.join("; "),
+            }
+        }
     };
-    Ok(if met {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    format!("expected {}, got {got}: {why}", expect.label())
 }
 
 fn render_dispatch(loaded: &Loaded, dispatch: &Dispatch) -> String {
