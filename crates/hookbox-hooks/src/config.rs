@@ -205,10 +205,18 @@ impl Parser<'_> {
 
     fn group(&mut self, path: &JsonPath, name: &str, value: &Value) -> Option<Group> {
         let Value::Object(map) = value else {
+            // #31: a file of events without the named group around them said only "found an
+            // array".
+            let hint = match HookEvent::ALL.iter().any(|e| e.as_str() == name) {
+                true => format!(
+                    " ({name:?} is an event: put it inside a named group, {{\"my-gate\": {{\"{name}\": [...]}}}})"
+                ),
+                false => String::new(),
+            };
             self.error(
                 path,
                 format!(
-                    "expected a group object with pre_tool_execution and/or post_tool_execution, found {}; group skipped",
+                    "expected a group object with pre_tool_execution and/or post_tool_execution, found {}{hint}; group skipped",
                     describe(value)
                 ),
             );
@@ -888,6 +896,18 @@ mod tests {
         assert_eq!(errors.len(), 1, "{diags:#?}");
         assert_eq!(errors[0].path, "$.g.pre_tool_exec");
         assert!(errors[0].message.contains("never run"), "{diags:#?}");
+    }
+
+    #[test]
+    fn a_missing_group_wrapper_says_how_to_fix_it() {
+        let (_, diags) = parse_str(r#"{"pre_tool_execution":[{"matcher":"*","hooks":[]}]}"#);
+        let d = only(&diags);
+        assert!(
+            d.message.contains(
+                r#"put it inside a named group, {"my-gate": {"pre_tool_execution": [...]}}"#
+            ),
+            "{d}"
+        );
     }
 
     #[test]

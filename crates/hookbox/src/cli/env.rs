@@ -122,6 +122,41 @@ impl EgressArgs {
 }
 
 impl StoreArgs {
+    /// The data dir this command uses: `--data-dir`, else the default.
+    pub fn data_dir(&self) -> anyhow::Result<PathBuf> {
+        match &self.data_dir {
+            Some(dir) if dir.as_os_str().is_empty() => {
+                Err(super::usage("--data-dir is empty; name a directory"))
+            }
+            Some(dir) => Ok(dir.clone()),
+            None => Ok(default_data_dir()?),
+        }
+    }
+
+    /// `result`, with a "not found" that names where it looked and how to look elsewhere.
+    pub fn located<T>(
+        &self,
+        result: Result<T, hookbox_environments::environment::EnvError>,
+    ) -> anyhow::Result<T> {
+        use hookbox_environments::environment::EnvError;
+        match result {
+            Err(EnvError::NotFound(id)) => {
+                let dir = self
+                    .data_dir()
+                    .map(|d| d.display().to_string())
+                    .unwrap_or_default();
+                let source = match &self.data_dir {
+                    Some(_) => "--data-dir",
+                    None => "the default: $HOOKBOX_DATA_DIR, else ~/.local/share/hookbox",
+                };
+                Err(anyhow::anyhow!(
+                    "no environment `{id}` in the data dir {dir} ({source}); --data-dir or HOOKBOX_DATA_DIR chooses another (a `hookbox serve` sees this one only with the same --data-dir)"
+                ))
+            }
+            other => Ok(other?),
+        }
+    }
+
     pub fn open(&self) -> anyhow::Result<Environments> {
         self.open_with(None, EgressOperator::default())
     }
@@ -133,10 +168,7 @@ impl StoreArgs {
         tool_timeout: Option<std::time::Duration>,
         operator: EgressOperator,
     ) -> anyhow::Result<Environments> {
-        let data_dir = match &self.data_dir {
-            Some(dir) => dir.clone(),
-            None => default_data_dir()?,
-        };
+        let data_dir = self.data_dir()?;
         let launcher = Launcher::from_env_or_current_exe(SANDBOX_EXEC_SUBCOMMAND)
             .context("locating the sandbox launcher")?;
         let mut options = SandboxOptions::new(launcher);
@@ -237,7 +269,7 @@ fn fork(args: ForkArgs) -> anyhow::Result<ExitCode> {
     let store = args.store.open()?;
     // Network and variables come from the original's stored metadata (not the redacted view),
     // so the fork's egress injects the same headers; --network replaces the policy.
-    let parent = store.meta_for_fork(&args.id)?;
+    let parent = args.store.located(store.meta_for_fork(&args.id))?;
     let spec = EnvironmentSpec {
         network: match &args.network {
             Some(raw) => Some(parse_network(raw)?),
@@ -252,7 +284,7 @@ fn fork(args: ForkArgs) -> anyhow::Result<ExitCode> {
         disk_limit_bytes: args.disk_limit,
         ..EnvironmentSpec::default()
     };
-    let meta = store.fork(&args.id, &spec)?;
+    let meta = args.store.located(store.fork(&args.id, &spec))?;
     println!("{}", meta.id);
     Ok(ExitCode::SUCCESS)
 }
@@ -395,19 +427,30 @@ pub fn run(cmd: EnvCommand) -> anyhow::Result<ExitCode> {
         EnvCommand::Create(args) => create(args),
         EnvCommand::List(store) => {
             for meta in store.open()?.list()? {
-                println!("{}", serde_json::to_string(&meta)?);
+                println!("{}", serde_json::to_string(&with_rfc3339(&meta)?)?);
             }
             Ok(ExitCode::SUCCESS)
         }
         EnvCommand::Show { id, store } => {
-            let meta = store.open()?.show(&id)?;
-            println!("{}", serde_json::to_string_pretty(&meta)?);
+            let meta = store.located(store.open()?.show(&id))?;
+            println!("{}", serde_json::to_string_pretty(&with_rfc3339(&meta)?)?);
             Ok(ExitCode::SUCCESS)
         }
         EnvCommand::Fork(args) => fork(args),
         EnvCommand::Rm { id, store } => {
-            store.open()?.remove(&id)?;
+            store.located(store.open()?.remove(&id))?;
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `meta` as JSON with its times in RFC 3339, as the API prints them (#31: epoch integers).
+fn with_rfc3339(meta: &impl serde::Serialize) -> anyhow::Result<serde_json::Value> {
+    let mut value = serde_json::to_value(meta)?;
+    for key in ["created_at", "updated_at", "last_accessed_at"] {
+        if let Some(secs) = value.get(key).and_then(serde_json::Value::as_i64) {
+            value[key] = hookbox_store::time::format_unix(secs).into();
+        }
+    }
+    Ok(value)
 }

@@ -88,14 +88,14 @@ impl Expect {
 
 #[derive(Debug, Args)]
 pub struct TestArgs {
-    /// The directory that stands for the sandbox root `/`.
-    #[arg(long)]
+    /// The directory that stands for the sandbox root `/` (as for `hooks check`).
+    #[arg(long, default_value = ".")]
     root: PathBuf,
     /// The tool being called (with --event pre or post).
     #[arg(long, value_parser = parse_tool, required_if_eq_any = [("event", "pre"), ("event", "post")])]
     tool: Option<ToolName>,
-    /// The tool call's arguments, as JSON.
-    #[arg(long, default_value = "{}")]
+    /// The tool call's arguments, as JSON or `@FILE`.
+    #[arg(long, value_name = "JSON|@FILE", default_value = "{}")]
     args: String,
     /// Which hooks to run.
     #[arg(long, value_enum, default_value = "pre")]
@@ -103,8 +103,13 @@ pub struct TestArgs {
     /// With --event post: the tool's error text, passed to hooks as `error`.
     #[arg(long)]
     error: Option<String>,
-    /// The environment id hooks see in their payload.
-    #[arg(long, default_value = "env_local")]
+    /// The environment id hooks see in their payload (`--environment-id` also works).
+    #[arg(
+        long = "env-id",
+        alias = "environment-id",
+        value_name = "ID",
+        default_value = "env_local"
+    )]
     environment_id: String,
     /// With --event pre-interaction: the user's input text.
     #[arg(long, required_if_eq("event", "pre-interaction"))]
@@ -342,13 +347,14 @@ fn count(diagnostics: &[Diagnostic], severity: Severity) -> usize {
 }
 
 fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
-    let call_args: serde_json::Value = serde_json::from_str(&args.args)
-        .with_context(|| format!("--args is not valid JSON: {}", args.args))?;
+    let call_args = super::args::json_arg("--args", &args.args)?;
     if !call_args.is_object() {
-        bail!("--args must be a JSON object, like '{{\"path\": \"/workspace/a.txt\"}}'");
+        return Err(super::usage(
+            "--args must be a JSON object, like '{\"path\": \"/workspace/a.txt\"}'",
+        ));
     }
     if args.error.is_some() && args.event != EventArg::Post {
-        bail!("--error only applies to --event post");
+        return Err(super::usage("--error only applies to --event post"));
     }
     let root = RootDir::open(&args.root)
         .with_context(|| format!("cannot use {} as the sandbox root", args.root.display()))?;
@@ -386,15 +392,41 @@ fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
     }
     };
     let network = read_network(args.network.as_deref())?;
-    let engine = HookEngine::new(
-        command_runner(&args.root, args.insecure_no_isolation, &args.runtime)?,
-        http_poster(
+    // The credential store (a database in the data dir) is opened only when an http handler
+    // may need its credentials: without one, `hooks test` creates nothing (#31).
+    let has_http = loaded.config.groups.iter().any(|g| {
+        HookEvent::ALL.iter().any(|e| {
+            g.rules(*e).iter().any(|r| {
+                r.handlers
+                    .iter()
+                    .any(|h| matches!(h.kind, HandlerKind::Http { .. }))
+            })
+        })
+    });
+    let poster: Arc<dyn hookbox_hooks::http::HttpPoster> = match has_http {
+        true => http_poster(
             &args.environment_id,
             network.as_ref(),
             args.data_dir,
             args.database.database.as_deref(),
         )?,
-    );
+        false => Arc::new(NoHttpHandlers),
+    };
+    let (runner, identity) = command_runner(&args.root, args.insecure_no_isolation, &args.runtime)?;
+    // #31: a hook that could not write the tree got a bare PermissionError. Hooks run as the
+    // tree's owner, or as an unprivileged uid when root owns it.
+    let mut notes = notes;
+    if let Some(identity) = identity {
+        let owner = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&args.root)?);
+        if owner == 0 && identity.uid != 0 {
+            notes.push(format!(
+                "note: {} belongs to root, so hooks run as the unprivileged uid {} and cannot write what is not theirs there (a PermissionError); chown the tree to a user and they run as that user",
+                args.root.display(),
+                identity.uid
+            ));
+        }
+    }
+    let engine = HookEngine::new(runner, poster);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -440,11 +472,20 @@ fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
         }
     }
     if args.json {
-        let report = serde_json::json!({
+        // `pre` or `post` as `hookbox tool` names the same dispatch (`pre_interaction` and
+        // `post_interaction` for those events); `dispatch` is kept for scripts that read it.
+        let key = match args.event {
+            EventArg::Pre => "pre",
+            EventArg::Post => "post",
+            EventArg::PreInteraction => "pre_interaction",
+            EventArg::PostInteraction => "post_interaction",
+        };
+        let mut report = serde_json::json!({
             "files": loaded.files,
             "diagnostics": loaded.diagnostics,
             "dispatch": dispatch,
         });
+        report[key] = serde_json::to_value(&dispatch)?;
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", render_dispatch(&loaded, &dispatch));
@@ -569,11 +610,15 @@ fn render_dispatch(loaded: &Loaded, dispatch: &Dispatch) -> String {
 /// Where `hooks test` runs command handlers: a sandbox whose `/` is `root`, built exactly as
 /// for an environment's hooks (namespaces, Landlock, seccomp), so that handler paths such as
 /// `/.agents/hooks-scripts/gate.py` and their view of the filesystem are the runtime's.
+/// Also returns the host identity hooks run as (`None`: hookbox's own).
 fn command_runner(
     root: &std::path::Path,
     insecure_no_isolation: bool,
     runtime: &super::env::RuntimeArgs,
-) -> anyhow::Result<Arc<dyn CommandRunner>> {
+) -> anyhow::Result<(
+    Arc<dyn CommandRunner>,
+    Option<hookbox_sandbox::spec::Identity>,
+)> {
     let root = root
         .canonicalize()
         .with_context(|| format!("cannot use {} as the sandbox root", root.display()))?;
@@ -594,10 +639,13 @@ fn command_runner(
     let mut layout = SandboxLayout::for_tree(root.clone(), options.identities())
         .with_context(|| format!("preparing a sandbox for {}", root.display()))?;
     layout.runtime = options.runtime;
-    Ok(Arc::new(
-        SandboxRunner::new(Arc::new(options), layout)
-            .with_context(|| format!("preparing a sandbox for {}", root.display()))?,
-    ))
+    let identity = match options.isolation {
+        Isolation::Full => layout.identity,
+        Isolation::InsecureNone => None,
+    };
+    let runner = SandboxRunner::new(Arc::new(options), layout)
+        .with_context(|| format!("preparing a sandbox for {}", root.display()))?;
+    Ok((Arc::new(runner), identity))
 }
 
 fn read_network(arg: Option<&str>) -> anyhow::Result<Option<serde_json::Value>> {
@@ -610,6 +658,22 @@ fn read_network(arg: Option<&str>) -> anyhow::Result<Option<serde_json::Value>> 
     let value = serde_json::from_str(&text)
         .with_context(|| format!("--network is not valid JSON: {text}"))?;
     Ok(Some(value))
+}
+
+/// The poster of a configuration without http handlers: never called, and refusing if it were.
+#[derive(Debug)]
+struct NoHttpHandlers;
+
+#[async_trait::async_trait]
+impl hookbox_hooks::http::HttpPoster for NoHttpHandlers {
+    async fn post(
+        &self,
+        _: hookbox_hooks::http::HttpRequest,
+    ) -> Result<hookbox_hooks::http::HttpResponse, hookbox_hooks::http::HttpError> {
+        Err(hookbox_hooks::http::HttpError::Other(
+            "no http handler was loaded".into(),
+        ))
+    }
 }
 
 /// http handlers go through the same egress rules as at runtime (allowlist, SSRF defences,

@@ -215,7 +215,7 @@ fn check_and_test_refuse_bad_input_clearly() {
     let root = tree("security-gate");
     let r = root.path().to_str().unwrap();
     let bad_json = hooks_test(r, "view_file", "{nope", &[]);
-    assert_eq!(bad_json.status.code(), Some(1));
+    assert_eq!(bad_json.status.code(), Some(64), "a usage error");
     assert!(String::from_utf8_lossy(&bad_json.stderr).contains("--args is not valid JSON"));
     let bad_tool = hookbox(&["hooks", "test", "--root", r, "--tool", "read_file"]);
     assert!(String::from_utf8_lossy(&bad_tool.stderr).contains("did you mean `view_file`?"));

@@ -1,0 +1,289 @@
+//! What a new user meets in the first hour (#31 items 4, 5, 11, 12): exit statuses, where a
+//! "not found" looked, flags that agree, messages that say how to fix it. Each test failed on the
+//! code before the fix.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use super::support::{filtered, hookbox, hookbox_in, text, tree};
+
+fn hookbox_env(envs: &[(&str, &str)], cwd: &Path, args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hookbox"));
+    cmd.args(args).current_dir(cwd).env_remove("RUST_LOG");
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+/// #31 item 4: a usage error exited 2, the status of a denied call.
+#[test]
+fn a_usage_error_exits_64_not_the_denied_status() {
+    let out = hookbox(&["tool"]);
+    assert_eq!(out.status.code(), Some(64), "{}", text(&out.stderr));
+    let out = hookbox(&["hooks", "check", "--no-such-flag"]);
+    assert_eq!(out.status.code(), Some(64), "{}", text(&out.stderr));
+    // A malformed argument found after parsing is a usage error too.
+    let root = tree("security-gate");
+    let r = root.path().to_str().unwrap();
+    let out = hookbox(&[
+        "hooks",
+        "test",
+        "--root",
+        r,
+        "--tool",
+        "view_file",
+        "--args",
+        "[1]",
+    ]);
+    assert_eq!(out.status.code(), Some(64), "{}", text(&out.stderr));
+    // --help is not an error.
+    assert_eq!(hookbox(&["--help"]).status.code(), Some(0));
+}
+
+/// #31 item 4: the statuses were documented only in the README.
+#[test]
+fn help_and_man_page_list_the_exit_statuses() {
+    let help = text(&hookbox(&["--help"]).stdout);
+    let listed = help
+        .split_once("Exit status:")
+        .map(|(_, rest)| rest)
+        .unwrap_or_default();
+    insta::assert_snapshot!(listed, @r"
+      0   success
+      1   failure: an error; a tool that failed (hookbox tool); a gate not in force (hooks check);
+          a decision other than --expect (hooks test)
+      2   denied: a pre hook denied the call, which did not run (hookbox tool)
+      3   asked: a pre hook asks a person to approve the call, which did not run; approvals need
+          hookbox serve (hookbox tool)
+      64  usage error: an unknown or missing flag, or a malformed argument
+    ");
+    let man = text(&hookbox(&["manpage"]).stdout);
+    assert!(man.contains("Exit status:"), "{man}");
+    assert!(man.contains(r"64  usage error"), "{man}");
+    // #31 item 11: the NAME line said "hookbox \- hookbox: a self-hosted ...".
+    let name = man
+        .lines()
+        .skip_while(|l| *l != ".SH NAME")
+        .nth(1)
+        .unwrap_or_default();
+    insta::assert_snapshot!(name, @r"hookbox \- A self\-hosted agent sandbox with hooks");
+}
+
+/// #31 item 11: `hookbox manpage DIR` was refused (only `--out-dir DIR` worked).
+#[test]
+fn manpage_takes_the_directory_as_an_argument() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = hookbox(&["manpage", dir.path().to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(dir.path().join("hookbox.1").is_file());
+    assert!(dir.path().join("hookbox-serve.1").is_file());
+    let old = tempfile::tempdir().unwrap();
+    let out = hookbox(&["manpage", "--out-dir", old.path().to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(old.path().join("hookbox.1").is_file());
+}
+
+/// #31 item 11: `hookbox --verbose` listed the hidden `__sandbox-exec`.
+#[test]
+fn no_command_shows_help_without_the_internal_subcommand() {
+    let out = hookbox(&["--verbose"]);
+    assert_eq!(out.status.code(), Some(64));
+    let err = text(&out.stderr);
+    assert!(err.contains("Usage: hookbox"), "{err}");
+    assert!(!err.contains("__sandbox-exec"), "{err}");
+}
+
+/// #31 item 5: `HOOKBOX_DATA_DIR=` silently used the current directory and created
+/// `hookbox.db`, `secret.key` and `environments/` there.
+#[test]
+fn an_empty_data_dir_variable_is_refused_and_creates_nothing() {
+    let cwd = tempfile::tempdir().unwrap();
+    for args in [&["env", "list"][..], &["credential", "list"][..]] {
+        let out = hookbox_env(&[("HOOKBOX_DATA_DIR", "")], cwd.path(), args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        insta::allow_duplicates! {
+            insta::assert_snapshot!(text(&out.stderr), @"error: HOOKBOX_DATA_DIR is set but empty; name a directory or unset it (an empty value would put the database, secret key and environments in the current directory)");
+        }
+    }
+    let left: Vec<_> = std::fs::read_dir(cwd.path()).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// #31 item 5: `error: no environment env_…` named neither the data dir nor how to change it.
+#[test]
+fn environment_not_found_names_the_data_dir_and_how_to_change_it() {
+    let data = hookbox_test_support::DataDir::new();
+    let out = hookbox_in(data.path(), &["env", "show", "env_doesnotexist0000"]);
+    assert_eq!(out.status.code(), Some(1));
+    insta::assert_snapshot!(filtered(&text(&out.stderr), data.path()), @"error: no environment `env_doesnotexist0000` in the data dir [ROOT] (the default: $HOOKBOX_DATA_DIR, else ~/.local/share/hookbox); --data-dir or HOOKBOX_DATA_DIR chooses another (a `hookbox serve` sees this one only with the same --data-dir)");
+    let out = hookbox_in(
+        data.path(),
+        &[
+            "tool",
+            "env_doesnotexist0000",
+            "list_dir",
+            "--data-dir",
+            data.path().to_str().unwrap(),
+        ],
+    );
+    assert!(
+        text(&out.stderr).contains("(--data-dir)"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// #31 item 5: `hooks test` created the data dir's database although no handler needed one.
+#[test]
+fn hooks_test_without_http_handlers_creates_no_database() {
+    let root = tree("security-gate");
+    let data = tempfile::tempdir().unwrap();
+    let dir = data.path().join("never-made");
+    let out = hookbox_env(
+        &[("HOOKBOX_DATA_DIR", dir.to_str().unwrap())],
+        root.path(),
+        &[
+            "hooks",
+            "test",
+            "--tool",
+            "view_file",
+            "--args",
+            r#"{"path":"/x"}"#,
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(!dir.exists(), "hooks test made {}", dir.display());
+}
+
+/// #31 item 11: a missing `--root` printed its OS error twice.
+#[test]
+fn a_missing_root_prints_its_os_error_once() {
+    let out = hookbox(&["hooks", "check", "--root", "/nonexistent/hookbox"]);
+    insta::assert_snapshot!(text(&out.stderr), @"error: cannot use /nonexistent/hookbox as the sandbox root: cannot open the tree root /nonexistent/hookbox: No such file or directory (os error 2)");
+}
+
+/// #31 item 11: `hooks test --root` was required where `hooks check --root` defaults to `.`;
+/// `--args @FILE` did not work where `--network @FILE` did; `--environment-id` matched no other
+/// command's spelling; `--json` said `dispatch` where `hookbox tool` says `pre`/`post`.
+#[test]
+fn hooks_test_flags_agree_with_the_other_commands() {
+    let root = tree("security-gate");
+    let args = root.path().join("args.json");
+    std::fs::write(
+        &args,
+        r#"{"code":"rm -rf /tmp/forbidden","language":"bash"}"#,
+    )
+    .unwrap();
+    let at_file = format!("@{}", args.display());
+    for id_flag in ["--env-id", "--environment-id"] {
+        let out = hookbox_env(
+            &[],
+            root.path(),
+            &[
+                "hooks",
+                "test",
+                "--tool",
+                "code_execution",
+                "--args",
+                &at_file,
+                id_flag,
+                "env_mine",
+                "--json",
+            ],
+        );
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(report["pre"]["decision"], "deny", "{report}");
+        assert_eq!(report["pre"], report["dispatch"]);
+    }
+}
+
+/// #31 item 4: a denied call printed nothing on stderr (only the JSON on stdout).
+#[test]
+fn a_denied_call_says_so_in_one_line_on_stderr() {
+    let data = hookbox_test_support::DataDir::new();
+    let gate = super::support::fixture("security-gate").join(".agents");
+    let hooks = format!(
+        "inline:.agents/hooks.json=@{}",
+        gate.join("hooks.json").display()
+    );
+    let script = format!(
+        "inline:.agents/hooks-scripts/gate.py=@{}",
+        gate.join("hooks-scripts/gate.py").display()
+    );
+    let created = hookbox_in(
+        data.path(),
+        &[
+            "env",
+            "create",
+            "--disk-limit",
+            "0",
+            "--source",
+            &hooks,
+            "--source",
+            &script,
+        ],
+    );
+    assert!(created.status.success(), "{}", text(&created.stderr));
+    let id = text(&created.stdout).trim().to_owned();
+    let out = hookbox_in(
+        data.path(),
+        &[
+            "tool",
+            &id,
+            "code_execution",
+            "--args",
+            r#"{"code": "rm -rf /tmp/forbidden", "language": "bash"}"#,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    insta::assert_snapshot!(text(&out.stderr), @"hookbox: code_execution denied by a pre hook: Destructive command blocked by security gate.");
+    // #31 item 11: `env list` printed epoch integers where the API prints RFC 3339.
+    let listed = hookbox_in(data.path(), &["env", "list"]);
+    let meta: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let rfc3339 = regex::Regex::new(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$").unwrap();
+    for key in ["created_at", "updated_at", "last_accessed_at"] {
+        let at = meta[key].as_str().unwrap_or_default();
+        assert!(rfc3339.is_match(at), "{key}: {meta}");
+    }
+}
+
+/// #31 item 12: a post hook that could not write `/workspace` of a root-owned tree got a bare
+/// PermissionError; the notes about a missing `workspace/` or `tmp/` were printed on every run.
+#[test]
+fn hooks_test_explains_who_hooks_run_as_only_when_a_handler_failed() {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(root.path().join(".agents")).unwrap();
+    std::fs::create_dir_all(root.path().join("workspace")).unwrap();
+    std::fs::write(
+        root.path().join(".agents/hooks.json"),
+        r#"{"audit": {"post_tool_execution": [{"matcher": "*", "hooks": [
+            {"type": "command", "command": "touch /workspace/audit.log"}]}]}}"#,
+    )
+    .unwrap();
+    let r = root.path().to_str().unwrap();
+    let out = hookbox(&[
+        "hooks", "test", "--root", r, "--event", "post", "--tool", "list_dir",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let err = filtered(&text(&out.stderr), root.path());
+    if rustix::process::geteuid().is_root() {
+        assert!(
+            err.contains("note: [ROOT] belongs to root, so hooks run as the unprivileged uid"),
+            "{err}"
+        );
+    }
+    // A run where nothing failed says nothing.
+    std::fs::write(
+        root.path().join(".agents/hooks.json"),
+        r#"{"audit": {"post_tool_execution": [{"matcher": "*", "hooks": [
+            {"type": "command", "command": "true"}]}]}}"#,
+    )
+    .unwrap();
+    let out = hookbox(&[
+        "hooks", "test", "--root", r, "--event", "post", "--tool", "list_dir",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stderr), "");
+}
