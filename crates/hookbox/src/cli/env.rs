@@ -1,4 +1,7 @@
 //! `hookbox env create|list|show|rm`: environments on this machine (hookbox-environments's store).
+//! Creating, forking and removing also write the environment's record in the store `hookbox
+//! serve` reads for the same data dir (or `--database`), so the CLI and a running server see the
+//! same environments.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -157,6 +160,64 @@ impl StoreArgs {
         }
     }
 
+    /// Runs `f` on the store `hookbox serve` uses for this data dir (SQLite in it, in WAL mode
+    /// with a busy timeout, so a running server and this command share it; or `--database`).
+    fn with_store<T>(
+        &self,
+        f: impl AsyncFnOnce(&dyn hookbox_store::Store) -> hookbox_store::Result<T>,
+    ) -> anyhow::Result<T> {
+        let data_dir = self.data_dir()?;
+        let database = self.database.database.as_deref();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("cannot start the async runtime")?;
+        runtime.block_on(async {
+            let store = hookbox_store::open_store(&data_dir, database, &Default::default())
+                .await
+                .with_context(|| match database {
+                    Some(_) => "cannot open the PostgreSQL store (--database)".to_owned(),
+                    None => format!("cannot open the store in {}", data_dir.display()),
+                })?;
+            Ok(f(store.as_ref()).await?)
+        })
+    }
+
+    /// Records environment `id`, made from `spec`, where `hookbox serve` looks environments up
+    /// (the store), so that the server, the SDK and the console see what the CLI made.
+    pub fn record(&self, id: &str, spec: &EnvironmentSpec) -> anyhow::Result<()> {
+        let project = spec
+            .project
+            .clone()
+            .unwrap_or_else(|| hookbox_store::DEFAULT_PROJECT.to_owned());
+        let now = hookbox_store::time::now_rfc3339();
+        // The API's shapes: sources as given (inline content included, as the API keeps it),
+        // the network whole (a fork through the API copies it), variables as values.
+        let record = serde_json::json!({
+            "environment": {
+                "id": id,
+                "status": "active",
+                "created": now,
+                "updated": now,
+                "last_accessed": now,
+                "network": spec.network,
+            },
+            "env": (!spec.env.is_empty()).then(|| serde_json::to_value(&spec.env)).transpose()?,
+        });
+        let mut record: hookbox_store::EnvironmentRecord =
+            serde_json::from_value(record).context("the environment's record")?;
+        let sources = serde_json::to_value(&spec.sources)?;
+        record.environment.sources = serde_json::from_value(sources)
+            .ok()
+            .filter(|s: &Vec<_>| !s.is_empty());
+        self.with_store(async |store| store.put_environment(&project, &record).await)
+    }
+
+    /// Removes environment `id`'s record of `project` from the store.
+    pub fn forget(&self, project: &str, id: &str) -> anyhow::Result<()> {
+        self.with_store(async |store| store.delete_environment(project, id).await.map(|_| ()))
+    }
+
     pub fn open(&self) -> anyhow::Result<Environments> {
         self.open_with(None, EgressOperator::default())
     }
@@ -285,6 +346,10 @@ fn fork(args: ForkArgs) -> anyhow::Result<ExitCode> {
         ..EnvironmentSpec::default()
     };
     let meta = args.store.located(store.fork(&args.id, &spec))?;
+    if let Err(e) = args.store.record(&meta.id, &spec) {
+        let _ = store.remove(&meta.id);
+        return Err(e);
+    }
     println!("{}", meta.id);
     Ok(ExitCode::SUCCESS)
 }
@@ -385,7 +450,13 @@ fn create(args: CreateArgs) -> anyhow::Result<ExitCode> {
         progress.shown(),
     );
     progress.finish();
-    println!("{}", meta?.id);
+    let meta = meta?;
+    // The server's record: without it `hookbox serve` on this data dir answers 404 (#31).
+    if let Err(e) = args.store.record(&meta.id, &spec) {
+        let _ = store.remove(&meta.id);
+        return Err(e);
+    }
+    println!("{}", meta.id);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -438,7 +509,13 @@ pub fn run(cmd: EnvCommand) -> anyhow::Result<ExitCode> {
         }
         EnvCommand::Fork(args) => fork(args),
         EnvCommand::Rm { id, store } => {
-            store.located(store.open()?.remove(&id))?;
+            let environments = store.open()?;
+            let project = store
+                .located(environments.show(&id))?
+                .project
+                .unwrap_or_else(|| hookbox_store::DEFAULT_PROJECT.to_owned());
+            store.located(environments.remove(&id))?;
+            store.forget(&project, &id)?;
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -86,6 +86,7 @@ pub fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
                 &mut |line| eprintln!("{line}"),
                 false,
             )?;
+            args.store.record(&meta.id, &spec)?;
             eprintln!("hookbox mcp: serving new environment {}", meta.id);
             meta.id
         }

@@ -287,3 +287,82 @@ fn hooks_test_explains_who_hooks_run_as_only_when_a_handler_failed() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stderr), "");
 }
+
+/// #31 item 1: `hookbox env create` beside a running `hookbox serve --data-dir D` made an
+/// environment the server, the SDK and the console answered 404 for. Both directions, with a
+/// real server process sharing the data dir (SQLite in WAL mode and the environments folder).
+#[test]
+fn the_cli_and_a_running_server_see_the_same_environments() {
+    use super::serve_cli::{http, start};
+    let data = hookbox_test_support::DataDir::new();
+    let server = start(data.path());
+    // CLI → server: created by the CLI, seen by the API; removed by the CLI, gone from the API.
+    let created = hookbox_in(
+        data.path(),
+        &[
+            "env",
+            "create",
+            "--disk-limit",
+            "0",
+            "--source",
+            "inline:workspace/a.txt=from the cli",
+        ],
+    );
+    assert!(created.status.success(), "{}", text(&created.stderr));
+    let id = text(&created.stdout).trim().to_owned();
+    let got = http(
+        &server.addr,
+        "GET",
+        &format!("/v1beta/environments/{id}"),
+        "",
+    );
+    assert!(got.starts_with("HTTP/1.1 200"), "{got}");
+    let listed = http(&server.addr, "GET", "/v1beta/environments", "");
+    assert!(listed.contains(&id), "{listed}");
+    let files = http(
+        &server.addr,
+        "GET",
+        &format!("/v1beta/environments/{id}/files/workspace"),
+        "",
+    );
+    assert!(files.contains("a.txt"), "{files}");
+    // Server → CLI: created through the API, listed and used by the CLI, removed by the CLI.
+    let made = http(
+        &server.addr,
+        "POST",
+        "/v1beta/environments",
+        r#"{"sources": []}"#,
+    );
+    assert!(made.starts_with("HTTP/1.1 200"), "{made}");
+    let body = made.split("\r\n\r\n").nth(1).unwrap_or_default();
+    let body = body.trim_start_matches(|c: char| c.is_ascii_hexdigit() || c.is_whitespace());
+    let api_id = regex::Regex::new(r#""id":"(env_[a-z0-9]+)""#)
+        .unwrap()
+        .captures(body)
+        .map(|c| c[1].to_owned())
+        .unwrap_or_else(|| panic!("{made}"));
+    let cli_list = text(&hookbox_in(data.path(), &["env", "list"]).stdout);
+    assert!(cli_list.contains(&api_id), "{cli_list}");
+    let tool = hookbox_in(
+        data.path(),
+        &[
+            "tool",
+            &api_id,
+            "list_dir",
+            "--args",
+            r#"{"path": "/workspace"}"#,
+        ],
+    );
+    assert!(tool.status.success(), "{}", text(&tool.stderr));
+    for gone in [&id, &api_id] {
+        let rm = hookbox_in(data.path(), &["env", "rm", gone]);
+        assert!(rm.status.success(), "{}", text(&rm.stderr));
+        let got = http(
+            &server.addr,
+            "GET",
+            &format!("/v1beta/environments/{gone}"),
+            "",
+        );
+        assert!(got.starts_with("HTTP/1.1 404"), "{got}");
+    }
+}
