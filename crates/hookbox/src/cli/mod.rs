@@ -211,6 +211,12 @@ pub fn init_logging(
         .with(
             fmt::layer()
                 .with_writer(std::io::stderr)
+                // Colour only for a person at a terminal: escape codes in a log file are noise
+                // (#31 item 7). NO_COLOR is honoured too.
+                .with_ansi(
+                    std::io::IsTerminal::is_terminal(&std::io::stderr())
+                        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+                )
                 .with_filter(filter),
         )
         .with(

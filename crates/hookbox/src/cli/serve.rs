@@ -871,6 +871,7 @@ pub fn banner(
          data dir: {}\n\
          model: {model}\n\
          runtime: {runtime}\n\
+         console: {url}/console\n\
          \n\
          Point the google-genai SDK (>= 3.3.0) at it:\n\
          \n\

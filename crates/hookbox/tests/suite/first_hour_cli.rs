@@ -366,3 +366,39 @@ fn the_cli_and_a_running_server_see_the_same_environments() {
         assert!(got.starts_with("HTTP/1.1 404"), "{got}");
     }
 }
+
+/// #31 item 8: `GET /` was a JSON 404, `/favicon.ico` a 404, and the banner never named the
+/// console. The browser guard still judges both (a foreign Origin is refused).
+#[test]
+fn the_root_leads_to_the_console_and_the_favicon_is_served() {
+    use super::serve_cli::{http, start};
+    let data = hookbox_test_support::DataDir::new();
+    let server = start(data.path());
+    assert!(
+        server
+            .banner
+            .contains(&format!("console: http://{}/console\n", server.addr)),
+        "{}",
+        server.banner
+    );
+    let root = http(&server.addr, "GET", "/", "");
+    assert!(root.starts_with("HTTP/1.1 303"), "{root}");
+    assert!(
+        root.to_ascii_lowercase().contains("location: /console\r\n"),
+        "{root}"
+    );
+    let icon = http(&server.addr, "GET", "/favicon.ico", "");
+    assert!(icon.starts_with("HTTP/1.1 200"), "{icon}");
+    assert!(icon.contains("image/svg+xml"), "{icon}");
+    let mut s = std::net::TcpStream::connect(&server.addr).unwrap();
+    use std::io::{Read as _, Write as _};
+    write!(
+        s,
+        "GET / HTTP/1.1\r\nHost: {}\r\nOrigin: https://evil.example\r\nConnection: close\r\n\r\n",
+        server.addr
+    )
+    .unwrap();
+    let mut foreign = String::new();
+    s.read_to_string(&mut foreign).unwrap();
+    assert!(foreign.starts_with("HTTP/1.1 403"), "{foreign}");
+}
