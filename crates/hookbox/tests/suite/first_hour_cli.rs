@@ -402,3 +402,22 @@ fn the_root_leads_to_the_console_and_the_favicon_is_served() {
     s.read_to_string(&mut foreign).unwrap();
     assert!(foreign.starts_with("HTTP/1.1 403"), "{foreign}");
 }
+
+/// #31 item 7: the log on stderr carried ANSI colour codes when stderr was a file or a pipe.
+#[test]
+fn logs_have_no_colour_codes_when_stderr_is_not_a_terminal() {
+    let data = hookbox_test_support::DataDir::new();
+    let out = hookbox_in(
+        data.path(),
+        &[
+            "tool",
+            "env_doesnotexist0000",
+            "list_dir",
+            "--egress-allow-cidr",
+            "10.0.0.0/8",
+        ],
+    );
+    let err = text(&out.stderr);
+    assert!(err.contains("WARN"), "a warning is logged: {err}");
+    assert!(!err.contains('\u{1b}'), "{err:?}");
+}
