@@ -421,3 +421,42 @@ fn logs_have_no_colour_codes_when_stderr_is_not_a_terminal() {
     assert!(err.contains("WARN"), "a warning is logged: {err}");
     assert!(!err.contains('\u{1b}'), "{err:?}");
 }
+
+/// #31 item 10: `scripts/serve.sh` ran the whole setup, building the test tools (Garage and
+/// cargo-deb from source, PostgreSQL) that serving never uses. Run on a copy of the scripts
+/// whose `tools.sh` only leaves a mark.
+#[test]
+fn setup_for_serving_installs_no_test_tools() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(repo.join("scripts/setup.sh"), dir.path().join("setup.sh")).unwrap();
+    let mark = dir.path().join("tools-ran");
+    std::fs::write(
+        dir.path().join("tools.sh"),
+        format!(
+            "#!/bin/sh\necho \"$@\" >> {}\necho /bin/true\n",
+            mark.display()
+        ),
+    )
+    .unwrap();
+    let chmod = Command::new("chmod")
+        .args(["755"])
+        .arg(dir.path().join("tools.sh"))
+        .status()
+        .unwrap();
+    assert!(chmod.success());
+    let serve = Command::new("bash")
+        .arg(dir.path().join("setup.sh"))
+        .arg("serve")
+        .output()
+        .unwrap();
+    assert!(serve.status.success(), "{}", text(&serve.stderr));
+    assert!(!mark.exists(), "setup.sh serve ran tools.sh");
+    // The test mode (the default, what scripts/test.sh and .ci/run use) still builds them.
+    let test = Command::new("bash")
+        .arg(dir.path().join("setup.sh"))
+        .output()
+        .unwrap();
+    assert!(test.status.success(), "{}", text(&test.stderr));
+    assert!(mark.exists(), "setup.sh (test) did not run tools.sh");
+}
