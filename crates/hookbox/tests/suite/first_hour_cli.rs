@@ -433,8 +433,9 @@ fn setup_for_serving_installs_no_test_tools() {
     let mark = dir.path().join("tools-ran");
     std::fs::write(
         dir.path().join("tools.sh"),
+        // Never hands out a runsc to link (setup.sh has linked the real one on a test machine).
         format!(
-            "#!/bin/sh\necho \"$@\" >> {}\necho /bin/true\n",
+            "#!/bin/sh\n[ \"$1\" = runsc ] && exit 1\necho \"$@\" >> {}\n",
             mark.display()
         ),
     )
