@@ -254,6 +254,13 @@ impl HookEngine {
         let mut updated_args = None;
         let mut additional_context = Vec::new();
 
+        // The subject is a tool's name for tool events and an agent's for interaction events;
+        // logs, spans and metrics name it as what it is (#31: a `pre_interaction` failure
+        // logged the agent as `tool`, and client-chosen agent names became metric labels).
+        let (tool_field, agent_field) = match event.is_tool_event() {
+            true => (subject, ""),
+            false => ("", subject),
+        };
         for (group, rule) in matching_rules(config, event, subject) {
             for handler in &rule.handlers {
                 let outcome = if !group.enabled {
@@ -265,7 +272,8 @@ impl HookEngine {
                     let span = tracing::info_span!(
                         "hook_handler",
                         event = event.as_str(),
-                        tool = subject,
+                        tool = tool_field,
+                        agent = agent_field,
                         group = %group.name,
                         handler_type = Empty,
                         decision = Empty,
@@ -286,7 +294,7 @@ impl HookEngine {
                         entry.additional_context = Some(context);
                     }
                     record_handler(&span, &entry);
-                    span.in_scope(|| log_handler(event.as_str(), subject, &entry));
+                    span.in_scope(|| log_handler(event.as_str(), tool_field, agent_field, &entry));
                     match &entry.outcome {
                         Outcome::Deny { reason } => {
                             decision = Decision::Deny {
@@ -361,7 +369,8 @@ impl HookEngine {
             additional_context,
         };
         tracing::debug!(
-            tool = subject,
+            tool = tool_field,
+            agent = agent_field,
             event = %event,
             decision = dispatch.decision.label(),
             handlers = dispatch.trace.len(),
@@ -621,7 +630,7 @@ fn record_handler(span: &tracing::Span, entry: &HandlerTrace) {
     }
 }
 
-fn log_handler(event: &str, tool: &str, entry: &HandlerTrace) {
+fn log_handler(event: &str, tool: &str, agent: &str, entry: &HandlerTrace) {
     let failure = match &entry.outcome {
         Outcome::FailedOpen { failure }
         | Outcome::FailedClosed { failure }
@@ -640,6 +649,7 @@ fn log_handler(event: &str, tool: &str, entry: &HandlerTrace) {
             name: hookbox_protocol::events::HOOK_FAILED,
             event,
             tool,
+            agent,
             group = %entry.group,
             handler_type = entry.handler_type,
             handler = %entry.target,
@@ -653,6 +663,7 @@ fn log_handler(event: &str, tool: &str, entry: &HandlerTrace) {
             name: hookbox_protocol::events::HOOK_RAN,
             event,
             tool,
+            agent,
             group = %entry.group,
             handler_type = entry.handler_type,
             reason = match &entry.outcome {

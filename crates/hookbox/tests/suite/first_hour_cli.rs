@@ -461,3 +461,37 @@ fn setup_for_serving_installs_no_test_tools() {
     assert!(test.status.success(), "{}", text(&test.stderr));
     assert!(mark.exists(), "setup.sh (test) did not run tools.sh");
 }
+
+/// #31 item 7: a failing `pre_interaction` handler was logged with the agent's name in the
+/// `tool` field (which metrics also label by).
+#[test]
+fn an_interaction_hook_failure_logs_the_agent_as_agent_not_tool() {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(root.path().join(".agents")).unwrap();
+    std::fs::write(
+        root.path().join(".agents/hooks.json"),
+        r#"{"g": {"pre_interaction": [{"matcher": "*", "hooks": [{"type": "command", "command": "exit 3"}]}]}}"#,
+    )
+    .unwrap();
+    let r = root.path().to_str().unwrap();
+    let out = hookbox(&[
+        "-v",
+        "hooks",
+        "test",
+        "--root",
+        r,
+        "--event",
+        "pre-interaction",
+        "--input",
+        "hi",
+        "--agent",
+        "my-agent",
+    ]);
+    let err = text(&out.stderr);
+    let line = err
+        .lines()
+        .find(|l| l.contains("hook handler failed"))
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(line.contains(r#"agent="my-agent""#), "{line}");
+    assert!(!line.contains(r#"tool="my-agent""#), "{line}");
+}
