@@ -36,8 +36,12 @@ pub const WEBHOOK_DELIVERY: &str = "webhook.delivery";
 /// `timed_out`; reason: the reviewer's, if any).
 pub const APPROVAL_SETTLED: &str = "approval.settled";
 
+/// A hooks file an environment's calls read has an error (bad JSON, a skipped part), logged
+/// once per change of the file (file, path, error).
+pub const HOOKS_FILE_BROKEN: &str = "hooks.file_broken";
+
 /// Every name above.
-pub const ALL: [&str; 12] = [
+pub const ALL: [&str; 13] = [
     HOOK_RAN,
     HOOK_FAILED,
     TOOL_FINISHED,
@@ -50,4 +54,5 @@ pub const ALL: [&str; 12] = [
     PENDING_CHECKPOINTS,
     WEBHOOK_DELIVERY,
     APPROVAL_SETTLED,
+    HOOKS_FILE_BROKEN,
 ];

@@ -495,3 +495,77 @@ fn an_interaction_hook_failure_logs_the_agent_as_agent_not_tool() {
     assert!(line.contains(r#"agent="my-agent""#), "{line}");
     assert!(!line.contains(r#"tool="my-agent""#), "{line}");
 }
+
+/// #31 item 6: a hooks file with invalid JSON (which lets every call through, as the reference
+/// says) was never logged by the server. Now a WARN with the file and the error, once per change
+/// of the file however many calls read it, and a counter.
+#[test]
+fn a_broken_hooks_file_is_logged_once_per_change_and_counted() {
+    use std::io::{BufRead as _, BufReader};
+    let data = hookbox_test_support::DataDir::new();
+    let log = data.path().join("serve.log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hookbox"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(data.path())
+        .env_remove("HOOKBOX_API_KEYS")
+        .env_remove("GEMINI_API_KEY")
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let stdout = child.stdout.take().unwrap();
+    let child = Kill(child);
+    // The reader lives as long as the server: a closed pipe would fail its next print.
+    let mut lines = BufReader::new(stdout).lines();
+    let addr = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| {
+            l.strip_prefix("hookbox is listening on http://")
+                .and_then(|r| r.split_whitespace().next().map(str::to_owned))
+        })
+        .unwrap();
+    let http = super::serve_cli::http;
+    let made = http(
+        &addr,
+        "POST",
+        "/v1beta/environments",
+        r#"{"sources": [{"type": "inline", "target": ".agents/hooks.json", "content": "{not json"}]}"#,
+    );
+    let id = regex::Regex::new(r#""id":"(env_[a-z0-9]+)""#)
+        .unwrap()
+        .captures(&made)
+        .map(|c| c[1].to_owned())
+        .unwrap_or_else(|| panic!("{made}"));
+    for _ in 0..2 {
+        let body = format!(
+            r#"{{"agent": "antigravity-preview-09-2026", "input": "run `true`", "environment": "{id}"}}"#
+        );
+        let done = http(&addr, "POST", "/v1beta/interactions", &body);
+        assert!(done.contains(r#""status":"completed""#), "{done}");
+    }
+    let metrics = http(&addr, "GET", "/metrics", "");
+    assert!(
+        metrics.contains("hookbox_hooks_file_errors_total 1\n"),
+        "{metrics}"
+    );
+    drop(child);
+    drop(lines);
+    let logged = std::fs::read_to_string(&log).unwrap();
+    let warns: Vec<&str> = logged
+        .lines()
+        .filter(|l| l.contains("hooks file has an error"))
+        .collect();
+    assert_eq!(warns.len(), 1, "{logged}");
+    assert!(warns[0].contains("WARN"), "{}", warns[0]);
+    assert!(warns[0].contains("/.agents/hooks.json"), "{}", warns[0]);
+    assert!(warns[0].contains("not valid JSON"), "{}", warns[0]);
+}
