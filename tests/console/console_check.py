@@ -119,6 +119,14 @@ try:
         ]})["id"]
         browser.get(base + "/console#/environments")
         browser.refresh()  # the same page and hash would not reload the list
+        # The list marks the environment whose hooks file is broken, and only that one (#31).
+        marked = wait.until(ec.presence_of_element_located(
+            (By.XPATH, f'//tbody[@id="envs"]/tr[td="{broken}"][@data-hooks="broken"]')))
+        check("environments: the list marks broken hooks", "broken hooks" in marked.text, marked.text)
+        good = wait.until(ec.presence_of_element_located(
+            (By.XPATH, f'//tbody[@id="envs"]/tr[td="{env}"][@data-hooks]')))
+        check("environments: a good file is not marked", good.get_attribute("data-hooks") == "ok"
+              and "broken hooks" not in good.text, good.text)
         wait.until(ec.presence_of_element_located((By.XPATH, f'//tbody[@id="envs"]/tr[td="{broken}"]'))).click()
         diagnostic = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "#e-hooks .diagnostic")))
         check("environments: a broken matcher is reported with its path", "matcher" in diagnostic.text, diagnostic.text)
