@@ -21,7 +21,7 @@ bin="$target_dir/$dir/hookbox"
 assets=target/deb-assets
 mkdir -p "$assets"
 rm -rf "$assets/man"
-"$bin" manpage --out-dir "$assets/man"
+"$bin" manpage "$assets/man"
 gzip -9n "$assets"/man/*.1
 "$bin" completions bash >"$assets/hookbox.bash"
 "$bin" completions zsh >"$assets/_hookbox"

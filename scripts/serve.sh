@@ -4,7 +4,9 @@
 # `hookbox serve` (see `hookbox serve --help`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+# Only what serving needs: the test tools (Garage, cargo-deb, PostgreSQL, ...) come with
+# scripts/test.sh.
+scripts/setup.sh serve
 cargo build --release --locked -p hookbox
 # The binary cargo just built, wherever CARGO_TARGET_DIR puts it.
 target_dir="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')"

@@ -84,10 +84,12 @@ try:
     try:
         browser.get(base + "/console")
         check("console: loads", "hookbox console" in browser.title, browser.title)
-        browser.find_element(By.ID, "key").send_keys("local")
-        browser.find_element(By.ID, "login-button").click()
+        # Local mode (loopback, no API keys) needs no login (#31 item 8).
         row = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, f'tr[data-id="{denied["id"]}"]')))
-        check("login: lists the interactions", row.is_displayed())
+        check("local mode: lists the interactions without a login", row.is_displayed()
+              and not browser.find_element(By.ID, "login").is_displayed())
+        check("local mode: says so", browser.find_element(By.ID, "who").text == "local mode",
+              browser.find_element(By.ID, "who").text)
         rows = [r.get_attribute("data-id") for r in browser.find_elements(By.CSS_SELECTOR, "#list tr")]
         check("list: newest first", rows == [hostile["id"], denied["id"], allowed["id"]], rows)
         browser.save_screenshot(os.path.join(shots, "interactions.png"))
@@ -117,6 +119,14 @@ try:
         ]})["id"]
         browser.get(base + "/console#/environments")
         browser.refresh()  # the same page and hash would not reload the list
+        # The list marks the environment whose hooks file is broken, and only that one (#31).
+        marked = wait.until(ec.presence_of_element_located(
+            (By.XPATH, f'//tbody[@id="envs"]/tr[td="{broken}"][@data-hooks="broken"]')))
+        check("environments: the list marks broken hooks", "broken hooks" in marked.text, marked.text)
+        good = wait.until(ec.presence_of_element_located(
+            (By.XPATH, f'//tbody[@id="envs"]/tr[td="{env}"][@data-hooks]')))
+        check("environments: a good file is not marked", good.get_attribute("data-hooks") == "ok"
+              and "broken hooks" not in good.text, good.text)
         wait.until(ec.presence_of_element_located((By.XPATH, f'//tbody[@id="envs"]/tr[td="{broken}"]'))).click()
         diagnostic = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "#e-hooks .diagnostic")))
         check("environments: a broken matcher is reported with its path", "matcher" in diagnostic.text, diagnostic.text)
@@ -154,8 +164,6 @@ try:
         WebDriverWait(None, 30, poll_frequency=0.2).until(
             lambda _: get("/v1beta/environments/" + gone, at=expiring_base)["status"] == "expired")
         browser.get(expiring_base + "/console")
-        browser.find_element(By.ID, "key").send_keys("local")
-        browser.find_element(By.ID, "login-button").click()
         wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "#list")))
         browser.get(expiring_base + "/console#/environments")
         browser.refresh()

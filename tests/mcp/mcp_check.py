@@ -107,7 +107,7 @@ async def over_http():
         capture_output=True, text=True, check=True)
     env_id = created.stdout.strip()
     server = subprocess.Popen(
-        [hookbox, "mcp", "--data-dir", data, "--env", env_id, "--listen", "127.0.0.1:0"],
+        [hookbox, "mcp", "--data-dir", data, "--env-id", env_id, "--listen", "127.0.0.1:0"],
         stderr=subprocess.PIPE, text=True)
     try:
         url = None

@@ -76,6 +76,11 @@ pub enum EnvError {
         env_vars::HOOKBOX_DATA_DIR
     )]
     NoDataDir,
+    #[error(
+        "{} is set but empty; name a directory or unset it (an empty value would put the database, secret key and environments in the current directory)",
+        env_vars::HOOKBOX_DATA_DIR
+    )]
+    EmptyDataDir,
     #[error("{0}")]
     Runner(#[from] crate::runner::RunError),
     /// The `network` of a spec (or of stored metadata) is invalid; names the JSON path.
@@ -218,6 +223,9 @@ pub fn read_meta(dir: &Path) -> Result<EnvironmentMeta> {
 /// `~/.local/share/hookbox`.
 pub fn default_data_dir() -> Result<PathBuf> {
     if let Some(dir) = std::env::var_os(env_vars::HOOKBOX_DATA_DIR) {
+        if dir.is_empty() {
+            return Err(EnvError::EmptyDataDir);
+        }
         return Ok(PathBuf::from(dir));
     }
     if let Some(dir) = std::env::var_os(env_vars::XDG_DATA_HOME) {

@@ -7,6 +7,10 @@
 //! reported), never a silent "allow". A launch that failed for a momentary lack of resources
 //! ([`hookbox_sandbox::SandboxError::is_transient`]) is tried again; nothing else is. It must
 //! not re-implement supervision (timeouts, output caps, killing the group).
+//!
+//! [`SandboxView`] answers, without launching anything, what a path is inside the sandbox this
+//! module assembles (host system directories, the tree's top-level directories), for the hooks'
+//! handler lint (`hookbox hooks check`).
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -786,5 +790,138 @@ impl StageTimes {
         }
         out.push(("program_and_teardown".into(), self.ended - last));
         out
+    }
+}
+
+/// A tree's filesystem as its sandbox will assemble it, for `hooks check`'s handler lint
+/// ([`hookbox_hooks::lint`]): the host's read-only system directories, the tree's top-level
+/// directories (looked up inside the tree, symlinks never followed out of it), and nothing else
+/// the lint can judge.
+#[derive(Debug)]
+pub struct SandboxView {
+    tree: RootDir,
+    cwd: &'static str,
+}
+
+/// `PATH`'s directories inside every sandbox ([`DEFAULT_PATH`], split).
+const PATH_DIRS: &[&str] = &[
+    "/usr/local/sbin",
+    "/usr/local/bin",
+    "/usr/sbin",
+    "/usr/bin",
+    "/sbin",
+    "/bin",
+];
+
+impl SandboxView {
+    pub fn new(tree: RootDir) -> Self {
+        let cwd = match tree.metadata("/workspace") {
+            Ok(meta) if meta.kind == EntryKind::Dir => "/workspace",
+            _ => "/",
+        };
+        Self { tree, cwd }
+    }
+}
+
+impl hookbox_hooks::lint::SandboxFs for SandboxView {
+    fn lookup(&self, path: &str) -> hookbox_hooks::lint::Entry {
+        use hookbox_hooks::lint::Entry;
+        let top = path.trim_start_matches('/').split('/').next().unwrap_or("");
+        let of = |kind: EntryKind, mode: u32| match kind {
+            EntryKind::File => Entry::File {
+                executable: mode & 0o111 != 0,
+            },
+            EntryKind::Dir => Entry::Dir,
+            EntryKind::Symlink | EntryKind::Other => Entry::Unknown,
+        };
+        if HOST_READ_ONLY.contains(&format!("/{top}").as_str()) {
+            return match std::fs::metadata(path) {
+                Ok(meta) if meta.is_dir() => Entry::Dir,
+                Ok(meta) => Entry::File {
+                    executable: std::os::unix::fs::PermissionsExt::mode(&meta.permissions())
+                        & 0o111
+                        != 0,
+                },
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Entry::Missing,
+                Err(_) => Entry::Unknown,
+            };
+        }
+        if RESERVED_TOP_LEVEL.contains(&top) {
+            // /etc, /dev, /proc, /tmp ...: assembled by the sandbox, not judged here.
+            return Entry::Unknown;
+        }
+        // Only the tree's top-level directories are bound into the sandbox.
+        match self.tree.metadata(&format!("/{top}")) {
+            Ok(meta) if meta.kind == EntryKind::Dir => {}
+            Ok(_) => return Entry::Missing,
+            Err(RootFsError::NotFound { .. }) => return Entry::Missing,
+            Err(_) => return Entry::Unknown,
+        }
+        match self.tree.metadata(path) {
+            Ok(meta) => of(meta.kind, meta.mode),
+            // A dangling link inside the tree may point at a host directory the sandbox binds.
+            Err(RootFsError::NotFound { .. }) => match self.tree.symlink_metadata(path) {
+                Ok(meta) if meta.kind == EntryKind::Symlink => Entry::Unknown,
+                _ => Entry::Missing,
+            },
+            Err(_) => Entry::Unknown,
+        }
+    }
+
+    fn cwd(&self) -> &str {
+        self.cwd
+    }
+
+    fn path_dirs(&self) -> &[&str] {
+        PATH_DIRS
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    use hookbox_hooks::lint::{Entry, SandboxFs as _};
+
+    use super::*;
+
+    #[test]
+    fn path_dirs_are_the_sandbox_path() {
+        assert_eq!(PATH_DIRS.join(":"), DEFAULT_PATH);
+    }
+
+    #[test]
+    fn view_sees_host_system_dirs_and_the_trees_top_level_dirs_only() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(".agents")).unwrap();
+        let run = dir.path().join(".agents/run.sh");
+        std::fs::write(&run, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::write(dir.path().join(".agents/plain.sh"), "").unwrap();
+        std::fs::write(dir.path().join("top.sh"), "").unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", dir.path().join(".agents/out")).unwrap();
+        let view = SandboxView::new(RootDir::open(dir.path()).unwrap());
+        assert_eq!(view.cwd(), "/");
+        assert_eq!(
+            view.lookup("/.agents/run.sh"),
+            Entry::File { executable: true }
+        );
+        assert_eq!(
+            view.lookup("/.agents/plain.sh"),
+            Entry::File { executable: false }
+        );
+        assert_eq!(view.lookup("/.agents/nope.sh"), Entry::Missing);
+        // A file at the top of the tree is not bound into the sandbox.
+        assert_eq!(view.lookup("/top.sh"), Entry::Missing);
+        // A link pointing out of the tree is not followed on the host.
+        assert_ne!(
+            view.lookup("/.agents/out"),
+            Entry::File { executable: false }
+        );
+        assert_eq!(view.lookup("/bin/sh"), Entry::File { executable: true });
+        assert_eq!(
+            view.lookup("/usr/bin/no-such-program-hookbox"),
+            Entry::Missing
+        );
     }
 }

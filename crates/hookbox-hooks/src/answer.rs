@@ -186,10 +186,11 @@ mod tests {
             Err(Failure::NotJson { .. })
         ));
         assert!(matches!(verdict("{}"), Err(Failure::NotADecision { .. })));
-        assert!(matches!(
-            verdict(r#"{"decision":"DENY"}"#),
-            Err(Failure::NotADecision { .. })
-        ));
+        let upper = verdict(r#"{"decision":"DENY"}"#);
+        assert!(matches!(upper, Err(Failure::NotADecision { .. })));
+        // The message says the values are lower case (#31).
+        let message = upper.err().map(|f| f.to_string()).unwrap_or_default();
+        assert!(message.contains("in lower case"), "{message}");
         assert!(matches!(
             verdict(r#"["deny"]"#),
             Err(Failure::NotADecision { .. })

@@ -12,7 +12,10 @@
 //! - a non-boolean `enabled` is an error and the group keeps the default, `true`, so a typo
 //!   cannot switch a security gate off;
 //! - `timeout` must be a positive number of seconds; larger than [`MAX_TIMEOUT`] is clamped;
-//! - unknown keys are warnings (they are usually typos of a real key);
+//! - unknown keys are warnings (they are usually typos of a real key), except where a gate is
+//!   lost: a misspelt event (its rules never run) or `on_failure` (the handler fails open), which
+//!   are errors; so is a tool matcher that names no tool, or an alternative in it that names
+//!   none (`view_file|writefile`): every error is a gate the file meant and is not in force;
 //! - `pre_interaction` / `post_interaction` (hookbox extensions) take rules of the same shape;
 //!   their matchers are matched against the agent's name, so no tool-name lint applies;
 //! - a tool matcher that starts with `mcp:` (hookbox extension) matches remote MCP tools,
@@ -216,10 +219,18 @@ impl Parser<'_> {
 
     fn group(&mut self, path: &JsonPath, name: &str, value: &Value) -> Option<Group> {
         let Value::Object(map) = value else {
+            // #31: a file of events without the named group around them said only "found an
+            // array".
+            let hint = match HookEvent::ALL.iter().any(|e| e.as_str() == name) {
+                true => format!(
+                    " ({name:?} is an event: put it inside a named group, {{\"my-gate\": {{\"{name}\": [...]}}}})"
+                ),
+                false => String::new(),
+            };
             self.error(
                 path,
                 format!(
-                    "expected a group object with pre_tool_execution and/or post_tool_execution, found {}; group skipped",
+                    "expected a group object with pre_tool_execution and/or post_tool_execution, found {}{hint}; group skipped",
                     describe(value)
                 ),
             );
@@ -386,12 +397,14 @@ impl Parser<'_> {
             Matcher::Regex { .. } => {
                 // Interaction events match agent names, and `mcp:` matchers remote MCP tools,
                 // which no list knows.
-                if event.is_tool_event()
-                    && !matcher.is_for_mcp()
-                    && matcher.matched_tools().is_empty()
-                {
-                    let message = no_tool_message(pattern);
-                    self.warn(path, message);
+                // A tool matcher that names no tool, or an alternative that names none, is a
+                // gate the file meant to install and that is not in force: an error.
+                if event.is_tool_event() && !matcher.is_for_mcp() {
+                    if matcher.matched_tools().is_empty() {
+                        self.error(path, no_tool_message(pattern));
+                    } else if let Some(message) = dead_alternatives_message(pattern) {
+                        self.error(path, message);
+                    }
                 }
             }
         }
@@ -631,16 +644,54 @@ impl Parser<'_> {
                 );
                 continue;
             }
-            self.warn(
-                &path.key(key),
-                format!(
-                    "unknown key {key:?} is ignored (expected one of: {}){}",
-                    known.join(", "),
-                    nearest(key, known)
-                ),
+            let message = format!(
+                "unknown key {key:?} is ignored (expected one of: {}){}",
+                known.join(", "),
+                nearest(key, known)
             );
+            match gate_lost(key, &map[key], known) {
+                Some(lost) => self.error(&path.key(key), format!("{message}; {lost}")),
+                None => self.warn(&path.key(key), message),
+            }
         }
     }
+}
+
+/// What is lost when an unknown `key` is ignored, when it is part of a gate: a misspelt event
+/// (its rules never run) or a misspelt `on_failure` (the handler fails open). `None` where
+/// nothing is lost (a comment-like key, a misspelt `timeout`), which stays a warning.
+fn gate_lost(key: &str, value: &Value, known: &[&str]) -> Option<&'static str> {
+    let near = |target: &str| {
+        known.contains(&target) && strsim::levenshtein(key, target) <= target.len() / 2
+    };
+    let event_near = HookEvent::ALL.iter().any(|e| near(e.as_str()));
+    if known == GROUP_KEYS && (event_near || value.is_array()) {
+        return Some("the rules under it never run");
+    }
+    if near("on_failure") {
+        return Some("the handler fails open");
+    }
+    None
+}
+
+/// For a plain alternation some of whose alternatives name no tool (`view_file|writefile`):
+/// which, and what they probably meant. The alternatives that do match still run.
+fn dead_alternatives_message(pattern: &str) -> Option<String> {
+    let dead: Vec<String> = literal_alternatives(pattern)?
+        .into_iter()
+        .filter(|alt| !alt.is_empty() && Matcher::new(alt).matched_tools().is_empty())
+        .map(|alt| match suggest_tool(alt) {
+            Some(tool) => format!("\"{alt}\" (did you mean \"{tool}\"?)"),
+            None => format!("\"{alt}\""),
+        })
+        .collect();
+    if dead.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "in matcher {pattern:?}, {} names none of the built-in tools; the rule never runs for the tool meant",
+        dead.join(", ")
+    ))
 }
 
 /// `; did you mean "x"?` for the closest of `known`, or nothing when none is close.
@@ -834,17 +885,80 @@ mod tests {
     }
 
     #[test]
-    fn matcher_for_no_known_tool_is_warned_with_the_nearest_name() {
+    fn matcher_naming_no_tool_is_an_error_with_the_nearest_name() {
         let (_, diags) = parse_str(
             r#"{"g":{"post_tool_execution":[{"matcher":"read_file|write_file","hooks":[{"type":"command","command":"x"}]}]}}"#,
         );
         let d = only(&diags);
-        assert_eq!(d.severity, Severity::Warning);
+        // The rule never runs: the gate it meant to install is not in force (#31).
+        assert_eq!(d.severity, Severity::Error);
         assert!(d.message.contains(r#""read_file" → "view_file""#), "{d}");
         assert!(
             d.message.contains(r#""write_file" → "write_to_file""#),
             "{d}"
         );
+    }
+
+    #[test]
+    fn misspelt_event_key_is_an_error() {
+        // `pre_tool_exec` was a warning and `hooks check` exited 0 with the gate gone (#31).
+        let (_, diags) = parse_str(
+            r#"{"g":{"pre_tool_exec":[{"matcher":"*","hooks":[{"type":"command","command":"x"}]}]}}"#,
+        );
+        let errors: Vec<_> = diags
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .collect();
+        assert_eq!(errors.len(), 1, "{diags:#?}");
+        assert_eq!(errors[0].path, "$.g.pre_tool_exec");
+        assert!(errors[0].message.contains("never run"), "{diags:#?}");
+    }
+
+    #[test]
+    fn a_missing_group_wrapper_says_how_to_fix_it() {
+        let (_, diags) = parse_str(r#"{"pre_tool_execution":[{"matcher":"*","hooks":[]}]}"#);
+        let d = only(&diags);
+        assert!(
+            d.message.contains(
+                r#"put it inside a named group, {"my-gate": {"pre_tool_execution": [...]}}"#
+            ),
+            "{d}"
+        );
+    }
+
+    #[test]
+    fn comment_keys_stay_warnings() {
+        let (_, diags) = parse_str(
+            r#"{"g":{"description":"audit","post_tool_execution":[{"matcher":"*","hooks":[{"type":"command","command":"x"}]}]}}"#,
+        );
+        assert_eq!(only(&diags).severity, Severity::Warning);
+    }
+
+    #[test]
+    fn misspelt_on_failure_is_an_error() {
+        let (_, diags) = parse_str(
+            r#"{"g":{"pre_tool_execution":[{"matcher":"*","hooks":[{"type":"command","command":"x","on_falure":"deny"}]}]}}"#,
+        );
+        let d = only(&diags);
+        assert_eq!(d.severity, Severity::Error);
+        assert!(d.message.contains("fails open"), "{d}");
+    }
+
+    #[test]
+    fn alternation_typo_is_an_error_naming_the_alternative() {
+        // `view_file|writefile` covered view_file only, and nothing was reported (#31).
+        let (_, diags) = parse_str(
+            r#"{"g":{"pre_tool_execution":[{"matcher":"view_file|writefile","hooks":[{"type":"command","command":"x"}]}]}}"#,
+        );
+        let d = only(&diags);
+        assert_eq!(d.severity, Severity::Error);
+        assert_eq!(d.path, "$.g.pre_tool_execution[0].matcher");
+        assert!(
+            d.message
+                .contains(r#""writefile" (did you mean "write_to_file"?)"#),
+            "{d}"
+        );
+        assert!(!d.message.contains(r#""view_file" ("#), "{d}");
     }
 
     #[test]
@@ -890,7 +1004,7 @@ mod tests {
     }
 
     #[test]
-    fn unknown_keys_are_warned_with_a_suggestion() {
+    fn unknown_keys_are_reported_with_a_suggestion() {
         let (groups, diags) = parse_str(
             r#"{"g":{"pre_tool_executon":[],"post_tool_execution":[{"matcher":"*","hooks":[{"type":"command","command":"x","timout":3}]}]}}"#,
         );
@@ -901,7 +1015,11 @@ mod tests {
                 .message
                 .contains("did you mean \"pre_tool_execution\"")
         );
+        // A misspelt event loses its rules: an error. A misspelt timeout loses nothing (the
+        // default applies): a warning.
+        assert_eq!(diags[0].severity, Severity::Error);
         assert!(diags[1].message.contains("did you mean \"timeout\""));
+        assert_eq!(diags[1].severity, Severity::Warning);
         assert_eq!(
             groups[0].post_tool_execution[0].handlers[0].timeout,
             DEFAULT_TIMEOUT

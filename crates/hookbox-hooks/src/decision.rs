@@ -126,9 +126,11 @@ impl std::fmt::Display for Failure {
             Failure::OutputLimit { limit } => write!(f, "printed more than {limit} bytes"),
             Failure::EmptyOutput => f.write_str("printed nothing"),
             Failure::NotJson { excerpt } => write!(f, "output is not JSON: {excerpt:?}"),
-            Failure::NotADecision { excerpt } => {
-                write!(f, "output is not a decision: {excerpt:?}")
-            }
+            // #31: `{"decision": "Deny"}` said only "not a decision".
+            Failure::NotADecision { excerpt } => write!(
+                f,
+                "output is not a decision: {excerpt:?} (expected {{\"decision\": \"allow\"}}, \"deny\" or \"ask\", in lower case)"
+            ),
             Failure::HttpStatus { status } => write!(f, "answered HTTP {status}"),
             Failure::Http { message } => write!(f, "request failed: {message}"),
             Failure::ResponseTooLarge { limit } => {

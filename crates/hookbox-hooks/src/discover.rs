@@ -166,6 +166,21 @@ impl HooksCache {
             return loaded.clone();
         }
         let loaded = Arc::new(parse_raw(&raw));
+        // Once per change: a broken file lets calls through (fail open, as the reference says),
+        // so the operator must hear of it (#31 item 6), but not on every call.
+        for d in loaded
+            .diagnostics
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+        {
+            tracing::warn!(
+                name: hookbox_protocol::events::HOOKS_FILE_BROKEN,
+                file = %d.file,
+                path = %d.path,
+                error = %d.message,
+                "hooks file has an error; that part is skipped"
+            );
+        }
         if let Ok(mut guard) = self.last.lock() {
             *guard = Some((raw, loaded.clone()));
         }

@@ -267,6 +267,7 @@ impl HookEngine {
             ran_vendor: Vec::new(),
         };
 
+        let (tool_field, agent_field) = subject_fields(event, subject);
         for (group, rule) in matching_rules(config, event, subject) {
             for handler in &rule.handlers {
                 if let Some(vendor) = &rule.vendor {
@@ -318,7 +319,8 @@ impl HookEngine {
             additional_context: state.additional_context,
         };
         tracing::debug!(
-            tool = subject,
+            tool = tool_field,
+            agent = agent_field,
             event = %event,
             decision = dispatch.decision.label(),
             handlers = dispatch.trace.len(),
@@ -856,7 +858,8 @@ impl State<'_> {
             self.additional_context.push(context.clone());
         }
         record_handler(span, &entry);
-        span.in_scope(|| log_handler(event.as_str(), subject, &entry));
+        let (tool, agent) = subject_fields(event, subject);
+        span.in_scope(|| log_handler(event.as_str(), tool, agent, &entry));
         match &entry.outcome {
             Outcome::Deny { reason } => {
                 self.decision = Decision::Deny {
@@ -911,11 +914,23 @@ impl State<'_> {
     }
 }
 
+/// The subject as the `tool` and `agent` fields: a tool's name for tool events, an agent's for
+/// interaction events (#31: a `pre_interaction` failure logged the agent as `tool`, and
+/// client-chosen agent names became metric labels).
+fn subject_fields(event: HookEvent, subject: &str) -> (&str, &str) {
+    match event.is_tool_event() {
+        true => (subject, ""),
+        false => ("", subject),
+    }
+}
+
 fn handler_span(event: HookEvent, subject: &str, group: &Group) -> tracing::Span {
+    let (tool, agent) = subject_fields(event, subject);
     tracing::info_span!(
         "hook_handler",
         event = event.as_str(),
-        tool = subject,
+        tool,
+        agent,
         group = %group.name,
         handler_type = Empty,
         decision = Empty,
@@ -991,7 +1006,7 @@ fn record_handler(span: &tracing::Span, entry: &HandlerTrace) {
     }
 }
 
-fn log_handler(event: &str, tool: &str, entry: &HandlerTrace) {
+fn log_handler(event: &str, tool: &str, agent: &str, entry: &HandlerTrace) {
     let failure = match &entry.outcome {
         Outcome::FailedOpen { failure }
         | Outcome::FailedClosed { failure }
@@ -1010,6 +1025,7 @@ fn log_handler(event: &str, tool: &str, entry: &HandlerTrace) {
             name: hookbox_protocol::events::HOOK_FAILED,
             event,
             tool,
+            agent,
             group = %entry.group,
             handler_type = entry.handler_type,
             handler = %entry.target,
@@ -1023,6 +1039,7 @@ fn log_handler(event: &str, tool: &str, entry: &HandlerTrace) {
             name: hookbox_protocol::events::HOOK_RAN,
             event,
             tool,
+            agent,
             group = %entry.group,
             handler_type = entry.handler_type,
             reason = match &entry.outcome {

@@ -16,7 +16,8 @@
 //! carry their dialect, which decides how their input is written and their answer read.
 //!
 //! Reading order: [`discover`] (where files come from) → [`config`] (what they mean) →
-//! [`matcher`] (which tools a rule covers) → [`engine`] (running handlers and deciding), which
+//! [`matcher`] (which tools a rule covers) → [`lint`] (whether each command's program exists in
+//! the sandbox, for `hooks check`) → [`engine`] (running handlers and deciding), which
 //! reads each handler's answer with [`answer`] and records what it decided as
 //! [`decision`]'s values → [`scrub`] (injected secrets taken out of what handlers said, before
 //! anything records it).
@@ -30,6 +31,7 @@ pub mod dialect;
 pub mod discover;
 pub mod engine;
 pub mod http;
+pub mod lint;
 pub mod matcher;
 pub mod scrub;
 

@@ -43,8 +43,12 @@ pub const AUTH_TOKEN_USED: &str = "auth_token.used";
 /// `created` / `deleted`, expires_at).
 pub const AUTH_TOKEN_CHANGED: &str = "auth_token.changed";
 
+/// A hooks file an environment's calls read has an error (bad JSON, a skipped part), logged
+/// once per change of the file (file, path, error).
+pub const HOOKS_FILE_BROKEN: &str = "hooks.file_broken";
+
 /// Every name above.
-pub const ALL: [&str; 14] = [
+pub const ALL: [&str; 15] = [
     HOOK_RAN,
     HOOK_FAILED,
     TOOL_FINISHED,
@@ -59,4 +63,5 @@ pub const ALL: [&str; 14] = [
     APPROVAL_SETTLED,
     AUTH_TOKEN_USED,
     AUTH_TOKEN_CHANGED,
+    HOOKS_FILE_BROKEN,
 ];

@@ -11,11 +11,12 @@ use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
 /// Errors from confined path operations.
 #[derive(Debug, thiserror::Error)]
 pub enum RootFsError {
-    #[error("cannot open the tree root {path}: {source}")]
+    // The OS error is in the message and deliberately not a `source`: a chain printer would
+    // otherwise print it twice (#31).
+    #[error("cannot open the tree root {path}: {error}")]
     OpenRoot {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("{path}: not found")]
     NotFound { path: String },
@@ -61,7 +62,7 @@ impl RootDir {
         )
         .map_err(|e| RootFsError::OpenRoot {
             path: path.to_path_buf(),
-            source: e.into(),
+            error: e.into(),
         })?;
         Ok(Self {
             fd,

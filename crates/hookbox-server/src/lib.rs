@@ -401,6 +401,12 @@ pub fn app(state: AppState) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(local_metrics))
         .route("/console", get(console))
+        // #31 item 8: `/` was a JSON 404 and the favicon another; `/` leads to the console.
+        .route(
+            "/",
+            get(|| async { axum::response::Redirect::to("/console") }),
+        )
+        .route("/favicon.ico", get(favicon))
         // Between replicas only (the cluster secret is checked inside); outside auth, since the
         // sweeper has no client key to forward.
         .route(
@@ -425,6 +431,18 @@ async fn console() -> impl axum::response::IntoResponse {
             (axum::http::header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
         ],
         include_str!("console.html"),
+    )
+}
+
+/// `GET /favicon.ico`: the console's icon (an SVG; browsers take it whatever the name says).
+async fn favicon() -> impl axum::response::IntoResponse {
+    (
+        [
+            (axum::http::header::CONTENT_TYPE, "image/svg+xml"),
+            (axum::http::header::CACHE_CONTROL, "max-age=86400"),
+            (axum::http::header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        r##"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect x="1" y="3" width="14" height="11" rx="2" fill="#3b5bdb"/><path d="M4 3V1h8v2" stroke="#3b5bdb" stroke-width="2" fill="none"/><path d="M5 8.5l2 2 4-4" stroke="#fff" stroke-width="1.6" fill="none"/></svg>"##,
     )
 }
 

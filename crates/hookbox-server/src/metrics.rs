@@ -90,6 +90,7 @@ pub struct Metrics {
     snapshot_bytes: Counter,
     webhook_deliveries: Family<OutcomeLabel, Counter>,
     approvals: Family<OutcomeLabel, Counter>,
+    hooks_file_errors: Counter,
     enabled: AtomicBool,
 }
 
@@ -188,6 +189,12 @@ impl Metrics {
             "Calls a hook asked a person about, by how they were settled (approved, denied, timed_out)",
             approvals.clone(),
         );
+        let hooks_file_errors = Counter::default();
+        registry.register(
+            "hooks_file_errors",
+            "Errors found in environments' hooks files (each part skipped, so its gate fails open), counted once per change of a file",
+            hooks_file_errors.clone(),
+        );
         let snapshot_bytes = Counter::default();
         registry.register(
             "snapshot_uploaded_bytes",
@@ -199,6 +206,7 @@ impl Metrics {
             snapshot_bytes,
             webhook_deliveries,
             approvals,
+            hooks_file_errors,
             registry,
             sandbox_start_seconds,
             open_environments,
@@ -244,6 +252,7 @@ pub fn layer_targets() -> tracing_subscriber::filter::Targets {
     use tracing::Level;
     tracing_subscriber::filter::Targets::new()
         .with_target("hookbox_hooks::engine", Level::INFO)
+        .with_target("hookbox_hooks::discover", Level::INFO)
         .with_target("hookbox_server", Level::INFO)
         .with_target("hookbox_egress::audit", Level::INFO)
         .with_target("hookbox_agent::agent_loop", Level::DEBUG)
@@ -463,6 +472,9 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for MetricsLayer {
                     .webhook_deliveries
                     .get_or_create(&OutcomeLabel { outcome: f.outcome })
                     .inc();
+            }
+            names::HOOKS_FILE_BROKEN => {
+                metrics.hooks_file_errors.inc();
             }
             names::APPROVAL_SETTLED => {
                 metrics

@@ -9,14 +9,28 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
-    let args = cli::Cli::parse();
-    let quiet = matches!(args.command, cli::Command::Hooks(_));
+    let args = match cli::Cli::try_parse() {
+        Ok(args) => args,
+        // --help and --version print on stdout and succeed; a usage error has its own status,
+        // so that a script can tell it from a denied call (2).
+        Err(err) => {
+            let _ = err.print();
+            return match err.use_stderr() {
+                true => ExitCode::from(cli::exit::USAGE),
+                false => ExitCode::SUCCESS,
+            };
+        }
+    };
+    let quiet = matches!(args.command, Some(cli::Command::Hooks(_)));
     let traces = cli::init_logging(args.verbose, quiet);
     let code = match cli::run(args) {
         Ok(code) => code,
         Err(err) => {
             eprintln!("error: {err:#}");
-            ExitCode::FAILURE
+            match err.downcast_ref::<cli::UsageError>() {
+                Some(_) => ExitCode::from(cli::exit::USAGE),
+                None => ExitCode::FAILURE,
+            }
         }
     };
     // Spans still in the batch go out before the process does.

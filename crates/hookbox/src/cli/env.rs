@@ -1,4 +1,7 @@
 //! `hookbox env create|list|show|rm`: environments on this machine (hookbox-environments's store).
+//! Creating, forking and removing also write the environment's record in the store `hookbox
+//! serve` reads for the same data dir (or `--database`), so the CLI and a running server see the
+//! same environments.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -122,6 +125,99 @@ impl EgressArgs {
 }
 
 impl StoreArgs {
+    /// The data dir this command uses: `--data-dir`, else the default.
+    pub fn data_dir(&self) -> anyhow::Result<PathBuf> {
+        match &self.data_dir {
+            Some(dir) if dir.as_os_str().is_empty() => {
+                Err(super::usage("--data-dir is empty; name a directory"))
+            }
+            Some(dir) => Ok(dir.clone()),
+            None => Ok(default_data_dir()?),
+        }
+    }
+
+    /// `result`, with a "not found" that names where it looked and how to look elsewhere.
+    pub fn located<T>(
+        &self,
+        result: Result<T, hookbox_environments::environment::EnvError>,
+    ) -> anyhow::Result<T> {
+        use hookbox_environments::environment::EnvError;
+        match result {
+            Err(EnvError::NotFound(id)) => {
+                let dir = self
+                    .data_dir()
+                    .map(|d| d.display().to_string())
+                    .unwrap_or_default();
+                let source = match &self.data_dir {
+                    Some(_) => "--data-dir",
+                    None => "the default: $HOOKBOX_DATA_DIR, else ~/.local/share/hookbox",
+                };
+                Err(anyhow::anyhow!(
+                    "no environment `{id}` in the data dir {dir} ({source}); --data-dir or HOOKBOX_DATA_DIR chooses another (a `hookbox serve` sees this one only with the same --data-dir)"
+                ))
+            }
+            other => Ok(other?),
+        }
+    }
+
+    /// Runs `f` on the store `hookbox serve` uses for this data dir (SQLite in it, in WAL mode
+    /// with a busy timeout, so a running server and this command share it; or `--database`).
+    fn with_store<T>(
+        &self,
+        f: impl AsyncFnOnce(&dyn hookbox_store::Store) -> hookbox_store::Result<T>,
+    ) -> anyhow::Result<T> {
+        let data_dir = self.data_dir()?;
+        let database = self.database.database.as_deref();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("cannot start the async runtime")?;
+        runtime.block_on(async {
+            let store = hookbox_store::open_store(&data_dir, database, &Default::default())
+                .await
+                .with_context(|| match database {
+                    Some(_) => "cannot open the PostgreSQL store (--database)".to_owned(),
+                    None => format!("cannot open the store in {}", data_dir.display()),
+                })?;
+            Ok(f(store.as_ref()).await?)
+        })
+    }
+
+    /// Records environment `id`, made from `spec`, where `hookbox serve` looks environments up
+    /// (the store), so that the server, the SDK and the console see what the CLI made.
+    pub fn record(&self, id: &str, spec: &EnvironmentSpec) -> anyhow::Result<()> {
+        let project = spec
+            .project
+            .clone()
+            .unwrap_or_else(|| hookbox_store::DEFAULT_PROJECT.to_owned());
+        let now = hookbox_store::time::now_rfc3339();
+        // The API's shapes: sources as given (inline content included, as the API keeps it),
+        // the network whole (a fork through the API copies it), variables as values.
+        let record = serde_json::json!({
+            "environment": {
+                "id": id,
+                "status": "active",
+                "created": now,
+                "updated": now,
+                "last_accessed": now,
+                "network": spec.network,
+            },
+            "env": (!spec.env.is_empty()).then(|| serde_json::to_value(&spec.env)).transpose()?,
+        });
+        let mut record: hookbox_store::EnvironmentRecord =
+            serde_json::from_value(record).context("the environment's record")?;
+        let sources = serde_json::to_value(&spec.sources)?;
+        record.environment.sources = serde_json::from_value(sources)
+            .ok()
+            .filter(|s: &Vec<_>| !s.is_empty());
+        self.with_store(async |store| store.put_environment(&project, &record).await)
+    }
+
+    /// Removes environment `id`'s record of `project` from the store.
+    pub fn forget(&self, project: &str, id: &str) -> anyhow::Result<()> {
+        self.with_store(async |store| store.delete_environment(project, id).await.map(|_| ()))
+    }
+
     pub fn open(&self) -> anyhow::Result<Environments> {
         self.open_with(None, EgressOperator::default())
     }
@@ -133,10 +229,7 @@ impl StoreArgs {
         tool_timeout: Option<std::time::Duration>,
         operator: EgressOperator,
     ) -> anyhow::Result<Environments> {
-        let data_dir = match &self.data_dir {
-            Some(dir) => dir.clone(),
-            None => default_data_dir()?,
-        };
+        let data_dir = self.data_dir()?;
         let launcher = Launcher::from_env_or_current_exe(SANDBOX_EXEC_SUBCOMMAND)
             .context("locating the sandbox launcher")?;
         let mut options = SandboxOptions::new(launcher);
@@ -237,7 +330,7 @@ fn fork(args: ForkArgs) -> anyhow::Result<ExitCode> {
     let store = args.store.open()?;
     // Network and variables come from the original's stored metadata (not the redacted view),
     // so the fork's egress injects the same headers; --network replaces the policy.
-    let parent = store.meta_for_fork(&args.id)?;
+    let parent = args.store.located(store.meta_for_fork(&args.id))?;
     let spec = EnvironmentSpec {
         network: match &args.network {
             Some(raw) => Some(parse_network(raw)?),
@@ -252,7 +345,11 @@ fn fork(args: ForkArgs) -> anyhow::Result<ExitCode> {
         disk_limit_bytes: args.disk_limit,
         ..EnvironmentSpec::default()
     };
-    let meta = store.fork(&args.id, &spec)?;
+    let meta = args.store.located(store.fork(&args.id, &spec))?;
+    if let Err(e) = args.store.record(&meta.id, &spec) {
+        let _ = store.remove(&meta.id);
+        return Err(e);
+    }
     println!("{}", meta.id);
     Ok(ExitCode::SUCCESS)
 }
@@ -353,7 +450,13 @@ fn create(args: CreateArgs) -> anyhow::Result<ExitCode> {
         progress.shown(),
     );
     progress.finish();
-    println!("{}", meta?.id);
+    let meta = meta?;
+    // The server's record: without it `hookbox serve` on this data dir answers 404 (#31).
+    if let Err(e) = args.store.record(&meta.id, &spec) {
+        let _ = store.remove(&meta.id);
+        return Err(e);
+    }
+    println!("{}", meta.id);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -395,19 +498,36 @@ pub fn run(cmd: EnvCommand) -> anyhow::Result<ExitCode> {
         EnvCommand::Create(args) => create(args),
         EnvCommand::List(store) => {
             for meta in store.open()?.list()? {
-                println!("{}", serde_json::to_string(&meta)?);
+                println!("{}", serde_json::to_string(&with_rfc3339(&meta)?)?);
             }
             Ok(ExitCode::SUCCESS)
         }
         EnvCommand::Show { id, store } => {
-            let meta = store.open()?.show(&id)?;
-            println!("{}", serde_json::to_string_pretty(&meta)?);
+            let meta = store.located(store.open()?.show(&id))?;
+            println!("{}", serde_json::to_string_pretty(&with_rfc3339(&meta)?)?);
             Ok(ExitCode::SUCCESS)
         }
         EnvCommand::Fork(args) => fork(args),
         EnvCommand::Rm { id, store } => {
-            store.open()?.remove(&id)?;
+            let environments = store.open()?;
+            let project = store
+                .located(environments.show(&id))?
+                .project
+                .unwrap_or_else(|| hookbox_store::DEFAULT_PROJECT.to_owned());
+            store.located(environments.remove(&id))?;
+            store.forget(&project, &id)?;
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `meta` as JSON with its times in RFC 3339, as the API prints them (#31: epoch integers).
+fn with_rfc3339(meta: &impl serde::Serialize) -> anyhow::Result<serde_json::Value> {
+    let mut value = serde_json::to_value(meta)?;
+    for key in ["created_at", "updated_at", "last_accessed_at"] {
+        if let Some(secs) = value.get(key).and_then(serde_json::Value::as_i64) {
+            value[key] = hookbox_store::time::format_unix(secs).into();
+        }
+    }
+    Ok(value)
 }

@@ -308,6 +308,7 @@ async fn evaluate(args: &GateArgs, root: &Path) -> Result<(Verdict, Vec<String>)
         super::hooks::read_network(args.network.as_deref()).map_err(|e| format!("{e:#}"))?;
     let engine = HookEngine::new(
         super::hooks::command_runner(root, false, &args.runtime, !args.writable)
+            .map(|(runner, _)| runner)
             .map_err(|e| format!("{e:#}"))?,
         super::hooks::http_poster(
             &args.environment_id,

@@ -33,7 +33,13 @@ pub enum HooksCommand {
     /// With FILEs, checks those files. Otherwise discovers `/.agents/hooks.json` and
     /// `/workspace/.agents/hooks.json` under --root, as the runtime does, and with
     /// --hook-dialects the other agent CLIs' files too (listing the active ones and their
-    /// traps). Exits 1 when any part of a file would be skipped or a gate is effectively gone.
+    /// traps). Each command handler's program and script are looked up under --root as the
+    /// sandbox sees it (the host's /usr, /bin, /lib; the rest from --root).
+    ///
+    /// Exits 1 when a gate the file meant to install is not in force: a part skipped, an
+    /// unknown event, a matcher (or an alternative in it) naming no tool, a misspelt
+    /// on_failure, a handler script missing or not executable, a vendor trap that opens a gate.
+    /// Warnings (nothing lost) exit 0.
     Check(CheckArgs),
     /// Run the hooks of one tool call (or, with --event pre-interaction|post-interaction, of one
     /// interaction) for real and print the decision trace.
@@ -103,14 +109,14 @@ impl Expect {
 
 #[derive(Debug, Args)]
 pub struct TestArgs {
-    /// The directory that stands for the sandbox root `/`.
-    #[arg(long)]
+    /// The directory that stands for the sandbox root `/` (as for `hooks check`).
+    #[arg(long, default_value = ".")]
     root: PathBuf,
     /// The tool being called (with a tool event).
     #[arg(long, value_parser = parse_tool)]
     tool: Option<ToolName>,
-    /// The tool call's arguments, as JSON.
-    #[arg(long, default_value = "{}")]
+    /// The tool call's arguments, as JSON or `@FILE`.
+    #[arg(long, value_name = "JSON|@FILE", default_value = "{}")]
     args: String,
     /// Which hooks to run: pre, post, pre-interaction, post-interaction, or a vendor event by
     /// its own name (PreToolUse, BeforeTool, beforeShellExecution, …; only that event's hooks
@@ -122,8 +128,13 @@ pub struct TestArgs {
     /// With --event post: the tool's error text, passed to hooks as `error`.
     #[arg(long)]
     error: Option<String>,
-    /// The environment id hooks see in their payload.
-    #[arg(long, default_value = "env_local")]
+    /// The environment id hooks see in their payload (`--environment-id` also works).
+    #[arg(
+        long = "env-id",
+        alias = "environment-id",
+        value_name = "ID",
+        default_value = "env_local"
+    )]
     environment_id: String,
     /// With --event pre-interaction: the user's input text.
     #[arg(long, required_if_eq("event", "pre-interaction"))]
@@ -179,18 +190,25 @@ pub fn run(cmd: HooksCommand) -> anyhow::Result<ExitCode> {
 }
 
 fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
-    let loaded = if args.files.is_empty() {
-        let root = RootDir::open(&args.root)
-            .with_context(|| format!("cannot use {} as the sandbox root", args.root.display()))?;
+    let root = RootDir::open(&args.root)
+        .with_context(|| format!("cannot use {} as the sandbox root", args.root.display()));
+    let mut loaded = if args.files.is_empty() {
+        let root = root.as_ref().map_err(|e| anyhow::anyhow!("{e:#}"))?;
         let mut loaded =
-            hookbox_hooks::discover::load_with_dialects(&root, args.dialects.hook_dialects);
+            hookbox_hooks::discover::load_with_dialects(root, args.dialects.hook_dialects);
         loaded
             .diagnostics
-            .extend(vendor_script_traps(&root, &loaded));
+            .extend(vendor_script_traps(root, &loaded));
         loaded
     } else {
         load_files(&args.files, args.dialects.hook_dialects)?
     };
+    // Each command handler's program and script, looked up as the sandbox will see them.
+    if let Ok(root) = root {
+        let view = hookbox_environments::runner::SandboxView::new(root);
+        let found = hookbox_hooks::lint::handler_programs(&loaded.config, &view);
+        loaded.diagnostics.extend(found);
+    }
     if args.json {
         let report = serde_json::json!({
             "hook_dialects": args.dialects.hook_dialects.to_string(),
@@ -493,31 +511,39 @@ fn count(diagnostics: &[Diagnostic], severity: Severity) -> usize {
 }
 
 fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
-    let call_args: serde_json::Value = serde_json::from_str(&args.args)
-        .with_context(|| format!("--args is not valid JSON: {}", args.args))?;
+    let call_args = super::args::json_arg("--args", &args.args)?;
     if !call_args.is_object() {
-        bail!("--args must be a JSON object, like '{{\"path\": \"/workspace/a.txt\"}}'");
+        return Err(super::usage(
+            "--args must be a JSON object, like '{\"path\": \"/workspace/a.txt\"}'",
+        ));
     }
     let (event, vendor_event) = resolve_event(&args.event, args.dialects.hook_dialects)?;
     if args.error.is_some() && event != HookEvent::PostToolExecution {
-        bail!("--error only applies to --event post");
+        return Err(super::usage("--error only applies to --event post"));
     }
     if event.is_tool_event() && args.tool.is_none() {
-        bail!("--event {} needs --tool", args.event);
+        return Err(super::usage(format!("--event {} needs --tool", args.event)));
     }
     if event == HookEvent::PreInteraction && args.input.is_none() {
-        bail!("--event {} needs --input", args.event);
+        return Err(super::usage(format!(
+            "--event {} needs --input",
+            args.event
+        )));
     }
     let root = RootDir::open(&args.root)
         .with_context(|| format!("cannot use {} as the sandbox root", args.root.display()))?;
-    for dir in ["workspace", "tmp"] {
-        if !args.root.join(dir).is_dir() {
-            eprintln!(
+    // Said only when a handler failed, where a missing directory may be why (#31: the same
+    // two notes on every run were noise).
+    let notes: Vec<String> = ["workspace", "tmp"]
+        .into_iter()
+        .filter(|dir| !args.root.join(dir).is_dir())
+        .map(|dir| {
+            format!(
                 "note: {} has no {dir}/, so /{dir} does not exist inside the sandbox",
                 args.root.display()
-            );
-        }
-    }
+            )
+        })
+        .collect();
     let mut loaded =
         hookbox_hooks::discover::load_with_dialects(&root, args.dialects.hook_dialects);
     if let Some((dialect, name)) = &vendor_event {
@@ -544,15 +570,42 @@ fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
     }
     };
     let network = read_network(args.network.as_deref())?;
-    let engine = HookEngine::new(
-        command_runner(&args.root, args.insecure_no_isolation, &args.runtime, false)?,
-        http_poster(
+    // The credential store (a database in the data dir) is opened only when an http handler
+    // may need its credentials: without one, `hooks test` creates nothing (#31).
+    let has_http = loaded.config.groups.iter().any(|g| {
+        HookEvent::ALL.iter().any(|e| {
+            g.rules(*e).iter().any(|r| {
+                r.handlers
+                    .iter()
+                    .any(|h| matches!(h.kind, HandlerKind::Http { .. }))
+            })
+        })
+    });
+    let poster: Arc<dyn hookbox_hooks::http::HttpPoster> = match has_http {
+        true => http_poster(
             &args.environment_id,
             network.as_ref(),
             args.data_dir,
             args.database.database.as_deref(),
         )?,
-    );
+        false => Arc::new(NoHttpHandlers),
+    };
+    let (runner, identity) =
+        command_runner(&args.root, args.insecure_no_isolation, &args.runtime, false)?;
+    // #31: a hook that could not write the tree got a bare PermissionError. Hooks run as the
+    // tree's owner, or as an unprivileged uid when root owns it.
+    let mut notes = notes;
+    if let Some(identity) = identity {
+        let owner = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&args.root)?);
+        if owner == 0 && identity.uid != 0 {
+            notes.push(format!(
+                "note: {} belongs to root, so hooks run as the unprivileged uid {} and cannot write what is not theirs there (a PermissionError); chown the tree to a user and they run as that user",
+                args.root.display(),
+                identity.uid
+            ));
+        }
+    }
+    let engine = HookEngine::new(runner, poster);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -586,25 +639,80 @@ fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
             }
         }
     });
+    let failed = dispatch.trace.iter().any(|t| {
+        matches!(
+            t.outcome,
+            Outcome::FailedOpen { .. } | Outcome::FailedClosed { .. } | Outcome::Failed { .. }
+        )
+    });
+    if failed {
+        for note in &notes {
+            eprintln!("{note}");
+        }
+    }
     if args.json {
-        let report = serde_json::json!({
+        // `pre` or `post` as `hookbox tool` names the same dispatch (`pre_interaction` and
+        // `post_interaction` for those events); `dispatch` is kept for scripts that read it.
+        let key = match event {
+            HookEvent::PreToolExecution => "pre",
+            HookEvent::PostToolExecution => "post",
+            HookEvent::PreInteraction => "pre_interaction",
+            HookEvent::PostInteraction => "post_interaction",
+        };
+        let mut report = serde_json::json!({
             "files": loaded.files,
             "diagnostics": loaded.diagnostics,
             "dispatch": dispatch,
         });
+        report[key] = serde_json::to_value(&dispatch)?;
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", render_dispatch(&loaded, &dispatch));
     }
-    let met = match args.expect {
-        None => true,
-        Some(expect) => expect.label() == dispatch.decision.label(),
+    match args.expect {
+        Some(expect) if expect.label() != dispatch.decision.label() => {
+            eprintln!("{}", expect_mismatch(expect, &dispatch));
+            Ok(ExitCode::FAILURE)
+        }
+        _ => Ok(ExitCode::SUCCESS),
+    }
+}
+
+/// `expected X, got Y (why)`: the line `--expect` prints on stderr when the decision differs.
+fn expect_mismatch(expect: Expect, dispatch: &Dispatch) -> String {
+    let got = dispatch.decision.label();
+    let why = match &dispatch.decision {
+        Decision::Deny { reason, group } => format!("group {group} denied: {reason}"),
+        Decision::Ask { reason, group } => format!("group {group} asks a person: {reason}"),
+        Decision::Allow if dispatch.trace.is_empty() => {
+            let what = match dispatch.tool.is_empty() {
+                true => dispatch.event.to_string(),
+                false => format!("{} {}", dispatch.event, dispatch.tool),
+            };
+            format!("no handler matches {what}")
+        }
+        Decision::Allow => {
+            let failed: Vec<String> = dispatch
+                .trace
+                .iter()
+                .filter_map(|t| match &t.outcome {
+                    Outcome::FailedOpen { failure } => Some(format!(
+                        "{} {}[{}].hooks[{}] failed open: {failure}",
+                        t.group, dispatch.event, t.rule_index, t.handler_index
+                    )),
+                    _ => None,
+                })
+                .collect();
+            match failed.is_empty() {
+                true => format!(
+                    "every one of the {} handler(s) that ran allowed",
+                    dispatch.trace.len()
+                ),
+                false => failed.join("; "),
+            }
+        }
     };
-    Ok(if met {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    format!("expected {}, got {got}: {why}", expect.label())
 }
 
 /// `--event`: hookbox's four events by their short names, or a vendor's event by its own name
@@ -772,12 +880,16 @@ fn render_dispatch(loaded: &Loaded, dispatch: &Dispatch) -> String {
 /// for an environment's hooks (namespaces, Landlock, seccomp), so that handler paths such as
 /// `/.agents/hooks-scripts/gate.py` and their view of the filesystem are the runtime's.
 /// `read_only`: the tree's directories are bound read-only (`hooks gate`).
+/// Also returns the host identity hooks run as (`None`: hookbox's own).
 pub(super) fn command_runner(
     root: &std::path::Path,
     insecure_no_isolation: bool,
     runtime: &super::env::RuntimeArgs,
     read_only: bool,
-) -> anyhow::Result<Arc<dyn CommandRunner>> {
+) -> anyhow::Result<(
+    Arc<dyn CommandRunner>,
+    Option<hookbox_sandbox::spec::Identity>,
+)> {
     let root = root
         .canonicalize()
         .with_context(|| format!("cannot use {} as the sandbox root", root.display()))?;
@@ -799,10 +911,13 @@ pub(super) fn command_runner(
         .with_context(|| format!("preparing a sandbox for {}", root.display()))?;
     layout.runtime = options.runtime;
     layout.read_only = read_only;
-    Ok(Arc::new(
-        SandboxRunner::new(Arc::new(options), layout)
-            .with_context(|| format!("preparing a sandbox for {}", root.display()))?,
-    ))
+    let identity = match options.isolation {
+        Isolation::Full => layout.identity,
+        Isolation::InsecureNone => None,
+    };
+    let runner = SandboxRunner::new(Arc::new(options), layout)
+        .with_context(|| format!("preparing a sandbox for {}", root.display()))?;
+    Ok((Arc::new(runner), identity))
 }
 
 pub(super) fn read_network(arg: Option<&str>) -> anyhow::Result<Option<serde_json::Value>> {
@@ -815,6 +930,22 @@ pub(super) fn read_network(arg: Option<&str>) -> anyhow::Result<Option<serde_jso
     let value = serde_json::from_str(&text)
         .with_context(|| format!("--network is not valid JSON: {text}"))?;
     Ok(Some(value))
+}
+
+/// The poster of a configuration without http handlers: never called, and refusing if it were.
+#[derive(Debug)]
+struct NoHttpHandlers;
+
+#[async_trait::async_trait]
+impl hookbox_hooks::http::HttpPoster for NoHttpHandlers {
+    async fn post(
+        &self,
+        _: hookbox_hooks::http::HttpRequest,
+    ) -> Result<hookbox_hooks::http::HttpResponse, hookbox_hooks::http::HttpError> {
+        Err(hookbox_hooks::http::HttpError::Other(
+            "no http handler was loaded".into(),
+        ))
+    }
 }
 
 /// http handlers go through the same egress rules as at runtime (allowlist, SSRF defences,

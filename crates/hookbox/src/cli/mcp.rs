@@ -16,8 +16,8 @@ use super::env::{EgressArgs, StoreArgs, parse_inline, parse_network};
 #[derive(Debug, Args)]
 pub struct McpArgs {
     /// The environment whose tools to serve. Without it a new environment is made from
-    /// --source/--network and its id printed on stderr.
-    #[arg(long = "env", value_name = "ID")]
+    /// --source/--network and its id printed on stderr. (`--env ID` also works.)
+    #[arg(long = "env-id", alias = "env", value_name = "ID")]
     pub env_id: Option<String>,
     /// For a new environment: `inline:TARGET=@FILE` or `inline:TARGET=TEXT`. Repeatable.
     #[arg(long = "source", value_name = "SPEC")]
@@ -30,7 +30,7 @@ pub struct McpArgs {
     pub disk_limit: Option<u64>,
     /// Serve streamable HTTP on this address (at `/mcp`) instead of stdio. Loopback only unless
     /// --allow-host names the public host clients use.
-    #[arg(long)]
+    #[arg(long, value_parser = super::args::parse_listen)]
     pub listen: Option<SocketAddr>,
     /// A name HTTP clients may send as `Host` besides IP addresses and `localhost`: NAME (any
     /// port) or NAME:PORT (that port only). Every other `Host` gets 403 (DNS-rebinding
@@ -50,7 +50,7 @@ pub struct McpArgs {
 pub fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
     if args.env_id.is_some() && (!args.sources.is_empty() || args.network.is_some()) {
         bail!(
-            "--env serves an existing environment; --source and --network make a new one, give one or the other"
+            "--env-id serves an existing environment; --source and --network make a new one, give one or the other"
         );
     }
     if let Some(addr) = args.listen
@@ -86,15 +86,12 @@ pub fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
                 &mut |line| eprintln!("{line}"),
                 false,
             )?;
+            args.store.record(&meta.id, &spec)?;
             eprintln!("hookbox mcp: serving new environment {}", meta.id);
             meta.id
         }
     };
-    let env = Arc::new(
-        store
-            .open_env(&env_id)
-            .with_context(|| format!("opening environment {env_id}"))?,
-    );
+    let env = Arc::new(args.store.located(store.open_env(&env_id))?);
     let tools = hookbox_mcp::SandboxTools::new(env);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

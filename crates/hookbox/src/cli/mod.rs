@@ -15,15 +15,61 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// hookbox: a self-hosted agent sandbox with hooks.
+/// The exit statuses every command shares, in `--help` and the man page.
+pub const EXIT_STATUS_HELP: &str = "\
+Exit status:
+  0   success
+  1   failure: an error; a tool that failed (hookbox tool); a gate not in force (hooks check);
+      a decision other than --expect (hooks test)
+  2   denied: a pre hook denied the call, which did not run (hookbox tool)
+  3   asked: a pre hook asks a person to approve the call, which did not run; approvals need
+      hookbox serve (hookbox tool)
+  64  usage error: an unknown or missing flag, or a malformed argument";
+
+/// Exit statuses (see [`EXIT_STATUS_HELP`]); 0 and 1 are `ExitCode::SUCCESS` and `FAILURE`.
+pub mod exit {
+    /// A pre hook denied the call.
+    pub const DENIED: u8 = 2;
+    /// A pre hook asks a person; the call did not run.
+    pub const ASKED: u8 = 3;
+    /// A usage error (sysexits' `EX_USAGE`), never the same as a denied call.
+    pub const USAGE: u8 = 64;
+}
+
+/// An error in how the command was called (exit status [`exit::USAGE`]), as opposed to a failure
+/// while doing what it asked.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// A usage error with `message`, for `?`.
+pub fn usage(message: impl Into<String>) -> anyhow::Error {
+    UsageError(message.into()).into()
+}
+
+/// A self-hosted agent sandbox with hooks.
 #[derive(Debug, Parser)]
-#[command(name = "hookbox", version, about)]
+#[command(
+    name = "hookbox",
+    version,
+    about = "A self-hosted agent sandbox with hooks",
+    after_help = EXIT_STATUS_HELP
+)]
 pub struct Cli {
     /// More log output on stderr (-v info, -vv debug, -vvv trace). `RUST_LOG` overrides it.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
+    /// Optional only so that a missing one prints the help (which hides the internal
+    /// subcommand) instead of clap's list of every subcommand.
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -55,8 +101,15 @@ pub enum Command {
     /// Print the man page (roff) on stdout (`hookbox manpage | man -l -`), or write hookbox.1
     /// and a hookbox-COMMAND.1 for every command into a directory.
     Manpage {
-        /// Write every page into this directory instead.
-        #[arg(long, value_name = "DIR")]
+        /// Write every page into this directory instead (`--out-dir DIR` also works).
+        #[arg(value_name = "DIR")]
+        dir: Option<std::path::PathBuf>,
+        #[arg(
+            long = "out-dir",
+            value_name = "DIR",
+            hide = true,
+            conflicts_with = "dir"
+        )]
         out_dir: Option<std::path::PathBuf>,
     },
     /// Internal: the sandbox launcher (hookbox re-executes itself with this).
@@ -65,7 +118,12 @@ pub enum Command {
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    match cli.command {
+    let Some(command) = cli.command else {
+        let help = <Cli as clap::CommandFactory>::command().render_help();
+        eprintln!("error: a command is needed\n\n{help}");
+        return Ok(ExitCode::from(exit::USAGE));
+    };
+    match command {
         Command::Hooks(cmd) => hooks::run(cmd),
         Command::Credential(args) => credential::run(args),
         Command::Env(cmd) => env::run(cmd),
@@ -80,13 +138,19 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             clap_complete::generate(shell, &mut command, "hookbox", &mut out);
             print_all(&out)
         }
-        Command::Manpage { out_dir: None } => {
+        Command::Manpage {
+            dir: None,
+            out_dir: None,
+        } => {
             let command = <Cli as clap::CommandFactory>::command();
             let mut out = Vec::new();
             clap_mangen::Man::new(command).render(&mut out)?;
             print_all(&out)
         }
-        Command::Manpage { out_dir: Some(dir) } => {
+        Command::Manpage { dir, out_dir } => {
+            let Some(dir) = dir.or(out_dir) else {
+                return Ok(ExitCode::SUCCESS);
+            };
             use anyhow::Context as _;
             std::fs::create_dir_all(&dir)
                 .with_context(|| format!("cannot create {}", dir.display()))?;
@@ -149,6 +213,12 @@ pub fn init_logging(
         .with(
             fmt::layer()
                 .with_writer(std::io::stderr)
+                // Colour only for a person at a terminal: escape codes in a log file are noise
+                // (#31 item 7). NO_COLOR is honoured too.
+                .with_ansi(
+                    std::io::IsTerminal::is_terminal(&std::io::stderr())
+                        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+                )
                 .with_filter(filter),
         )
         .with(

@@ -45,7 +45,7 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
     /// Address to listen on. Without API keys only loopback addresses are allowed.
-    #[arg(long, default_value = DEFAULT_LISTEN)]
+    #[arg(long, default_value = DEFAULT_LISTEN, value_parser = super::args::parse_listen)]
     pub listen: SocketAddr,
     /// Data directory (database, secret key, environments). Default: `$HOOKBOX_DATA_DIR`, else
     /// `$XDG_DATA_HOME/hookbox`, else `~/.local/share/hookbox` (the same as every command).
@@ -94,7 +94,7 @@ pub struct ServeArgs {
     /// Also serve Prometheus metrics (`GET /metrics`, every project's) on this address, for the
     /// operator's scraper; keep it off public networks. In local mode the API serves them too.
     /// A scraper that names the server by a host name needs it in --allow-host.
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", value_parser = super::args::parse_listen)]
     pub metrics_listen: Option<SocketAddr>,
     /// How long a replica's heartbeat and environment leases last unrenewed: after it stops,
     /// another replica takes its environments and fails its interactions within this time. A
@@ -883,6 +883,7 @@ pub fn banner(
          data dir: {}\n\
          model: {model}\n\
          runtime: {runtime}\n\
+         console: {url}/console\n\
          \n\
          Point the google-genai SDK (>= 3.3.0) at it:\n\
          \n\

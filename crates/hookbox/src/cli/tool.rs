@@ -4,7 +4,6 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::Context;
 use clap::Args;
 use hookbox_environments::lifecycle::ToolResult;
 use hookbox_protocol::{ToolCall, ToolName};
@@ -17,8 +16,8 @@ pub struct ToolArgs {
     pub env_id: String,
     /// code_execution, view_file, write_to_file, replace_file_content, list_dir or delete_file.
     pub name: ToolName,
-    /// The tool's arguments as a JSON object.
-    #[arg(long, default_value = "{}")]
+    /// The tool's arguments as a JSON object, or `@FILE`.
+    #[arg(long, value_name = "JSON|@FILE", default_value = "{}")]
     pub args: String,
     /// Wall-clock limit for code_execution, in seconds.
     #[arg(long, default_value_t = 300)]
@@ -30,15 +29,20 @@ pub struct ToolArgs {
 }
 
 /// Exit status: 0 when the tool ran, 1 when it failed, 2 when a pre hook denied it, 3 when a pre
-/// hook asks a person to approve it (the call did not run; approvals need `hookbox serve`).
+/// hook asks a person to approve it (the call did not run; approvals need `hookbox serve`), 64
+/// for a usage error. A denied or asked call also says so in one line on stderr.
 pub fn run(args: ToolArgs) -> anyhow::Result<ExitCode> {
-    let call_args: serde_json::Value =
-        serde_json::from_str(&args.args).context("--args must be a JSON object")?;
+    let call_args = super::args::json_arg("--args", &args.args)?;
+    if !call_args.is_object() {
+        return Err(super::usage(
+            "--args must be a JSON object, like '{\"path\": \"/workspace/a.txt\"}'",
+        ));
+    }
     let store = args.store.open_with(
         Some(Duration::from_secs(args.timeout)),
         args.egress.operator(),
     )?;
-    let env = store.open_env(&args.env_id)?;
+    let env = args.store.located(store.open_env(&args.env_id))?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -47,12 +51,21 @@ pub fn run(args: ToolArgs) -> anyhow::Result<ExitCode> {
         args: call_args,
     }));
     println!("{}", serde_json::to_string_pretty(&outcome)?);
-    Ok(match outcome.result {
+    Ok(match &outcome.result {
         ToolResult::Ok { .. } => ExitCode::SUCCESS,
-        ToolResult::Error { .. } => ExitCode::from(1),
-        ToolResult::Denied { .. } => ExitCode::from(2),
+        ToolResult::Error { .. } => ExitCode::FAILURE,
+        ToolResult::Denied { reason } => {
+            eprintln!("hookbox: {} denied by a pre hook: {reason}", args.name);
+            ExitCode::from(super::exit::DENIED)
+        }
         // A hook asks a person; there is nobody to ask here, so the call did not run.
-        ToolResult::NeedsApproval { .. } => ExitCode::from(3),
+        ToolResult::NeedsApproval { reason, group } => {
+            eprintln!(
+                "hookbox: {} not run: group {group} asks a person to approve it ({reason}); approvals need `hookbox serve`",
+                args.name
+            );
+            ExitCode::from(super::exit::ASKED)
+        }
     })
 }
 

@@ -2,7 +2,7 @@
 
 use std::process::Output;
 
-use super::support::{filtered, hookbox, stdout, tree};
+use super::support::{filtered, hookbox, stdout, text, tree};
 
 /// `hookbox hooks test --root ROOT --tool TOOL --args ARGS EXTRA...`
 fn hooks_test(root: &str, tool: &str, args: &str, extra: &[&str]) -> Output {
@@ -176,12 +176,46 @@ fn check_reports_every_broken_part_and_fails() {
     insta::assert_snapshot!(filtered(&stdout(&out), root.path()));
 }
 
+/// #31: an event key typo, a matcher naming no tool, a typo inside an alternation and handler
+/// scripts that are missing, not executable or whose program is not on PATH left `hooks check`
+/// at exit 0 (two warnings, the rest unreported) while the gate was not in force.
+#[test]
+fn check_fails_when_a_gate_the_file_meant_is_not_in_force() {
+    let root = tree("gate-gone");
+    let out = hookbox(&["hooks", "check", "--root", root.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    insta::assert_snapshot!(filtered(&stdout(&out), root.path()));
+}
+
+/// #31: `--expect deny` on an allowed call exited 1 without a word.
+#[test]
+fn expect_mismatch_says_expected_and_got_and_why() {
+    let root = tree("security-gate");
+    let r = root.path().to_str().unwrap();
+    let denied = hooks_test(r, "code_execution", RM_RF, &["--expect", "allow"]);
+    assert_eq!(denied.status.code(), Some(1));
+    let allowed = hooks_test(
+        r,
+        "view_file",
+        r#"{"path":"/workspace/a"}"#,
+        &["--expect", "deny"],
+    );
+    assert_eq!(allowed.status.code(), Some(1));
+    insta::assert_snapshot!(
+        format!("{}{}", text(&denied.stderr), text(&allowed.stderr)),
+        @r"
+    expected allow, got deny: group security-gate denied: Destructive command blocked by security gate.
+    expected deny, got allow: no handler matches pre_tool_execution view_file
+    "
+    );
+}
+
 #[test]
 fn check_and_test_refuse_bad_input_clearly() {
     let root = tree("security-gate");
     let r = root.path().to_str().unwrap();
     let bad_json = hooks_test(r, "view_file", "{nope", &[]);
-    assert_eq!(bad_json.status.code(), Some(1));
+    assert_eq!(bad_json.status.code(), Some(64), "a usage error");
     assert!(String::from_utf8_lossy(&bad_json.stderr).contains("--args is not valid JSON"));
     let bad_tool = hookbox(&["hooks", "test", "--root", r, "--tool", "read_file"]);
     assert!(String::from_utf8_lossy(&bad_tool.stderr).contains("did you mean `view_file`?"));

@@ -3,6 +3,7 @@ mod bounds_cli;
 mod browser_cli;
 mod drain_cli;
 mod env_cli;
+mod first_hour_cli;
 mod gate_cli;
 mod gvisor_cli;
 mod hooks_cli;

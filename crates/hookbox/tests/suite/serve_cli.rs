@@ -199,7 +199,7 @@ fn environment_cache_flags_are_accepted_and_a_zero_cap_is_refused() {
         )
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2), "a usage error");
+    assert_eq!(out.status.code(), Some(64), "a usage error");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--max-open-environments"), "{err}");
     // Valid values get past argument parsing (and then stop at the public address).
