@@ -85,6 +85,7 @@ pub mod runner;
 pub mod slots;
 pub mod source;
 pub mod tools;
+mod uids;
 
 pub use environment::Environments;
 /// The kernel an environment's programs run on (`namespaces` or `gvisor`), by the name an

@@ -304,9 +304,13 @@ impl SandboxBackend {
     }
 
     /// Drops environments just closed; with snapshots, each is checkpointed if it changed.
+    /// The drop (a warm sandbox's end, the disk's unmount) runs on the blocking pool; a
+    /// checkpoint waits for the unmount's lock, never reads a disk being unmounted.
     fn closed(&self, evicted: Vec<Arc<Environment>>) {
         let ids: Vec<String> = evicted.iter().map(|e| e.id().to_owned()).collect();
-        drop(evicted);
+        if !evicted.is_empty() {
+            drop(tokio::task::spawn_blocking(move || drop(evicted)));
+        }
         if let Some(manager) = &self.snapshots {
             for id in ids {
                 manager.request(&id);
@@ -458,6 +462,16 @@ impl SandboxBackend {
         self.closed(evicted.idle);
         if let Some(manager) = &self.snapshots {
             manager.evict(&still_open).await;
+        }
+        // Disks left mounted by others (a one-shot `hookbox tool`, a creation not followed by
+        // a use, a process that died) and idle as long as an open environment may be.
+        let store = self.store.clone();
+        let idle = self.limits.idle_timeout;
+        let unmounted = blocking(move || Ok(store.unmount_idle(idle, &still_open)))
+            .await
+            .unwrap_or(0);
+        if unmounted > 0 {
+            tracing::info!(unmounted, "idle environment disks unmounted");
         }
         count
     }
