@@ -674,12 +674,13 @@ impl Environments {
         Ok(out)
     }
 
-    /// The metadata of `id`, with file count and size measured now.
+    /// The metadata of `id`, with file count and size measured now (its disk mounted for that,
+    /// and left mounted).
     pub fn show(&self, id: &str) -> Result<EnvironmentMeta> {
         let dir = self.dir(id)?;
         let mut meta = read_meta(&dir)?;
-        let _disk =
-            crate::disk::Hold::new(&dir, &dir.join(TREE_DIR), self.options.unmount_when_closed)?;
+        // Left mounted: a show is usually followed by a use (the idle sweep unmounts it if not).
+        let _disk = crate::disk::Hold::new(&dir, &dir.join(TREE_DIR), false)?;
         let Usage { files, bytes } = RootDir::open(&dir.join(TREE_DIR))?.usage()?;
         meta.file_count = files;
         meta.size_bytes = bytes;

@@ -299,18 +299,15 @@ impl SandboxBackend {
         self.close_lost(evicted.lost, true).await;
         drop(open);
         // Released (namespace, proxy task, CA bundle dir) outside the lock.
-        self.closed(evicted.idle);
+        self.closed(evicted.idle).await;
         Ok(env)
     }
 
     /// Drops environments just closed; with snapshots, each is checkpointed if it changed.
-    /// The drop (a warm sandbox's end, the disk's unmount) runs on the blocking pool; a
-    /// checkpoint waits for the unmount's lock, never reads a disk being unmounted.
-    fn closed(&self, evicted: Vec<Arc<Environment>>) {
+    /// The drop (a warm sandbox's end, the disk's unmount) runs on the blocking pool.
+    async fn closed(&self, evicted: Vec<Arc<Environment>>) {
         let ids: Vec<String> = evicted.iter().map(|e| e.id().to_owned()).collect();
-        if !evicted.is_empty() {
-            drop(tokio::task::spawn_blocking(move || drop(evicted)));
-        }
+        close_off_runtime(evicted).await;
         if let Some(manager) = &self.snapshots {
             for id in ids {
                 manager.request(&id);
@@ -459,7 +456,7 @@ impl SandboxBackend {
         let count = evicted.idle.len() + evicted.lost.len();
         self.close_lost(evicted.lost, true).await;
         drop(open);
-        self.closed(evicted.idle);
+        self.closed(evicted.idle).await;
         if let Some(manager) = &self.snapshots {
             manager.evict(&still_open).await;
         }
