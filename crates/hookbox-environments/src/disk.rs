@@ -10,6 +10,12 @@
 //! open) and is removed with the environment. Caps are sparse, so the sum of all caps may exceed
 //! the host's free space: keep the `environments` quota times the cap within the disk.
 //!
+//! A disk is mounted while some process has its environment open ([`Hold`]: a shared `flock`
+//! each) and unmounted by the last to close it, or by a server's idle sweep
+//! ([`unmount_if_unused`]), so idle environments hold no mount and no loop device, and every new
+//! mount namespace copies only the mounts of open ones. Mounting, unmounting and reading an
+//! unmounted image take the environment's [`MountLock`].
+//!
 //! Tools: `mkfs.ext4` (e2fsprogs) and `mount` (util-linux), bounded by [`TOOL_TIMEOUT`]. This
 //! module must not know about sandboxes, hooks or tools.
 
