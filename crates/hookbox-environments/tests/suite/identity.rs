@@ -297,10 +297,15 @@ async fn environments_made_before_uid_claims_keep_their_uids_to_themselves() {
         return;
     }
     let data = tempfile::tempdir().unwrap();
+    // Room for exactly one environment of the runtime under test.
     let mut one_uid = options();
     one_uid.identities = Some(hookbox_environments::runner::UidRange {
         first: 1_050_000_000,
-        count: 1,
+        count: if gvisor() {
+            hookbox_sandbox::gvisor::ID_SPAN
+        } else {
+            1
+        },
     });
     let store = store_with(data.path(), one_uid);
     let first = create(&store, json!({"sources": []}));
