@@ -123,6 +123,7 @@ fn main() {
         "{:>6}  {:>12}  {:>12}  {:>9}  {:>7}  {:>6}  {:>9}",
         "held", "creation ms", "warm call ms", "RSS MiB", "mounts", "loops", "disk/env"
     );
+    let mut ids: Vec<String> = Vec::new();
     let mut creations: Vec<Duration> = Vec::new();
     let mut first: Option<f64> = None;
     for held in 1..=n {
@@ -135,6 +136,7 @@ fn main() {
                 false,
             )
             .unwrap();
+        ids.push(meta.id.clone());
         let env = store.open_env(&meta.id).unwrap();
         call_true(&env);
         // The close (and its unmount) is not the interaction's: the server closes idle ones.
@@ -169,6 +171,10 @@ fn main() {
             last / first
         );
     }
-    // Unmount and remove everything (the tempdir's drop alone would leave mounts).
+    // Remove every environment (their cgroups too), then anything still mounted (the
+    // tempdir's drop alone would leave mounts and cgroups behind).
+    for id in &ids {
+        let _ = store.remove(id);
+    }
     hookbox_environments::disk::unmount_all_under(data.path());
 }
