@@ -311,6 +311,113 @@ impl CredentialStore for StoreCredentials {
     }
 }
 
+/// [`StoreCredentials`] opened at first use: what the one-shot commands (`hookbox tool`,
+/// `hooks test`, `env`, `mcp`) hand to egress, so that a call in an environment whose egress
+/// injects no credential (most of them) never opens the database, reads its sealing key or runs
+/// its migrations. Once opened, the store is kept; an open that failed is tried again at the
+/// next use (a PostgreSQL server that was down may be back), and its error is the use's.
+#[derive(Clone)]
+pub struct LazyStoreCredentials {
+    opener: Arc<Opener>,
+    /// The project seen from: `None` for the `default` project.
+    project: Option<String>,
+}
+
+/// Where the store is and, once opened, the store.
+struct Opener {
+    data_dir: std::path::PathBuf,
+    /// A PostgreSQL URL, which may hold a password: never formatted.
+    database: Option<String>,
+    opened: std::sync::Mutex<Option<StoreCredentials>>,
+}
+
+impl std::fmt::Debug for LazyStoreCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LazyStoreCredentials")
+            .field("data_dir", &self.opener.data_dir)
+            .field("database", &self.opener.database.as_ref().map(|_| "<set>"))
+            .field("project", &self.project)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LazyStoreCredentials {
+    /// The store [`StoreCredentials::open`] would open, opened when first used.
+    pub fn new(data_dir: &Path, database: Option<&str>) -> Self {
+        LazyStoreCredentials {
+            opener: Arc::new(Opener {
+                data_dir: data_dir.to_path_buf(),
+                database: database.map(str::to_owned),
+                opened: std::sync::Mutex::new(None),
+            }),
+            project: None,
+        }
+    }
+
+    /// Whether the store has been opened (for tests and diagnostics).
+    pub fn is_open(&self) -> bool {
+        self.opener
+            .opened
+            .lock()
+            .map(|o| o.is_some())
+            .unwrap_or(true)
+    }
+
+    /// The store, opened now if it was not yet, seen from this view's project.
+    fn store(&self) -> Result<StoreCredentials, CredentialError> {
+        let mut opened = self
+            .opener
+            .opened
+            .lock()
+            .map_err(|_| CredentialError::Invalid("credential store: lock poisoned".into()))?;
+        let store = match &*opened {
+            Some(store) => store.clone(),
+            None => {
+                let store =
+                    StoreCredentials::open(&self.opener.data_dir, self.opener.database.as_deref())
+                        .map_err(|e| CredentialError::Invalid(format!("credential store: {e}")))?;
+                *opened = Some(store.clone());
+                store
+            }
+        };
+        Ok(match &self.project {
+            Some(project) => store.for_project(project),
+            None => store,
+        })
+    }
+}
+
+impl CredentialStore for LazyStoreCredentials {
+    fn create(&self, id: &str, spec: CredentialSpec) -> Result<CredentialMeta, CredentialError> {
+        self.store()?.create(id, spec)
+    }
+    fn list(&self) -> Result<Vec<CredentialMeta>, CredentialError> {
+        self.store()?.list()
+    }
+    fn get(&self, id: &str) -> Result<CredentialMeta, CredentialError> {
+        self.store()?.get(id)
+    }
+    fn update(
+        &self,
+        id: &str,
+        update: CredentialUpdate,
+    ) -> Result<CredentialMeta, CredentialError> {
+        self.store()?.update(id, update)
+    }
+    fn remove(&self, id: &str) -> Result<(), CredentialError> {
+        self.store()?.remove(id)
+    }
+    fn reveal(&self, id: &str) -> Result<Injection, CredentialError> {
+        self.store()?.reveal(id)
+    }
+    fn scoped(&self, project: &str) -> Option<Arc<dyn CredentialStore>> {
+        Some(Arc::new(LazyStoreCredentials {
+            opener: self.opener.clone(),
+            project: Some(project.to_owned()),
+        }))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -433,5 +540,47 @@ mod tests {
         let store = StoreCredentials::open_in(dir.path()).unwrap();
         store.create("t", bearer("abc")).unwrap();
         assert!(store.reveal("t").is_ok());
+    }
+
+    #[test]
+    fn the_lazy_store_opens_nothing_until_a_credential_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let lazy = LazyStoreCredentials::new(dir.path(), None);
+        let team = lazy.scoped("team-a").unwrap();
+        // Views made, nothing read: no database file exists yet.
+        let db = dir.path().join(hookbox_store::sqlite::DB_FILE);
+        assert!(!lazy.is_open());
+        assert!(!db.exists());
+        // The first use opens the same store `StoreCredentials::open` would, once.
+        team.create("shared", bearer("team-secret")).unwrap();
+        assert!(lazy.is_open());
+        assert!(db.exists());
+        lazy.create("shared", bearer("default-secret")).unwrap();
+        let Injection::Header { value, .. } = team.reveal("shared").unwrap();
+        assert_eq!(value.expose(), "Bearer team-secret");
+        let direct = StoreCredentials::open(dir.path(), None).unwrap();
+        let Injection::Header { value, .. } = direct.reveal("shared").unwrap();
+        assert_eq!(value.expose(), "Bearer default-secret");
+    }
+
+    #[test]
+    fn a_lazy_store_that_cannot_open_says_so_at_use_and_opens_once_it_can() {
+        let dir = tempfile::tempdir().unwrap();
+        // The data dir is a file: the store cannot be created under it.
+        let blocker = dir.path().join("data");
+        std::fs::write(&blocker, b"").unwrap();
+        let lazy = LazyStoreCredentials::new(&blocker, None);
+        assert!(matches!(
+            lazy.reveal("x"),
+            Err(CredentialError::Invalid(message)) if message.starts_with("credential store:")
+        ));
+        assert!(!lazy.is_open());
+        std::fs::remove_file(&blocker).unwrap();
+        std::fs::create_dir(&blocker).unwrap();
+        assert!(matches!(
+            lazy.reveal("x"),
+            Err(CredentialError::NotFound(_))
+        ));
+        assert!(lazy.is_open());
     }
 }

@@ -20,7 +20,7 @@ use hookbox_environments::source::EnvironmentSpec;
 use hookbox_protocol::{ToolCall, ToolName};
 use hookbox_sandbox::spec::RuntimeKind;
 
-const LAUNCHER: &str = env!("CARGO_BIN_EXE_hookbox-sandbox-exec");
+const LAUNCHER: &str = env!("CARGO_BIN_EXE_hookbox-environments-launcher");
 
 fn p50(samples: &mut [Duration]) -> Duration {
     samples.sort();

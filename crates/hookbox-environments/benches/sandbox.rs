@@ -16,7 +16,7 @@ use hookbox_environments::runner::{Launcher, SandboxOptions};
 use hookbox_environments::source::{EnvironmentSpec, Source};
 use hookbox_protocol::{ToolCall, ToolName};
 
-const LAUNCHER: &str = env!("CARGO_BIN_EXE_hookbox-sandbox-exec");
+const LAUNCHER: &str = env!("CARGO_BIN_EXE_hookbox-environments-launcher");
 
 fn percentile(samples: &mut [Duration], p: f64) -> Duration {
     samples.sort();

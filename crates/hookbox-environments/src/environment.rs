@@ -265,25 +265,37 @@ fn id_span(runtime: RuntimeKind) -> u32 {
     }
 }
 
-/// Serialises uid allocation within this process (two creations cannot pick the same free id).
+/// The host ids an environment of `runtime` whose sandboxes run as `uid` holds.
+fn id_range(uid: u32, runtime: RuntimeKind) -> crate::uids::Range {
+    crate::uids::Range {
+        start: u64::from(uid),
+        end: u64::from(uid) + u64::from(id_span(runtime)),
+    }
+}
+
+/// Serialises uid allocation within this process (the claim files settle it across processes).
 static UID_ALLOCATION: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl Environments {
-    /// Picks an unused id of `range` for a new environment: random, retried against the ids
-    /// recorded by existing environments, so environments never share a host uid.
+    /// Picks an unused id of `range` for a new environment: random, claimed in the id files
+    /// ([`crate::uids`]) so that environments never share a host uid, across processes too.
+    /// The cost does not grow with the number of environments (once the ids of environments
+    /// made before the files existed are entered).
     ///
     /// An environment holds `span` ids from its own on (gVisor maps a range, see
     /// [`hookbox_sandbox::gvisor::ID_SPAN`]); ranges start on a multiple of the span from the range's
-    /// first id and never overlap another environment's ids.
+    /// first id and never overlap another environment's ids. The caller releases the claim
+    /// ([`Self::release_identity`]) if the environment is not made after all.
     fn allocate_identity(&self, range: UidRange, span: u32) -> Result<Identity> {
-        let taken: Vec<(u64, u64)> = self
-            .list()?
-            .into_iter()
-            .filter_map(|m| {
-                let uid = u64::from(m.sandbox_uid?);
-                Some((uid, uid + u64::from(id_span(m.runtime))))
-            })
-            .collect();
+        let claims = crate::uids::Claims::new(&self.root);
+        if !claims.complete() {
+            let taken: Vec<crate::uids::Range> = self
+                .list()?
+                .into_iter()
+                .filter_map(|m| Some(id_range(m.sandbox_uid?, m.runtime)))
+                .collect();
+            claims.backfill(&taken).map_err(io(&self.root))?;
+        }
         let slots = u64::from(range.count / span.max(1));
         let mut rng = rand::rng();
         for _ in 0..64 {
@@ -291,23 +303,27 @@ impl Environments {
                 break;
             }
             let candidate = range.nth(rng.random_range(0..slots) * u64::from(span));
-            let (start, end) = (
-                u64::from(candidate.uid),
-                u64::from(candidate.uid) + u64::from(span),
-            );
-            if !taken.iter().any(|(a, b)| start < *b && *a < end) {
+            let claim = crate::uids::Range {
+                start: u64::from(candidate.uid),
+                end: u64::from(candidate.uid) + u64::from(span),
+            };
+            if claims.try_claim(claim).map_err(io(&self.root))? {
                 return Ok(candidate);
             }
         }
         Err(EnvError::Meta {
             path: self.root.clone(),
             message: format!(
-                "no free sandbox uid in {}..{} ({} environments hold one); widen the range",
+                "no free sandbox uid in {}..{} (64 random picks were taken); widen the range",
                 range.first,
                 u64::from(range.first) + u64::from(range.count),
-                taken.len()
             ),
         })
+    }
+
+    /// Gives back the ids [`Self::allocate_identity`] claimed for an environment of `runtime`.
+    fn release_identity(&self, identity: Identity, runtime: RuntimeKind) {
+        crate::uids::Claims::new(&self.root).release(id_range(identity.uid, runtime));
     }
 
     /// Refuses `runtime` when it cannot run here (gVisor without a usable `runsc`, without
@@ -404,6 +420,14 @@ impl Environments {
     /// restore) in place as `id`: one rename, so the environment appears whole or not at all.
     pub fn install(&self, id: &str, staged: &Path) -> Result<()> {
         let dir = self.dir_of(id)?;
+        if let Ok(meta) = read_meta(staged)
+            && let Some(uid) = meta.sandbox_uid
+        {
+            // Its ids were picked on another host: held here from now on too.
+            crate::uids::Claims::new(&self.root)
+                .enter(id_range(uid, meta.runtime))
+                .map_err(io(&self.root))?;
+        }
         std::fs::rename(staged, &dir).map_err(io(&dir))
     }
 
@@ -463,15 +487,17 @@ impl Environments {
         let policy = network::validate_policy(spec.network.as_ref())?;
         let id = new_id();
         let staging = self.root.join(format!(".creating-{id}"));
-        // Held until the new environment's metadata is in place, so its uid counts as taken.
         let runtime = spec.runtime.unwrap_or(self.options.runtime);
         self.check_runtime(runtime)?;
-        let _allocating = UID_ALLOCATION.lock().ok();
-        let identity = self
-            .options
-            .identities()
-            .map(|range| self.allocate_identity(range, id_span(runtime)))
-            .transpose()?;
+        // The claim holds the uid from here on (released if the creation fails), so other
+        // creations need not wait for this one's disk and sources.
+        let identity = {
+            let _allocating = UID_ALLOCATION.lock().ok();
+            self.options
+                .identities()
+                .map(|range| self.allocate_identity(range, id_span(runtime)))
+                .transpose()?
+        };
         let egress = self.egress.for_project(spec.project.as_deref());
         let disk_limit = match self.options.isolation {
             Isolation::Full => spec
@@ -518,6 +544,9 @@ impl Environments {
             Err(err) => {
                 let _ = crate::disk::unmount(&staging.join(TREE_DIR));
                 let _ = std::fs::remove_dir_all(&staging);
+                if let Some(identity) = identity {
+                    self.release_identity(identity, runtime);
+                }
                 Err(err)
             }
         }
@@ -610,9 +639,10 @@ impl Environments {
         }
         let parent_dir = self.dir(parent)?;
         let parent_meta = read_meta(&parent_dir)?;
-        crate::disk::ensure_mounted(
-            &parent_dir.join(crate::disk::IMAGE_FILE),
+        let _parent_disk = crate::disk::Hold::new(
+            &parent_dir,
             &parent_dir.join(TREE_DIR),
+            self.options.unmount_when_closed,
         )?;
         let child_spec = EnvironmentSpec {
             freeze_hooks: false,
@@ -676,11 +706,13 @@ impl Environments {
         Ok(out)
     }
 
-    /// The metadata of `id`, with file count and size measured now.
+    /// The metadata of `id`, with file count and size measured now (its disk mounted for that,
+    /// and left mounted).
     pub fn show(&self, id: &str) -> Result<EnvironmentMeta> {
         let dir = self.dir(id)?;
         let mut meta = read_meta(&dir)?;
-        crate::disk::ensure_mounted(&dir.join(crate::disk::IMAGE_FILE), &dir.join(TREE_DIR))?;
+        // Left mounted: a show is usually followed by a use (the idle sweep unmounts it if not).
+        let _disk = crate::disk::Hold::new(&dir, &dir.join(TREE_DIR), false)?;
         let Usage { files, bytes } = RootDir::open(&dir.join(TREE_DIR))?.usage()?;
         meta.file_count = files;
         meta.size_bytes = bytes;
@@ -690,11 +722,18 @@ impl Environments {
     /// Removes `id` and everything in it.
     pub fn remove(&self, id: &str) -> Result<()> {
         let dir = self.dir(id)?;
+        let held = read_meta(&dir)
+            .ok()
+            .and_then(|m| Some(id_range(m.sandbox_uid?, m.runtime)));
         cgroup::remove_for(id);
         crate::disk::unmount(&dir.join(TREE_DIR))?;
         // std's remove_dir_all does not follow symlinks, so links planted by sandboxed code
         // cannot redirect the deletion.
-        std::fs::remove_dir_all(&dir).map_err(io(&dir))
+        std::fs::remove_dir_all(&dir).map_err(io(&dir))?;
+        if let Some(range) = held {
+            crate::uids::Claims::new(&self.root).release(range);
+        }
+        Ok(())
     }
 
     /// Opens `id` for tool calls, refusing when the kernel lacks a sandbox feature (unless
@@ -720,7 +759,8 @@ impl Environments {
         let dir = self.dir(id)?;
         let mut meta = read_meta(&dir)?;
         self.check_runtime(meta.runtime)?;
-        crate::disk::ensure_mounted(&dir.join(crate::disk::IMAGE_FILE), &dir.join(TREE_DIR))?;
+        let disk =
+            crate::disk::Hold::new(&dir, &dir.join(TREE_DIR), self.options.unmount_when_closed)?;
         let identity = self.identity_of(&dir, &mut meta)?;
         let owner = identity.map(|i| (i.uid, i.gid));
         let policy = NetworkPolicy::from_json(meta.network.as_ref())?;
@@ -805,7 +845,48 @@ impl Environments {
             engine,
             hooks: HooksCache::new(),
             hook_dialects,
+            _disk: disk,
         })
+    }
+
+    /// Unmounts the disks of environments that no process holds open (an environment this
+    /// process has open is never touched) and that nothing used for `idle`: those a one-shot
+    /// command left mounted, those created but not used since, those of a process that died.
+    /// Reads the mount table, not the environments, so it costs what is mounted, not what is
+    /// stored. Returns how many were unmounted.
+    pub fn unmount_idle(
+        &self,
+        idle: std::time::Duration,
+        open: &std::collections::HashSet<String>,
+    ) -> usize {
+        let now = now();
+        let mut count = 0;
+        for mountpoint in crate::disk::mounts_under(&self.root) {
+            let Some(dir) = mountpoint.parent() else {
+                continue;
+            };
+            let (Some(id), Some(TREE_DIR)) = (
+                dir.file_name().and_then(|n| n.to_str()),
+                mountpoint.file_name().and_then(|n| n.to_str()),
+            ) else {
+                continue;
+            };
+            if !valid_id(id) || open.contains(id) {
+                continue;
+            }
+            let Ok(meta) = read_meta(dir) else { continue };
+            if now.saturating_sub(meta.last_accessed_at) < idle.as_secs() {
+                continue;
+            }
+            match crate::disk::unmount_if_unused(dir, &mountpoint) {
+                Ok(true) => count += 1,
+                Ok(false) => {}
+                Err(err) => {
+                    tracing::warn!(environment_id = %id, %err, "cannot unmount an idle environment's disk")
+                }
+            }
+        }
+        count
     }
 }
 
@@ -832,10 +913,16 @@ impl Environments {
         }
         let _allocating = UID_ALLOCATION.lock().ok();
         let identity = self.allocate_identity(range, id_span(meta.runtime))?;
-        give_to(dir, meta.frozen_hooks, identity)?;
-        // `meta` is what `open_env_with` just read from disk, unredacted.
-        meta.sandbox_uid = Some(identity.uid);
-        write_meta(dir, meta)?;
+        let given = give_to(dir, meta.frozen_hooks, identity).and_then(|()| {
+            // `meta` is what `open_env_with` just read from disk, unredacted.
+            meta.sandbox_uid = Some(identity.uid);
+            write_meta(dir, meta)
+        });
+        if let Err(err) = given {
+            meta.sandbox_uid = None;
+            self.release_identity(identity, meta.runtime);
+            return Err(err);
+        }
         tracing::info!(env_id = %meta.id, uid = identity.uid, "environment given an unprivileged sandbox uid");
         Ok(Some(identity))
     }
@@ -918,6 +1005,10 @@ pub struct Environment {
     hook_dialects: hookbox_hooks::dialect::DialectSet,
     /// Egress for hooks and sandboxes; its namespace and proxy go when the environment does.
     network: Arc<EnvNetwork>,
+    /// This open's hold on the mounted disk (none without a disk cap). Last, so that it is
+    /// released after everything above that has the tree open (a mounted filesystem with an
+    /// open file cannot be unmounted).
+    _disk: Option<crate::disk::Hold>,
 }
 
 impl Environment {

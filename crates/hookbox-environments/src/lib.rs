@@ -1,7 +1,9 @@
 //! hookbox's environments, the six built-in tools and the one lifecycle of a tool call.
 //!
 //! Owns: environments on disk ([`environment::Environments`], and an opened
-//! [`environment::Environment`]) and their sources ([`environment`], [`source`], [`disk`]), an
+//! [`environment::Environment`]) and their sources ([`environment`], [`source`], [`disk`]: a
+//! disk mounted only while some process has its environment open), the host uids they hold
+//! (claimed as files, `uids`), an
 //! environment's egress wiring ([`network`]), per-project process slots ([`slots`]), the
 //! [`runner::SandboxRunner`] that turns an environment into launch specs and runs command hooks
 //! and `code_execution` through its runtime, the six tools ([`tools`]), and the tool-call
@@ -85,6 +87,7 @@ pub mod runner;
 pub mod slots;
 pub mod source;
 pub mod tools;
+mod uids;
 
 pub use environment::Environments;
 /// The kernel an environment's programs run on (`namespaces` or `gvisor`), by the name an

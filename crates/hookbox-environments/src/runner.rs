@@ -178,6 +178,11 @@ pub struct SandboxOptions {
     pub runtime: RuntimeKind,
     /// How gVisor environments' sandboxes are run.
     pub gvisor: GvisorSettings,
+    /// Unmount an environment's disk when the last process that has it open closes it, so an
+    /// idle environment holds no mount and no loop device (on by default). A one-shot command
+    /// (`hookbox tool`) turns it off: mounting again on its next call would cost more than the
+    /// call; `hookbox serve` unmounts such disks once idle ([`crate::environment::Environments::unmount_idle`]).
+    pub unmount_when_closed: bool,
 }
 
 /// Where `runsc` is and how to run it; checked once, on first use (or by [`Self::check`]).
@@ -226,6 +231,7 @@ impl SandboxOptions {
             warm: true,
             runtime: RuntimeKind::Namespaces,
             gvisor: GvisorSettings::default(),
+            unmount_when_closed: true,
         }
     }
 

@@ -1,6 +1,7 @@
 //! Every environment variable name hookbox-sandbox reads, in one place.
 
-/// Overrides the launcher program (default: the `hookbox` binary itself, `__sandbox-exec`).
+/// Overrides the launcher program (default: `hookbox-sandbox-exec` beside the `hookbox` binary,
+/// else the `hookbox` binary itself, `__sandbox-exec`).
 pub const HOOKBOX_SANDBOX_EXEC: &str = "HOOKBOX_SANDBOX_EXEC";
 /// A directory for runsc's debug logs (`--debug --debug-log=DIR/`): for diagnosing a gVisor
 /// sandbox that does not start. The logs name every mount and syscall; never set it in production.

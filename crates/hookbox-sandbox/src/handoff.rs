@@ -22,16 +22,38 @@ impl Launcher {
         }
     }
 
-    /// `$HOOKBOX_SANDBOX_EXEC` if set, else the current executable with `hidden_subcommand`.
+    /// `$HOOKBOX_SANDBOX_EXEC` if set; else [`STANDALONE_NAME`] beside the current executable
+    /// when it is there (the package installs both, and `cargo build -p hookbox` builds both);
+    /// else the current executable with `hidden_subcommand`.
+    ///
+    /// The standalone launcher is preferred because every cold launch and every warm sandbox
+    /// execs it: a binary of a few MB holding only the launcher maps and relocates in a
+    /// fraction of the time the whole `hookbox` binary takes. It is looked for only in the
+    /// directory of the running binary, which whoever could replace it could replace hookbox in.
     pub fn from_env_or_current_exe(hidden_subcommand: &str) -> std::io::Result<Self> {
-        match std::env::var_os(crate::env_vars::HOOKBOX_SANDBOX_EXEC) {
-            Some(path) => Ok(Self::standalone(PathBuf::from(path))),
-            None => Ok(Self {
-                program: std::env::current_exe()?,
-                args: vec![hidden_subcommand.to_owned()],
-            }),
+        if let Some(path) = std::env::var_os(crate::env_vars::HOOKBOX_SANDBOX_EXEC) {
+            return Ok(Self::standalone(PathBuf::from(path)));
         }
+        let current = std::env::current_exe()?;
+        if let Some(sibling) = standalone_beside(&current) {
+            return Ok(Self::standalone(sibling));
+        }
+        Ok(Self {
+            program: current,
+            args: vec![hidden_subcommand.to_owned()],
+        })
     }
+}
+
+/// The file name of the standalone launcher binary, installed beside `hookbox`.
+pub const STANDALONE_NAME: &str = "hookbox-sandbox-exec";
+
+/// [`STANDALONE_NAME`] in `exe`'s directory, when it is a regular executable file there.
+fn standalone_beside(exe: &std::path::Path) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let candidate = exe.parent()?.join(STANDALONE_NAME);
+    let meta = std::fs::metadata(&candidate).ok()?;
+    (meta.is_file() && meta.permissions().mode() & 0o111 != 0).then_some(candidate)
 }
 
 /// `spec` as JSON in a close-on-exec memfd, rewound, for the launcher to read at its fd.
@@ -68,4 +90,30 @@ pub fn place_fds(fds: &[(OwnedFd, i32)]) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn standalone_launcher_is_taken_only_when_an_executable_file_sits_beside_the_binary() {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("hookbox");
+        std::fs::write(&exe, b"").unwrap();
+        let sibling = dir.path().join(STANDALONE_NAME);
+        // Nothing beside it: hookbox runs itself.
+        assert_eq!(standalone_beside(&exe), None);
+        // A directory of that name is not a launcher.
+        std::fs::create_dir(&sibling).unwrap();
+        assert_eq!(standalone_beside(&exe), None);
+        std::fs::remove_dir(&sibling).unwrap();
+        // A file that cannot be executed is not either.
+        std::fs::write(&sibling, b"").unwrap();
+        std::fs::set_permissions(&sibling, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(standalone_beside(&exe), None);
+        std::fs::set_permissions(&sibling, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(standalone_beside(&exe), Some(sibling));
+    }
 }

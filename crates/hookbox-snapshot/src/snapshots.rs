@@ -822,6 +822,10 @@ fn scan_env(dir: &Path) -> Result<Option<Scanned>, SnapshotError> {
     let tree = dir.join(TREE_DIR);
     let file = std::fs::File::open(&image).map_err(io(&image))?;
     let started = Instant::now();
+    // Nobody mounts or unmounts the disk while it is read: mounted, it is frozen; not mounted
+    // (an idle environment), it is read as it is, and an open waits for the read to end.
+    let mounting =
+        disk::MountLock::acquire(dir).map_err(|e| SnapshotError::Internal(e.to_string()))?;
     let frozen = if disk::is_mountpoint(&tree) {
         Some(disk::Frozen::freeze(&tree).map_err(|e| SnapshotError::Internal(e.to_string()))?)
     } else {
@@ -830,6 +834,7 @@ fn scan_env(dir: &Path) -> Result<Option<Scanned>, SnapshotError> {
     let size = file.metadata().map_err(io(&image))?.len();
     let scanned = scan::scan_file(&file, size, CHUNK_SIZE, &known, &mut spool, &mut read);
     drop(frozen);
+    drop(mounting);
     let frozen_for = started.elapsed();
     blobs.insert(IMAGE_BLOB.to_owned(), scanned.map_err(io(&image))?);
     blobs.insert(

@@ -10,7 +10,7 @@ use hookbox_hooks::command::CommandOutput;
 use hookbox_sandbox::spec::Identity;
 use hookbox_sandbox::spec::RuntimeKind;
 
-pub const LAUNCHER: &str = env!("CARGO_BIN_EXE_hookbox-sandbox-exec");
+pub const LAUNCHER: &str = env!("CARGO_BIN_EXE_hookbox-environments-launcher");
 
 pub struct Env {
     pub dir: tempfile::TempDir,

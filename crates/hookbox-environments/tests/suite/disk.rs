@@ -160,3 +160,163 @@ async fn caps_survive_an_unmount_and_tiny_caps_are_refused() {
     // Nothing of the refused environment is left.
     assert_eq!(store.list().unwrap().len(), 1);
 }
+
+/// An empty environment with the server's default cap (10 GiB) takes at most 1 MB of the
+/// host's disk: its image is sparse and mkfs writes no blocks reserved for growing it (with
+/// them it took 4.4 MB).
+#[test]
+fn an_empty_environment_takes_at_most_one_megabyte_of_disk() {
+    if !hookbox_test_require::root("loop-mounted disk images") {
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let mut opts = options();
+    opts.disk_limit_bytes = Some(10 << 30);
+    let store = store_with(data.path(), opts);
+    let empty = create(&store, json!({"sources": []}));
+    let dir = data.path().join("environments").join(&empty.id);
+    let image = dir.join(hookbox_environments::disk::IMAGE_FILE);
+    // The control: the image is the whole cap long, so its size is not what is measured.
+    assert_eq!(std::fs::metadata(&image).unwrap().len(), 10 << 30);
+    let used = allocated_on_host(&dir);
+    assert!(used <= 1 << 20, "an empty environment takes {used} bytes");
+    store.remove(&empty.id).unwrap();
+}
+
+/// The loop devices bound to `image` (`/sys/block/loopN/loop/backing_file`).
+fn loop_devices_of(image: &std::path::Path) -> Vec<String> {
+    let image = image.canonicalize().unwrap();
+    std::fs::read_dir("/sys/block")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with("loop"))
+        .filter(|e| {
+            std::fs::read_to_string(e.path().join("loop/backing_file"))
+                .is_ok_and(|f| std::path::Path::new(f.trim()) == image)
+        })
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// Waits until `image` has no loop device (the kernel detaches an auto-clearing loop device
+/// as its last user goes, which may finish just after the unmount returns). The bound is
+/// only reached by a device that is never released.
+fn wait_for_no_loop_device(image: &std::path::Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !loop_devices_of(image).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} still has loop devices {:?}",
+            image.display(),
+            loop_devices_of(image)
+        );
+        std::thread::yield_now();
+    }
+}
+
+/// An environment closed by the last process that had it open holds no mount and no loop
+/// device; opening it again mounts its disk with every file it had.
+#[tokio::test]
+async fn a_closed_environment_holds_no_mount_or_loop_device_and_reopens_with_its_files() {
+    if !hookbox_test_require::root("loop-mounted disk images") {
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let mut opts = options();
+    opts.disk_limit_bytes = Some(CAP);
+    let store = store_with(data.path(), opts);
+    let a = create(
+        &store,
+        json!({"sources": [{"type": "inline", "target": "workspace/keep.txt", "content": "precious"}]}),
+    );
+    let dir = data.path().join("environments").join(&a.id);
+    let image = dir.join(hookbox_environments::disk::IMAGE_FILE);
+    let env = store.open_env(&a.id).unwrap();
+    // The controls: while open, the disk is mounted on a loop device.
+    assert_eq!(mounts_under(data.path()).len(), 1);
+    assert_eq!(loop_devices_of(&image).len(), 1);
+    bash_ok(&env, "echo written-inside > /workspace/new.txt").await;
+    drop(env);
+    assert!(mounts_under(data.path()).is_empty());
+    wait_for_no_loop_device(&image);
+
+    let env = store.open_env(&a.id).unwrap();
+    assert_eq!(mounts_under(data.path()).len(), 1);
+    let both = bash_ok(&env, "cat /workspace/keep.txt /workspace/new.txt").await;
+    assert_eq!(both["stdout"], "preciouswritten-inside\n", "{both}");
+    drop(env);
+    assert!(mounts_under(data.path()).is_empty());
+    wait_for_no_loop_device(&image);
+}
+
+/// Two opens of one environment (in one process or two) share its disk: closing one leaves it
+/// mounted for the other, and the last close unmounts it.
+#[tokio::test]
+async fn the_disk_stays_mounted_until_the_last_open_closes() {
+    if !hookbox_test_require::root("loop-mounted disk images") {
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let mut opts = options();
+    opts.disk_limit_bytes = Some(CAP);
+    let store = store_with(data.path(), opts);
+    let a = create(&store, json!({"sources": []}));
+    let first = store.open_env(&a.id).unwrap();
+    let second = store.open_env(&a.id).unwrap();
+    drop(first);
+    assert_eq!(mounts_under(data.path()).len(), 1);
+    let wrote = bash_ok(
+        &second,
+        "echo still-here > /workspace/x && cat /workspace/x",
+    )
+    .await;
+    assert_eq!(wrote["stdout"], "still-here\n", "{wrote}");
+    drop(second);
+    assert!(mounts_under(data.path()).is_empty());
+    // And its file was on the disk, not on the directory under it.
+    let again = store.open_env(&a.id).unwrap();
+    assert_eq!(
+        bash_ok(&again, "cat /workspace/x").await["stdout"],
+        "still-here\n"
+    );
+}
+
+/// A disk left mounted on close (a one-shot `hookbox tool`) is unmounted by the idle sweep once
+/// idle long enough, never while any open holds it, and never before it is idle.
+#[tokio::test]
+async fn a_disk_kept_mounted_is_unmounted_when_idle_and_never_while_open() {
+    if !hookbox_test_require::root("loop-mounted disk images") {
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let mut opts = options();
+    opts.disk_limit_bytes = Some(CAP);
+    opts.unmount_when_closed = false;
+    let store = store_with(data.path(), opts);
+    let a = create(&store, json!({"sources": []}));
+    let image = data
+        .path()
+        .join("environments")
+        .join(&a.id)
+        .join(hookbox_environments::disk::IMAGE_FILE);
+    let none = std::collections::HashSet::new();
+    let env = store.open_env(&a.id).unwrap();
+    bash_ok(&env, "echo kept > /workspace/k").await;
+    // Held: the sweep leaves it, however idle it looks.
+    assert_eq!(store.unmount_idle(std::time::Duration::ZERO, &none), 0);
+    assert_eq!(mounts_under(data.path()).len(), 1);
+    drop(env);
+    // Closed, kept mounted; not idle for an hour yet.
+    assert_eq!(mounts_under(data.path()).len(), 1);
+    assert_eq!(
+        store.unmount_idle(std::time::Duration::from_secs(3600), &none),
+        0
+    );
+    assert_eq!(mounts_under(data.path()).len(), 1);
+    // Idle past the limit: unmounted, its loop device released, its files kept.
+    assert_eq!(store.unmount_idle(std::time::Duration::ZERO, &none), 1);
+    assert!(mounts_under(data.path()).is_empty());
+    wait_for_no_loop_device(&image);
+    let env = store.open_env(&a.id).unwrap();
+    assert_eq!(bash_ok(&env, "cat /workspace/k").await["stdout"], "kept\n");
+}

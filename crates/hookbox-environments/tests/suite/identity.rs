@@ -287,3 +287,45 @@ async fn an_environment_from_before_uid_mapping_gets_a_uid_on_first_open() {
     store.open_env(&meta.id).unwrap();
     assert_eq!(store.show(&meta.id).unwrap().sandbox_uid, Some(uid));
 }
+
+/// Environments made before the uid claim files existed keep their uids to themselves: the
+/// claims are entered from their metadata before a new uid is picked, and removing an
+/// environment frees its uid.
+#[tokio::test]
+async fn environments_made_before_uid_claims_keep_their_uids_to_themselves() {
+    if !hookbox_test_require::root("a range of host uids") {
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    // Room for exactly one environment of the runtime under test.
+    let mut one_uid = options();
+    one_uid.identities = Some(hookbox_environments::runner::UidRange {
+        first: 1_050_000_000,
+        count: if gvisor() {
+            hookbox_sandbox::gvisor::ID_SPAN
+        } else {
+            1
+        },
+    });
+    let store = store_with(data.path(), one_uid);
+    let first = create(&store, json!({"sources": []}));
+    assert_eq!(first.sandbox_uid, Some(1_050_000_000));
+    // As a data dir from before the claim files.
+    std::fs::remove_dir_all(data.path().join("environments/.uids")).unwrap();
+    let spec: hookbox_environments::source::EnvironmentSpec =
+        serde_json::from_value(json!({"sources": []})).unwrap();
+    let err = store
+        .create(
+            &spec,
+            hookbox_environments::source::SourceOrigin::Operator,
+            &mut |_| {},
+            false,
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("no free sandbox uid"), "{err}");
+    store.remove(&first.id).unwrap();
+    assert_eq!(
+        create(&store, json!({"sources": []})).sandbox_uid,
+        Some(1_050_000_000)
+    );
+}

@@ -75,13 +75,26 @@ async fn create_as(
         .unwrap()
 }
 
-/// Nothing was left in the data directory: no environment, no staging directory.
+/// Nothing was left in the data directory: no environment, no staging directory, no host uid
+/// still claimed (`.uids` keeps only its empty block directories and completion marker).
 fn assert_nothing_created(data: &Path) {
-    let left: Vec<_> = std::fs::read_dir(data.join("environments"))
+    let root = data.join("environments");
+    let left: Vec<_> = std::fs::read_dir(&root)
         .unwrap()
         .map(|e| e.unwrap().file_name())
+        .filter(|name| name != ".uids")
         .collect();
     assert!(left.is_empty(), "{left:?}");
+    let claims = root.join(".uids");
+    let claimed: Vec<_> = std::fs::read_dir(&claims)
+        .into_iter()
+        .flatten()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .flat_map(|block| std::fs::read_dir(block).unwrap())
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(claimed.is_empty(), "{claimed:?}");
 }
 
 /// Whether anything connected to `listener` (the kernel queues completed connections whether or

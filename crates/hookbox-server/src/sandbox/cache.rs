@@ -299,14 +299,15 @@ impl SandboxBackend {
         self.close_lost(evicted.lost, true).await;
         drop(open);
         // Released (namespace, proxy task, CA bundle dir) outside the lock.
-        self.closed(evicted.idle);
+        self.closed(evicted.idle).await;
         Ok(env)
     }
 
     /// Drops environments just closed; with snapshots, each is checkpointed if it changed.
-    fn closed(&self, evicted: Vec<Arc<Environment>>) {
+    /// The drop (a warm sandbox's end, the disk's unmount) runs on the blocking pool.
+    async fn closed(&self, evicted: Vec<Arc<Environment>>) {
         let ids: Vec<String> = evicted.iter().map(|e| e.id().to_owned()).collect();
-        drop(evicted);
+        close_off_runtime(evicted).await;
         if let Some(manager) = &self.snapshots {
             for id in ids {
                 manager.request(&id);
@@ -455,9 +456,19 @@ impl SandboxBackend {
         let count = evicted.idle.len() + evicted.lost.len();
         self.close_lost(evicted.lost, true).await;
         drop(open);
-        self.closed(evicted.idle);
+        self.closed(evicted.idle).await;
         if let Some(manager) = &self.snapshots {
             manager.evict(&still_open).await;
+        }
+        // Disks left mounted by others (a one-shot `hookbox tool`, a creation not followed by
+        // a use, a process that died) and idle as long as an open environment may be.
+        let store = self.store.clone();
+        let idle = self.limits.idle_timeout;
+        let unmounted = blocking(move || Ok(store.unmount_idle(idle, &still_open)))
+            .await
+            .unwrap_or(0);
+        if unmounted > 0 {
+            tracing::info!(unmounted, "idle environment disks unmounted");
         }
         count
     }

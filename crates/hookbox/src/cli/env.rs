@@ -219,15 +219,18 @@ impl StoreArgs {
     }
 
     pub fn open(&self) -> anyhow::Result<Environments> {
-        self.open_with(None, EgressOperator::default())
+        self.open_with(None, EgressOperator::default(), false)
     }
 
     /// Opens the store; `tool_timeout` overrides code_execution's wall-clock limit, `operator`
-    /// sets the egress operator options.
+    /// sets the egress operator options. `keep_disks_mounted`: an environment's disk stays
+    /// mounted when this process closes it (a one-shot call, which the next one would pay a
+    /// mount for; `hookbox serve` unmounts it once idle).
     pub fn open_with(
         &self,
         tool_timeout: Option<std::time::Duration>,
         operator: EgressOperator,
+        keep_disks_mounted: bool,
     ) -> anyhow::Result<Environments> {
         let data_dir = self.data_dir()?;
         let launcher = Launcher::from_env_or_current_exe(SANDBOX_EXEC_SUBCOMMAND)
@@ -239,6 +242,7 @@ impl StoreArgs {
         if let Some(timeout) = tool_timeout {
             options.tool_timeout = timeout;
         }
+        options.unmount_when_closed = !keep_disks_mounted;
         options.warm = !self.cold_sandboxes;
         if self.insecure_no_isolation {
             eprintln!(
@@ -247,8 +251,11 @@ impl StoreArgs {
             options.isolation = Isolation::InsecureNone;
         }
         self.runtime.apply(&mut options)?;
-        let credentials =
-            super::credential::open_credentials(&data_dir, self.database.database.as_deref())?;
+        // Opened only if an environment's egress reads a credential: most calls never do.
+        let credentials = hookbox_credentials::LazyStoreCredentials::new(
+            &data_dir,
+            self.database.database.as_deref(),
+        );
         let egress = EgressOptions::new(Arc::new(credentials)).with_operator(operator);
         Ok(Environments::open(&data_dir, options, egress)?)
     }

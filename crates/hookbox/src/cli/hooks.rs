@@ -961,7 +961,8 @@ pub(super) fn http_poster(
         Some(dir) => dir,
         None => hookbox_environments::environment::default_data_dir()?,
     };
-    let credentials = super::credential::open_credentials(&data_dir, database)?;
+    // Opened only if the policy injects a credential.
+    let credentials = hookbox_credentials::LazyStoreCredentials::new(&data_dir, database);
     let config = EgressConfig::new(environment_id, policy, Arc::new(credentials));
     let egress = Egress::new(config).context("cannot set up egress")?;
     Ok(Arc::new(hookbox_environments::network::HookPoster(

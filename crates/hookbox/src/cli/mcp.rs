@@ -68,7 +68,7 @@ pub fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
     for origin in &args.allow_origins {
         guard.allow_origin(origin).context("--allow-origin")?;
     }
-    let store = args.store.open_with(None, args.egress.operator())?;
+    let store = args.store.open_with(None, args.egress.operator(), false)?;
     let env_id = match args.env_id {
         Some(id) => id,
         None => {

@@ -155,8 +155,9 @@ pub struct ServeArgs {
     pub insecure_no_isolation: bool,
     #[command(flatten)]
     pub runtime: super::env::RuntimeArgs,
-    /// Close an opened environment (its network namespace, egress proxy and CA) after this many
-    /// seconds without use; it is reopened from disk on next use.
+    /// Close an opened environment (its network namespace, egress proxy and CA, and its disk's
+    /// mount and loop device) after this many seconds without use; it is reopened from disk on
+    /// next use. A disk some other process left mounted is unmounted once idle as long.
     #[arg(long, value_name = "SECS", default_value_t = hookbox_server::sandbox::DEFAULT_IDLE_TIMEOUT.as_secs())]
     pub env_idle_timeout: u64,
     /// Most environments kept open at once; beyond it the least recently used idle ones are

@@ -41,6 +41,7 @@ pub fn run(args: ToolArgs) -> anyhow::Result<ExitCode> {
     let store = args.store.open_with(
         Some(Duration::from_secs(args.timeout)),
         args.egress.operator(),
+        true,
     )?;
     let env = args.store.located(store.open_env(&args.env_id))?;
     let runtime = tokio::runtime::Builder::new_current_thread()
