@@ -227,8 +227,44 @@ impl Drop for Hold {
         if !self.unmount_when_last {
             return;
         }
-        if let Err(err) = unmount_if_unused(&self.dir, &self.mountpoint) {
-            tracing::warn!(mountpoint = %self.mountpoint.display(), %err, "cannot unmount a closed environment's disk");
+        match unmount_if_unused(&self.dir, &self.mountpoint) {
+            Ok(true) => {}
+            // Busy: another open holds it (it unmounts when it closes), or a process this one
+            // is spawning still shares its descriptors between fork and exec. The second
+            // passes within moments, so a few more tries follow, off this thread.
+            Ok(false) if is_mountpoint(&self.mountpoint) => {
+                let (dir, mountpoint) = (self.dir.clone(), self.mountpoint.clone());
+                let spawned = std::thread::Builder::new()
+                    .name("disk-unmount".into())
+                    .spawn(move || retry_unmount(&dir, &mountpoint));
+                if let Err(err) = spawned {
+                    tracing::warn!(%err, "cannot start the unmount retry of a closed environment's disk");
+                }
+            }
+            Ok(false) => {}
+            Err(err) => {
+                tracing::warn!(mountpoint = %self.mountpoint.display(), %err, "cannot unmount a closed environment's disk");
+            }
+        }
+    }
+}
+
+/// Tries to unmount a closed environment's disk a few more times (about two seconds in all),
+/// stopping as soon as it is unmounted or no longer mounted; a disk still held after that is
+/// left to its last holder's close or the server's idle sweep.
+fn retry_unmount(dir: &Path, mountpoint: &Path) {
+    let mut pause = std::time::Duration::from_millis(2);
+    for _ in 0..24 {
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(std::time::Duration::from_millis(100));
+        match unmount_if_unused(dir, mountpoint) {
+            Ok(true) => return,
+            Ok(false) if is_mountpoint(mountpoint) => {}
+            Ok(false) => return,
+            Err(err) => {
+                tracing::warn!(mountpoint = %mountpoint.display(), %err, "cannot unmount a closed environment's disk");
+                return;
+            }
         }
     }
 }

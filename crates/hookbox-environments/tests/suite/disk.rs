@@ -119,7 +119,7 @@ async fn dd_hits_enospc_at_the_cap_and_nothing_else_is_affected() {
     drop((env_a, env_b));
     store.remove(&a.id).unwrap();
     store.remove(&b.id).unwrap();
-    assert!(mounts_under(data.path()).is_empty());
+    wait_for_no_mount(data.path());
 }
 
 #[tokio::test]
@@ -201,6 +201,21 @@ fn loop_devices_of(image: &std::path::Path) -> Vec<String> {
 /// Waits until `image` has no loop device (the kernel detaches an auto-clearing loop device
 /// as its last user goes, which may finish just after the unmount returns). The bound is
 /// only reached by a device that is never released.
+/// A closed disk is unmounted at once, or by a short retry when a process being spawned still
+/// shared its descriptors: waits for that, bounded.
+fn wait_for_no_mount(root: &std::path::Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !mounts_under(root).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} still has mounts {:?}",
+            root.display(),
+            mounts_under(root)
+        );
+        std::thread::yield_now();
+    }
+}
+
 fn wait_for_no_loop_device(image: &std::path::Path) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while !loop_devices_of(image).is_empty() {
@@ -237,7 +252,7 @@ async fn a_closed_environment_holds_no_mount_or_loop_device_and_reopens_with_its
     assert_eq!(loop_devices_of(&image).len(), 1);
     bash_ok(&env, "echo written-inside > /workspace/new.txt").await;
     drop(env);
-    assert!(mounts_under(data.path()).is_empty());
+    wait_for_no_mount(data.path());
     wait_for_no_loop_device(&image);
 
     let env = store.open_env(&a.id).unwrap();
@@ -245,7 +260,7 @@ async fn a_closed_environment_holds_no_mount_or_loop_device_and_reopens_with_its
     let both = bash_ok(&env, "cat /workspace/keep.txt /workspace/new.txt").await;
     assert_eq!(both["stdout"], "preciouswritten-inside\n", "{both}");
     drop(env);
-    assert!(mounts_under(data.path()).is_empty());
+    wait_for_no_mount(data.path());
     wait_for_no_loop_device(&image);
 }
 
@@ -272,7 +287,7 @@ async fn the_disk_stays_mounted_until_the_last_open_closes() {
     .await;
     assert_eq!(wrote["stdout"], "still-here\n", "{wrote}");
     drop(second);
-    assert!(mounts_under(data.path()).is_empty());
+    wait_for_no_mount(data.path());
     // And its file was on the disk, not on the directory under it.
     let again = store.open_env(&a.id).unwrap();
     assert_eq!(
@@ -315,7 +330,7 @@ async fn a_disk_kept_mounted_is_unmounted_when_idle_and_never_while_open() {
     assert_eq!(mounts_under(data.path()).len(), 1);
     // Idle past the limit: unmounted, its loop device released, its files kept.
     assert_eq!(store.unmount_idle(std::time::Duration::ZERO, &none), 1);
-    assert!(mounts_under(data.path()).is_empty());
+    wait_for_no_mount(data.path());
     wait_for_no_loop_device(&image);
     let env = store.open_env(&a.id).unwrap();
     assert_eq!(bash_ok(&env, "cat /workspace/k").await["stdout"], "kept\n");
