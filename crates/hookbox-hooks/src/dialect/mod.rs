@@ -65,6 +65,7 @@
 
 pub mod answer_in;
 pub mod condition;
+pub mod convert;
 pub mod events;
 pub mod load;
 pub mod patch;
