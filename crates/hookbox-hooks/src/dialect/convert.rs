@@ -314,6 +314,22 @@ pub fn convert_file(
             }
         }
     }
+    if let Some(Value::Object(hooks)) = raw.get("hooks") {
+        for (name, entries) in hooks {
+            let Value::Array(entries) = entries else {
+                continue;
+            };
+            for (i, entry) in entries.iter().enumerate() {
+                let path = format!("hooks.{name}[{i}]");
+                unknown_fields(entry, &path, &mut refusals);
+                if let Some(Value::Array(list)) = entry.get("hooks") {
+                    for (j, h) in list.iter().enumerate() {
+                        unknown_fields(h, &format!("{path}.hooks[{j}]"), &mut refusals);
+                    }
+                }
+            }
+        }
+    }
     if let Some(Value::Array(names)) = raw.pointer("/hooksConfig/disabled")
         && !names.is_empty()
     {
@@ -328,6 +344,46 @@ pub fn convert_file(
         Err(more) => {
             refusals.extend(more);
             Err(refusals)
+        }
+    }
+}
+
+/// Fields a conversion carries over, or drops without changing what a hook decides
+/// (`statusMessage`, `name`, `description` only describe; `async: true` hooks are written
+/// synchronous, which can only make a gate stricter).
+const KNOWN_FIELDS: &[&str] = &[
+    "type",
+    "command",
+    "bash",
+    "timeout",
+    "timeoutSec",
+    "matcher",
+    "hooks",
+    "url",
+    "headers",
+    "if",
+    "failClosed",
+    "env",
+    "cwd",
+    "prompt",
+    "statusMessage",
+    "name",
+    "description",
+    "comment",
+    "async",
+];
+
+/// Refuses each field of `value` (an entry or handler object) a conversion would lose.
+fn unknown_fields(value: &Value, path: &str, refusals: &mut Vec<Refusal>) {
+    let Value::Object(map) = value else { return };
+    for key in map.keys() {
+        if !KNOWN_FIELDS.contains(&key.as_str()) {
+            refusals.push(Refusal {
+                path: format!("{path}.{key}"),
+                reason: format!(
+                    "{key:?} is not carried over by a conversion; remove it or convert by hand"
+                ),
+            });
         }
     }
 }

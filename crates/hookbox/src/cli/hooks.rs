@@ -1,8 +1,11 @@
-//! `hookbox hooks check` and `hookbox hooks test`: the hooks engine for a person at a terminal.
+//! `hookbox hooks check`, `hookbox hooks test` and `hookbox hooks convert`: the hooks engine for
+//! a person at a terminal.
 //!
 //! `check` shows what the runtime will make of the hooks files (diagnostics, lint, and which
 //! tools each rule covers). `test` runs one tool call's hooks for real — real matcher, real
 //! handlers, real merge — and prints the decision trace, without running the tool itself.
+//! `convert` writes a vendor hooks file in another dialect where the mapping is exact
+//! ([`hookbox_hooks::dialect::convert`]) and otherwise lists what it refuses.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
