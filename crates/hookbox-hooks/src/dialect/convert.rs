@@ -417,6 +417,8 @@ pub fn convert(group: &Group, to: Dialect) -> Result<Value, Vec<Refusal>> {
     }
     Ok(match to {
         Dialect::Cursor | Dialect::Copilot => json!({"version": 1, "hooks": events_out}),
+        // Written out so that hooks are on whatever the user's own settings say.
+        Dialect::GeminiCli => json!({"hooksConfig": {"enabled": true}, "hooks": events_out}),
         _ => json!({ "hooks": events_out }),
     })
 }

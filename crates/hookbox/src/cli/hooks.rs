@@ -67,7 +67,9 @@ pub struct ConvertArgs {
     /// hooks file under --root.
     #[arg(long, value_name = "DIALECT|FILE")]
     from: Option<String>,
-    /// Where to write the result (`-` for standard output).
+    /// Where to write the result (`-` for standard output). The result holds only the hooks:
+    /// an existing file that holds other settings (permissions, …) is not overwritten; write
+    /// elsewhere and merge by hand.
     #[arg(long, value_name = "FILE|-", default_value = "-")]
     out: String,
 }
@@ -254,6 +256,9 @@ fn convert(args: ConvertArgs) -> anyhow::Result<ExitCode> {
         }
         None => one_file(vendor_files(&args.root, DialectSet::all())?, &args.root)?,
     };
+    if args.out != "-" {
+        refuse_to_overwrite_settings(std::path::Path::new(&args.out))?;
+    }
     match hookbox_hooks::dialect::convert::convert_file(dialect, &label, &bytes, args.to) {
         Ok(value) => {
             let text = format!("{}\n", serde_json::to_string_pretty(&value)?);
@@ -277,6 +282,37 @@ fn convert(args: ConvertArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::FAILURE)
         }
     }
+}
+
+/// The result is JSON holding only hooks: never written over TOML or over a settings file that
+/// holds anything else.
+fn refuse_to_overwrite_settings(out: &std::path::Path) -> anyhow::Result<()> {
+    if out.extension().is_some_and(|e| e == "toml") {
+        bail!(
+            "{} is TOML; convert writes JSON (.codex/hooks.json for Codex)",
+            out.display()
+        );
+    }
+    if !out.exists() {
+        return Ok(());
+    }
+    let bytes = read_bounded(out)?;
+    let other: Vec<String> = match serde_json::from_slice::<serde_json::Value>(&bytes) {
+        Ok(serde_json::Value::Object(map)) => map
+            .keys()
+            .filter(|k| !matches!(k.as_str(), "hooks" | "version" | "hooksConfig"))
+            .cloned()
+            .collect(),
+        _ => vec!["(not a JSON object)".to_owned()],
+    };
+    if !other.is_empty() {
+        bail!(
+            "{} holds other settings ({}); the result holds only hooks: write it elsewhere and merge by hand",
+            out.display(),
+            other.join(", ")
+        );
+    }
+    Ok(())
 }
 
 /// The vendor hooks files of `dialects` under `root` (at / then /workspace), with their bytes.
