@@ -18,7 +18,9 @@
 //!   [`load::VendorRule`] on each), with the vendor's matcher semantics, timeout units and the
 //!   `hooks check` traps;
 //! - [`payload`]: the input a vendor handler reads, and its CLI's environment variables;
-//! - [`answer_in`]: a vendor handler's exit code and output read as its CLI reads them.
+//! - [`answer_in`]: a vendor handler's exit code and output read as its CLI reads them;
+//! - [`convert`]: one dialect's file written in another where exact (`hooks convert`), refused
+//!   naming each part where not.
 //!
 //! The engine ([`crate::engine`]) runs a vendor rule's handlers with these. The answer a vendor
 //! CLI expects from `hookbox hooks gate` (the engine's decision written as that CLI's stdout
@@ -66,6 +68,7 @@
 pub mod answer_in;
 pub mod answer_out;
 pub mod condition;
+pub mod convert;
 pub mod events;
 pub mod load;
 pub mod patch;

@@ -1,6 +1,7 @@
 mod answers_cli;
 mod bounds_cli;
 mod browser_cli;
+mod convert_cli;
 mod drain_cli;
 mod env_cli;
 mod first_hour_cli;
