@@ -37,6 +37,8 @@ have node || need_debs+=(nodejs)
 have systemd-analyze || need_debs+=(systemd)
 # scripts/tools.sh builds fake-gcs-server (the GCS-compatible store) with go.
 have go || need_debs+=(golang-go)
+# tests/monitoring/run.sh checks the Prometheus alerting rules with promtool.
+have promtool || need_debs+=(prometheus)
 
 if [ ${#need_debs[@]} -gt 0 ]; then
     echo "setup: installing Debian packages: ${need_debs[*]}" >&2
