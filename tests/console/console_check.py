@@ -162,6 +162,12 @@ try:
         check("overview: tiles count the deny and the fail-open",
               browser.find_element(By.ID, "o-denied").text == "1" and browser.find_element(By.ID, "o-failopen").text == "1",
               [browser.find_element(By.ID, i).text for i in ("o-denied", "o-failopen")])
+        bars = {(r.get_attribute("data-group"), r.get_attribute("data-p")): int(r.get_attribute("data-ms"))
+                for r in browser.find_elements(By.CSS_SELECTOR, "#o-latency-chart rect")}
+        gate_ms = guards["security-gate"]["latency_ms"]
+        check("overview: latency chart draws p50/p95/p99 per guard, as the API computed them",
+              bars.get(("security-gate", "p99")) == gate_ms["p99"] and bars.get(("flaky", "p50")) == guards["flaky"]["latency_ms"]["p50"]
+              and len(bars) == 6, bars)
         flaky_row = browser.find_element(By.CSS_SELECTOR, '#o-guards tr[data-group="flaky"]')
         check("overview: the guards table shows fail-opens by cause", "non_zero_exit 1" in flaky_row.text, flaky_row.text)
         open_row = browser.find_element(By.CSS_SELECTOR, '#o-events tr[data-outcome="failed_open"]')
