@@ -169,6 +169,9 @@ try:
               bars.get(("security-gate", "p99")) == gate_ms["p99"] and bars.get(("flaky", "p50")) == guards["flaky"]["latency_ms"]["p50"]
               and len(bars) == 6, bars)
         flaky_row = browser.find_element(By.CSS_SELECTOR, '#o-guards tr[data-group="flaky"]')
+        gate_bar = {r.get_attribute("data-key"): r.get_attribute("data-count")
+                    for r in browser.find_elements(By.CSS_SELECTOR, '#o-guards tr[data-group="security-gate"] rect')}
+        check("overview: each guard's decisions drawn as a bar by outcome", gate_bar == {"allow": "1", "deny": "1"}, gate_bar)
         check("overview: the guards table shows fail-opens by cause", "non_zero_exit 1" in flaky_row.text, flaky_row.text)
         open_row = browser.find_element(By.CSS_SELECTOR, '#o-events tr[data-outcome="failed_open"]')
         check("overview: a fail-open row is marked and shows the handler's stderr",
