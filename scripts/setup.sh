@@ -50,6 +50,8 @@ have npm || need_debs+=(npm)
 have systemd-analyze || need_debs+=(systemd)
 # scripts/tools.sh builds fake-gcs-server (the GCS-compatible store) with go.
 have go || need_debs+=(golang-go)
+# tests/monitoring/run.sh checks the Prometheus alerting rules with promtool.
+have promtool || need_debs+=(prometheus)
 fi
 
 if [ ${#need_debs[@]} -gt 0 ]; then

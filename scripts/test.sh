@@ -12,7 +12,8 @@
 # suite runs twice: on SQLite, and on a throwaway PostgreSQL cluster (scripts/postgres.sh); two
 # replicas share it end to end (and hand over at a clean stop); a TLS-only cluster checks
 # verify-full; the web console is driven in a headless Chromium, and pages in it try DNS
-# rebinding and cross-site requests against `hookbox serve` (tests/browser_guard). Snapshots run
+# rebinding and cross-site requests against `hookbox serve` (tests/browser_guard); the Prometheus
+# alerting rules and Grafana dashboard (packaging/monitoring) are checked with promtool (tests/monitoring). Snapshots run
 # against a throwaway Garage object store (scripts/objectstore.sh), and two replicas with separate
 # data dirs carry environments through it (and one cut off from PostgreSQL by a forwarder the test
 # controls serves no stale copy once the partition heals, with and without a third replica);
@@ -78,4 +79,5 @@ HOOKBOX_RUNTIME=gvisor tests/mcp/run.sh
 tests/console/run.sh
 HOOKBOX_RUNTIME=gvisor tests/console/run.sh
 tests/browser_guard/run.sh
+tests/monitoring/run.sh
 tests/deb/run.sh

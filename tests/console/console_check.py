@@ -3,6 +3,7 @@
 argv: HOOKBOX_BIN DATA_DIR SECURITY_GATE_AGENTS_DIR SCREENSHOT_DIR
 """
 import json
+from datetime import datetime, timedelta
 import os
 import subprocess
 import sys
@@ -13,7 +14,7 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
-from selenium.webdriver.support.ui import WebDriverWait
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 hookbox, data, gate_dir, shots = sys.argv[1:5]
 os.makedirs(shots, exist_ok=True)
@@ -134,7 +135,7 @@ try:
         # A hook that fails lets the call through (the reference's fail-open): highlighted.
         failing = post("/v1beta/environments", {"sources": [
             {"type": "inline", "target": ".agents/hooks.json",
-             "content": '{"flaky": {"pre_tool_execution": [{"matcher": "code_execution", "hooks": [{"type": "command", "command": "exit 3"}]}]}}'},
+             "content": '{"flaky": {"pre_tool_execution": [{"matcher": "code_execution", "hooks": [{"type": "command", "command": "echo scanner unreachable >&2; exit 3"}]}]}}'},
         ]})["id"]
         opened = post("/v1beta/interactions", {"agent": agent, "input": "run `true`", "environment": failing})
         browser.get(base + "/console#/interactions/" + opened["id"])
@@ -142,6 +143,79 @@ try:
         flagged = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, ".hook span.failopen")))
         check("timeline: a fail-open hook is highlighted", flagged.text == "failed_open", flagged.text)
         browser.save_screenshot(os.path.join(shots, "fail-open.png"))
+        # Overview: guard health over a window from GET /stats (computed from the store), drawn
+        # as SVG; denies and fail-opens listed with their reason or the handler's stderr.
+        stats = get("/v1beta/stats?window=3600")
+        guards = {g["group"]: g for g in stats["guards"]}
+        check("stats: the gate's deny and the flaky guard's fail-open with its cause",
+              guards.get("security-gate", {}).get("outcomes", {}).get("deny") == 1
+              and guards.get("flaky", {}).get("failed_open_causes") == {"non_zero_exit": 1}, stats["guards"])
+        check("stats: the fail-open event carries the handler's stderr",
+              any(e["outcome"] == "failed_open" and "scanner unreachable" in (e["stderr"] or "") for e in stats["events"]),
+              stats["events"])
+        check("stats: interactions by status and latency percentiles",
+              stats["interactions"]["by_status"].get("completed", 0) >= 4
+              and guards.get("security-gate", {}).get("latency_ms", {}).get("p99") is not None, stats)
+        try:
+            get("/v1beta/stats?window=5")
+            check("stats: a window out of range is refused", False, "answered 200")
+        except urllib.error.HTTPError as e:
+            check("stats: a window out of range is refused", e.code == 400, e.code)
+        browser.get(base + "/console#/overview")
+        browser.refresh()
+        wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, '#o-decision-chart rect[data-key="failed_open"]')))
+        check("overview: decisions chart draws deny and fail-open bars",
+              browser.find_elements(By.CSS_SELECTOR, '#o-decision-chart rect[data-key="deny"]')
+              and browser.find_elements(By.CSS_SELECTOR, '#o-decision-chart rect[data-key="allow"]'))
+        check("overview: interactions chart draws completed bars",
+              browser.find_elements(By.CSS_SELECTOR, '#o-status-chart rect[data-key="completed"]'))
+        check("overview: tiles count the deny and the fail-open",
+              browser.find_element(By.ID, "o-denied").text == "1" and browser.find_element(By.ID, "o-failopen").text == "1",
+              [browser.find_element(By.ID, i).text for i in ("o-denied", "o-failopen")])
+        bars = {(r.get_attribute("data-group"), r.get_attribute("data-p")): int(r.get_attribute("data-ms"))
+                for r in browser.find_elements(By.CSS_SELECTOR, "#o-latency-chart rect")}
+        gate_ms = guards["security-gate"]["latency_ms"]
+        check("overview: latency chart draws p50/p95/p99 per guard, as the API computed them",
+              bars.get(("security-gate", "p99")) == gate_ms["p99"] and bars.get(("flaky", "p50")) == guards["flaky"]["latency_ms"]["p50"]
+              and len(bars) == 6, bars)
+        flaky_row = browser.find_element(By.CSS_SELECTOR, '#o-guards tr[data-group="flaky"]')
+        gate_bar = {r.get_attribute("data-key"): r.get_attribute("data-count")
+                    for r in browser.find_elements(By.CSS_SELECTOR, '#o-guards tr[data-group="security-gate"] rect')}
+        check("overview: each guard's decisions drawn as a bar by outcome", gate_bar == {"allow": "1", "deny": "1"}, gate_bar)
+        check("overview: the guards table shows fail-opens by cause", "non_zero_exit 1" in flaky_row.text, flaky_row.text)
+        open_row = browser.find_element(By.CSS_SELECTOR, '#o-events tr[data-outcome="failed_open"]')
+        check("overview: a fail-open row is marked and shows the handler's stderr",
+              "ev-failed_open" in open_row.get_attribute("class")
+              and "scanner unreachable" in open_row.find_element(By.CSS_SELECTOR, "pre.stderr").text, open_row.text)
+        deny_row = browser.find_element(By.CSS_SELECTOR, '#o-events tr[data-outcome="deny"]')
+        check("overview: a deny row is marked with its reason",
+              "ev-deny" in deny_row.get_attribute("class") and "Destructive command blocked" in deny_row.text, deny_row.text)
+        day_range = browser.find_element(By.ID, "o-range").text
+        Select(browser.find_element(By.ID, "o-window")).select_by_value("3600")
+        wait.until(lambda b: b.find_element(By.ID, "o-range").text not in ("", day_range))
+        start, end = browser.find_element(By.ID, "o-range").text.split(" to ")
+        check("overview: the window can be chosen (last hour)",
+              datetime.fromisoformat(end.replace("Z", "+00:00")) - datetime.fromisoformat(start.replace("Z", "+00:00"))
+              == timedelta(hours=1), (start, end))
+        wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, '#o-events tr[data-outcome="failed_open"]')))
+        deny_row = browser.find_element(By.CSS_SELECTOR, '#o-events tr[data-outcome="deny"]')
+        browser.set_window_size(1280, 2000)
+        browser.save_screenshot(os.path.join(shots, "overview.png"))
+        browser.set_window_size(1280, 900)
+        browser.find_element(By.ID, "o-search").send_keys("scanner unreachable")
+        visible = [r.get_attribute("data-outcome") for r in browser.find_elements(By.CSS_SELECTOR, "#o-events tr") if r.is_displayed()]
+        check("overview: search keeps only matching rows", visible == ["failed_open"], visible)
+        browser.find_element(By.ID, "o-search").clear()
+        browser.execute_script("document.getElementById('o-search').dispatchEvent(new Event('input'))")
+        deny_row.find_element(By.CSS_SELECTOR, f'a[href="#/interactions/{denied["id"]}"]').click()
+        wait.until(ec.text_to_be_present_in_element((By.ID, "t-title"), denied["id"]))
+        check("overview: an interaction id is a link to its timeline", browser.current_url.endswith("#/interactions/" + denied["id"]))
+        browser.get(base + "/console#/overview")
+        browser.refresh()
+        env_link = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, f'#o-events a[href="#/environments/{failing}"]')))
+        env_link.click()
+        wait.until(ec.text_to_be_present_in_element((By.ID, "e-title"), failing))
+        check("overview: an environment id is a link to the environment", browser.find_element(By.ID, "e-title").text == failing)
         # A running interaction's timeline is live: it changes when the interaction does,
         # without a reload (the page follows the SSE stream).
         running = post("/v1beta/interactions", {"agent": agent, "input": "run `sleep 120`", "environment": env, "background": True})

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Debian package, installed for real on this (Debian) machine, as root:
 #   1. builds it (scripts/deb.sh --debug) and installs it with `dpkg -i`;
-#   2. checks what it installed: binary, man pages, completions, unit, settings;
+#   2. checks what it installed: binary, man pages, completions, unit, settings, the Prometheus
+#      alerting rules (promtool check rules) and the Grafana dashboard;
 #   3. checks the unit with `systemd-analyze verify` (a failure where that tool is missing, unless
 #      HOOKBOX_TEST_ALLOW_SKIP=1);
 #   4. starts the installed binary exactly as the unit's ExecStart does: its EnvironmentFile,
@@ -57,6 +58,8 @@ check "man page hookbox-serve(1) documents --shutdown-grace" sh -c 'zcat /usr/sh
 check "bash completion loads" bash -c 'source /usr/share/bash-completion/completions/hookbox && complete -p hookbox'
 check "zsh and fish completions" test -s /usr/share/zsh/vendor-completions/_hookbox -a -s /usr/share/fish/vendor_completions.d/hookbox.fish
 check "settings in /etc/hookbox/config.toml and /etc/default/hookbox" test -f /etc/hookbox/config.toml -a -f /etc/default/hookbox
+check "Grafana dashboard in /usr/share/hookbox/monitoring/" python3 -m json.tool /usr/share/hookbox/monitoring/grafana-dashboard.json
+check "Prometheus alerting rules in /usr/share/hookbox/monitoring/ pass promtool check rules" promtool check rules /usr/share/hookbox/monitoring/hookbox-alerts.yml
 check "the unit stops with SIGTERM" grep -qx 'KillSignal=SIGTERM' "$unit"
 grace_default=$(/usr/bin/hookbox serve --help | grep -A3 -e '--shutdown-grace' | sed -n 's/.*\[default: \([0-9.]*\)\].*/\1/p' | head -n1)
 stop_timeout=$(sed -n 's/^TimeoutStopSec=//p' "$unit")

@@ -7,6 +7,7 @@
 //! resource; the deliverer is `hookbox-webhooks`) and triggers ([`triggers`]: the resource and
 //! the scheduler), ephemeral auth tokens scoped to one interaction ([`auth_tokens`], checked in
 //! [`auth`]), live interactions over WebSocket (`/interactions/live`, `interactions::live`),
+//! guard health over a window for the console's Overview (`/stats`, [`stats`]),
 //! under `/v1`, `/v1beta`, `/v1alpha` and unversioned paths, behind API-key auth.
 //!
 //! [`app`] builds the router from an [`AppState`] holding the seams: a [`Store`], a [`Model`], a
@@ -41,6 +42,7 @@ pub mod quota;
 mod resources;
 pub mod sandbox;
 mod schedule;
+pub mod stats;
 pub mod triggers;
 pub mod uploads;
 mod webhooks;
@@ -270,6 +272,7 @@ fn api_routes() -> Router<AppState> {
             axum::routing::delete(auth_tokens::delete),
         )
         .route("/approvals", get(approvals::list))
+        .route("/stats", get(stats::stats))
         .route(
             "/environments",
             post(environments::create).get(environments::list),

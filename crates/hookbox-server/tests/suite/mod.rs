@@ -10,6 +10,7 @@ mod projects;
 mod quotas;
 mod resources;
 mod sockets;
+mod stats;
 mod streaming;
 mod triggers;
 
