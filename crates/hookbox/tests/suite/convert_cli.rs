@@ -125,7 +125,9 @@ fn a_converted_corpus_file_decides_every_call_exactly_as_the_original() {
         );
         // `hooks check` says of the converted file what it says of the original: clean for
         // every corpus file but Copilot's, whose exit-2 gate is a trap kept as it is (Copilot
-        // only warns on exit 2; an exact conversion keeps that).
+        // only warns on exit 2; an exact conversion keeps that), and Cursor's, whose
+        // `failClosed` guard names a script that does not exist on purpose (the linter fails
+        // a handler that could never run).
         let check = |root: &Path| {
             hookbox(&[
                 "hooks",
@@ -139,7 +141,7 @@ fn a_converted_corpus_file_decides_every_call_exactly_as_the_original() {
         let (was, now) = (check(original.path()), check(converted.path()));
         assert_eq!(
             now.status.success(),
-            fixture != "copilot",
+            !matches!(fixture, "copilot" | "cursor"),
             "{fixture}: hooks check on the converted file:\n{}{}",
             stdout(&now),
             text(&now.stderr)
