@@ -53,6 +53,16 @@ pub struct Group {
     pub post_interaction: Vec<Rule>,
 }
 
+impl HooksConfig {
+    /// Whether any rule of `event` comes from another agent CLI's hooks file (only those read
+    /// [`crate::engine::VendorExtras`]).
+    pub fn has_vendor_rules(&self, event: HookEvent) -> bool {
+        self.groups
+            .iter()
+            .any(|g| g.rules(event).iter().any(|r| r.vendor.is_some()))
+    }
+}
+
 impl Group {
     /// The rules for `event`.
     pub fn rules(&self, event: HookEvent) -> &[Rule] {

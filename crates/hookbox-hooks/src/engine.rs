@@ -61,6 +61,20 @@ use crate::dialect::{self, answer_in::VendorVerdict, load::VendorRule, tools::Ve
 use crate::http::{DEFAULT_RESPONSE_LIMIT, HttpError, HttpPoster, HttpRequest};
 use crate::matcher::MCP_PREFIX;
 
+/// What the lifecycle knows of a call beyond the reference payload. Only vendor handlers'
+/// input carries it ([`crate::dialect::payload`]); a reference handler's input never changes.
+#[derive(Debug, Clone, Default)]
+pub struct VendorExtras {
+    /// post: the tool's output as JSON (`code_execution`'s `{stdout, stderr, exit_code, …}`,
+    /// a file tool's object, a remote tool's text). Bounded when it is written into the
+    /// input ([`crate::dialect::payload::TOOL_RESPONSE_LIMIT`]).
+    pub tool_output: Option<serde_json::Value>,
+    /// The interaction's steps up to the call as JSON Lines, already bounded by the caller
+    /// (empty: no interaction, a file with no lines). A command handler reads it at its
+    /// `transcript_path` ([`crate::dialect::payload::transcript_preamble`]).
+    pub transcript: Vec<u8>,
+}
+
 /// Checks rewritten arguments against a tool's argument schema: `Err(why)` when they do not fit.
 pub type ArgsValidator =
     Arc<dyn Fn(ToolName, &serde_json::Value) -> Result<(), String> + Send + Sync>;
@@ -197,6 +211,30 @@ impl HookEngine {
         environment_id: &str,
         error: Option<&str>,
     ) -> Dispatch {
+        self.named_tool_with(
+            config,
+            event,
+            name,
+            args,
+            environment_id,
+            error,
+            &VendorExtras::default(),
+        )
+        .await
+    }
+
+    /// [`Self::named_tool`], with what only vendor handlers' input carries.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn named_tool_with(
+        &self,
+        config: &HooksConfig,
+        event: HookEvent,
+        name: &str,
+        args: &serde_json::Value,
+        environment_id: &str,
+        error: Option<&str>,
+        extras: &VendorExtras,
+    ) -> Dispatch {
         let mut payload = serde_json::json!({
             "tool_call": {"name": name, "args": args},
             "environment_id": environment_id,
@@ -205,7 +243,7 @@ impl HookEngine {
             payload["error"] = serde_json::Value::String(error.to_owned());
         }
         payload["hook_event_name"] = serde_json::json!(event);
-        self.dispatch_value(config, event, name, None, Payload::Json(payload))
+        self.dispatch_value(config, event, name, None, Payload::Json(payload), extras)
             .await
     }
 
@@ -226,6 +264,7 @@ impl HookEngine {
                 &payload.agent,
                 None,
                 Payload::Json(value),
+                &VendorExtras::default(),
             )
             .await;
         dispatch.tool.clear();
@@ -234,6 +273,18 @@ impl HookEngine {
 
     /// Runs every matching handler of `payload.hook_event_name`, in order.
     pub async fn dispatch(&self, config: &HooksConfig, payload: &HookPayload) -> Dispatch {
+        self.dispatch_with(config, payload, &VendorExtras::default())
+            .await
+    }
+
+    /// [`Self::dispatch`], with what only vendor handlers' input carries (the tool's output
+    /// for a post event); a reference handler's input is the same as without it.
+    pub async fn dispatch_with(
+        &self,
+        config: &HooksConfig,
+        payload: &HookPayload,
+        extras: &VendorExtras,
+    ) -> Dispatch {
         let tool = payload.tool_call.name;
         self.dispatch_value(
             config,
@@ -241,6 +292,7 @@ impl HookEngine {
             tool.as_str(),
             Some(tool),
             Payload::Tool(std::borrow::Cow::Borrowed(payload)),
+            extras,
         )
         .await
     }
@@ -255,9 +307,11 @@ impl HookEngine {
         subject: &str,
         tool: Option<ToolName>,
         payload: Payload<'_>,
+        extras: &VendorExtras,
     ) -> Dispatch {
         let started = Instant::now();
         let mut state = State {
+            extras,
             body: payload.body(),
             payload,
             decision: Decision::Allow,
@@ -423,8 +477,9 @@ impl HookEngine {
                 prompt: facts.prompt.as_deref(),
                 output: facts.output.as_deref(),
                 status: facts.status.as_deref(),
+                tool_output: state.extras.tool_output.as_ref(),
             };
-            let input = dialect::payload::write(
+            let mut input = dialect::payload::write(
                 vendor.dialect,
                 vendor.style,
                 &vendor.event_name,
@@ -432,6 +487,12 @@ impl HookEngine {
                 call.as_ref(),
                 &moment,
             );
+            // Only a command handler has the transcript file; an http receiver gets null.
+            if !matches!(handler.kind, HandlerKind::Command { .. })
+                && let Some(path) = input.get_mut("transcript_path")
+            {
+                *path = serde_json::Value::Null;
+            }
             let session = facts
                 .interaction_id
                 .clone()
@@ -439,7 +500,7 @@ impl HookEngine {
             let handler_started = Instant::now();
             let span = handler_span(event, subject, group);
             let (raw, mut stderr) = tracing::Instrument::instrument(
-                self.run_vendor(vendor, handler, &input, &session),
+                self.run_vendor(vendor, handler, &input, &session, &state.extras.transcript),
                 span.clone(),
             )
             .await;
@@ -531,6 +592,7 @@ impl HookEngine {
         handler: &Handler,
         input: &serde_json::Value,
         session: &str,
+        transcript: &[u8],
     ) -> (
         Result<(Termination, Vec<u8>, Vec<u8>), Failure>,
         Option<String>,
@@ -544,7 +606,12 @@ impl HookEngine {
                 let mut exported: Vec<(String, String)> =
                     vars.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
                 exported.extend(vendor.env.iter().cloned());
-                let line = dialect::payload::shell_line(&command, &exported, vendor.cwd.as_deref());
+                let mut line = dialect::payload::transcript_preamble(transcript);
+                line.push_str(&dialect::payload::shell_line(
+                    &command,
+                    &exported,
+                    vendor.cwd.as_deref(),
+                ));
                 let mut stdin = body;
                 stdin.push(b'\n');
                 let request = CommandRequest {
@@ -824,6 +891,7 @@ impl Payload<'_> {
 /// A dispatch under way.
 struct State<'a> {
     payload: Payload<'a>,
+    extras: &'a VendorExtras,
     body: Vec<u8>,
     decision: Decision,
     trace: Vec<HandlerTrace>,
