@@ -11,7 +11,9 @@ The environment's tree holds three gates, written as each CLI's users write them
    runs and the model sees each gate's own reason; an allowed call runs;
 2. with the dialects off (the default), the same tree behaves exactly as without those files:
    the call the Claude gate would deny runs;
-3. a project's `hook_dialects` in the config file enables only the dialects it names.
+3. a project's `hook_dialects` in the config file enables only the dialects it names;
+4. (in 1.) a Claude hook reads the interaction's steps at its `transcript_path`, and a
+   PostToolUse hook sees the tool's stdout in `tool_response`.
 
 argv: HOOKBOX_BIN DATA_DIR. Ends with `N passed, M failed`.
 """
@@ -30,7 +32,33 @@ AGENT = "antigravity-preview-09-2026"
 results = []
 
 CLAUDE = json.dumps({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
-    {"type": "command", "command": "sh \"$CLAUDE_PROJECT_DIR\"/.claude/hooks/no-rm.sh", "timeout": 30}]}]}})
+    {"type": "command", "command": "sh \"$CLAUDE_PROJECT_DIR\"/.claude/hooks/no-rm.sh", "timeout": 30},
+    {"type": "command", "command": "python3 \"$CLAUDE_PROJECT_DIR\"/.claude/hooks/transcript.py", "timeout": 30}]}],
+    "PostToolUse": [{"matcher": "Bash", "hooks": [
+        {"type": "command", "command": "python3 \"$CLAUDE_PROJECT_DIR\"/.claude/hooks/saw_output.py", "timeout": 30}]}]}})
+# Reads the interaction's steps at transcript_path (twice) when the command names the probe, and
+# denies with what it found: the model sees it.
+TRANSCRIPT = r'''
+import json, sys
+data = json.load(sys.stdin)
+if "TRANSCRIPT-PROBE" in data["tool_input"]["command"]:
+    path = data["transcript_path"]
+    lines = [json.loads(l) for l in open(path)]
+    again = len(open(path).read().splitlines())
+    mine = any("TRANSCRIPT-PROBE" in json.dumps(l) for l in lines if l["type"] == "user_input")
+    other = any("rm -rf" in json.dumps(l) for l in lines)
+    last = lines[-1]["type"] if lines else "none"
+    print(json.dumps({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
+        "permissionDecisionReason": f"transcript: lines={len(lines)} again={again} mine={mine} other={other} last={last}"}}))
+'''
+# Adds what the tool printed to the model's context, as Claude's PostToolUse does.
+SAW_OUTPUT = r'''
+import json, sys
+data = json.load(sys.stdin)
+if "OUTPUT-PROBE" in data["tool_input"]["command"]:
+    out = data["tool_response"]["stdout"].strip()
+    print(json.dumps({"hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": f"post hook saw stdout [{out}]"}}))
+'''
 NO_RM = r'''#!/bin/sh
 input=$(cat)
 case "$input" in *"rm -rf"*) echo "claude gate: rm -rf is not allowed here" >&2; exit 2 ;; esac
@@ -62,6 +90,8 @@ def inline(target, content):
 ENV = {"type": "remote", "sources": [
     inline("workspace/.claude/settings.json", CLAUDE),
     inline("workspace/.claude/hooks/no-rm.sh", NO_RM),
+    inline("workspace/.claude/hooks/transcript.py", TRANSCRIPT),
+    inline("workspace/.claude/hooks/saw_output.py", SAW_OUTPUT),
     inline("workspace/.gemini/settings.json", GEMINI),
     inline("workspace/.gemini/no_force_push.py", NO_FORCE_PUSH),
     inline("workspace/.github/hooks/policy.json", COPILOT),
@@ -137,6 +167,14 @@ try:
     check("copilot gate: nothing written", not exists(c, env, "/workspace/.env"))
     done = c.interactions.create(agent=AGENT, environment=env, input="Run `echo fine > /workspace/ok.txt`.")
     check("an allowed call runs", c.environments.files.download(environment=env, path="/workspace/ok.txt") == b"fine\n",
+          text_of(done))
+    done = c.interactions.create(agent=AGENT, environment=env, input="Run `echo TRANSCRIPT-PROBE`.")
+    check("transcript_path: a real file of this interaction's steps up to the call, read twice",
+          "transcript: lines=2 again=2 mine=True other=False last=code_execution_call" in text_of(done),
+          text_of(done))
+    done = c.interactions.create(agent=AGENT, environment=env, input="Run `echo OUTPUT-PROBE-42`.")
+    check("PostToolUse tool_response carries the tool's stdout",
+          "post hook saw stdout [OUTPUT-PROBE-42]" in json.dumps([s.model_dump(mode="json") for s in done.steps]),
           text_of(done))
 finally:
     stop(proc)
