@@ -12,7 +12,7 @@ The environment's tree holds three gates, written as each CLI's users write them
 2. with the dialects off (the default), the same tree behaves exactly as without those files:
    the call the Claude gate would deny runs;
 3. a project's `hook_dialects` in the config file enables only the dialects it names;
-4. (in 1.) a Claude hook reads the interaction's steps at its `transcript_path`, and a
+4. (in 1.) a Cursor `beforeReadFile` hook denies by the file's `content`, a Claude hook reads the interaction's steps at its `transcript_path`, and a
    PostToolUse hook sees the tool's stdout in `tool_response`.
 
 argv: HOOKBOX_BIN DATA_DIR. Ends with `N passed, M failed`.
@@ -82,6 +82,16 @@ if data.get("toolName") == "create" and os.path.basename(args.get("path", "")) =
     print(json.dumps({"permissionDecision": "deny", "permissionDecisionReason": "copilot gate: .env holds secrets"}))
 '''
 
+# Cursor's beforeReadFile gets the file's `content`: deny reading a file holding a marker.
+CURSOR = json.dumps({"version": 1, "hooks": {"beforeReadFile": [
+    {"command": "python3 .cursor/read_guard.py"}]}})
+READ_GUARD = r'''
+import json, sys
+data = json.load(sys.stdin)
+if "SECRET-MARKER" in data.get("content", ""):
+    print(json.dumps({"permission": "deny", "agent_message": "cursor gate: the file holds a secret marker"}))
+'''
+
 
 def inline(target, content):
     return {"type": "inline", "target": target, "content": content}
@@ -97,6 +107,9 @@ ENV = {"type": "remote", "sources": [
     inline("workspace/.github/hooks/policy.json", COPILOT),
     inline("workspace/.github/hooks/env_guard.py", ENV_GUARD),
     inline("workspace/victim/keep.txt", "precious\n"),
+    inline("workspace/.cursor/hooks.json", CURSOR),
+    inline("workspace/.cursor/read_guard.py", READ_GUARD),
+    inline("workspace/notes.txt", "plain line\nSECRET-MARKER\n"),
 ]}
 
 
@@ -147,7 +160,7 @@ def stop(proc):
 
 
 # 1. Enabled in one line.
-proc, base = serve("--hook-dialects", "claude-code,gemini-cli,copilot")
+proc, base = serve("--hook-dialects", "claude-code,gemini-cli,copilot,cursor")
 try:
     c = client(base)
     done = c.interactions.create(agent=AGENT, environment=ENV, input="Run `rm -rf /workspace/victim`.")
@@ -168,6 +181,9 @@ try:
     done = c.interactions.create(agent=AGENT, environment=env, input="Run `echo fine > /workspace/ok.txt`.")
     check("an allowed call runs", c.environments.files.download(environment=env, path="/workspace/ok.txt") == b"fine\n",
           text_of(done))
+    done = c.interactions.create(agent=AGENT, environment=env, input="Read `/workspace/notes.txt`.")
+    check("cursor beforeReadFile sees the file's content and denies",
+          "cursor gate: the file holds a secret marker" in text_of(done), text_of(done))
     done = c.interactions.create(agent=AGENT, environment=env, input="Run `echo TRANSCRIPT-PROBE`.")
     check("transcript_path: a real file of this interaction's steps up to the call, read twice",
           "transcript: lines=2 again=2 mine=True other=False last=code_execution_call" in text_of(done),

@@ -73,6 +73,9 @@ pub struct VendorExtras {
     /// (empty: no interaction, a file with no lines). A command handler reads it at its
     /// `transcript_path` ([`crate::dialect::payload::transcript_preamble`]).
     pub transcript: Vec<u8>,
+    /// pre `view_file`: the whole file's text, for Cursor's `beforeReadFile` `content` (bounded
+    /// when written, [`crate::dialect::payload::TOOL_RESPONSE_LIMIT`]).
+    pub file_content: Option<String>,
 }
 
 /// Checks rewritten arguments against a tool's argument schema: `Err(why)` when they do not fit.
@@ -478,6 +481,7 @@ impl HookEngine {
                 output: facts.output.as_deref(),
                 status: facts.status.as_deref(),
                 tool_output: state.extras.tool_output.as_ref(),
+                file_content: state.extras.file_content.as_deref(),
             };
             let mut input = dialect::payload::write(
                 vendor.dialect,

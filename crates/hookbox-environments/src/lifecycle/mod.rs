@@ -138,10 +138,15 @@ async fn run(
     // 2. Pre hooks, or a reviewer's approval in their place.
     let pre = match gate {
         Gate::PreHooks => {
-            let extras = VendorExtras {
+            let mut extras = VendorExtras {
                 transcript: transcript.to_vec(),
                 ..VendorExtras::default()
             };
+            if call.tool == Tool::Builtin(ToolName::ViewFile)
+                && hooks.config.has_vendor_rules(HookEvent::PreToolExecution)
+            {
+                extras.file_content = Some(file_text(env, &call.args));
+            }
             dispatch(
                 env,
                 &hooks,
@@ -282,6 +287,25 @@ async fn dispatch(
                 )
                 .await
         }
+    }
+}
+
+/// The whole text of the file a `view_file` call names (for Cursor's `beforeReadFile`), read
+/// as the tool reads it (confined, capped); empty when it cannot be read as text.
+fn file_text(env: &Environment, args: &Value) -> String {
+    let trees = Trees {
+        tree: env.tree(),
+        frozen: env.frozen(),
+    };
+    let whole = serde_json::json!({"path": args.get("path").cloned().unwrap_or_default()});
+    match tools::view_file(trees, &whole) {
+        Ok(Ran { output, .. }) => output
+            .json()
+            .get("content")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        Err(_) => String::new(),
     }
 }
 

@@ -18,6 +18,8 @@
 //! Claude's shapes (`Bash`: `{stdout, stderr, interrupted, isImage}`; other tools: the tool's
 //! own output object), Gemini CLI `{llmContent, returnDisplay}` with the text the model reads,
 //! Copilot's own input `toolResult.textResultForLlm`, Cursor's `afterShellExecution` `output`.
+//! Cursor's `beforeReadFile` `content` is the whole file's text, bounded the same way (empty
+//! when the file cannot be read as text: the tool will say why).
 
 use std::hash::{Hash, Hasher};
 
@@ -44,6 +46,8 @@ pub struct Moment<'a> {
     pub status: Option<&'a str>,
     /// post: the tool's output as hookbox's JSON.
     pub tool_output: Option<&'a Value>,
+    /// pre `view_file`: the file's text (Cursor's `beforeReadFile`).
+    pub file_content: Option<&'a str>,
 }
 
 /// Where a command handler reads the interaction's transcript: its inherited descriptor 8.
@@ -230,6 +234,10 @@ pub fn write(
                     .get("file_path")
                     .cloned()
                     .unwrap_or_default();
+                p["content"] = json!(bounded(
+                    m.file_content.unwrap_or_default(),
+                    TOOL_RESPONSE_LIMIT
+                ));
                 p["attachments"] = json!([]);
             }
             (Dialect::Cursor, "afterFileEdit") => {
