@@ -92,6 +92,9 @@ pub struct HookEngine {
     validator: Option<ValidatorHandle>,
     /// What must be scrubbed from every text a handler produced before it is recorded.
     secrets: Option<Arc<dyn crate::scrub::Secrets>>,
+    /// The variables the environment declares: the only values a vendor http handler's
+    /// `allowedEnvVars` can put into its headers (never the host's environment).
+    declared_env: Arc<[(String, String)]>,
 }
 
 /// [`ArgsValidator`] with a `Debug` the engine can derive.
@@ -112,7 +115,15 @@ impl HookEngine {
             output_limit: DEFAULT_OUTPUT_LIMIT,
             validator: None,
             secrets: None,
+            declared_env: Arc::from(Vec::new()),
         }
+    }
+
+    /// The variables the environment declares, which a Claude Code http handler's
+    /// `allowedEnvVars` may interpolate into its headers. Without it they resolve to empty.
+    pub fn with_declared_env(mut self, env: Vec<(String, String)>) -> Self {
+        self.declared_env = Arc::from(env);
+        self
     }
 
     /// Scrubs `secrets` (the values the environment's egress injects) out of every text a
@@ -640,10 +651,25 @@ impl HookEngine {
                     ),
                 }
             }
-            HandlerKind::Http { url, headers } => {
+            HandlerKind::Http {
+                url,
+                headers,
+                allowed_env_vars,
+            } => {
+                // Claude Code: `$NAME` / `${NAME}` in a header value take the environment's
+                // declared value of an allowed variable, empty otherwise; a value that would
+                // carry a line break drops the header. Credentials are the egress's to inject.
+                let headers: Vec<(String, String)> = headers
+                    .iter()
+                    .filter_map(|(name, value)| {
+                        let value = interpolate_header(value, allowed_env_vars, &self.declared_env);
+                        (!value.chars().any(|c| c.is_control() && c != '\t'))
+                            .then(|| (name.clone(), value))
+                    })
+                    .collect();
                 // Claude Code: only a 2xx answer with a JSON body can decide; it is read as a
                 // command's stdout with exit 0.
-                match self.run_http(url, headers, handler, &body).await {
+                match self.run_http(url, &headers, handler, &body).await {
                     Ok(body) => (Ok((Termination::Exited(0), body, Vec::new())), None),
                     Err(failure) => (Err(failure), None),
                 }
@@ -666,7 +692,7 @@ impl HookEngine {
     ) -> (Outcome, Option<String>, Option<String>, Option<String>) {
         let (result, stderr) = match &handler.kind {
             HandlerKind::Command { command } => self.run_command(command, handler, body).await,
-            HandlerKind::Http { url, headers } => {
+            HandlerKind::Http { url, headers, .. } => {
                 (self.run_http(url, headers, handler, body).await, None)
             }
             // Only vendor files have these; they never reach here, but fail like one.
@@ -818,6 +844,51 @@ impl HookEngine {
             }),
         }
     }
+}
+
+/// Claude Code's header interpolation: `$NAME` and `${NAME}` become `declared`'s value of NAME
+/// when `allowed` lists it, and nothing otherwise; any other text is kept as written.
+fn interpolate_header(value: &str, allowed: &[String], declared: &[(String, String)]) -> String {
+    let lookup = |name: &str| -> String {
+        if !allowed.iter().any(|a| a == name) {
+            return String::new();
+        }
+        declared
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    let is_name = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        if let Some(braced) = after.strip_prefix('{')
+            && let Some(end) = braced.find('}')
+            && !braced[..end].is_empty()
+            && braced[..end].chars().all(is_name)
+        {
+            out.push_str(&lookup(&braced[..end]));
+            rest = &braced[end + 1..];
+            continue;
+        }
+        let len = after
+            .char_indices()
+            .find(|&(_, c)| !is_name(c))
+            .map_or(after.len(), |(j, _)| j);
+        if len == 0 || after.starts_with(|c: char| c.is_ascii_digit()) {
+            out.push('$');
+            rest = after;
+            continue;
+        }
+        out.push_str(&lookup(&after[..len]));
+        rest = &after[len..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// What handlers receive: a built-in tool call's typed payload (copied only when a handler

@@ -186,10 +186,16 @@ async fn claude_http_handlers_post_the_vendor_input_and_a_2xx_json_body_decides(
                 let service = hyper::service::service_fn(move |req: Request<Incoming>| {
                     let seen = seen.clone();
                     async move {
+                        let headers: serde_json::Map<String, serde_json::Value> = req
+                            .headers()
+                            .iter()
+                            .map(|(k, v)| (k.to_string(), json!(v.to_str().unwrap())))
+                            .collect();
                         let body = req.into_body().collect().await.unwrap().to_bytes();
-                        seen.lock()
-                            .unwrap()
-                            .push(serde_json::from_slice(&body).unwrap());
+                        let mut seen_body: serde_json::Value =
+                            serde_json::from_slice(&body).unwrap();
+                        seen_body["__headers"] = serde_json::Value::Object(headers);
+                        seen.lock().unwrap().push(seen_body);
                         let answer = br#"{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"remote policy"}}"#;
                         Ok::<_, Infallible>(hyper::Response::new(Full::new(Bytes::from_static(
                             answer,
@@ -204,17 +210,36 @@ async fn claude_http_handlers_post_the_vendor_input_and_a_2xx_json_body_decides(
         }
     });
     let dir = tempfile::tempdir().unwrap();
+    // Claude Code's `allowedEnvVars`: only listed variables are interpolated, and only from
+    // what the environment declares (HOME is the host's, never read).
     let hooks = claude_pre(
         "Bash",
-        json!([{"type": "http", "url": format!("http://{addr}/hook"), "timeout": 10}]),
+        json!([{"type": "http", "url": format!("http://{addr}/hook"), "timeout": 10,
+                "headers": {"X-Team": "team-${TEAM}-$TEAM", "X-Not": "[$SECRET_TOKEN]", "X-Home": "[$HOME]",
+                            "X-Multi": "$MULTI", "X-Price": "$5 ok"},
+                "allowedEnvVars": ["TEAM", "HOME", "MULTI"]}]),
     );
-    let d = engine_in(dir.path())
+    let engine = engine_in(dir.path()).with_declared_env(vec![
+        ("TEAM".into(), "blue".into()),
+        ("SECRET_TOKEN".into(), "s3cret".into()),
+        ("MULTI".into(), "a\r\nInjected: 1".into()),
+    ]);
+    let d = engine
         .pre_tool(&hooks, &call(ToolName::CodeExecution), "env_v")
         .await;
     assert_eq!(reason(&d), "remote policy");
     let seen = seen.lock().unwrap();
     assert_eq!(seen[0]["hook_event_name"], "PreToolUse");
     assert_eq!(seen[0]["tool_input"]["command"], "ls");
+    // No file exists where an http receiver runs.
+    assert_eq!(seen[0]["transcript_path"], serde_json::Value::Null);
+    let h = &seen[0]["__headers"];
+    assert_eq!(h["x-team"], "team-blue-blue");
+    assert_eq!(h["x-not"], "[]", "not in allowedEnvVars");
+    assert_eq!(h["x-home"], "[]", "the host's HOME is never read");
+    assert!(h.get("x-multi").is_none(), "a line break drops the header");
+    assert!(h.get("injected").is_none());
+    assert_eq!(h["x-price"], "$5 ok");
 }
 
 #[tokio::test]
