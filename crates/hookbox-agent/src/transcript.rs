@@ -59,8 +59,8 @@ mod tests {
             .collect();
         let out = jsonl(&steps);
         assert!(out.len() <= TRANSCRIPT_LIMIT);
-        let text = String::from_utf8(out).expect("utf-8");
-        let lines: Vec<&str> = text.lines().collect();
+        let written = String::from_utf8(out).expect("utf-8");
+        let lines: Vec<&str> = written.lines().collect();
         assert!(lines.len() > 10 && lines.len() < 2000);
         assert!(lines.last().is_some_and(|l| l.contains("step 1999 ")));
         for line in &lines {
