@@ -11,7 +11,9 @@ The environment's tree holds three gates, written as each CLI's users write them
    runs and the model sees each gate's own reason; an allowed call runs;
 2. with the dialects off (the default), the same tree behaves exactly as without those files:
    the call the Claude gate would deny runs;
-3. a project's `hook_dialects` in the config file enables only the dialects it names.
+3. a project's `hook_dialects` in the config file enables only the dialects it names;
+4. (in 1.) a Cursor `beforeReadFile` hook denies by the file's `content`, a Claude hook reads the interaction's steps at its `transcript_path`, and a
+   PostToolUse hook sees the tool's stdout in `tool_response`.
 
 argv: HOOKBOX_BIN DATA_DIR. Ends with `N passed, M failed`.
 """
@@ -30,7 +32,33 @@ AGENT = "antigravity-preview-09-2026"
 results = []
 
 CLAUDE = json.dumps({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
-    {"type": "command", "command": "sh \"$CLAUDE_PROJECT_DIR\"/.claude/hooks/no-rm.sh", "timeout": 30}]}]}})
+    {"type": "command", "command": "sh \"$CLAUDE_PROJECT_DIR\"/.claude/hooks/no-rm.sh", "timeout": 30},
+    {"type": "command", "command": "python3 \"$CLAUDE_PROJECT_DIR\"/.claude/hooks/transcript.py", "timeout": 30}]}],
+    "PostToolUse": [{"matcher": "Bash", "hooks": [
+        {"type": "command", "command": "python3 \"$CLAUDE_PROJECT_DIR\"/.claude/hooks/saw_output.py", "timeout": 30}]}]}})
+# Reads the interaction's steps at transcript_path (twice) when the command names the probe, and
+# denies with what it found: the model sees it.
+TRANSCRIPT = r'''
+import json, sys
+data = json.load(sys.stdin)
+if "TRANSCRIPT-PROBE" in data["tool_input"]["command"]:
+    path = data["transcript_path"]
+    lines = [json.loads(l) for l in open(path)]
+    again = len(open(path).read().splitlines())
+    mine = any("TRANSCRIPT-PROBE" in json.dumps(l) for l in lines if l["type"] == "user_input")
+    other = any("rm -rf" in json.dumps(l) for l in lines)
+    last = lines[-1]["type"] if lines else "none"
+    print(json.dumps({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
+        "permissionDecisionReason": f"transcript: lines={len(lines)} again={again} mine={mine} other={other} last={last}"}}))
+'''
+# Adds what the tool printed to the model's context, as Claude's PostToolUse does.
+SAW_OUTPUT = r'''
+import json, sys
+data = json.load(sys.stdin)
+if "OUTPUT-PROBE" in data["tool_input"]["command"]:
+    out = data["tool_response"]["stdout"].strip()
+    print(json.dumps({"hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": f"post hook saw stdout [{out}]"}}))
+'''
 NO_RM = r'''#!/bin/sh
 input=$(cat)
 case "$input" in *"rm -rf"*) echo "claude gate: rm -rf is not allowed here" >&2; exit 2 ;; esac
@@ -54,6 +82,16 @@ if data.get("toolName") == "create" and os.path.basename(args.get("path", "")) =
     print(json.dumps({"permissionDecision": "deny", "permissionDecisionReason": "copilot gate: .env holds secrets"}))
 '''
 
+# Cursor's beforeReadFile gets the file's `content`: deny reading a file holding a marker.
+CURSOR = json.dumps({"version": 1, "hooks": {"beforeReadFile": [
+    {"command": "python3 .cursor/read_guard.py"}]}})
+READ_GUARD = r'''
+import json, sys
+data = json.load(sys.stdin)
+if "SECRET-MARKER" in data.get("content", ""):
+    print(json.dumps({"permission": "deny", "agent_message": "cursor gate: the file holds a secret marker"}))
+'''
+
 
 def inline(target, content):
     return {"type": "inline", "target": target, "content": content}
@@ -62,11 +100,16 @@ def inline(target, content):
 ENV = {"type": "remote", "sources": [
     inline("workspace/.claude/settings.json", CLAUDE),
     inline("workspace/.claude/hooks/no-rm.sh", NO_RM),
+    inline("workspace/.claude/hooks/transcript.py", TRANSCRIPT),
+    inline("workspace/.claude/hooks/saw_output.py", SAW_OUTPUT),
     inline("workspace/.gemini/settings.json", GEMINI),
     inline("workspace/.gemini/no_force_push.py", NO_FORCE_PUSH),
     inline("workspace/.github/hooks/policy.json", COPILOT),
     inline("workspace/.github/hooks/env_guard.py", ENV_GUARD),
     inline("workspace/victim/keep.txt", "precious\n"),
+    inline("workspace/.cursor/hooks.json", CURSOR),
+    inline("workspace/.cursor/read_guard.py", READ_GUARD),
+    inline("workspace/notes.txt", "plain line\nSECRET-MARKER\n"),
 ]}
 
 
@@ -117,7 +160,7 @@ def stop(proc):
 
 
 # 1. Enabled in one line.
-proc, base = serve("--hook-dialects", "claude-code,gemini-cli,copilot")
+proc, base = serve("--hook-dialects", "claude-code,gemini-cli,copilot,cursor")
 try:
     c = client(base)
     done = c.interactions.create(agent=AGENT, environment=ENV, input="Run `rm -rf /workspace/victim`.")
@@ -137,6 +180,17 @@ try:
     check("copilot gate: nothing written", not exists(c, env, "/workspace/.env"))
     done = c.interactions.create(agent=AGENT, environment=env, input="Run `echo fine > /workspace/ok.txt`.")
     check("an allowed call runs", c.environments.files.download(environment=env, path="/workspace/ok.txt") == b"fine\n",
+          text_of(done))
+    done = c.interactions.create(agent=AGENT, environment=env, input="Read `/workspace/notes.txt`.")
+    check("cursor beforeReadFile sees the file's content and denies",
+          "cursor gate: the file holds a secret marker" in text_of(done), text_of(done))
+    done = c.interactions.create(agent=AGENT, environment=env, input="Run `echo TRANSCRIPT-PROBE`.")
+    check("transcript_path: a real file of this interaction's steps up to the call, read twice",
+          "transcript: lines=2 again=2 mine=True other=False last=code_execution_call" in text_of(done),
+          text_of(done))
+    done = c.interactions.create(agent=AGENT, environment=env, input="Run `echo OUTPUT-PROBE-42`.")
+    check("PostToolUse tool_response carries the tool's stdout",
+          "post hook saw stdout [OUTPUT-PROBE-42]" in json.dumps([s.model_dump(mode="json") for s in done.steps]),
           text_of(done))
 finally:
     stop(proc)

@@ -325,7 +325,7 @@ pub async fn run(
                 continue;
             }
             let (output, is_error, hooks, ask) = tokio::select! {
-                r = execute(&ctx, &call.name, &call.args, steps) => r,
+                r = execute(&ctx, &call.name, &call.args, steps, &conversation) => r,
                 _ = wait_cancelled(&mut cancel) => return cancelled(usage),
             };
             // A pre hook asked a person: the call waits for a reviewer's answer.
@@ -448,6 +448,7 @@ async fn execute(
     name: &str,
     args: &Value,
     events: &mpsc::Sender<LoopEvent>,
+    conversation: &[Step],
 ) -> Executed {
     let tool = match ToolName::from_str(name) {
         Ok(tool) if ctx.tools.contains(&tool) => tool,
@@ -479,13 +480,11 @@ async fn execute(
         name: tool,
         args: args.clone(),
     };
-    let execution = if tool == ToolName::CodeExecution {
-        ctx.executor
-            .execute_streaming(env, &call, output_sink(events.clone()))
-            .await
-    } else {
-        ctx.executor.execute(env, &call).await
+    let context = crate::seams::CallContext {
+        transcript: crate::transcript::jsonl(conversation),
     };
+    let sink = (tool == ToolName::CodeExecution).then(|| output_sink(events.clone()));
+    let execution = ctx.executor.execute_in(env, &call, sink, &context).await;
     if let Some(reason) = &execution.denied_reason {
         tracing::info!(environment_id = env, tool = name, reason = %reason, "tool call denied by hook");
     }

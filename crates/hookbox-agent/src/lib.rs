@@ -24,6 +24,7 @@ pub mod openai;
 pub mod seams;
 pub mod steps;
 pub mod tool_search;
+pub mod transcript;
 
 pub use agent_loop::{LoopConfig, LoopEvent, LoopOutcome, run};
 pub use error::{Error, Result};

@@ -31,6 +31,23 @@ pub trait ToolExecutor: Send + Sync + std::fmt::Debug {
         self.execute(environment_id, call).await
     }
 
+    /// [`Self::execute`] (or [`Self::execute_streaming`] when `output` is given) with what the
+    /// interaction knows of the call: its steps so far, which another agent CLI's hooks read as
+    /// their `transcript_path`. Executors without such hooks run the call as `execute` does.
+    async fn execute_in(
+        &self,
+        environment_id: &str,
+        call: &ToolCall,
+        output: Option<OutputSink>,
+        context: &CallContext,
+    ) -> ToolExecution {
+        let _ = context;
+        match output {
+            Some(output) => self.execute_streaming(environment_id, call, output).await,
+            None => self.execute(environment_id, call).await,
+        }
+    }
+
     /// Runs a call a person approved after a pre hook asked about it (hookbox extension): the
     /// tool with exactly `call.args`, then the post hooks, but not the pre hooks again (the
     /// reviewer's approval is their decision). `output` as in [`Self::execute_streaming`].
@@ -67,6 +84,14 @@ pub trait ToolExecutor: Send + Sync + std::fmt::Debug {
         let _ = (environment_id, payload);
         InteractionHooks::default()
     }
+}
+
+/// What the interaction knows of a tool call beyond its arguments.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CallContext {
+    /// The interaction's steps up to this call as JSON Lines, bounded
+    /// ([`crate::transcript::jsonl`]).
+    pub transcript: Vec<u8>,
 }
 
 /// What an environment's `pre_interaction` / `post_interaction` hooks decided (hookbox

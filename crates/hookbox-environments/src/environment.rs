@@ -827,7 +827,8 @@ impl Environments {
         // What hooks say is scrubbed of what this egress injects (an upstream may echo it).
         let engine = HookEngine::new(Arc::new(runner.clone()), http)
             .with_args_validator(Arc::new(tools::validate_args))
-            .with_secrets(Arc::new(InjectedValues(network.egress().clone())));
+            .with_secrets(Arc::new(InjectedValues(network.egress().clone())))
+            .with_declared_env(meta.env.clone());
         let hook_dialects = self
             .project_hook_dialects
             .get(meta.project.as_deref().unwrap_or("default"))

@@ -56,6 +56,16 @@ pub struct Group {
     pub post_interaction: Vec<Rule>,
 }
 
+impl HooksConfig {
+    /// Whether any rule of `event` comes from another agent CLI's hooks file (only those read
+    /// [`crate::engine::VendorExtras`]).
+    pub fn has_vendor_rules(&self, event: HookEvent) -> bool {
+        self.groups
+            .iter()
+            .any(|g| g.rules(event).iter().any(|r| r.vendor.is_some()))
+    }
+}
+
 impl Group {
     /// The rules for `event`.
     pub fn rules(&self, event: HookEvent) -> &[Rule] {
@@ -116,6 +126,10 @@ pub enum HandlerKind {
     Http {
         url: String,
         headers: Vec<(String, String)>,
+        /// Claude Code's `allowedEnvVars`: the variables whose `$NAME` / `${NAME}` in a header
+        /// value are replaced by the environment's declared value (empty for every other
+        /// name). Always empty in hookbox's own files.
+        allowed_env_vars: Vec<String>,
     },
     /// A vendor handler type hookbox cannot run (`prompt`, `agent`, `mcp_tool`): reported by
     /// `hooks check`, and a failure (under `on_failure`) whenever it would run.
@@ -435,7 +449,11 @@ impl Parser<'_> {
                     return None;
                 }
                 let headers = self.headers(&path.key("headers"), map.get("headers"));
-                HandlerKind::Http { url, headers }
+                HandlerKind::Http {
+                    url,
+                    headers,
+                    allowed_env_vars: Vec::new(),
+                }
             }
             Some(Value::String(t)) => {
                 self.error(
@@ -1040,7 +1058,8 @@ mod tests {
             handlers[0].kind,
             HandlerKind::Http {
                 url: "https://t.example/x".into(),
-                headers: vec![("X-Event-Source".into(), "agent-sandbox".into())]
+                headers: vec![("X-Event-Source".into(), "agent-sandbox".into())],
+                allowed_env_vars: Vec::new(),
             }
         );
         assert_eq!(diags.len(), 3, "{diags:#?}");

@@ -61,6 +61,23 @@ use crate::dialect::{self, answer_in::VendorVerdict, load::VendorRule, tools::Ve
 use crate::http::{DEFAULT_RESPONSE_LIMIT, HttpError, HttpPoster, HttpRequest};
 use crate::matcher::MCP_PREFIX;
 
+/// What the lifecycle knows of a call beyond the reference payload. Only vendor handlers'
+/// input carries it ([`crate::dialect::payload`]); a reference handler's input never changes.
+#[derive(Debug, Clone, Default)]
+pub struct VendorExtras {
+    /// post: the tool's output as JSON (`code_execution`'s `{stdout, stderr, exit_code, …}`,
+    /// a file tool's object, a remote tool's text). Bounded when it is written into the
+    /// input ([`crate::dialect::payload::TOOL_RESPONSE_LIMIT`]).
+    pub tool_output: Option<serde_json::Value>,
+    /// The interaction's steps up to the call as JSON Lines, already bounded by the caller
+    /// (empty: no interaction, a file with no lines). A command handler reads it at its
+    /// `transcript_path` ([`crate::dialect::payload::transcript_preamble`]).
+    pub transcript: Vec<u8>,
+    /// pre `view_file`: the whole file's text, for Cursor's `beforeReadFile` `content` (bounded
+    /// when written, [`crate::dialect::payload::TOOL_RESPONSE_LIMIT`]).
+    pub file_content: Option<String>,
+}
+
 /// Checks rewritten arguments against a tool's argument schema: `Err(why)` when they do not fit.
 pub type ArgsValidator =
     Arc<dyn Fn(ToolName, &serde_json::Value) -> Result<(), String> + Send + Sync>;
@@ -75,6 +92,9 @@ pub struct HookEngine {
     validator: Option<ValidatorHandle>,
     /// What must be scrubbed from every text a handler produced before it is recorded.
     secrets: Option<Arc<dyn crate::scrub::Secrets>>,
+    /// The variables the environment declares: the only values a vendor http handler's
+    /// `allowedEnvVars` can put into its headers (never the host's environment).
+    declared_env: Arc<[(String, String)]>,
 }
 
 /// [`ArgsValidator`] with a `Debug` the engine can derive.
@@ -95,7 +115,15 @@ impl HookEngine {
             output_limit: DEFAULT_OUTPUT_LIMIT,
             validator: None,
             secrets: None,
+            declared_env: Arc::from(Vec::new()),
         }
+    }
+
+    /// The variables the environment declares, which a Claude Code http handler's
+    /// `allowedEnvVars` may interpolate into its headers. Without it they resolve to empty.
+    pub fn with_declared_env(mut self, env: Vec<(String, String)>) -> Self {
+        self.declared_env = Arc::from(env);
+        self
     }
 
     /// Scrubs `secrets` (the values the environment's egress injects) out of every text a
@@ -197,6 +225,30 @@ impl HookEngine {
         environment_id: &str,
         error: Option<&str>,
     ) -> Dispatch {
+        self.named_tool_with(
+            config,
+            event,
+            name,
+            args,
+            environment_id,
+            error,
+            &VendorExtras::default(),
+        )
+        .await
+    }
+
+    /// [`Self::named_tool`], with what only vendor handlers' input carries.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn named_tool_with(
+        &self,
+        config: &HooksConfig,
+        event: HookEvent,
+        name: &str,
+        args: &serde_json::Value,
+        environment_id: &str,
+        error: Option<&str>,
+        extras: &VendorExtras,
+    ) -> Dispatch {
         let mut payload = serde_json::json!({
             "tool_call": {"name": name, "args": args},
             "environment_id": environment_id,
@@ -205,7 +257,7 @@ impl HookEngine {
             payload["error"] = serde_json::Value::String(error.to_owned());
         }
         payload["hook_event_name"] = serde_json::json!(event);
-        self.dispatch_value(config, event, name, None, Payload::Json(payload))
+        self.dispatch_value(config, event, name, None, Payload::Json(payload), extras)
             .await
     }
 
@@ -226,6 +278,7 @@ impl HookEngine {
                 &payload.agent,
                 None,
                 Payload::Json(value),
+                &VendorExtras::default(),
             )
             .await;
         dispatch.tool.clear();
@@ -234,6 +287,18 @@ impl HookEngine {
 
     /// Runs every matching handler of `payload.hook_event_name`, in order.
     pub async fn dispatch(&self, config: &HooksConfig, payload: &HookPayload) -> Dispatch {
+        self.dispatch_with(config, payload, &VendorExtras::default())
+            .await
+    }
+
+    /// [`Self::dispatch`], with what only vendor handlers' input carries (the tool's output
+    /// for a post event); a reference handler's input is the same as without it.
+    pub async fn dispatch_with(
+        &self,
+        config: &HooksConfig,
+        payload: &HookPayload,
+        extras: &VendorExtras,
+    ) -> Dispatch {
         let tool = payload.tool_call.name;
         self.dispatch_value(
             config,
@@ -241,6 +306,7 @@ impl HookEngine {
             tool.as_str(),
             Some(tool),
             Payload::Tool(std::borrow::Cow::Borrowed(payload)),
+            extras,
         )
         .await
     }
@@ -255,9 +321,11 @@ impl HookEngine {
         subject: &str,
         tool: Option<ToolName>,
         payload: Payload<'_>,
+        extras: &VendorExtras,
     ) -> Dispatch {
         let started = Instant::now();
         let mut state = State {
+            extras,
             body: payload.body(),
             payload,
             decision: Decision::Allow,
@@ -425,8 +493,10 @@ impl HookEngine {
                 prompt: facts.prompt.as_deref(),
                 output: facts.output.as_deref(),
                 status: facts.status.as_deref(),
+                tool_output: state.extras.tool_output.as_ref(),
+                file_content: state.extras.file_content.as_deref(),
             };
-            let input = dialect::payload::write(
+            let mut input = dialect::payload::write(
                 vendor.dialect,
                 vendor.style,
                 &vendor.event_name,
@@ -434,6 +504,12 @@ impl HookEngine {
                 call.as_ref(),
                 &moment,
             );
+            // Only a command handler has the transcript file; an http receiver gets null.
+            if !matches!(handler.kind, HandlerKind::Command { .. })
+                && let Some(path) = input.get_mut("transcript_path")
+            {
+                *path = serde_json::Value::Null;
+            }
             let session = facts
                 .interaction_id
                 .clone()
@@ -441,7 +517,7 @@ impl HookEngine {
             let handler_started = Instant::now();
             let span = handler_span(event, subject, group);
             let (raw, mut stderr) = tracing::Instrument::instrument(
-                self.run_vendor(vendor, handler, &input, &session),
+                self.run_vendor(vendor, handler, &input, &session, &state.extras.transcript),
                 span.clone(),
             )
             .await;
@@ -533,6 +609,7 @@ impl HookEngine {
         handler: &Handler,
         input: &serde_json::Value,
         session: &str,
+        transcript: &[u8],
     ) -> (
         Result<(Termination, Vec<u8>, Vec<u8>), Failure>,
         Option<String>,
@@ -546,7 +623,12 @@ impl HookEngine {
                 let mut exported: Vec<(String, String)> =
                     vars.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
                 exported.extend(vendor.env.iter().cloned());
-                let line = dialect::payload::shell_line(&command, &exported, vendor.cwd.as_deref());
+                let mut line = dialect::payload::transcript_preamble(transcript);
+                line.push_str(&dialect::payload::shell_line(
+                    &command,
+                    &exported,
+                    vendor.cwd.as_deref(),
+                ));
                 let mut stdin = body;
                 stdin.push(b'\n');
                 let request = CommandRequest {
@@ -571,10 +653,25 @@ impl HookEngine {
                     ),
                 }
             }
-            HandlerKind::Http { url, headers } => {
+            HandlerKind::Http {
+                url,
+                headers,
+                allowed_env_vars,
+            } => {
+                // Claude Code: `$NAME` / `${NAME}` in a header value take the environment's
+                // declared value of an allowed variable, empty otherwise; a value that would
+                // carry a line break drops the header. Credentials are the egress's to inject.
+                let headers: Vec<(String, String)> = headers
+                    .iter()
+                    .filter_map(|(name, value)| {
+                        let value = interpolate_header(value, allowed_env_vars, &self.declared_env);
+                        (!value.chars().any(|c| c.is_control() && c != '\t'))
+                            .then(|| (name.clone(), value))
+                    })
+                    .collect();
                 // Claude Code: only a 2xx answer with a JSON body can decide; it is read as a
                 // command's stdout with exit 0.
-                match self.run_http(url, headers, handler, &body).await {
+                match self.run_http(url, &headers, handler, &body).await {
                     Ok(body) => (Ok((Termination::Exited(0), body, Vec::new())), None),
                     Err(failure) => (Err(failure), None),
                 }
@@ -597,7 +694,7 @@ impl HookEngine {
     ) -> (Outcome, Option<String>, Option<String>, Option<String>) {
         let (result, stderr) = match &handler.kind {
             HandlerKind::Command { command } => self.run_command(command, handler, body).await,
-            HandlerKind::Http { url, headers } => {
+            HandlerKind::Http { url, headers, .. } => {
                 (self.run_http(url, headers, handler, body).await, None)
             }
             // Only vendor files have these; they never reach here, but fail like one.
@@ -751,6 +848,51 @@ impl HookEngine {
     }
 }
 
+/// Claude Code's header interpolation: `$NAME` and `${NAME}` become `declared`'s value of NAME
+/// when `allowed` lists it, and nothing otherwise; any other text is kept as written.
+fn interpolate_header(value: &str, allowed: &[String], declared: &[(String, String)]) -> String {
+    let lookup = |name: &str| -> String {
+        if !allowed.iter().any(|a| a == name) {
+            return String::new();
+        }
+        declared
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    let is_name = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        if let Some(braced) = after.strip_prefix('{')
+            && let Some(end) = braced.find('}')
+            && !braced[..end].is_empty()
+            && braced[..end].chars().all(is_name)
+        {
+            out.push_str(&lookup(&braced[..end]));
+            rest = &braced[end + 1..];
+            continue;
+        }
+        let len = after
+            .char_indices()
+            .find(|&(_, c)| !is_name(c))
+            .map_or(after.len(), |(j, _)| j);
+        if len == 0 || after.starts_with(|c: char| c.is_ascii_digit()) {
+            out.push('$');
+            rest = after;
+            continue;
+        }
+        out.push_str(&lookup(&after[..len]));
+        rest = &after[len..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// What handlers receive: a built-in tool call's typed payload (copied only when a handler
 /// rewrites its arguments, since it may carry a whole file), or any other JSON payload.
 enum Payload<'a> {
@@ -826,6 +968,7 @@ impl Payload<'_> {
 /// A dispatch under way.
 struct State<'a> {
     payload: Payload<'a>,
+    extras: &'a VendorExtras,
     body: Vec<u8>,
     decision: Decision,
     trace: Vec<HandlerTrace>,

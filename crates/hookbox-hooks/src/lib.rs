@@ -40,4 +40,4 @@ pub use config::OnFailure;
 pub use decision::{Decision, Dispatch, Failure, HandlerTrace, Outcome};
 pub use diagnostic::{Diagnostic, Severity};
 pub use discover::{HooksCache, Loaded, load_from_root};
-pub use engine::{ArgsValidator, HookEngine};
+pub use engine::{ArgsValidator, HookEngine, VendorExtras};

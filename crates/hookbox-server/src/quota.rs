@@ -817,6 +817,22 @@ impl ToolExecutor for ClusterSlots<'_> {
             .await
     }
 
+    async fn execute_in(
+        &self,
+        environment_id: &str,
+        call: &ToolCall,
+        output: Option<OutputSink>,
+        context: &hookbox_agent::seams::CallContext,
+    ) -> ToolExecution {
+        let _hold = match self.hold().await {
+            Ok(hold) => hold,
+            Err(refused) => return refused,
+        };
+        self.inner
+            .execute_in(environment_id, call, output, context)
+            .await
+    }
+
     async fn interaction_hooks(
         &self,
         environment_id: &str,

@@ -11,7 +11,8 @@
 //! 3. **run**: one of the six tools (`code_execution` in the sandbox, file tools confined on the
 //!    tree), or a remote MCP server's tool through the caller's closure;
 //! 4. **post hooks**: `post_tool_execution` handlers, with `error` when the tool failed or wrote
-//!    to stderr;
+//!    to stderr (another agent CLI's handlers also get the tool's output as their
+//!    `tool_response`, [`hookbox_hooks::VendorExtras`]);
 //! 5. **outcome**: one typed [`Outcome`], built once: the tool's output (`code_execution`'s as a
 //!    struct), the verdict, what the model sees of it (the result step's output with the hooks'
 //!    `additional_context`, and its error flag), the hook trace.
@@ -30,7 +31,7 @@ pub use outcome::{Call, ModelView, Outcome, RemoteReply, Tool, ToolResult};
 
 use futures::future::BoxFuture;
 use hookbox_hooks::discover::Loaded;
-use hookbox_hooks::{Decision, Dispatch};
+use hookbox_hooks::{Decision, Dispatch, VendorExtras};
 use hookbox_protocol::{HookEvent, HookPayload, ToolCall, ToolName};
 use serde_json::Value;
 
@@ -79,8 +80,20 @@ impl Environment {
     /// [`Self::call_tool`], with `tap` seeing `code_execution`'s stdout as it is written (only
     /// once the pre hooks allowed the call).
     pub async fn call_tool_streaming(&self, call: ToolCall, tap: Option<StdoutTap>) -> Outcome {
+        self.call_tool_in(call, tap, &[]).await
+    }
+
+    /// [`Self::call_tool_streaming`] within an interaction: `transcript` is its steps up to
+    /// this call as JSON Lines (bounded by the caller), the file other agent CLIs' hooks read at
+    /// their `transcript_path` (empty: a file with no lines).
+    pub async fn call_tool_in(
+        &self,
+        call: ToolCall,
+        tap: Option<StdoutTap>,
+        transcript: &[u8],
+    ) -> Outcome {
         let runs = Runs::Builtin(call.name, tap);
-        run(self, runs, call.args, Gate::PreHooks).await
+        run(self, runs, call.args, Gate::PreHooks, transcript).await
     }
 
     /// Runs a call that a person approved after a pre hook asked about it (hookbox extension):
@@ -88,7 +101,7 @@ impl Environment {
     /// again: the reviewer's approval is their decision. The outcome's `pre` dispatch is empty.
     pub async fn call_tool_approved(&self, call: ToolCall, tap: Option<StdoutTap>) -> Outcome {
         let runs = Runs::Builtin(call.name, tap);
-        run(self, runs, call.args, Gate::Approved).await
+        run(self, runs, call.args, Gate::Approved, &[]).await
     }
 
     /// Runs a remote MCP server's tool through this environment's hooks: `name` is what hooks
@@ -101,12 +114,18 @@ impl Environment {
         args: Value,
         remote: RemoteRun<'_>,
     ) -> Outcome {
-        run(self, Runs::Remote(name, remote), args, Gate::PreHooks).await
+        run(self, Runs::Remote(name, remote), args, Gate::PreHooks, &[]).await
     }
 }
 
 /// One call's whole life.
-async fn run(env: &Environment, runs: Runs<'_>, args: Value, gate: Gate) -> Outcome {
+async fn run(
+    env: &Environment,
+    runs: Runs<'_>,
+    args: Value,
+    gate: Gate,
+    transcript: &[u8],
+) -> Outcome {
     let id = env.id();
     let mut call = Call {
         tool: runs.tool(),
@@ -118,7 +137,26 @@ async fn run(env: &Environment, runs: Runs<'_>, args: Value, gate: Gate) -> Outc
 
     // 2. Pre hooks, or a reviewer's approval in their place.
     let pre = match gate {
-        Gate::PreHooks => dispatch(env, &hooks, HookEvent::PreToolExecution, &call, None).await,
+        Gate::PreHooks => {
+            let mut extras = VendorExtras {
+                transcript: transcript.to_vec(),
+                ..VendorExtras::default()
+            };
+            if call.tool == Tool::Builtin(ToolName::ViewFile)
+                && hooks.config.has_vendor_rules(HookEvent::PreToolExecution)
+            {
+                extras.file_content = Some(file_text(env, &call.args));
+            }
+            dispatch(
+                env,
+                &hooks,
+                HookEvent::PreToolExecution,
+                &call,
+                None,
+                &extras,
+            )
+            .await
+        }
         Gate::Approved => {
             tracing::info!(env_id = %id, tool = %call.tool, "running a call a person approved");
             approved(&call.tool)
@@ -173,13 +211,24 @@ async fn run(env: &Environment, runs: Runs<'_>, args: Value, gate: Gate) -> Outc
             };
             tracing::info!(env_id = %id, tool = %call.tool, ok = matches!(result, ToolResult::Ok { .. }), "tool ran");
 
-            // 4. Post hooks, told what went wrong.
+            // 4. Post hooks, told what went wrong (and, in another agent CLI's shape, what
+            // the tool returned).
+            let mut extras = VendorExtras {
+                transcript: transcript.to_vec(),
+                ..VendorExtras::default()
+            };
+            if let ToolResult::Ok { output } = &result
+                && hooks.config.has_vendor_rules(HookEvent::PostToolExecution)
+            {
+                extras.tool_output = Some(output.json());
+            }
             let post = dispatch(
                 env,
                 &hooks,
                 HookEvent::PostToolExecution,
                 &call,
                 hook_error.as_deref(),
+                &extras,
             )
             .await;
             (result, Some(post))
@@ -208,6 +257,7 @@ async fn dispatch(
     event: HookEvent,
     call: &Call,
     error: Option<&str>,
+    extras: &VendorExtras,
 ) -> Dispatch {
     match &call.tool {
         Tool::Builtin(name) => {
@@ -220,13 +270,42 @@ async fn dispatch(
                 error: error.map(str::to_owned),
                 hook_event_name: event,
             };
-            env.engine().dispatch(&hooks.config, &payload).await
+            env.engine()
+                .dispatch_with(&hooks.config, &payload, extras)
+                .await
         }
         Tool::Remote(name) => {
             env.engine()
-                .named_tool(&hooks.config, event, name, &call.args, env.id(), error)
+                .named_tool_with(
+                    &hooks.config,
+                    event,
+                    name,
+                    &call.args,
+                    env.id(),
+                    error,
+                    extras,
+                )
                 .await
         }
+    }
+}
+
+/// The whole text of the file a `view_file` call names (for Cursor's `beforeReadFile`), read
+/// as the tool reads it (confined, capped); empty when it cannot be read as text.
+fn file_text(env: &Environment, args: &Value) -> String {
+    let trees = Trees {
+        tree: env.tree(),
+        frozen: env.frozen(),
+    };
+    let whole = serde_json::json!({"path": args.get("path").cloned().unwrap_or_default()});
+    match tools::view_file(trees, &whole) {
+        Ok(Ran { output, .. }) => output
+            .json()
+            .get("content")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        Err(_) => String::new(),
     }
 }
 

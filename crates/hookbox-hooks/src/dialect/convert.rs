@@ -570,7 +570,11 @@ fn handler_fields(h: &Handler, to: Dialect, refuse: &mut dyn FnMut(String)) -> M
                 m.insert("command".into(), json!(command));
             }
         }
-        HandlerKind::Http { url, headers } => {
+        HandlerKind::Http {
+            url,
+            headers,
+            allowed_env_vars,
+        } => {
             if matches!(to, Dialect::ClaudeCode | Dialect::Copilot) {
                 m.insert("type".into(), json!("http"));
                 m.insert("url".into(), json!(url));
@@ -578,6 +582,16 @@ fn handler_fields(h: &Handler, to: Dialect, refuse: &mut dyn FnMut(String)) -> M
                     let hs: Map<String, Value> =
                         headers.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
                     m.insert("headers".into(), Value::Object(hs));
+                }
+                // Header interpolation (`$NAME` from the listed variables) is Claude Code's.
+                match (to, allowed_env_vars.is_empty()) {
+                    (_, true) => {}
+                    (Dialect::ClaudeCode, false) => {
+                        m.insert("allowedEnvVars".into(), json!(allowed_env_vars));
+                    }
+                    (_, false) => refuse(format!(
+                        "{to} has no `allowedEnvVars`: its headers would be sent without the variables"
+                    )),
                 }
             } else {
                 refuse(format!("{to} has no `http` handlers"));

@@ -863,9 +863,38 @@ impl VendorParser<'_> {
                         }
                     }
                 }
+                let mut allowed_env_vars = Vec::new();
+                match map.get("allowedEnvVars") {
+                    None => {}
+                    Some(Value::Array(names)) => {
+                        for (i, name) in names.iter().enumerate() {
+                            match name.as_str() {
+                                Some(n)
+                                    if !n.is_empty()
+                                        && !n.starts_with(|c: char| c.is_ascii_digit())
+                                        && n.bytes()
+                                            .all(|b| b.is_ascii_alphanumeric() || b == b'_') =>
+                                {
+                                    allowed_env_vars.push(n.to_owned());
+                                }
+                                _ => self.report(
+                                    Severity::Error,
+                                    &path.key("allowedEnvVars").index(i),
+                                    "not a variable name; ignored",
+                                ),
+                            }
+                        }
+                    }
+                    Some(_) => self.report(
+                        Severity::Error,
+                        &path.key("allowedEnvVars"),
+                        "expected an array of variable names; ignored",
+                    ),
+                }
                 HandlerKind::Http {
                     url: url.to_owned(),
                     headers,
+                    allowed_env_vars,
                 }
             }
             other => {

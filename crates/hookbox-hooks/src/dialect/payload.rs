@@ -4,9 +4,22 @@
 //! Common fields carry meaningful values: `session_id` is the interaction's id where hookbox
 //! knows it (interaction events) and the environment's id otherwise; `cwd` is `/workspace`;
 //! `tool_use_id` identifies the call (stable for the same call); `hook_event_name` is the event
-//! as written in the file. `transcript_path` is `null`: hookbox does not write a transcript file
-//! into the sandbox. A post event's `tool_response` carries the tool's error, when there is one
-//! (the engine is not given the tool's output).
+//! as written in the file. `transcript_path` is [`TRANSCRIPT_PATH`], a real file of the
+//! interaction's steps up to the call as JSON Lines (bounded by the caller, and again here by
+//! [`TRANSCRIPT_LIMIT`]; no lines outside an interaction, e.g. `hooks test`, `hookbox tool`):
+//! [`transcript_preamble`] writes it in the sandbox's `/dev/shm` (or `/tmp`) under an unguessable
+//! name, opens it
+//! as descriptor 8 of the handler's shell and deletes the name before the handler starts, so the
+//! file is the handler's own copy, readable by it and its children at that path, gone with them,
+//! and never seen by another call or interaction. An `http` handler gets `null` (no file exists
+//! where it runs). A post event's `tool_response` carries the tool's output as the vendor
+//! shapes it (when the caller gave it, [`crate::engine::VendorExtras`]) and its error, bounded
+//! by [`TOOL_RESPONSE_LIMIT`]: Claude Code, Codex, Cursor and Copilot's snake_case input get
+//! Claude's shapes (`Bash`: `{stdout, stderr, interrupted, isImage}`; other tools: the tool's
+//! own output object), Gemini CLI `{llmContent, returnDisplay}` with the text the model reads,
+//! Copilot's own input `toolResult.textResultForLlm`, Cursor's `afterShellExecution` `output`.
+//! Cursor's `beforeReadFile` `content` is the whole file's text, bounded the same way (empty
+//! when the file cannot be read as text: the tool will say why).
 
 use std::hash::{Hash, Hasher};
 
@@ -31,6 +44,116 @@ pub struct Moment<'a> {
     pub prompt: Option<&'a str>,
     pub output: Option<&'a str>,
     pub status: Option<&'a str>,
+    /// post: the tool's output as hookbox's JSON.
+    pub tool_output: Option<&'a Value>,
+    /// pre `view_file`: the file's text (Cursor's `beforeReadFile`).
+    pub file_content: Option<&'a str>,
+}
+
+/// Where a command handler reads the interaction's transcript: its inherited descriptor 8.
+pub const TRANSCRIPT_PATH: &str = "/proc/self/fd/8";
+
+/// The most bytes of transcript a handler is given (newest lines kept): it travels inside the
+/// handler's shell line, which must stay under the kernel's 128 KiB limit for one argument.
+pub const TRANSCRIPT_LIMIT: usize = 64 * 1024;
+
+/// The shell lines that put `jsonl` (the interaction's steps, one JSON object a line) where
+/// [`TRANSCRIPT_PATH`] finds it: written under an unguessable name in the sandbox's `/dev/shm`,
+/// else `/tmp` (owner-only, never over an existing file), opened as descriptor 8, its name
+/// deleted. Only lines that are JSON
+/// objects are kept (a line starts with `{`, so none can end the here-document early), the
+/// newest that fit in [`TRANSCRIPT_LIMIT`]. A sandbox where neither can be written fails the
+/// handler (exit 1, saying why), as a guard that cannot read its input must.
+pub fn transcript_preamble(jsonl: &[u8]) -> String {
+    let text = String::from_utf8_lossy(jsonl);
+    let mut kept: Vec<&str> = Vec::new();
+    let mut total = 0usize;
+    for line in text.lines().rev() {
+        if !line.starts_with('{') || line.contains('\0') {
+            continue;
+        }
+        if total + line.len() + 1 > TRANSCRIPT_LIMIT {
+            break;
+        }
+        total += line.len() + 1;
+        kept.push(line);
+    }
+    let tag: u128 = rand::random();
+    let mut body = String::with_capacity(total);
+    for line in kept.iter().rev() {
+        body.push_str(line);
+        body.push('\n');
+    }
+    format!(
+        "hookbox_transcript=\n\
+         for hookbox_dir in /dev/shm /tmp; do\n\
+         if (umask 077; set -C; cat >\"$hookbox_dir/.hookbox-transcript-{tag:032x}\") 2>/dev/null <<'HOOKBOX_TRANSCRIPT_{tag:032x}'\n\
+         {body}HOOKBOX_TRANSCRIPT_{tag:032x}\n\
+         then hookbox_transcript=\"$hookbox_dir/.hookbox-transcript-{tag:032x}\"; break; fi\n\
+         rm -f \"$hookbox_dir/.hookbox-transcript-{tag:032x}\" 2>/dev/null\n\
+         done\n\
+         [ -n \"$hookbox_transcript\" ] || {{ echo 'hookbox: cannot write the transcript file (/dev/shm and /tmp are read-only)' >&2; exit 1; }}\n\
+         exec 8<\"$hookbox_transcript\" || exit 1\n\
+         rm -f \"$hookbox_transcript\"; unset hookbox_transcript hookbox_dir\n"
+    )
+}
+
+/// The most bytes of a tool's output a post event's input carries (each text is cut at a
+/// character boundary; an output object larger than this is given as its cut JSON text).
+pub const TOOL_RESPONSE_LIMIT: usize = 64 * 1024;
+
+/// `text` cut to at most `limit` bytes at a character boundary.
+fn bounded(text: &str, limit: usize) -> String {
+    if text.len() <= limit {
+        return text.to_owned();
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
+}
+
+/// The text the model reads of a tool's output: `code_execution`'s stdout (and stderr), a
+/// remote tool's text, a file tool's object as JSON; bounded.
+fn output_text(output: &Value) -> String {
+    let text = match output {
+        Value::String(s) => s.clone(),
+        Value::Object(o) if o.contains_key("stdout") => {
+            let out = o.get("stdout").and_then(Value::as_str).unwrap_or_default();
+            let err = o.get("stderr").and_then(Value::as_str).unwrap_or_default();
+            match err.is_empty() {
+                true => out.to_owned(),
+                false => format!("{out}{err}"),
+            }
+        }
+        other => other.to_string(),
+    };
+    bounded(&text, TOOL_RESPONSE_LIMIT)
+}
+
+/// Claude Code's `tool_response` for `tool_name`, made from hookbox's output (bounded).
+fn claude_response(tool_name: &str, output: &Value) -> Value {
+    match output {
+        Value::Object(o) if tool_name == "Bash" || o.contains_key("stdout") => {
+            let text = |key: &str| {
+                bounded(
+                    o.get(key).and_then(Value::as_str).unwrap_or_default(),
+                    TOOL_RESPONSE_LIMIT / 2,
+                )
+            };
+            json!({
+                "stdout": text("stdout"),
+                "stderr": text("stderr"),
+                "interrupted": o.get("exit_code").is_some_and(Value::is_null),
+                "isImage": false,
+            })
+        }
+        other if other.to_string().len() > TOOL_RESPONSE_LIMIT => {
+            json!(bounded(&other.to_string(), TOOL_RESPONSE_LIMIT))
+        }
+        other => other.clone(),
+    }
 }
 
 fn tool_use_id(m: &Moment<'_>) -> String {
@@ -65,6 +188,7 @@ pub fn write(
             "cwd": PROJECT_DIR,
         }),
         (Dialect::Cursor, _) => json!({
+            "transcript_path": TRANSCRIPT_PATH,
             "conversation_id": session,
             "generation_id": session,
             "model": "hookbox",
@@ -72,11 +196,10 @@ pub fn write(
             "cursor_version": "hookbox",
             "workspace_roots": [PROJECT_DIR],
             "user_email": null,
-            "transcript_path": null,
         }),
         _ => json!({
             "session_id": session,
-            "transcript_path": null,
+            "transcript_path": TRANSCRIPT_PATH,
             "cwd": PROJECT_DIR,
             "hook_event_name": event_name,
         }),
@@ -111,6 +234,10 @@ pub fn write(
                     .get("file_path")
                     .cloned()
                     .unwrap_or_default();
+                p["content"] = json!(bounded(
+                    m.file_content.unwrap_or_default(),
+                    TOOL_RESPONSE_LIMIT
+                ));
                 p["attachments"] = json!([]);
             }
             (Dialect::Cursor, "afterFileEdit") => {
@@ -151,22 +278,39 @@ pub fn write(
         }
         if event == HookEvent::PostToolExecution {
             let error = m.error.map(str::to_owned);
+            let text = m.tool_output.map(output_text);
             match dialect {
                 Dialect::GeminiCli => {
-                    let mut resp = json!({"llmContent": "", "returnDisplay": ""});
+                    let shown = text.clone().unwrap_or_default();
+                    let mut resp = json!({"llmContent": shown, "returnDisplay": shown});
                     if let Some(e) = &error {
                         resp["error"] = json!(e);
                     }
                     p["tool_response"] = resp;
                 }
                 _ if copilot_native => {
-                    p["toolResult"] = json!({"resultType": if error.is_some() { "failure" } else { "success" }, "textResultForLlm": error.clone().unwrap_or_default()});
+                    let shown = match (&error, &text) {
+                        (Some(e), _) => e.clone(),
+                        (None, Some(t)) => t.clone(),
+                        (None, None) => String::new(),
+                    };
+                    p["toolResult"] = json!({"resultType": if error.is_some() { "failure" } else { "success" }, "textResultForLlm": shown});
                 }
                 _ => {
-                    p["tool_response"] = match &error {
-                        Some(e) => json!({"error": e}),
+                    // The error rides beside the output; Bash's stderr already carries it.
+                    let mut resp = match m.tool_output {
+                        Some(out) => claude_response(&call.tool_name, out),
                         None => json!({}),
                     };
+                    if let (Some(e), Some(obj)) = (&error, resp.as_object_mut())
+                        && !obj.contains_key("stdout")
+                    {
+                        obj.insert("error".into(), json!(e));
+                    }
+                    p["tool_response"] = resp;
+                    if dialect == Dialect::Cursor && event_name == "afterShellExecution" {
+                        p["output"] = json!(text.clone().unwrap_or_default());
+                    }
                     if let Some(e) = error
                         && matches!(event_name, "PostToolUseFailure" | "postToolUseFailure")
                     {

@@ -31,6 +31,23 @@ impl ToolExecutor for SandboxBackend {
             .await
     }
 
+    async fn execute_in(
+        &self,
+        environment_id: &str,
+        call: &ToolCall,
+        output: Option<hookbox_agent::OutputSink>,
+        context: &hookbox_agent::seams::CallContext,
+    ) -> ToolExecution {
+        self.run_call_in(
+            environment_id,
+            call,
+            output.map(utf8_tap),
+            Gate::PreHooks,
+            &context.transcript,
+        )
+        .await
+    }
+
     async fn execute_approved(
         &self,
         environment_id: &str,
@@ -155,6 +172,19 @@ impl SandboxBackend {
         tap: Option<hookbox_environments::runner::StdoutTap>,
         gate: Gate,
     ) -> ToolExecution {
+        self.run_call_in(environment_id, call, tap, gate, &[]).await
+    }
+
+    /// Runs a call; `transcript` is the interaction's steps so far as JSON Lines (empty when
+    /// the caller has none), for other agent CLIs' hooks.
+    async fn run_call_in(
+        &self,
+        environment_id: &str,
+        call: &ToolCall,
+        tap: Option<hookbox_environments::runner::StdoutTap>,
+        gate: Gate,
+        transcript: &[u8],
+    ) -> ToolExecution {
         let env = match self.env(environment_id).await {
             Ok(env) => env,
             Err(ProviderError::EnvironmentNotFound(id)) => {
@@ -178,7 +208,7 @@ impl SandboxBackend {
         );
         let run = async {
             match gate {
-                Gate::PreHooks => env.call_tool_streaming(call.clone(), tap).await,
+                Gate::PreHooks => env.call_tool_in(call.clone(), tap, transcript).await,
                 Gate::Approved => env.call_tool_approved(call.clone(), tap).await,
             }
         };

@@ -165,6 +165,11 @@ pub struct TestArgs {
     /// With --event post: the tool's error text, passed to hooks as `error`.
     #[arg(long)]
     error: Option<String>,
+    /// With --event post: the tool's output as JSON (`code_execution`'s `{"stdout": …,
+    /// "stderr": …, "exit_code": …}`, a file tool's object), which other agent CLIs' hooks get
+    /// as their `tool_response` (hookbox's own hooks are not given it).
+    #[arg(long)]
+    tool_output: Option<String>,
     /// The environment id hooks see in their payload (`--environment-id` also works).
     #[arg(
         long = "env-id",
@@ -697,6 +702,16 @@ fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
     if args.error.is_some() && event != HookEvent::PostToolExecution {
         return Err(super::usage("--error only applies to --event post"));
     }
+    let tool_output = match &args.tool_output {
+        Some(_) if event != HookEvent::PostToolExecution => {
+            return Err(super::usage("--tool-output only applies to --event post"));
+        }
+        Some(text) => Some(
+            serde_json::from_str::<serde_json::Value>(text)
+                .with_context(|| format!("--tool-output is not valid JSON: {text}"))?,
+        ),
+        None => None,
+    };
     if event.is_tool_event() && args.tool.is_none() {
         return Err(super::usage(format!("--event {} needs --tool", args.event)));
     }
@@ -794,13 +809,18 @@ fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
                     .await
             }
             HookEvent::PostToolExecution => {
+                let payload = hookbox_protocol::HookPayload {
+                    tool_call: call.clone(),
+                    environment_id: args.environment_id.clone(),
+                    error: args.error.clone(),
+                    hook_event_name: HookEvent::PostToolExecution,
+                };
+                let extras = hookbox_hooks::VendorExtras {
+                    tool_output,
+                    ..hookbox_hooks::VendorExtras::default()
+                };
                 engine
-                    .post_tool(
-                        &loaded.config,
-                        &call,
-                        &args.environment_id,
-                        args.error.as_deref(),
-                    )
+                    .dispatch_with(&loaded.config, &payload, &extras)
                     .await
             }
             HookEvent::PreInteraction => {
