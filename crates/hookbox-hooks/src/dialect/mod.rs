@@ -71,6 +71,7 @@ pub mod condition;
 pub mod convert;
 pub mod events;
 pub mod load;
+pub mod matchers;
 pub mod patch;
 pub mod payload;
 pub mod tools;

@@ -305,12 +305,12 @@ async fn evaluate(args: &GateArgs, root: &Path) -> Result<(Verdict, Vec<String>)
     // Gate entries read back from vendor files are already out (the loader drops them).
     let config = &loaded.config;
     let network =
-        super::hooks::read_network(args.network.as_deref()).map_err(|e| format!("{e:#}"))?;
+        super::hook_runtime::read_network(args.network.as_deref()).map_err(|e| format!("{e:#}"))?;
     let engine = HookEngine::new(
-        super::hooks::command_runner(root, false, &args.runtime, !args.writable)
+        super::hook_runtime::command_runner(root, false, &args.runtime, !args.writable)
             .map(|(runner, _)| runner)
             .map_err(|e| format!("{e:#}"))?,
-        super::hooks::http_poster(
+        super::hook_runtime::http_poster(
             &args.environment_id,
             network.as_ref(),
             args.data_dir.clone(),

@@ -16,10 +16,6 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
-use hookbox_egress::policy::NetworkPolicy;
-use hookbox_egress::{Egress, EgressConfig, EgressPoster};
-use hookbox_environments::runner::{Launcher, SandboxLayout, SandboxOptions, SandboxRunner};
-use hookbox_hooks::command::CommandRunner;
 use hookbox_hooks::config::{Group, HandlerKind, HooksConfig};
 use hookbox_hooks::decision::{Decision, Dispatch, Outcome};
 use hookbox_hooks::diagnostic::{Diagnostic, Severity};
@@ -27,7 +23,8 @@ use hookbox_hooks::dialect::{Dialect, DialectSet};
 use hookbox_hooks::{HookEngine, Loaded};
 use hookbox_protocol::{HookEvent, ToolCall, ToolName};
 use hookbox_rootfs::RootDir;
-use hookbox_sandbox::spec::Isolation;
+
+use super::hook_runtime::{NoHttpHandlers, command_runner, http_poster, read_network};
 
 #[derive(Debug, Subcommand)]
 pub enum HooksCommand {
@@ -70,33 +67,7 @@ pub enum HooksCommand {
     /// not expressible in the target's unit, handler types or fields the target lacks, and a
     /// command's answer protocol (exit codes and JSON are read differently by each CLI, so a
     /// command converts only to its own dialect). It never writes a weaker gate.
-    Convert(ConvertArgs),
-}
-
-#[derive(Debug, Args)]
-pub struct ConvertArgs {
-    /// The dialect to write: agents, claude (claude-code), gemini (gemini-cli), codex, cursor,
-    /// copilot.
-    #[arg(long, value_parser = parse_dialect)]
-    to: Dialect,
-    /// The project directory whose hooks files are looked for (as at / of a sandbox).
-    #[arg(long, default_value = ".")]
-    root: PathBuf,
-    /// What to convert: a dialect (its one hooks file under --root) or a file (its dialect from
-    /// its path: .claude/settings.json, .gemini/settings.json, .codex/hooks.json or
-    /// config.toml, .cursor/hooks.json, .github/hooks/NAME.json). Default: the one vendor
-    /// hooks file under --root.
-    #[arg(long, value_name = "DIALECT|FILE")]
-    from: Option<String>,
-    /// Where to write the result (`-` for standard output). The result holds only the hooks:
-    /// an existing file that holds other settings (permissions, …) is not overwritten; write
-    /// elsewhere and merge by hand.
-    #[arg(long, value_name = "FILE|-", default_value = "-")]
-    out: String,
-}
-
-fn parse_dialect(s: &str) -> Result<Dialect, String> {
-    s.parse::<Dialect>().map_err(|e| e.to_string())
+    Convert(super::convert::ConvertArgs),
 }
 
 #[derive(Debug, Args)]
@@ -228,7 +199,7 @@ pub fn run(cmd: HooksCommand) -> anyhow::Result<ExitCode> {
         HooksCommand::Test(args) => test(*args),
         HooksCommand::Gate(args) => super::gate::run(*args),
         HooksCommand::Install(args) => super::install::run(args),
-        HooksCommand::Convert(args) => convert(args),
+        HooksCommand::Convert(args) => super::convert::run(args),
     }
 }
 
@@ -273,136 +244,7 @@ fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-fn convert(args: ConvertArgs) -> anyhow::Result<ExitCode> {
-    let (dialect, label, bytes) = match args.from.as_deref().map(str::parse::<Dialect>) {
-        Some(Ok(Dialect::Agents)) => bail!(
-            "a hooks file of hookbox's own format cannot be converted: its handlers answer in hookbox's protocol, which no other agent CLI reads"
-        ),
-        Some(Ok(dialect)) => {
-            let files = vendor_files(&args.root, DialectSet::from_iter([dialect]))?;
-            one_file(files, &args.root)?
-        }
-        Some(Err(_)) => {
-            let path = PathBuf::from(args.from.as_deref().unwrap_or_default());
-            let dialect = dialect_of(&path);
-            if dialect == Dialect::Agents {
-                bail!(
-                    "{} is not a vendor hooks file (by its path: .claude/settings.json, .gemini/settings.json, .codex/hooks.json, .codex/config.toml, .cursor/hooks.json, .github/hooks/NAME.json); hookbox's own files cannot be converted",
-                    path.display()
-                );
-            }
-            let bytes = read_bounded(&path)?;
-            (dialect, path.display().to_string(), bytes)
-        }
-        None => one_file(vendor_files(&args.root, DialectSet::all())?, &args.root)?,
-    };
-    if args.out != "-" {
-        refuse_to_overwrite_settings(std::path::Path::new(&args.out))?;
-    }
-    match hookbox_hooks::dialect::convert::convert_file(dialect, &label, &bytes, args.to) {
-        Ok(value) => {
-            let text = format!("{}\n", serde_json::to_string_pretty(&value)?);
-            if args.out == "-" {
-                print!("{text}");
-            } else {
-                std::fs::write(&args.out, text)
-                    .with_context(|| format!("cannot write {}", args.out))?;
-                eprintln!("wrote {} ({dialect} → {})", args.out, args.to);
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Err(refusals) => {
-            eprintln!(
-                "cannot write {label} ({dialect}) exactly as {}; nothing written:",
-                args.to
-            );
-            for r in &refusals {
-                eprintln!("  {r}");
-            }
-            Ok(ExitCode::FAILURE)
-        }
-    }
-}
-
-/// The result is JSON holding only hooks: never written over TOML or over a settings file that
-/// holds anything else.
-fn refuse_to_overwrite_settings(out: &std::path::Path) -> anyhow::Result<()> {
-    if out.extension().is_some_and(|e| e == "toml") {
-        bail!(
-            "{} is TOML; convert writes JSON (.codex/hooks.json for Codex)",
-            out.display()
-        );
-    }
-    if !out.exists() {
-        return Ok(());
-    }
-    let bytes = read_bounded(out)?;
-    let other: Vec<String> = match serde_json::from_slice::<serde_json::Value>(&bytes) {
-        Ok(serde_json::Value::Object(map)) => map
-            .keys()
-            .filter(|k| !matches!(k.as_str(), "hooks" | "version" | "hooksConfig"))
-            .cloned()
-            .collect(),
-        _ => vec!["(not a JSON object)".to_owned()],
-    };
-    if !other.is_empty() {
-        bail!(
-            "{} holds other settings ({}); the result holds only hooks: write it elsewhere and merge by hand",
-            out.display(),
-            other.join(", ")
-        );
-    }
-    Ok(())
-}
-
-/// The vendor hooks files of `dialects` under `root` (at / then /workspace), with their bytes.
-fn vendor_files(
-    root: &std::path::Path,
-    dialects: DialectSet,
-) -> anyhow::Result<Vec<(Dialect, String, Vec<u8>)>> {
-    let dir = RootDir::open(root)
-        .with_context(|| format!("cannot use {} as the project root", root.display()))?;
-    let mut found = Vec::new();
-    for dialect in dialects.iter() {
-        for base in hookbox_hooks::dialect::load::BASES {
-            for file in hookbox_hooks::dialect::load::candidate_files(&dir, dialect, base) {
-                let path = root.join(file.trim_start_matches('/'));
-                if path.is_file() {
-                    let bytes = read_bounded(&path)?;
-                    let label = path.display().to_string();
-                    // A settings file without hooks (only permissions) is not a hooks file.
-                    let (group, diagnostics) =
-                        hookbox_hooks::dialect::load::parse(dialect, &label, &bytes);
-                    if group.is_some() || !diagnostics.is_empty() {
-                        found.push((dialect, label, bytes));
-                    }
-                }
-            }
-        }
-    }
-    Ok(found)
-}
-
-fn one_file(
-    mut files: Vec<(Dialect, String, Vec<u8>)>,
-    root: &std::path::Path,
-) -> anyhow::Result<(Dialect, String, Vec<u8>)> {
-    match files.len() {
-        1 => Ok(files.remove(0)),
-        0 => bail!("no vendor hooks file under {}", root.display()),
-        _ => bail!(
-            "several hooks files under {} ({}); convert one at a time with --from FILE",
-            root.display(),
-            files
-                .iter()
-                .map(|(_, f, _)| f.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    }
-}
-
-fn read_bounded(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
+pub(super) fn read_bounded(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
     let meta =
         std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
     if meta.len() > hookbox_hooks::discover::MAX_HOOKS_FILE_SIZE {
@@ -413,7 +255,7 @@ fn read_bounded(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
 
 /// The dialect of a named file, from its path (`.claude/settings.json` → claude-code, …);
 /// anything else is hookbox's own format.
-fn dialect_of(path: &std::path::Path) -> Dialect {
+pub(super) fn dialect_of(path: &std::path::Path) -> Dialect {
     let text = path.to_string_lossy();
     let name = path
         .file_name()
@@ -1070,98 +912,4 @@ fn render_dispatch(loaded: &Loaded, dispatch: &Dispatch) -> String {
         let _ = writeln!(out, "context for the model: {context}");
     }
     out
-}
-
-/// Where `hooks test` runs command handlers: a sandbox whose `/` is `root`, built exactly as
-/// for an environment's hooks (namespaces, Landlock, seccomp), so that handler paths such as
-/// `/.agents/hooks-scripts/gate.py` and their view of the filesystem are the runtime's.
-/// `read_only`: the tree's directories are bound read-only (`hooks gate`).
-/// Also returns the host identity hooks run as (`None`: hookbox's own).
-pub(super) fn command_runner(
-    root: &std::path::Path,
-    insecure_no_isolation: bool,
-    runtime: &super::env::RuntimeArgs,
-    read_only: bool,
-) -> anyhow::Result<(
-    Arc<dyn CommandRunner>,
-    Option<hookbox_sandbox::spec::Identity>,
-)> {
-    let root = root
-        .canonicalize()
-        .with_context(|| format!("cannot use {} as the sandbox root", root.display()))?;
-    let launcher = Launcher::from_env_or_current_exe(super::env::SANDBOX_EXEC_SUBCOMMAND)
-        .context("locating the sandbox launcher")?;
-    let mut options = SandboxOptions::new(launcher);
-    if insecure_no_isolation {
-        eprintln!(
-            "WARNING: --insecure-no-isolation: hook commands run directly on this machine, with NO sandbox"
-        );
-        options.isolation = Isolation::InsecureNone;
-    } else if let Some(feature) = hookbox_sandbox::features::missing().into_iter().next() {
-        bail!(
-            "this kernel lacks {feature}, which the sandbox needs; refusing to run hooks without isolation (--insecure-no-isolation overrides, unsafely)"
-        );
-    }
-    runtime.apply(&mut options)?;
-    let mut layout = SandboxLayout::for_tree(root.clone(), options.identities())
-        .with_context(|| format!("preparing a sandbox for {}", root.display()))?;
-    layout.runtime = options.runtime;
-    layout.read_only = read_only;
-    let identity = match options.isolation {
-        Isolation::Full => layout.identity,
-        Isolation::InsecureNone => None,
-    };
-    let runner = SandboxRunner::new(Arc::new(options), layout)
-        .with_context(|| format!("preparing a sandbox for {}", root.display()))?;
-    Ok((Arc::new(runner), identity))
-}
-
-pub(super) fn read_network(arg: Option<&str>) -> anyhow::Result<Option<serde_json::Value>> {
-    let Some(arg) = arg else { return Ok(None) };
-    let text = match arg.strip_prefix('@') {
-        Some(path) => std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read --network file {path}"))?,
-        None => arg.to_owned(),
-    };
-    let value = serde_json::from_str(&text)
-        .with_context(|| format!("--network is not valid JSON: {text}"))?;
-    Ok(Some(value))
-}
-
-/// The poster of a configuration without http handlers: never called, and refusing if it were.
-#[derive(Debug)]
-struct NoHttpHandlers;
-
-#[async_trait::async_trait]
-impl hookbox_hooks::http::HttpPoster for NoHttpHandlers {
-    async fn post(
-        &self,
-        _: hookbox_hooks::http::HttpRequest,
-    ) -> Result<hookbox_hooks::http::HttpResponse, hookbox_hooks::http::HttpError> {
-        Err(hookbox_hooks::http::HttpError::Other(
-            "no http handler was loaded".into(),
-        ))
-    }
-}
-
-/// http handlers go through the same egress rules as at runtime (allowlist, SSRF defences,
-/// header injection, credentials from the data dir's credential store).
-pub(super) fn http_poster(
-    environment_id: &str,
-    network: Option<&serde_json::Value>,
-    data_dir: Option<PathBuf>,
-    database: Option<&str>,
-) -> anyhow::Result<Arc<dyn hookbox_hooks::http::HttpPoster>> {
-    let policy = NetworkPolicy::from_json(network).context("invalid --network policy")?;
-    let data_dir = match data_dir {
-        Some(dir) => dir,
-        None => hookbox_environments::environment::default_data_dir()?,
-    };
-    // Opened only if the policy injects a credential.
-    let credentials = hookbox_credentials::LazyStoreCredentials::new(&data_dir, database);
-    let config = EgressConfig::new(environment_id, policy, Arc::new(credentials));
-    let egress = Egress::new(config).context("cannot set up egress")?;
-    Ok(Arc::new(hookbox_environments::network::HookPoster(
-        EgressPoster::new(Arc::new(egress)),
-    )))
 }

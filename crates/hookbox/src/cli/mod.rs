@@ -1,9 +1,11 @@
 //! Subcommand definitions and dispatch. Each subcommand group lives in its own module.
 
 mod args;
+mod convert;
 mod credential;
 mod env;
 mod gate;
+mod hook_runtime;
 mod hooks;
 mod install;
 mod mcp;

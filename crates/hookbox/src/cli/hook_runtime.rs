@@ -1,0 +1,107 @@
+//! What `hooks test` and `hooks gate` run a policy's handlers with: command handlers in a
+//! sandbox whose `/` is the project tree (as for an environment's hooks), http handlers through
+//! the same egress rules as at runtime, and the network policy they read.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context as _, bail};
+use hookbox_egress::policy::NetworkPolicy;
+use hookbox_egress::{Egress, EgressConfig, EgressPoster};
+use hookbox_environments::runner::{Launcher, SandboxLayout, SandboxOptions, SandboxRunner};
+use hookbox_hooks::command::CommandRunner;
+use hookbox_sandbox::spec::Isolation;
+
+/// Where `hooks test` runs command handlers: a sandbox whose `/` is `root`, built exactly as
+/// for an environment's hooks (namespaces, Landlock, seccomp), so that handler paths such as
+/// `/.agents/hooks-scripts/gate.py` and their view of the filesystem are the runtime's.
+/// `read_only`: the tree's directories are bound read-only (`hooks gate`).
+/// Also returns the host identity hooks run as (`None`: hookbox's own).
+pub(super) fn command_runner(
+    root: &std::path::Path,
+    insecure_no_isolation: bool,
+    runtime: &super::env::RuntimeArgs,
+    read_only: bool,
+) -> anyhow::Result<(
+    Arc<dyn CommandRunner>,
+    Option<hookbox_sandbox::spec::Identity>,
+)> {
+    let root = root
+        .canonicalize()
+        .with_context(|| format!("cannot use {} as the sandbox root", root.display()))?;
+    let launcher = Launcher::from_env_or_current_exe(super::env::SANDBOX_EXEC_SUBCOMMAND)
+        .context("locating the sandbox launcher")?;
+    let mut options = SandboxOptions::new(launcher);
+    if insecure_no_isolation {
+        eprintln!(
+            "WARNING: --insecure-no-isolation: hook commands run directly on this machine, with NO sandbox"
+        );
+        options.isolation = Isolation::InsecureNone;
+    } else if let Some(feature) = hookbox_sandbox::features::missing().into_iter().next() {
+        bail!(
+            "this kernel lacks {feature}, which the sandbox needs; refusing to run hooks without isolation (--insecure-no-isolation overrides, unsafely)"
+        );
+    }
+    runtime.apply(&mut options)?;
+    let mut layout = SandboxLayout::for_tree(root.clone(), options.identities())
+        .with_context(|| format!("preparing a sandbox for {}", root.display()))?;
+    layout.runtime = options.runtime;
+    layout.read_only = read_only;
+    let identity = match options.isolation {
+        Isolation::Full => layout.identity,
+        Isolation::InsecureNone => None,
+    };
+    let runner = SandboxRunner::new(Arc::new(options), layout)
+        .with_context(|| format!("preparing a sandbox for {}", root.display()))?;
+    Ok((Arc::new(runner), identity))
+}
+
+pub(super) fn read_network(arg: Option<&str>) -> anyhow::Result<Option<serde_json::Value>> {
+    let Some(arg) = arg else { return Ok(None) };
+    let text = match arg.strip_prefix('@') {
+        Some(path) => std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read --network file {path}"))?,
+        None => arg.to_owned(),
+    };
+    let value = serde_json::from_str(&text)
+        .with_context(|| format!("--network is not valid JSON: {text}"))?;
+    Ok(Some(value))
+}
+
+/// The poster of a configuration without http handlers: never called, and refusing if it were.
+#[derive(Debug)]
+pub(super) struct NoHttpHandlers;
+
+#[async_trait::async_trait]
+impl hookbox_hooks::http::HttpPoster for NoHttpHandlers {
+    async fn post(
+        &self,
+        _: hookbox_hooks::http::HttpRequest,
+    ) -> Result<hookbox_hooks::http::HttpResponse, hookbox_hooks::http::HttpError> {
+        Err(hookbox_hooks::http::HttpError::Other(
+            "no http handler was loaded".into(),
+        ))
+    }
+}
+
+/// http handlers go through the same egress rules as at runtime (allowlist, SSRF defences,
+/// header injection, credentials from the data dir's credential store).
+pub(super) fn http_poster(
+    environment_id: &str,
+    network: Option<&serde_json::Value>,
+    data_dir: Option<PathBuf>,
+    database: Option<&str>,
+) -> anyhow::Result<Arc<dyn hookbox_hooks::http::HttpPoster>> {
+    let policy = NetworkPolicy::from_json(network).context("invalid --network policy")?;
+    let data_dir = match data_dir {
+        Some(dir) => dir,
+        None => hookbox_environments::environment::default_data_dir()?,
+    };
+    // Opened only if the policy injects a credential.
+    let credentials = hookbox_credentials::LazyStoreCredentials::new(&data_dir, database);
+    let config = EgressConfig::new(environment_id, policy, Arc::new(credentials));
+    let egress = Egress::new(config).context("cannot set up egress")?;
+    Ok(Arc::new(hookbox_environments::network::HookPoster(
+        EgressPoster::new(Arc::new(egress)),
+    )))
+}
