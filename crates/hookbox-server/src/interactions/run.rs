@@ -3,8 +3,9 @@
 //! run) and [`drive`], the run itself: `pre_interaction` hooks, the agent loop, every step
 //! appended to the store *before* it is broadcast (so what a client has seen is durable), a
 //! call a hook paused recorded before its request step, then the environment's last use, its
-//! checkpoint, `post_interaction` hooks and the final status. A run survives the client going
-//! away.
+//! checkpoint, `post_interaction` hooks and the final status. Each event's interaction hooks
+//! trace is stored as the interaction's `hooks` (`pre`, `post`) as soon as they ran. A run
+//! survives the client going away.
 //!
 //! This module must not speak HTTP: handlers start runs, streams subscribe to them.
 
