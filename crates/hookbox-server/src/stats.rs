@@ -56,6 +56,16 @@ pub struct StatsQuery {
     buckets: Option<usize>,
 }
 
+/// Hooks that ran for one call (or the interaction itself): its call id (empty for the
+/// interaction), its trace, its tool (empty for the interaction), and each phase of the trace
+/// with the event name it is listed as.
+type Traced<'a> = (
+    &'a str,
+    &'a Value,
+    &'a str,
+    [(&'static str, &'static str); 2],
+);
+
 #[derive(Default)]
 struct Guard {
     outcomes: BTreeMap<String, u64>,
@@ -137,7 +147,7 @@ pub async fn stats(
         let half = usize::from(bucket * 2 >= buckets);
         let mut calls: BTreeMap<&str, &str> = BTreeMap::new();
         // What hooks ran: each result step's trace (`pre`, `post`), then the interaction's own.
-        let mut traced: Vec<(&str, &Value, &str, [(&str, &str); 2])> = Vec::new();
+        let mut traced: Vec<Traced> = Vec::new();
         for step in &full.steps {
             if let Step::FunctionCall { id, name, .. } = step {
                 calls.insert(id.as_str(), name.as_str());
