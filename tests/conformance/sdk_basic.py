@@ -10,6 +10,7 @@ reference_check.py (run.sh --reference).
 import json
 import os
 import sys
+import urllib.request
 import warnings
 
 from google import genai
@@ -192,6 +193,27 @@ ctx = client.interactions.create(agent=AGENT, input="run `echo ran`", environmen
 check("additional_context: the model sees both hooks' context with the result",
       "ran" in ctx.output_text and "[context from hooks] remember the style guide" in ctx.output_text
       and "[context from hooks] 2 tests failed" in ctx.output_text, ctx.output_text)
+
+# --- interaction hooks' trace (hookbox extension): the SDK still parses the interaction, the
+# raw JSON carries `hooks` (a failing pre_interaction handler, failed open, and the context) ---
+turn_hooks = json.dumps({"turn": {"pre_interaction": [{"matcher": "*", "hooks": [
+    {"type": "command", "command": "cat >/dev/null; echo 'guard crashed: no policy file' >&2; exit 3"},
+    {"type": "command", "command": "cat >/dev/null; echo '{\"decision\": \"allow\", \"additional_context\": \"deploys freeze on fridays\"}'"}]}]}})
+traced = client.interactions.create(agent=AGENT, input="run `echo traced`", environment={"type": "remote", "sources": [
+    {"type": "inline", "target": ".agents/hooks.json", "content": turn_hooks}]})
+check("interaction hooks: create parses; a failing handler fails open", traced.status == "completed"
+      and "traced" in traced.output_text, traced.status)
+got_traced = client.interactions.get(traced.id)
+check("interaction hooks: get parses", got_traced.id == traced.id and got_traced.output_text == traced.output_text)
+request = urllib.request.Request(f"{BASE}/v1beta/interactions/{traced.id}", headers={"x-goog-api-key": KEY})
+with urllib.request.urlopen(request) as answer:
+    raw = json.load(answer)
+pre = raw.get("hooks", {}).get("pre", {})
+handlers = pre.get("trace", [])
+check("interaction hooks: the raw JSON has the trace, the failure's stderr and the context",
+      [h.get("outcome") for h in handlers] == ["failed_open", "allow"]
+      and "guard crashed: no policy file" in handlers[0].get("stderr", "")
+      and pre.get("additional_context") == ["deploys freeze on fridays"], raw.get("hooks"))
 
 print(f"{passes} passed, {len(failures)} failed" + (": " + ", ".join(failures) if failures else ""))
 sys.exit(1 if failures else 0)

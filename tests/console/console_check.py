@@ -190,6 +190,16 @@ try:
         deny_row = browser.find_element(By.CSS_SELECTOR, '#o-events tr[data-outcome="deny"]')
         check("overview: a deny row is marked with its reason",
               "ev-deny" in deny_row.get_attribute("class") and "Destructive command blocked" in deny_row.text, deny_row.text)
+        # Quota use per project (#31): the API's limits and counts, drawn as one bar per quota.
+        quota_api = {q["quota"]: q for p in stats["quotas"] for q in p["quotas"]}
+        quota_bars = {r.get_attribute("data-quota"): (int(r.get_attribute("data-used")), int(r.get_attribute("data-limit")))
+                      for r in browser.find_elements(By.CSS_SELECTOR, '#o-quota-chart rect.quota-bar[data-project="default"]')}
+        check("overview: quota use per project drawn as the API counts it",
+              [p["project"] for p in stats["quotas"]] == ["default"]
+              and quota_api.get("environments", {}).get("used", 0) >= 3
+              and quota_bars == {k: (q["used"], q["limit"]) for k, q in quota_api.items()}
+              and set(quota_bars) == {"environments", "running_interactions", "sandbox_processes", "live_sockets"},
+              (quota_bars, stats["quotas"]))
         day_range = browser.find_element(By.ID, "o-range").text
         Select(browser.find_element(By.ID, "o-window")).select_by_value("3600")
         wait.until(lambda b: b.find_element(By.ID, "o-range").text not in ("", day_range))
@@ -216,6 +226,34 @@ try:
         env_link.click()
         wait.until(ec.text_to_be_present_in_element((By.ID, "e-title"), failing))
         check("overview: an environment id is a link to the environment", browser.find_element(By.ID, "e-title").text == failing)
+        # An interaction's own hooks are never invisible (#31): a pre_interaction handler that
+        # failed (fail-open) is marked with its stderr, the context the model got is shown, and
+        # the post_interaction hooks follow the steps.
+        turn_hooks = json.dumps({"turn-guard": {
+            "pre_interaction": [{"matcher": "*", "hooks": [
+                {"type": "command", "command": "cat >/dev/null; echo 'policy server unreachable' >&2; exit 4"},
+                {"type": "command", "command": "cat >/dev/null; echo '{\"decision\": \"allow\", \"additional_context\": \"deploys freeze on fridays\"}'"}]}],
+            "post_interaction": [{"matcher": "*", "hooks": [{"type": "command", "command": "cat >/dev/null"}]}]}})
+        turn_env = post("/v1beta/environments", {"sources": [{"type": "inline", "target": ".agents/hooks.json", "content": turn_hooks}]})["id"]
+        turned = post("/v1beta/interactions", {"agent": agent, "input": "run `echo turn`", "environment": turn_env})
+        browser.get(base + "/console#/interactions/" + turned["id"])
+        browser.refresh()
+        failed_handler = wait.until(ec.presence_of_element_located(
+            (By.CSS_SELECTOR, '.interaction-hooks[data-event="pre_interaction"] .ih-handler[data-outcome="failed_open"]')))
+        check("timeline: a failed pre_interaction handler is marked with its cause and stderr",
+              failed_handler.find_element(By.CSS_SELECTOR, "span.failopen").text == "failed_open"
+              and "non_zero_exit" in failed_handler.text
+              and "policy server unreachable" in failed_handler.find_element(By.CSS_SELECTOR, "pre.stderr").text, failed_handler.text)
+        context = [c.text for c in browser.find_elements(By.CSS_SELECTOR, '.interaction-hooks[data-event="pre_interaction"] .ih-context')]
+        check("timeline: the pre_interaction context the model got is shown", context == ["context for the model: deploys freeze on fridays"], context)
+        post_hooks = browser.find_elements(By.CSS_SELECTOR, '#t-hooks-post .interaction-hooks[data-event="post_interaction"] .ih-handler')
+        check("timeline: the post_interaction hooks follow the steps", [h.get_attribute("data-outcome") for h in post_hooks] == ["completed"],
+              [h.text for h in post_hooks])
+        browser.save_screenshot(os.path.join(shots, "interaction-hooks.png"))
+        turn_events = [e for e in get("/v1beta/stats?window=3600")["events"] if e["interaction_id"] == turned["id"]]
+        check("stats: an interaction hook's fail-open counts, with its stderr",
+              [(e["event"], e["outcome"], e["group"]) for e in turn_events] == [("pre_interaction", "failed_open", "turn-guard")]
+              and "policy server unreachable" in (turn_events[0]["stderr"] or ""), turn_events)
         # A running interaction's timeline is live: it changes when the interaction does,
         # without a reload (the page follows the SSE stream).
         running = post("/v1beta/interactions", {"agent": agent, "input": "run `sleep 120`", "environment": env, "background": True})

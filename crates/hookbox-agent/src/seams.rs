@@ -102,6 +102,9 @@ pub struct InteractionHooks {
     pub denied: Option<String>,
     /// Every `additional_context` the handlers answered, in order: context for the model.
     pub context: Vec<String>,
+    /// What ran, as the interaction shows it (its `hooks` field: each handler's outcome,
+    /// stderr excerpt and duration, the decision, the context); `None` when no handler ran.
+    pub trace: Option<serde_json::Value>,
 }
 
 /// Receives a running tool call's output, piece by piece.

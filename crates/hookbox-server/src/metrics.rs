@@ -253,6 +253,8 @@ pub fn layer_targets() -> tracing_subscriber::filter::Targets {
     tracing_subscriber::filter::Targets::new()
         .with_target("hookbox_hooks::engine", Level::INFO)
         .with_target("hookbox_hooks::discover", Level::INFO)
+        // Its hooks lint (a handler that cannot run): `hooks.file_broken` too.
+        .with_target("hookbox_environments::environment", Level::WARN)
         .with_target("hookbox_server", Level::INFO)
         .with_target("hookbox_egress::audit", Level::INFO)
         .with_target("hookbox_agent::agent_loop", Level::DEBUG)

@@ -430,6 +430,18 @@ struct CachedOverrides {
     read: Instant,
 }
 
+/// One quota of a project as the console's Overview shows it: its limit and what is held now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct QuotaUse {
+    /// The quota's name, as in the config file and a 429's message.
+    pub quota: &'static str,
+    pub limit: u64,
+    pub used: u64,
+    /// Where `used` is counted: `project` (in the store, so every replica's), or `replica`
+    /// (this server's own count; each replica enforces the limit on its own too).
+    pub scope: &'static str,
+}
+
 /// The quotas in force and the counters they are checked against.
 #[derive(Debug)]
 pub struct QuotaBook {
@@ -568,6 +580,54 @@ impl QuotaBook {
                 quotas
             }
         }
+    }
+
+    /// `project`'s counted quotas (environments, running interactions, sandboxed processes,
+    /// live sockets) with their limits and what is held now, for `GET /stats`. Reads counters
+    /// and the store; takes and frees nothing.
+    pub async fn usage(&self, project: &str) -> Result<Vec<QuotaUse>, hookbox_store::Error> {
+        let q = self.quotas(project).await;
+        let environments = self.store.count_environments(project).await?;
+        let running = self.store.count_running_interactions(project).await?;
+        let local = |map: &Mutex<HashMap<String, u64>>| {
+            map.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(project)
+                .copied()
+                .unwrap_or(0)
+        };
+        // Without a registry (a backend that does not count processes) nothing is held here.
+        let processes = self
+            .slots
+            .as_ref()
+            .map_or(0, |s| s.for_project(Some(project)).in_use());
+        let quota = |quota, limit, used, scope| QuotaUse {
+            quota,
+            limit,
+            used,
+            scope,
+        };
+        Ok(vec![
+            quota("environments", q.environments, environments, "project"),
+            quota(
+                "running_interactions",
+                q.running_interactions,
+                running,
+                "project",
+            ),
+            quota(
+                "sandbox_processes",
+                q.sandbox_processes,
+                processes,
+                "replica",
+            ),
+            quota(
+                "live_sockets",
+                q.live_sockets,
+                local(&self.sockets),
+                "replica",
+            ),
+        ])
     }
 
     /// Takes one request token of `project`'s bucket, or answers how long to wait.

@@ -16,7 +16,13 @@
 //! - `events`: the newest denies, asks and failures (at most [`MAX_EVENTS`]), each with its
 //!   interaction, environment, tool, guard, reason, failure cause and the handler's stderr as
 //!   the step's trace has it;
-//! - `approvals_waiting`: pending approvals now.
+//! - `approvals_waiting`: pending approvals now;
+//! - `quotas`: each project the key sees (its own) with its counted quotas' limits and what is
+//!   held now (`QuotaBook::usage`: environments and running interactions from the store,
+//!   sandboxed processes and live sockets on this replica).
+//!
+//! An interaction's own hooks (`pre_interaction`, `post_interaction`: its `hooks`) count as
+//! their guards' runs too, with the event's name and no tool.
 
 use std::collections::BTreeMap;
 
@@ -49,6 +55,16 @@ pub struct StatsQuery {
     #[serde(default)]
     buckets: Option<usize>,
 }
+
+/// Hooks that ran for one call (or the interaction itself): its call id (empty for the
+/// interaction), its trace, its tool (empty for the interaction), and each phase of the trace
+/// with the event name it is listed as.
+type Traced<'a> = (
+    &'a str,
+    &'a Value,
+    &'a str,
+    [(&'static str, &'static str); 2],
+);
 
 #[derive(Default)]
 struct Guard {
@@ -130,6 +146,8 @@ pub async fn stats(
         };
         let half = usize::from(bucket * 2 >= buckets);
         let mut calls: BTreeMap<&str, &str> = BTreeMap::new();
+        // What hooks ran: each result step's trace (`pre`, `post`), then the interaction's own.
+        let mut traced: Vec<Traced> = Vec::new();
         for step in &full.steps {
             if let Step::FunctionCall { id, name, .. } = step {
                 calls.insert(id.as_str(), name.as_str());
@@ -160,7 +178,14 @@ pub async fn stats(
                 } => (call_id.as_str(), h, name.as_deref().unwrap_or("")),
                 _ => continue,
             };
-            for phase in ["pre", "post"] {
+            traced.push((call_id, hooks, tool, [("pre", "pre"), ("post", "post")]));
+        }
+        if let Some(hooks) = &full.hooks {
+            let events = [("pre", "pre_interaction"), ("post", "post_interaction")];
+            traced.push(("", hooks, "", events));
+        }
+        for (call_id, hooks, tool, phases) in traced {
+            for (phase, event) in phases {
                 let trace = hooks
                     .get(phase)
                     .and_then(|d| d.get("trace"))
@@ -198,9 +223,9 @@ pub async fn stats(
                             "interaction_id": id,
                             "environment_id": full.environment_id,
                             "created": full.created,
-                            "call_id": call_id,
+                            "call_id": (!call_id.is_empty()).then_some(call_id),
                             "tool": tool,
-                            "event": phase,
+                            "event": event,
                             "group": group,
                             "handler_type": text("handler_type"),
                             "outcome": outcome,
@@ -283,6 +308,13 @@ pub async fn stats(
     out.insert("events".into(), Value::Array(events));
     out.insert("approvals_waiting".into(), json!(approvals_waiting));
     out.insert("truncated".into(), json!(truncated));
+    out.insert(
+        "quotas".into(),
+        json!([{
+            "project": &*project.0,
+            "quotas": state.inner.quotas.usage(&project).await?,
+        }]),
+    );
     Ok(Json(Value::Object(out)))
 }
 

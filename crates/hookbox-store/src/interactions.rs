@@ -42,7 +42,23 @@ impl StatusUpdate {
 }
 
 /// The columns [`from_row`] reads, in its order.
-pub(crate) const COLUMNS: &str = "status, updated, usage_json, errors_json, body_json";
+pub(crate) const COLUMNS: &str = "status, updated, usage_json, errors_json, body_json, hooks_json";
+
+/// The interaction hooks' trace as stored after `patch` (its top-level keys replace the
+/// stored ones): the `hooks_json` column's new value, from its old one.
+pub(crate) fn merged_hooks(
+    stored: Option<&str>,
+    patch: &serde_json::Map<String, serde_json::Value>,
+) -> Result<String> {
+    let mut hooks = match stored {
+        Some(json) => serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(json)?,
+        None => serde_json::Map::new(),
+    };
+    for (key, value) in patch {
+        hooks.insert(key.clone(), value.clone());
+    }
+    Ok(serde_json::to_string(&hooks)?)
+}
 
 /// An interaction row ([`COLUMNS`]): its stored body with the columns that change over its
 /// life; without its steps.
@@ -55,13 +71,20 @@ pub(crate) fn from_row(r: &impl Columns) -> Result<Interaction> {
         .map(|u| serde_json::from_str::<Usage>(&u))
         .transpose()?;
     interaction.errors = r.json::<Vec<InteractionError>>(3)?;
+    // Only what the server recorded (rows from before the column have none).
+    interaction.hooks = r
+        .opt_text(5)?
+        .map(|h| serde_json::from_str::<serde_json::Value>(&h))
+        .transpose()?;
     Ok(interaction)
 }
 
-/// An interaction as listed: [`from_row`] without its input.
+/// An interaction as listed: [`from_row`] without its input and hooks' trace (as steps, only
+/// `get` has them).
 pub(crate) fn listed_from_row(r: &impl Columns) -> Result<Interaction> {
     let mut interaction = from_row(r)?;
     interaction.input = None;
+    interaction.hooks = None;
     Ok(interaction)
 }
 

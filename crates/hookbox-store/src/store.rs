@@ -35,6 +35,13 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn append_step(&self, interaction_id: &str, index: usize, step: &Step) -> Result<()>;
     /// Sets status, usage, errors and `updated`.
     async fn update_status(&self, interaction_id: &str, update: &StatusUpdate) -> Result<()>;
+    /// Records the trace of interaction hooks that ran (the interaction's `hooks`): each
+    /// top-level key of `hooks` (`pre`, `post`) replaces the one stored, the others stay.
+    async fn record_interaction_hooks(
+        &self,
+        interaction_id: &str,
+        hooks: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<()>;
     /// The interaction with all its steps.
     async fn get_interaction(&self, project: &str, id: &str) -> Result<Option<Interaction>>;
     /// Deletes the interaction, its steps and its approval records; `false` if it did not

@@ -764,6 +764,7 @@ impl Environments {
             runner,
             engine,
             hooks: HooksCache::new(),
+            linted: std::sync::Mutex::new(std::sync::Weak::new()),
             hook_dialects,
             _disk: disk,
         })
@@ -842,6 +843,8 @@ pub struct Environment {
     runner: SandboxRunner,
     engine: HookEngine,
     hooks: HooksCache,
+    /// The hooks configuration whose handlers were last linted (see [`Self::load_hooks`]).
+    linted: std::sync::Mutex<std::sync::Weak<Loaded>>,
     /// The vendor dialects whose hooks files this environment reads.
     hook_dialects: hookbox_hooks::dialect::DialectSet,
     /// Egress for hooks and sandboxes; its namespace and proxy go when the environment does.
@@ -889,10 +892,31 @@ impl Environment {
     }
 
     /// The hooks files the next tool call reads (the frozen snapshot's when frozen) and their
-    /// diagnostics, as `hooks check` reports them.
+    /// diagnostics, as `hooks check --root` reports them: with the handlers whose program or
+    /// script cannot run in the sandbox ([`Self::hooks_lint`]).
     pub fn hooks_report(&self) -> (Loaded, bool) {
         let loaded = self.load_hooks();
-        ((*loaded).clone(), self.frozen.is_some())
+        let mut report = (*loaded).clone();
+        report.diagnostics.extend(self.hooks_lint(&loaded));
+        (report, self.frozen.is_some())
+    }
+
+    /// `hooks check --root`'s lint of this environment: an error for each command handler whose
+    /// program or script is missing (or not executable) in the sandbox. Report only: such a
+    /// handler still runs (and fails, open unless its `on_failure` says deny) exactly as the
+    /// reference would run it; nothing here blocks a call.
+    pub fn hooks_lint(&self, loaded: &Loaded) -> Vec<hookbox_hooks::diagnostic::Diagnostic> {
+        // A handle of its own (the view keeps it); the lint only reads metadata.
+        match RootDir::open(self.tree.host_path()) {
+            Ok(tree) => hookbox_hooks::lint::handler_programs(
+                &loaded.config,
+                &crate::runner::SandboxView::new(tree),
+            ),
+            Err(err) => {
+                tracing::warn!(env_id = %self.meta.id, %err, "cannot open the tree to lint its hooks");
+                Vec::new()
+            }
+        }
     }
 
     /// Materialises more sources into the tree, written by `origin`, with the same rules and
@@ -923,11 +947,40 @@ impl Environment {
     /// effect; a frozen environment reads its snapshot, which nothing in the sandbox can write.
     pub(crate) fn load_hooks(&self) -> Arc<Loaded> {
         // Vendor files (off unless enabled) are the project's: read from the tree.
-        self.hooks.load_split(
+        let loaded = self.hooks.load_split(
             self.frozen.as_ref().unwrap_or(&self.tree),
             &self.tree,
             self.hook_dialects,
-        )
+        );
+        self.lint_once(&loaded);
+        loaded
+    }
+
+    /// Once per change of the hooks files (as the cache's own parse errors are logged): a
+    /// handler that cannot run in the sandbox fails open on every call, so the operator hears
+    /// of it, as a broken file (`hooks.file_broken`, counted in metrics). Logged only.
+    fn lint_once(&self, loaded: &Arc<Loaded>) {
+        {
+            let mut linted = self.linted.lock().unwrap_or_else(|p| p.into_inner());
+            if std::sync::Weak::ptr_eq(&linted, &Arc::downgrade(loaded)) {
+                return;
+            }
+            *linted = Arc::downgrade(loaded);
+        }
+        for d in self
+            .hooks_lint(loaded)
+            .iter()
+            .filter(|d| d.severity == hookbox_hooks::diagnostic::Severity::Error)
+        {
+            tracing::warn!(
+                name: hookbox_protocol::events::HOOKS_FILE_BROKEN,
+                env_id = %self.meta.id,
+                file = %d.file,
+                path = %d.path,
+                error = %d.message,
+                "hooks file names a handler that cannot run in the sandbox; it fails on every call"
+            );
+        }
     }
 
     /// Runs the `pre_interaction` or `post_interaction` hooks of the environment's hooks files

@@ -139,6 +139,12 @@ pub struct Interaction {
     /// Only with `include_input=true`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input: Option<Value>,
+    /// hookbox extension: the interaction hooks that ran around its turns, shaped like a tool
+    /// call's trace (`{"pre": dispatch, "post": dispatch}`: `pre_interaction`,
+    /// `post_interaction`, each with every handler's outcome, stderr and duration, and the
+    /// `additional_context` they answered); absent when none ran. The SDKs keep unknown fields.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hooks: Option<Value>,
     /// Echoed request fields (`agent_config`, `environment`, `tools`, `system_instruction`, …).
     #[serde(flatten)]
     pub extra: Object,
@@ -159,6 +165,7 @@ impl Interaction {
             errors: Vec::new(),
             previous_interaction_id: None,
             input: None,
+            hooks: None,
             extra: Object::new(),
         }
     }

@@ -3,8 +3,9 @@
 //! run) and [`drive`], the run itself: `pre_interaction` hooks, the agent loop, every step
 //! appended to the store *before* it is broadcast (so what a client has seen is durable), a
 //! call a hook paused recorded before its request step, then the environment's last use, its
-//! checkpoint, `post_interaction` hooks and the final status. A run survives the client going
-//! away.
+//! checkpoint, `post_interaction` hooks and the final status. Each event's interaction hooks
+//! trace is stored as the interaction's `hooks` (`pre`, `post`) as soon as they ran. A run
+//! survives the client going away.
 //!
 //! This module must not speak HTTP: handlers start runs, streams subscribe to them.
 
@@ -286,6 +287,7 @@ async fn drive(
         }
         None => hookbox_agent::InteractionHooks::default(),
     };
+    record_hooks(state, &run.id, "pre", pre.trace.as_ref()).await;
     // The environment's own instruction comes first, for every interaction run in it.
     let instruction = with_environment_instruction(state, &run).await;
     // pre_interaction hooks' context, one `[context from hooks] TEXT` line each.
@@ -435,9 +437,10 @@ async fn drive(
                 .then(|| serde_json::to_value(&outcome.errors).ok())
                 .flatten();
         });
-        executor
+        let post = executor
             .interaction_hooks(&run.environment_id, &payload)
             .await;
+        record_hooks(state, &run.id, "post", post.trace.as_ref()).await;
     }
     if let Some(prior) = &run.prior_usage {
         outcome.usage.add(prior);
@@ -468,6 +471,18 @@ async fn drive(
             i.environment_id = Some(run.environment_id.clone());
             i
         }
+    }
+}
+
+/// Stores what an event's interaction hooks did as the interaction's `hooks.<key>` (`pre` or
+/// `post`, as a tool call's trace), so a handler that failed open, its stderr and the context
+/// it added are visible in the API and the console; nothing when no handler ran.
+async fn record_hooks(state: &AppState, id: &str, key: &str, trace: Option<&serde_json::Value>) {
+    let Some(trace) = trace else { return };
+    let mut patch = serde_json::Map::new();
+    patch.insert(key.to_owned(), trace.clone());
+    if let Err(e) = state.inner.store.record_interaction_hooks(id, &patch).await {
+        tracing::warn!(interaction_id = %id, error = %e, "could not store the interaction hooks' trace");
     }
 }
 

@@ -93,6 +93,7 @@ impl ToolExecutor for SandboxBackend {
                         "the environment's interaction hooks could not run: {reason}"
                     )),
                     context: Vec::new(),
+                    trace: None,
                 };
             }
             Err(err) => {
@@ -118,6 +119,9 @@ impl ToolExecutor for SandboxBackend {
                 hookbox_hooks::Decision::Deny { reason, .. } => Some(reason.clone()),
                 hookbox_hooks::Decision::Allow | hookbox_hooks::Decision::Ask { .. } => None,
             },
+            // The interaction shows what ran (a handler that failed open included), shaped
+            // like a tool call's `pre` / `post`.
+            trace: serde_json::to_value(&dispatch).ok(),
             context: dispatch.additional_context,
         }
     }

@@ -93,3 +93,53 @@ async fn stats_refuse_a_window_or_buckets_out_of_bounds() {
     assert_eq!(s, StatusCode::OK, "{body}");
     assert_eq!(body["window"]["seconds"], 60);
 }
+
+#[tokio::test]
+async fn stats_show_each_visible_projects_quota_limits_and_use() {
+    let quotas: hookbox_server::quota::QuotaConfig = toml::from_str(
+        "[quotas]\nrunning_interactions = 7\n[projects.team-a.quotas]\nenvironments = 5\n",
+    )
+    .unwrap();
+    let h = Harness::configured(
+        tempfile::tempdir().unwrap(),
+        vec![KEY_A.into(), KEY_B.into()],
+        quotas,
+    );
+    for _ in 0..2 {
+        let (s, e) = call(
+            &h,
+            KEY_A,
+            Method::POST,
+            "/v1beta/environments",
+            Some(json!({"sources": []})),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{e}");
+    }
+    let quota = |stats: &Value, name: &str| {
+        stats["quotas"][0]["quotas"]
+            .as_array()
+            .and_then(|q| q.iter().find(|q| q["quota"] == name).cloned())
+            .unwrap_or(Value::Null)
+    };
+    let (s, a) = call(&h, KEY_A, Method::GET, "/v1beta/stats?window=3600", None).await;
+    assert_eq!(s, StatusCode::OK, "{a}");
+    assert_eq!(a["quotas"].as_array().map(Vec::len), Some(1), "{a}");
+    assert_eq!(a["quotas"][0]["project"], "team-a", "{a}");
+    assert_eq!(
+        quota(&a, "environments"),
+        json!({"quota": "environments", "limit": 5, "used": 2, "scope": "project"}),
+        "{a}"
+    );
+    assert_eq!(quota(&a, "running_interactions")["limit"], 7, "{a}");
+    assert_eq!(quota(&a, "running_interactions")["used"], 0, "{a}");
+    assert_eq!(quota(&a, "sandbox_processes")["scope"], "replica", "{a}");
+    assert_eq!(quota(&a, "live_sockets")["used"], 0, "{a}");
+    // Another project sees only its own quotas and use.
+    let (s, b) = call(&h, KEY_B, Method::GET, "/v1beta/stats?window=3600", None).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(b["quotas"].as_array().map(Vec::len), Some(1), "{b}");
+    assert_eq!(b["quotas"][0]["project"], "team-b", "{b}");
+    assert_eq!(quota(&b, "environments")["used"], 0, "{b}");
+    assert_eq!(quota(&b, "environments")["limit"], 1000, "{b}");
+}

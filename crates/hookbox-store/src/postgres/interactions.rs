@@ -141,6 +141,35 @@ pub(super) async fn update_status(
     Ok(())
 }
 
+pub(super) async fn record_hooks(
+    client: &mut Object,
+    cluster: Option<&ClusterState>,
+    id: &str,
+    patch: &serde_json::Map<String, serde_json::Value>,
+) -> Result<()> {
+    let tx = client.transaction().await?;
+    replica::check_fence(cluster, &tx, id).await?;
+    let Some(stored) = one(
+        &tx,
+        "SELECT hooks_json FROM interactions WHERE id = $1 FOR UPDATE",
+        &[&id],
+        |r| r.opt_text(0),
+    )
+    .await?
+    else {
+        return Err(Error::not_found("interaction", id));
+    };
+    let hooks = interactions::merged_hooks(stored.as_deref(), patch)?;
+    tx.execute(
+        "UPDATE interactions SET hooks_json = $2 WHERE id = $1",
+        &[&id, &hooks],
+    )
+    .await?;
+    replica::notify(cluster, &tx, id).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
 /// What a change of interaction `(id, project, environment)`'s status from `old` to `new`
 /// writes with it, in `c`'s transaction: its webhook event, and the end of the executions it
 /// ends.

@@ -222,6 +222,13 @@ CREATE TABLE auth_tokens (
 CREATE INDEX auth_tokens_interaction ON auth_tokens(project, interaction_id);
 "#,
     ),
+    // The interaction hooks' trace; SQLite's version 7.
+    (
+        9,
+        r#"
+ALTER TABLE interactions ADD COLUMN hooks_json TEXT;
+"#,
+    ),
 ];
 
 /// The advisory lock migrations run under (an arbitrary constant: "hookbox" in ASCII).

@@ -47,6 +47,15 @@ impl Store for PostgresStore {
         .await
     }
 
+    async fn record_interaction_hooks(
+        &self,
+        interaction_id: &str,
+        hooks: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<()> {
+        let cluster = self.cluster.as_deref();
+        interactions::record_hooks(&mut self.client().await?, cluster, interaction_id, hooks).await
+    }
+
     async fn update_status(&self, interaction_id: &str, update: &StatusUpdate) -> Result<()> {
         let cluster = self.cluster.as_deref();
         interactions::update_status(&mut self.client().await?, cluster, interaction_id, update)

@@ -90,6 +90,30 @@ pub(super) fn update_status(conn: &mut Connection, id: &str, update: &StatusUpda
     Ok(())
 }
 
+pub(super) fn record_hooks(
+    conn: &mut Connection,
+    id: &str,
+    patch: &serde_json::Map<String, serde_json::Value>,
+) -> Result<()> {
+    let tx = conn.transaction()?;
+    let Some(stored) = one(
+        &tx,
+        "SELECT hooks_json FROM interactions WHERE id = ?1",
+        params![id],
+        |r| r.opt_text(0),
+    )?
+    else {
+        return Err(Error::not_found("interaction", id));
+    };
+    let hooks = interactions::merged_hooks(stored.as_deref(), patch)?;
+    tx.execute(
+        "UPDATE interactions SET hooks_json = ?2 WHERE id = ?1",
+        params![id, hooks],
+    )?;
+    tx.commit()?;
+    Ok(())
+}
+
 /// What a change of interaction `(id, project, environment)`'s status from `old` to `new`
 /// writes with it, in `tx`: its webhook event, and the end of the executions it ends.
 fn status_changed(

@@ -213,10 +213,17 @@ CREATE TABLE auth_tokens (
 CREATE INDEX auth_tokens_interaction ON auth_tokens(project, interaction_id);
 "#,
     ),
+    // The interaction hooks' trace (`pre`, `post`: JSON); rows before it have none.
+    (
+        7,
+        r#"
+ALTER TABLE interactions ADD COLUMN hooks_json TEXT;
+"#,
+    ),
 ];
 
 /// The latest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// Applies the migrations newer than the file's version.
 pub(super) fn migrate(conn: &mut Connection) -> Result<()> {

@@ -47,6 +47,16 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn record_interaction_hooks(
+        &self,
+        interaction_id: &str,
+        hooks: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<()> {
+        let (id, hooks) = (interaction_id.to_owned(), hooks.clone());
+        self.with(move |c, _| interactions::record_hooks(c, &id, &hooks))
+            .await
+    }
+
     async fn get_interaction(&self, project: &str, id: &str) -> Result<Option<Interaction>> {
         let (project, id) = (project.to_owned(), id.to_owned());
         self.with(move |c, _| interactions::get(c, &project, &id))

@@ -245,3 +245,80 @@ async fn listing_filters_pages_newest_first_and_stays_in_its_project() {
     assert_eq!(ids(&second), ["int_1", "int_0"]);
     assert_eq!(second.next_page_token, None);
 }
+
+#[tokio::test]
+async fn interaction_hooks_traces_are_kept_per_event_and_only_get_shows_them() {
+    let (_dir, store) = temp_store().await;
+    store
+        .create_interaction(P, &interaction("int_h"))
+        .await
+        .unwrap();
+    let fresh = store.get_interaction(P, "int_h").await.unwrap().unwrap();
+    assert_eq!(fresh.hooks, None);
+    let patch = |key: &str, value: serde_json::Value| {
+        let mut map = serde_json::Map::new();
+        map.insert(key.into(), value);
+        map
+    };
+    store
+        .record_interaction_hooks(
+            "int_h",
+            &patch(
+                "pre",
+                serde_json::json!({"decision": "allow", "trace": [{"outcome": "failed_open"}]}),
+            ),
+        )
+        .await
+        .unwrap();
+    store
+        .record_interaction_hooks(
+            "int_h",
+            &patch(
+                "post",
+                serde_json::json!({"decision": "allow", "trace": []}),
+            ),
+        )
+        .await
+        .unwrap();
+    // A run going on in place runs its post hooks again: the new trace replaces the old one,
+    // the pre trace stays.
+    store
+        .record_interaction_hooks(
+            "int_h",
+            &patch(
+                "post",
+                serde_json::json!({"trace": [{"outcome": "completed"}]}),
+            ),
+        )
+        .await
+        .unwrap();
+    let got = store.get_interaction(P, "int_h").await.unwrap().unwrap();
+    assert_eq!(
+        got.hooks,
+        Some(serde_json::json!({
+            "pre": {"decision": "allow", "trace": [{"outcome": "failed_open"}]},
+            "post": {"trace": [{"outcome": "completed"}]},
+        }))
+    );
+    assert!(got.extra.get("hooks").is_none());
+    let listed = store
+        .list_interactions(P, &Default::default(), &Default::default())
+        .await
+        .unwrap();
+    assert_eq!(listed.items.len(), 1);
+    assert_eq!(listed.items[0].hooks, None);
+    assert!(matches!(
+        store
+            .record_interaction_hooks("int_missing", &patch("pre", serde_json::json!({})))
+            .await,
+        Err(hookbox_store::Error::NotFound { .. })
+    ));
+    // Another project's reader does not see it.
+    assert!(
+        store
+            .get_interaction("other", "int_h")
+            .await
+            .unwrap()
+            .is_none()
+    );
+}

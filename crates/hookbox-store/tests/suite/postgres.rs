@@ -19,7 +19,7 @@ async fn replicas_starting_together_apply_each_migration_once() {
     let url = super::fresh_database().await;
     let stores = futures_join(&url).await;
     for store in &stores {
-        assert_eq!(store.schema_version().await.unwrap(), 8);
+        assert_eq!(store.schema_version().await.unwrap(), 9);
         assert!(!store.has_api_keys().await.unwrap());
     }
     let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
@@ -31,7 +31,7 @@ async fn replicas_starting_together_apply_each_migration_once() {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(applied, 7, "each of the seven migrations, once");
+    assert_eq!(applied, 8, "each of the eight migrations, once");
 }
 
 /// Four stores connecting to `url` at the same time.

@@ -265,7 +265,11 @@ async fn a_version_1_database_migrates_into_the_default_project() {
         hookbox_store::sqlite::SCHEMA_VERSION
     );
     let d = DEFAULT_PROJECT;
-    assert!(store.get_interaction(d, "int_old").await.unwrap().is_some());
+    let old = store.get_interaction(d, "int_old").await.unwrap().unwrap();
+    assert_eq!(
+        old.hooks, None,
+        "a row from before the hooks column has no trace"
+    );
     assert!(store.get_environment(d, "env_old").await.unwrap().is_some());
     assert!(store.get_agent(d, "agent_old").await.unwrap().is_some());
     match store

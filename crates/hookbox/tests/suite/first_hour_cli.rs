@@ -569,3 +569,98 @@ fn a_broken_hooks_file_is_logged_once_per_change_and_counted() {
     assert!(warns[0].contains("/.agents/hooks.json"), "{}", warns[0]);
     assert!(warns[0].contains("not valid JSON"), "{}", warns[0]);
 }
+
+/// #31 item 4: a handler whose script does not exist fails open on every call, and `hooks check
+/// --root` says so, but the server said nothing. Now its hooks report lists it (so the console
+/// marks "broken hooks") and it is logged once per change and counted; the call still runs as
+/// the reference would run it (the lint reports, never blocks).
+#[test]
+fn a_hooks_script_that_does_not_exist_is_silent_on_the_server() {
+    use std::io::{BufRead as _, BufReader};
+    let data = hookbox_test_support::DataDir::new();
+    let log = data.path().join("serve.log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hookbox"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(data.path())
+        .env_remove("HOOKBOX_API_KEYS")
+        .env_remove("GEMINI_API_KEY")
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let stdout = child.stdout.take().unwrap();
+    let child = Kill(child);
+    let mut lines = BufReader::new(stdout).lines();
+    let addr = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| {
+            l.strip_prefix("hookbox is listening on http://")
+                .and_then(|r| r.split_whitespace().next().map(str::to_owned))
+        })
+        .unwrap();
+    let http = super::serve_cli::http;
+    let hooks = r#"{"gate": {"pre_tool_execution": [{"matcher": "code_execution", "hooks": [{"type": "command", "command": "python3 /.agents/hooks-scripts/nope.py"}]}]}}"#;
+    let body = serde_json::json!({"sources": [
+        {"type": "inline", "target": ".agents/hooks.json", "content": hooks},
+        {"type": "inline", "target": "workspace/a.txt", "content": "a"},
+    ]});
+    let made = http(&addr, "POST", "/v1beta/environments", &body.to_string());
+    let id = regex::Regex::new(r#""id":"(env_[a-z0-9]+)""#)
+        .unwrap()
+        .captures(&made)
+        .map(|c| c[1].to_owned())
+        .unwrap_or_else(|| panic!("{made}"));
+    for _ in 0..2 {
+        let body = format!(
+            r#"{{"agent": "antigravity-preview-09-2026", "input": "run `echo ran-anyway`", "environment": "{id}"}}"#
+        );
+        let done = http(&addr, "POST", "/v1beta/interactions", &body);
+        // Fail-open, as the reference: the lint never stops the call.
+        assert!(done.contains(r#""status":"completed""#), "{done}");
+        assert!(done.contains("ran-anyway"), "{done}");
+        assert!(done.contains(r#""outcome":"failed_open""#), "{done}");
+    }
+    let report = super::serve_cli::json_body(&http(
+        &addr,
+        "GET",
+        &format!("/v1beta/environments/{id}/hooks"),
+        "",
+    ));
+    let errors: Vec<&serde_json::Value> = report["diagnostics"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|d| d["severity"] == "error")
+        .collect();
+    assert_eq!(errors.len(), 1, "{report}");
+    assert!(
+        errors[0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("/.agents/hooks-scripts/nope.py")),
+        "{report}"
+    );
+    let metrics = http(&addr, "GET", "/metrics", "");
+    assert!(
+        metrics.contains("hookbox_hooks_file_errors_total 1\n"),
+        "{metrics}"
+    );
+    drop(child);
+    drop(lines);
+    let logged = std::fs::read_to_string(&log).unwrap();
+    let warns: Vec<&str> = logged
+        .lines()
+        .filter(|l| l.contains("cannot run in the sandbox"))
+        .collect();
+    assert_eq!(warns.len(), 1, "{logged}");
+    assert!(warns[0].contains("WARN"), "{}", warns[0]);
+    assert!(warns[0].contains("nope.py"), "{}", warns[0]);
+}

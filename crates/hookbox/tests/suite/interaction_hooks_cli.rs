@@ -97,6 +97,91 @@ fn interaction_hooks_deny_add_context_and_observe_through_the_server() {
     assert!(!log.contains("leak"), "{log}");
 }
 
+// Issue 31: a pre_interaction handler that failed (fail-open) left no trace in the
+// interaction's JSON, and its neighbour's additional_context showed nowhere.
+#[test]
+fn a_failing_pre_interaction_handler_is_invisible() {
+    const TRACED: &str = r#"{"turns": {
+      "pre_interaction": [{"matcher": "*", "hooks": [
+        {"type": "command", "command": "python3 /.agents/broken.py"},
+        {"type": "command", "command": "python3 /.agents/turn.py"}]}],
+      "post_interaction": [{"matcher": "*", "hooks": [{"type": "command", "command": "python3 /.agents/after.py"}]}]
+    }}"#;
+    const BROKEN: &str =
+        "import sys\nsys.stderr.write('guard crashed: KeyError tool_name\\n')\nsys.exit(3)\n";
+    let dir = hookbox_test_support::DataDir::new();
+    let server = start(&dir.path().join("data"));
+    let body = serde_json::json!({"sources": [
+        {"type": "inline", "target": ".agents/hooks.json", "content": TRACED},
+        {"type": "inline", "target": ".agents/broken.py", "content": BROKEN},
+        {"type": "inline", "target": ".agents/turn.py", "content": TURN},
+        {"type": "inline", "target": ".agents/after.py", "content": AFTER},
+    ]});
+    let env = json_body(&http(
+        &server.addr,
+        "POST",
+        "/v1beta/environments",
+        &body.to_string(),
+    ));
+    let env_id = env["id"].as_str().unwrap();
+    let body = serde_json::json!({"agent": "antigravity-preview-09-2026", "input": "run `echo hi`", "environment": env_id});
+    let created = json_body(&http(
+        &server.addr,
+        "POST",
+        "/v1beta/interactions",
+        &body.to_string(),
+    ));
+    // Fail-open: the turn ran.
+    assert_eq!(created["status"], "completed", "{created}");
+    let id = created["id"].as_str().unwrap();
+    let got = json_body(&http(
+        &server.addr,
+        "GET",
+        &format!("/v1beta/interactions/{id}"),
+        "",
+    ));
+    for interaction in [&created, &got] {
+        let pre = &interaction["hooks"]["pre"];
+        assert_eq!(pre["event"], "pre_interaction", "{interaction}");
+        assert_eq!(pre["decision"], "allow", "{interaction}");
+        let failed = &pre["trace"][0];
+        assert_eq!(failed["outcome"], "failed_open", "{interaction}");
+        assert_eq!(failed["failure"]["kind"], "non_zero_exit", "{interaction}");
+        assert_eq!(
+            failed["target"], "python3 /.agents/broken.py",
+            "{interaction}"
+        );
+        assert!(
+            failed["stderr"]
+                .as_str()
+                .is_some_and(|e| e.contains("guard crashed: KeyError tool_name")),
+            "{interaction}"
+        );
+        assert!(failed["duration_ms"].is_u64(), "{interaction}");
+        assert_eq!(pre["trace"][1]["outcome"], "allow", "{interaction}");
+        assert_eq!(
+            pre["additional_context"],
+            serde_json::json!(["this repo uses pnpm"]),
+            "{interaction}"
+        );
+        let post = &interaction["hooks"]["post"];
+        assert_eq!(post["event"], "post_interaction", "{interaction}");
+        assert_eq!(post["trace"][0]["outcome"], "completed", "{interaction}");
+    }
+    // Listings stay small: the trace is on the interaction itself, as steps are.
+    let listed = json_body(&http(
+        &server.addr,
+        "GET",
+        &format!("/v1beta/interactions?environment_id={env_id}"),
+        "",
+    ));
+    let listed = listed.to_string();
+    assert!(
+        listed.contains(id) && !listed.contains("guard crashed"),
+        "{listed}"
+    );
+}
+
 #[test]
 fn hooks_test_runs_interaction_events_and_reports_ask() {
     let root = tempfile::tempdir().unwrap();
