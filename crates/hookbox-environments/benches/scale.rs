@@ -6,7 +6,9 @@
 //! create and the open with its first call, the close after it (its unmount and cgroup removal),
 //! the warm-call latency in the newest environment, this process's RSS, the mounts in its mount
 //! table, the loop devices in use on the machine, the cgroups its environments hold and the disk
-//! an environment takes. With `--keep-mounted` closed environments keep their disks mounted (as
+//! an environment takes. Each mark's last `window` creations alternate with as many in an empty
+//! store (created, used once, removed), and "vs empty" is their ratio: the cost of what is held,
+//! with the machine's load the same on both sides. With `--keep-mounted` closed environments keep their disks mounted (as
 //! before idle disks were unmounted), for a before/after in one build.
 //!
 //! The machine is shared: compare the marks of one run (the ratio printed last), never runs at
@@ -152,7 +154,11 @@ fn main() {
     options.disk_limit_bytes = Some(10 << 30);
     options.unmount_when_closed = !keep_mounted;
     let egress = hookbox_environments::network::EgressOptions::new(credentials);
-    let store = Environments::open(data.path(), options, egress).unwrap();
+    let store = Environments::open(data.path(), options.clone(), egress.clone()).unwrap();
+    // The control: an empty store, creating (and removing) one environment after each of the
+    // main store's last `window` before a mark, so both see the same load on the machine.
+    let control_data = tempfile::tempdir().unwrap();
+    let control = Environments::open(control_data.path(), options, egress).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -168,6 +174,22 @@ fn main() {
             .unwrap();
         assert!(out.success());
     };
+    let make = |store: &Environments| {
+        let t = Instant::now();
+        let meta = store
+            .create(
+                &EnvironmentSpec::default(),
+                SourceOrigin::Operator,
+                &mut |_| {},
+                false,
+            )
+            .unwrap();
+        let create = t.elapsed();
+        let t = Instant::now();
+        let env = store.open_env(&meta.id).unwrap();
+        call_true(&env);
+        (meta.id, env, create, t.elapsed())
+    };
     let mut marks: Vec<usize> = [100, 1_000, 5_000].into_iter().filter(|m| *m < n).collect();
     marks.push(n);
     println!(
@@ -179,9 +201,10 @@ fn main() {
         }
     );
     println!(
-        "{:>6}  {:>21}  {:>7}  {:>10}  {:>7}  {:>8}  {:>7}  {:>6}  {:>5}  {:>7}  {:>8}",
+        "{:>6}  {:>21}  {:>8}  {:>7}  {:>10}  {:>7}  {:>8}  {:>7}  {:>6}  {:>5}  {:>7}  {:>8}",
         "held",
         "creation ms p50 [IQR]",
+        "vs empty",
         "create",
         "open+call",
         "close",
@@ -194,24 +217,12 @@ fn main() {
     );
     let mut ids: Vec<String> = Vec::new();
     let mut creations: Vec<Creation> = Vec::new();
-    let mut first: Option<[f64; 3]> = None;
-    let mut last: Option<[f64; 3]> = None;
+    let mut controls: Vec<Duration> = Vec::new();
+    let mut first: Option<[f64; 4]> = None;
+    let mut last: Option<[f64; 4]> = None;
     for held in 1..=n {
-        let t = Instant::now();
-        let meta = store
-            .create(
-                &EnvironmentSpec::default(),
-                SourceOrigin::Operator,
-                &mut |_| {},
-                false,
-            )
-            .unwrap();
-        let create = t.elapsed();
-        ids.push(meta.id.clone());
-        let t = Instant::now();
-        let env = store.open_env(&meta.id).unwrap();
-        call_true(&env);
-        let open_call = t.elapsed();
+        let (id, env, create, open_call) = make(&store);
+        ids.push(id.clone());
         let mut warm = Vec::new();
         if marks.contains(&held) {
             for _ in 0..window {
@@ -228,22 +239,31 @@ fn main() {
             open_call,
             close: t.elapsed(),
         });
+        if marks.iter().any(|m| held <= *m && held + window > *m) {
+            let (id, env, create, open_call) = make(&control);
+            drop(env);
+            controls.push(create + open_call);
+            control.remove(&id).unwrap();
+        }
         if !marks.contains(&held) {
             continue;
         }
         let recent = &creations[creations.len().saturating_sub(window)..];
         let totals: Vec<Duration> = recent.iter().map(Creation::total).collect();
         let quartiles = [0.25, 0.5, 0.75].map(|q| ms(quantile(&totals, q)));
-        first.get_or_insert(quartiles);
-        last = Some(quartiles);
+        let controlled = quartiles[1] / ms(p50(&controls[controls.len().saturating_sub(window)..]));
+        let marked = [quartiles[0], quartiles[1], quartiles[2], controlled];
+        first.get_or_insert(marked);
+        last = Some(marked);
         let step =
             |f: fn(&Creation) -> Duration| ms(p50(&recent.iter().map(f).collect::<Vec<_>>()));
         let ours: std::collections::HashSet<String> = ids.iter().cloned().collect();
         println!(
-            "{held:>6}  {:>7.1} [{:>5.1}-{:>5.1}]  {:>7.1}  {:>10.1}  {:>7.1}  {:>8.2}  {:>7.1}  {:>6}  {:>5}  {:>7}  {:>6.2}MB",
+            "{held:>6}  {:>7.1} [{:>5.1}-{:>5.1}]  {:>7.2}x  {:>7.1}  {:>10.1}  {:>7.1}  {:>8.2}  {:>7.1}  {:>6}  {:>5}  {:>7}  {:>6.2}MB",
             quartiles[1],
             quartiles[0],
             quartiles[2],
+            controlled,
             step(|c| c.create),
             step(|c| c.open_call),
             step(|c| c.close),
@@ -252,15 +272,16 @@ fn main() {
             mounts(),
             loop_devices(),
             cgroups_of(&ours),
-            allocated(&store.dir_of(&meta.id).unwrap()) as f64 / 1e6,
+            allocated(&store.dir_of(&id).unwrap()) as f64 / 1e6,
         );
     }
     if let (Some(first), Some(last)) = (first, last) {
         println!(
-            "creation at {n} held / at the first mark: {:.2}x p50 ({:.2}x p25, {:.2}x p75; goal <= 1.2x from 100 to 5 000)",
+            "creation at {n} held / at the first mark: {:.2}x p50 ({:.2}x p25, {:.2}x p75); against an empty store's in the same windows: {:.2}x (goal <= 1.2x from 100 to 5 000)",
             last[1] / first[1],
             last[0] / first[0],
             last[2] / first[2],
+            last[3] / first[3],
         );
     }
     // Remove every environment (their cgroups too), then anything still mounted (the
@@ -269,4 +290,5 @@ fn main() {
         let _ = store.remove(id);
     }
     hookbox_environments::disk::unmount_all_under(data.path());
+    hookbox_environments::disk::unmount_all_under(control_data.path());
 }
