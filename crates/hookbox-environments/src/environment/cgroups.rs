@@ -8,8 +8,9 @@
 //! shares a disk: each open holds it shared from before it makes the cgroups until its close;
 //! a closing open that then gets it exclusively (without waiting) is the last, and removes them
 //! while holding it, so no open makes or joins them while they are removed. A cgroup that still
-//! has processes (a sandbox some clone of the runner keeps alive) cannot be removed; it is left
-//! for the next open to reuse and for the environment's removal.
+//! has processes (a sandbox some clone of the runner keeps alive) cannot be removed, and a process
+//! that dies with the environment open never closes it: such cgroups are left for the next open
+//! to reuse (its last close removes them) and for the environment's removal.
 //!
 //! This module must not decide the limits (the caller passes them) or start processes.
 
