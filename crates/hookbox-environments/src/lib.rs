@@ -3,7 +3,8 @@
 //! Owns: environments on disk ([`environment::Environments`], and an opened
 //! [`environment::Environment`]) and their sources ([`environment`], [`source`], [`disk`]: a
 //! disk mounted only while some process has its environment open), the host uids they hold
-//! (claimed as files, `uids`), an
+//! (claimed as files, `uids`), their pids and memory cgroups (made when an environment is
+//! opened, removed by its last close), an
 //! environment's egress wiring ([`network`]), per-project process slots ([`slots`]), the
 //! [`runner::SandboxRunner`] that turns an environment into launch specs and runs command hooks
 //! and `code_execution` through its runtime, the six tools ([`tools`]), and the tool-call

@@ -6,7 +6,8 @@
 //! `/.agents` and `/workspace/.agents/hooks.json`). An environment is built under a temporary
 //! name and renamed into place, so a failed creation leaves nothing behind.
 //!
-//! An opened [`Environment`] holds its sandbox runner, hook engine, hooks cache and network; the
+//! An opened [`Environment`] holds its sandbox runner, hook engine, hooks cache, network, its
+//! share of the environment's cgroups (`cgroups`: removed by the last close) and of its disk; the
 //! tool-call lifecycle that uses them is `crate::lifecycle`, and this module must not sequence
 //! any part of a call itself. It must not parse hooks files or interpret handler output either
 //! (that is `hookbox-hooks`).
@@ -35,6 +36,7 @@ use hookbox_sandbox::cgroup::{self, EnvCgroups};
 use hookbox_sandbox::features::{self, Feature};
 use hookbox_sandbox::spec::{Identity, Isolation, RuntimeKind};
 
+mod cgroups;
 mod identity;
 mod mounts;
 use identity::{UID_ALLOCATION, give_to, id_range, id_span};
@@ -704,7 +706,7 @@ impl Environments {
             None
         };
         let limits = &self.options.limits;
-        let cgroups: EnvCgroups = match self.options.isolation {
+        let cgroup_hold = match self.options.isolation {
             Isolation::Full => {
                 let tasks = match meta.runtime {
                     RuntimeKind::Namespaces => limits.max_processes,
@@ -712,10 +714,19 @@ impl Environments {
                         limits.max_processes + hookbox_sandbox::gvisor::HOST_TASKS
                     }
                 };
-                cgroup::setup(id, tasks, limits.memory_bytes)
+                Some(cgroups::CgroupHold::new(
+                    &dir,
+                    id,
+                    tasks,
+                    limits.memory_bytes,
+                )?)
             }
-            Isolation::InsecureNone => EnvCgroups::default(),
+            Isolation::InsecureNone => None,
         };
+        let cgroups: EnvCgroups = cgroup_hold
+            .as_ref()
+            .map(|h| h.cgroups().clone())
+            .unwrap_or_default();
         if self.options.isolation == Isolation::Full
             && !cgroups.pids
             && rustix::process::geteuid().is_root()
@@ -766,6 +777,7 @@ impl Environments {
             hooks: HooksCache::new(),
             linted: std::sync::Mutex::new(std::sync::Weak::new()),
             hook_dialects,
+            _cgroups: cgroup_hold,
             _disk: disk,
         })
     }
@@ -849,6 +861,9 @@ pub struct Environment {
     hook_dialects: hookbox_hooks::dialect::DialectSet,
     /// Egress for hooks and sandboxes; its namespace and proxy go when the environment does.
     network: Arc<EnvNetwork>,
+    /// This open's share of the environment's cgroups (none without isolation), after the
+    /// runner and engine: their sandboxes end before the last close removes the cgroups.
+    _cgroups: Option<cgroups::CgroupHold>,
     /// This open's hold on the mounted disk (none without a disk cap). Last, so that it is
     /// released after everything above that has the tree open (a mounted filesystem with an
     /// open file cannot be unmounted).

@@ -321,3 +321,104 @@ async fn a_new_top_level_directory_reaches_the_next_call() {
         "more\n"
     );
 }
+
+/// The cgroups of an open environment, as its sandboxes join them.
+fn cgroups_of(
+    env: &hookbox_environments::environment::Environment,
+) -> hookbox_sandbox::cgroup::EnvCgroups {
+    let spec = env.runner().spec(vec!["/bin/true".into()]).unwrap();
+    hookbox_sandbox::cgroup::EnvCgroups {
+        dirs: spec.cgroups,
+        pids: true,
+        memory: true,
+    }
+}
+
+/// The value of control file `name` in whichever of `dirs` has it.
+fn control(dirs: &[std::path::PathBuf], name: &str) -> String {
+    dirs.iter()
+        .find_map(|d| std::fs::read_to_string(d.join(name)).ok())
+        .unwrap_or_else(|| panic!("no {name} in {dirs:?}"))
+        .trim()
+        .to_owned()
+}
+
+/// An environment holds its cgroups only while it is open: a server holding thousands of idle
+/// environments held a pids and a memory cgroup for each of them, for their whole life. Two
+/// opens share them, the last close removes them, and a reopened environment gets them again
+/// with its limits, and its sandboxes run inside them.
+#[tokio::test]
+async fn an_idle_environment_holds_no_cgroup_and_is_reopened_with_its_limits() {
+    if !hookbox_test_require::root("per-environment cgroups") {
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let opts = options();
+    let tasks = opts.limits.max_processes
+        + if gvisor() {
+            hookbox_sandbox::gvisor::HOST_TASKS
+        } else {
+            0
+        };
+    let memory = opts.limits.memory_bytes;
+    let store = store_with(data.path(), opts);
+    let a = create(&store, serde_json::json!({"sources": []}));
+
+    let first = store.open_env(&a.id).unwrap();
+    let cgroups = cgroups_of(&first);
+    assert!(
+        !cgroups.dirs.is_empty(),
+        "no cgroup for an open environment"
+    );
+    assert!(cgroups.dirs.iter().all(|d| d.exists()), "{cgroups:?}");
+    assert_eq!(control(&cgroups.dirs, "pids.max"), tasks.to_string());
+    // A second open shares them: closing the first leaves them to it.
+    let second = store.open_env(&a.id).unwrap();
+    assert_eq!(cgroups_of(&second).dirs, cgroups.dirs);
+    drop(first);
+    assert!(cgroups.dirs.iter().all(|d| d.exists()), "{cgroups:?}");
+    bash_ok(&second, "true").await;
+    drop(second);
+    for dir in &cgroups.dirs {
+        assert!(
+            !dir.exists(),
+            "{} is left after the last close",
+            dir.display()
+        );
+    }
+
+    // Reopened: made again, with the environment's limits, and its calls run inside them.
+    let again = store.open_env(&a.id).unwrap();
+    assert_eq!(cgroups_of(&again).dirs, cgroups.dirs);
+    assert_eq!(control(&cgroups.dirs, "pids.max"), tasks.to_string());
+    let memory_limit = cgroups
+        .dirs
+        .iter()
+        .find_map(|d| {
+            ["memory.max", "memory.limit_in_bytes"]
+                .iter()
+                .find_map(|f| std::fs::read_to_string(d.join(f)).ok())
+        })
+        .expect("a memory cgroup");
+    assert_eq!(memory_limit.trim(), memory.to_string());
+    assert_eq!(
+        hookbox_sandbox::cgroup::read_pids_counter(&cgroups, "pids.current"),
+        Some(0),
+        "a fresh cgroup"
+    );
+    let out = bash_ok(&again, "echo ran").await;
+    assert_eq!(out["stdout"], "ran\n", "{out}");
+    let peak = hookbox_sandbox::cgroup::read_pids_counter(&cgroups, "pids.peak").unwrap();
+    assert!(
+        peak > 0,
+        "the call did not run in the reopened environment's cgroup"
+    );
+    drop(again);
+    for dir in &cgroups.dirs {
+        assert!(
+            !dir.exists(),
+            "{} is left after the last close",
+            dir.display()
+        );
+    }
+}
