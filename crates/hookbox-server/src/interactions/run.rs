@@ -123,7 +123,7 @@ impl LiveEvents {
 
     /// A receiver and, taken with it, the output so far of the code running now: the index of
     /// its coming result step and the text from byte 0 (the next piece sent starts at its end).
-    fn subscribe_with_output(&self) -> (broadcast::Receiver<Live>, Option<(usize, String)>) {
+    fn subscribe_with_output(&self) -> Subscription {
         let Ok(kept) = self.0.output.lock() else {
             return (self.0.sender.subscribe(), None);
         };
@@ -134,6 +134,10 @@ impl LiveEvents {
         (self.0.sender.subscribe(), output)
     }
 }
+
+/// A live-event receiver and the output so far of the code running now (the index of its coming
+/// result step and the text from byte 0), if any.
+pub(crate) type Subscription = (broadcast::Receiver<Live>, Option<(usize, String)>);
 
 /// Bookkeeping of a running interaction.
 #[derive(Debug)]
@@ -195,10 +199,7 @@ impl Runs {
 
     /// Like [`Runs::subscribe`], with the output so far of the code running now, if any
     /// ([`LiveEvents::subscribe_with_output`]).
-    pub(crate) fn subscribe_with_output(
-        &self,
-        id: &str,
-    ) -> Option<(broadcast::Receiver<Live>, Option<(usize, String)>)> {
+    pub(crate) fn subscribe_with_output(&self, id: &str) -> Option<Subscription> {
         self.0
             .lock()
             .ok()?
