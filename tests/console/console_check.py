@@ -226,6 +226,42 @@ try:
         post("/v1beta/interactions/" + running["id"] + "/cancel", {})
         wait.until(ec.text_to_be_present_in_element((By.ID, "t-meta"), "cancelled"))
         check("timeline: a running interaction updates live", "cancelled" in browser.find_element(By.ID, "t-meta").text)
+        # A running call's output streams into the timeline under a running mark (#31 item 5):
+        # the code prints a line, then waits for a file this test creates once the line is shown.
+        stream_env = post("/v1beta/environments", {"sources": [
+            {"type": "inline", "target": "workspace/readme.txt", "content": "x"}]})["id"]
+        code = ("echo first line; i=0; while [ ! -e /workspace/go ] && [ $i -lt 2400 ]; do sleep 0.05; i=$((i+1)); done;"
+                " echo released")
+        streaming = post("/v1beta/interactions", {"agent": agent, "input": f"run `{code}`", "environment": stream_env,
+                                                   "background": True})
+        browser.get(base + "/console#/interactions/" + streaming["id"])
+        browser.refresh()
+        wait.until(ec.text_to_be_present_in_element((By.CSS_SELECTOR, ".live-step pre.live-output"), "first line"))
+        live_card = browser.find_element(By.CSS_SELECTOR, ".live-step")
+        check("timeline: a running call's output is shown while it runs",
+              "first line" in live_card.text and "released" not in live_card.text, live_card.text)
+        check("timeline: a running mark while it runs", browser.find_element(By.ID, "t-running").is_displayed()
+              and live_card.find_element(By.CSS_SELECTOR, ".running").is_displayed())
+        browser.save_screenshot(os.path.join(shots, "running.png"))
+        open(os.path.join(data, "d", "environments", stream_env, "root", "workspace", "go"), "w").close()
+        wait.until(ec.text_to_be_present_in_element((By.ID, "t-meta"), "completed"))
+        shown = [p.text.strip() for p in browser.find_elements(By.CSS_SELECTOR, ".step pre")]
+        check("timeline: the call's whole result once it ends", "first line\nreleased" in shown, shown)
+        check("timeline: the running mark goes away when it ends",
+              not browser.find_elements(By.CSS_SELECTOR, "#t-running, .running, .live-step"))
+        # An environment's page lists its interactions, as links (#31 item 5).
+        browser.get(base + "/console#/environments/" + stream_env)
+        browser.refresh()
+        ran = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, f'#e-interactions tr[data-id="{streaming["id"]}"]')))
+        check("environments: an environment lists its interactions, and only its own",
+              [r.get_attribute("data-id") for r in browser.find_elements(By.CSS_SELECTOR, "#e-interactions tr")] == [streaming["id"]]
+              and "completed" in ran.text, ran.text)
+        ran.find_element(By.CSS_SELECTOR, "a").click()
+        wait.until(ec.text_to_be_present_in_element((By.ID, "t-title"), streaming["id"]))
+        env_link = browser.find_element(By.CSS_SELECTOR, f'#t-links a[href="#/environments/{stream_env}"]')
+        env_link.click()
+        wait.until(ec.text_to_be_present_in_element((By.ID, "e-title"), stream_env))
+        check("timeline: the environment id is a link to the environment", browser.current_url.endswith("#/environments/" + stream_env))
         # The page puts what it shows in as text: a hostile step cannot run script.
         browser.get(base + "/console#/interactions/" + hostile["id"])
         browser.refresh()
@@ -344,6 +380,34 @@ try:
         wait.until(ec.visibility_of_element_located((By.ID, "approvals-empty")))
         check("approvals: nothing waits once both are answered",
               not browser.find_elements(By.CSS_SELECTOR, "#approval-list tr"))
+        # A paused ask is a readable card on the timeline, answered there (#31 item 5).
+        in_place = post("/v1beta/interactions", {"agent": agent, "environment": ask_env,
+                                                  "input": "run `echo here > /workspace/in-place.txt # deploy`"})
+        browser.get(base + "/console#/interactions/" + in_place["id"])
+        browser.refresh()
+        wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, ".approval-card button.approve")))
+        card = browser.find_element(By.CSS_SELECTOR, ".approval-card")
+        check("timeline: a paused ask is a card with the tool, arguments, reason and environment",
+              card.find_element(By.CSS_SELECTOR, ".approval-tool").text == "code_execution"
+              and "in-place.txt" in card.find_element(By.CSS_SELECTOR, ".approval-args").text
+              and card.find_element(By.CSS_SELECTOR, ".reason").text == "deploys need a person"
+              and card.find_element(By.CSS_SELECTOR, f'.approval-env a[href="#/environments/{ask_env}"]')
+              and "hookbox_approval" not in card.text, card.text)
+        browser.save_screenshot(os.path.join(shots, "ask-in-place.png"))
+        card.find_element(By.CSS_SELECTOR, "button.approve").click()
+        wait.until(lambda b: "#/interactions/" in b.current_url and not b.current_url.endswith(in_place["id"]))
+        continuation = browser.current_url.rsplit("/", 1)[1]
+        wait.until(ec.text_to_be_present_in_element((By.ID, "t-meta"), "completed"))
+        back = browser.find_element(By.CSS_SELECTOR, "#t-links a.previous")
+        check("timeline: answering shows the continuation, linked to what it continued",
+              browser.find_element(By.ID, "t-title").text == continuation and back.text == in_place["id"], back.text)
+        check("timeline: the approved call ran", "in-place.txt" in json.dumps(
+            get("/v1beta/environments/" + ask_env + "/files/workspace?recursive=true")))
+        back.click()
+        wait.until(ec.text_to_be_present_in_element((By.ID, "t-title"), in_place["id"]))
+        settled = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, ".approval-card[data-state]")))
+        check("timeline: the answered ask says so, without buttons", settled.get_attribute("data-state") == "approved"
+              and not settled.find_elements(By.CSS_SELECTOR, "button"), settled.text)
         # The kernel the sandbox runs on is the runtime asked for (HOOKBOX_RUNTIME, as hookbox reads).
         kernel = post("/v1beta/interactions", {"agent": agent, "input": "run `dmesg 2>&1 | head -1`", "environment": env})
         gvisor = os.environ.get("HOOKBOX_RUNTIME", "namespaces") == "gvisor"
