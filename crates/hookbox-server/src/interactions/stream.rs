@@ -2,7 +2,8 @@
 //! (`interaction.created`, then `step.start` / `step.delta` / `step.stop` per step, then an
 //! `error` for a failed run and `interaction.completed`, then `data: [DONE]`), numbered from 0 in
 //! that order, so a client resuming with `last_event_id=E` gets exactly the events after `E`,
-//! whether they come from the store (replay) or live from the running loop.
+//! whether they come from the store (replay) or live from the running loop. A stream opened while
+//! code runs starts with that code's output so far (kept by the run, `run::LiveEvents`).
 
 use std::convert::Infallible;
 
