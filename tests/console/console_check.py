@@ -408,6 +408,8 @@ try:
         settled = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, ".approval-card[data-state]")))
         check("timeline: the answered ask says so, without buttons", settled.get_attribute("data-state") == "approved"
               and not settled.find_elements(By.CSS_SELECTOR, "button"), settled.text)
+        forward = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "#t-links a.continuation")))
+        check("timeline: an interaction links to its continuation", forward.text == continuation, forward.text)
         # The kernel the sandbox runs on is the runtime asked for (HOOKBOX_RUNTIME, as hookbox reads).
         kernel = post("/v1beta/interactions", {"agent": agent, "input": "run `dmesg 2>&1 | head -1`", "environment": env})
         gvisor = os.environ.get("HOOKBOX_RUNTIME", "namespaces") == "gvisor"

@@ -338,6 +338,9 @@ pub struct ListQuery {
     /// RFC 3339, exclusive.
     #[serde(default)]
     created_before: Option<String>,
+    /// Only the continuations of this interaction (hookbox extension).
+    #[serde(default)]
+    previous_interaction: Option<String>,
     #[serde(default)]
     page_size: Option<u32>,
     #[serde(default)]
@@ -345,7 +348,7 @@ pub struct ListQuery {
 }
 
 /// `GET /interactions`: the project's interactions, newest first, without steps or input;
-/// filtered by status, agent, environment and creation time.
+/// filtered by status, agent, environment, creation time and the interaction continued.
 pub async fn list(
     State(state): State<AppState>,
     Extension(project): Extension<Project>,
@@ -364,6 +367,8 @@ pub async fn list(
             .map(|e| crate::strip_resource_prefix(&e, "environments").to_owned()),
         created_after: nonempty(q.created_after),
         created_before: nonempty(q.created_before),
+        previous_interaction_id: nonempty(q.previous_interaction)
+            .map(|i| crate::strip_resource_prefix(&i, "interactions").to_owned()),
     };
     let page = hookbox_store::Page {
         size: q.page_size,

@@ -329,3 +329,35 @@ async fn interactions_are_listed_newest_first_with_filters() {
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
 }
+
+#[tokio::test]
+async fn interactions_are_listed_by_the_interaction_they_continue() {
+    // #31: the console links an interaction to its continuations (`previous_interaction`).
+    let h = Harness::new();
+    let first = h
+        .interact(json!({"agent": "antigravity-preview-09-2026", "input": "Say hi.", "environment": seed_environment()}))
+        .await;
+    let id = first["id"].as_str().unwrap();
+    let next = h
+        .interact(json!({"agent": "antigravity-preview-09-2026", "input": "Say hi again.", "previous_interaction_id": id}))
+        .await;
+    h.interact(json!({"agent": "antigravity-preview-09-2026", "input": "Unrelated.", "environment": seed_environment()}))
+        .await;
+    for filter in [id.to_owned(), format!("interactions/{id}")] {
+        let (status, listed) = h
+            .call(
+                Method::GET,
+                &format!("/v1beta/interactions?previous_interaction={filter}"),
+                None,
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{listed}");
+        let ids: Vec<&str> = listed["interactions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids, [next["id"].as_str().unwrap()], "{listed}");
+    }
+}
