@@ -80,7 +80,11 @@ try:
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,900"):
         options.add_argument(arg)
     options.binary_location = "/usr/bin/chromium"
+    downloads = os.path.join(data, "downloads")
+    os.makedirs(downloads)
+    options.add_experimental_option("prefs", {"download.default_directory": downloads, "download.prompt_for_download": False})
     browser = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    browser.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": downloads})
     wait = WebDriverWait(browser, 30)
     try:
         browser.get(base + "/console")
@@ -262,6 +266,42 @@ try:
         env_link.click()
         wait.until(ec.text_to_be_present_in_element((By.ID, "e-title"), stream_env))
         check("timeline: the environment id is a link to the environment", browser.current_url.endswith("#/environments/" + stream_env))
+        # Files can be opened (as text, bounded) and downloaded (#31 item 5).
+        page_html = '<img src=x onerror="window.__pwned2=1"><b>hello</b>\n'
+        big = "".join(f"{i:07d}\n" for i in range(40000))  # 320000 bytes
+        files_env = post("/v1beta/environments", {"sources": [
+            {"type": "inline", "target": "workspace/page.html", "content": page_html},
+            {"type": "inline", "target": "workspace/big.log", "content": big}]})["id"]
+        browser.get(base + "/console#/environments/" + files_env)
+        browser.refresh()
+        wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, '#e-files li[data-path="/workspace/page.html"] .open-file'))).click()
+        wait.until(ec.text_to_be_present_in_element((By.ID, "e-file-view"), "hello"))
+        check("files: a file opens as text, markup shown, not run",
+              browser.find_element(By.ID, "e-file-view").text == page_html.strip()
+              and browser.execute_script("return window.__pwned2 === undefined"), browser.find_element(By.ID, "e-file-view").text)
+        browser.save_screenshot(os.path.join(shots, "file.png"))
+        browser.find_element(By.CSS_SELECTOR, '#e-files li[data-path="/workspace/big.log"] .open-file').click()
+        wait.until(ec.text_to_be_present_in_element((By.ID, "e-file-note"), "the first"))
+        shown_len = browser.execute_script("return document.getElementById('e-file-view').textContent.length")
+        check("files: a big file is shown up to 256 KiB, and says so", shown_len == 256 * 1024
+              and "of 320000 bytes" in browser.find_element(By.ID, "e-file-note").text, (shown_len, browser.find_element(By.ID, "e-file-note").text))
+        browser.find_element(By.CSS_SELECTOR, '#e-files li[data-path="/workspace/page.html"] a.download-file').click()
+        saved = os.path.join(downloads, "page.html")
+        WebDriverWait(None, 30, poll_frequency=0.2).until(lambda _: os.path.exists(saved) and open(saved).read() == page_html)
+        check("files: download saves the file's bytes under its name", open(saved).read() == page_html)
+        media_url = base + f"/v1beta/environments/{files_env}/files/workspace/page.html?alt=media"
+        with urllib.request.urlopen(urllib.request.Request(media_url, headers={"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"})) as r:
+            headers = r.headers
+        check("files: a link to a file only downloads it (attachment, octet-stream, nosniff)",
+              headers["Content-Disposition"].startswith('attachment; filename="page.html"')
+              and headers["Content-Type"] == "application/octet-stream" and headers["X-Content-Type-Options"] == "nosniff", dict(headers))
+        for name, extra in (("another origin's fetch", {"Origin": "http://evil.example"}),
+                            ("a cross-site <img> or <script>", {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors"})):
+            try:
+                urllib.request.urlopen(urllib.request.Request(media_url, headers=extra))
+                check(f"files: {name} cannot read a file", False, "answered 200")
+            except urllib.error.HTTPError as e:
+                check(f"files: {name} cannot read a file", e.code == 403, e.code)
         # The page puts what it shows in as text: a hostile step cannot run script.
         browser.get(base + "/console#/interactions/" + hostile["id"])
         browser.refresh()
