@@ -230,6 +230,27 @@ try:
         post("/v1beta/interactions/" + running["id"] + "/cancel", {})
         wait.until(ec.text_to_be_present_in_element((By.ID, "t-meta"), "cancelled"))
         check("timeline: a running interaction updates live", "cancelled" in browser.find_element(By.ID, "t-meta").text)
+        # The Interactions list marks denies and fail-opens per row and can be searched (#31 item 5).
+        browser.get(base + "/console#/interactions")
+        browser.refresh()
+        marked_deny = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, f'#list tr[data-id="{denied["id"]}"]')))
+        marked_open = browser.find_element(By.CSS_SELECTOR, f'#list tr[data-id="{opened["id"]}"]')
+        plain_row = browser.find_element(By.CSS_SELECTOR, f'#list tr[data-id="{allowed["id"]}"]')
+        check("list: a denied call's row is marked", marked_deny.get_attribute("data-marks") == "deny"
+              and "denied 1" in marked_deny.text, marked_deny.text)
+        check("list: a fail-open row is marked", marked_open.get_attribute("data-marks") == "failed_open"
+              and "failed open 1" in marked_open.text, marked_open.text)
+        check("list: a row with neither is not marked", plain_row.get_attribute("data-marks") == "", plain_row.text)
+        browser.find_element(By.ID, "f-search").send_keys("failed_open")
+        visible = [r.get_attribute("data-id") for r in browser.find_elements(By.CSS_SELECTOR, "#list tr") if r.is_displayed()]
+        check("list: search by mark keeps only the fail-open rows", visible == [opened["id"]], visible)
+        browser.save_screenshot(os.path.join(shots, "interactions-marked.png"))
+        browser.find_element(By.ID, "f-search").clear()
+        browser.find_element(By.ID, "f-search").send_keys(denied["id"])
+        visible = [r.get_attribute("data-id") for r in browser.find_elements(By.CSS_SELECTOR, "#list tr") if r.is_displayed()]
+        check("list: search by id", visible == [denied["id"]], visible)
+        browser.find_element(By.ID, "f-search").clear()
+        browser.execute_script("document.getElementById('f-search').dispatchEvent(new Event('input'))")
         # A running call's output streams into the timeline under a running mark (#31 item 5):
         # the code prints a line, then waits for a file this test creates once the line is shown.
         stream_env = post("/v1beta/environments", {"sources": [
