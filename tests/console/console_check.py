@@ -259,6 +259,12 @@ try:
                 " echo released")
         streaming = post("/v1beta/interactions", {"agent": agent, "input": f"run `{code}`", "environment": stream_env,
                                                    "background": True})
+        # The console is opened only once the line is out (read here from the API's own
+        # stream), as an operator opens a call already running: it must show what was printed.
+        with urllib.request.urlopen(base + "/v1beta/interactions/" + streaming["id"] + "?stream=true", timeout=120) as s:
+            for line in s:
+                if line.startswith(b"data: {") and json.loads(line[6:]).get("delta", {}).get("result") == "first line\n":
+                    break
         browser.get(base + "/console#/interactions/" + streaming["id"])
         browser.refresh()
         wait.until(ec.text_to_be_present_in_element((By.CSS_SELECTOR, ".live-step pre.live-output"), "first line"))
