@@ -80,7 +80,11 @@ try:
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,900"):
         options.add_argument(arg)
     options.binary_location = "/usr/bin/chromium"
+    downloads = os.path.join(data, "downloads")
+    os.makedirs(downloads)
+    options.add_experimental_option("prefs", {"download.default_directory": downloads, "download.prompt_for_download": False})
     browser = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    browser.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": downloads})
     wait = WebDriverWait(browser, 30)
     try:
         browser.get(base + "/console")
@@ -264,6 +268,105 @@ try:
         post("/v1beta/interactions/" + running["id"] + "/cancel", {})
         wait.until(ec.text_to_be_present_in_element((By.ID, "t-meta"), "cancelled"))
         check("timeline: a running interaction updates live", "cancelled" in browser.find_element(By.ID, "t-meta").text)
+        # The Interactions list marks denies and fail-opens per row and can be searched (#31 item 5).
+        browser.get(base + "/console#/interactions")
+        browser.refresh()
+        marked_deny = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, f'#list tr[data-id="{denied["id"]}"]')))
+        marked_open = browser.find_element(By.CSS_SELECTOR, f'#list tr[data-id="{opened["id"]}"]')
+        plain_row = browser.find_element(By.CSS_SELECTOR, f'#list tr[data-id="{allowed["id"]}"]')
+        check("list: a denied call's row is marked", marked_deny.get_attribute("data-marks") == "deny"
+              and "denied 1" in marked_deny.text, marked_deny.text)
+        check("list: a fail-open row is marked", marked_open.get_attribute("data-marks") == "failed_open"
+              and "failed open 1" in marked_open.text, marked_open.text)
+        check("list: a row with neither is not marked", plain_row.get_attribute("data-marks") == "", plain_row.text)
+        browser.find_element(By.ID, "f-search").send_keys("failed_open")
+        visible = [r.get_attribute("data-id") for r in browser.find_elements(By.CSS_SELECTOR, "#list tr") if r.is_displayed()]
+        check("list: search by mark keeps only the fail-open rows", visible == [opened["id"]], visible)
+        browser.save_screenshot(os.path.join(shots, "interactions-marked.png"))
+        browser.find_element(By.ID, "f-search").clear()
+        browser.find_element(By.ID, "f-search").send_keys(denied["id"])
+        visible = [r.get_attribute("data-id") for r in browser.find_elements(By.CSS_SELECTOR, "#list tr") if r.is_displayed()]
+        check("list: search by id", visible == [denied["id"]], visible)
+        browser.find_element(By.ID, "f-search").clear()
+        browser.execute_script("document.getElementById('f-search').dispatchEvent(new Event('input'))")
+        # A running call's output streams into the timeline under a running mark (#31 item 5):
+        # the code prints a line, then waits for a file this test creates once the line is shown.
+        stream_env = post("/v1beta/environments", {"sources": [
+            {"type": "inline", "target": "workspace/readme.txt", "content": "x"}]})["id"]
+        code = ("echo first line; i=0; while [ ! -e /workspace/go ] && [ $i -lt 2400 ]; do sleep 0.05; i=$((i+1)); done;"
+                " echo released")
+        streaming = post("/v1beta/interactions", {"agent": agent, "input": f"run `{code}`", "environment": stream_env,
+                                                   "background": True})
+        # The console is opened only once the line is out (read here from the API's own
+        # stream), as an operator opens a call already running: it must show what was printed.
+        with urllib.request.urlopen(base + "/v1beta/interactions/" + streaming["id"] + "?stream=true", timeout=120) as s:
+            for line in s:
+                if line.startswith(b"data: {") and json.loads(line[6:]).get("delta", {}).get("result") == "first line\n":
+                    break
+        browser.get(base + "/console#/interactions/" + streaming["id"])
+        browser.refresh()
+        wait.until(ec.text_to_be_present_in_element((By.CSS_SELECTOR, ".live-step pre.live-output"), "first line"))
+        live_card = browser.find_element(By.CSS_SELECTOR, ".live-step")
+        check("timeline: a running call's output is shown while it runs",
+              "first line" in live_card.text and "released" not in live_card.text, live_card.text)
+        check("timeline: a running mark while it runs", browser.find_element(By.ID, "t-running").is_displayed()
+              and live_card.find_element(By.CSS_SELECTOR, ".running").is_displayed())
+        browser.save_screenshot(os.path.join(shots, "running.png"))
+        open(os.path.join(data, "d", "environments", stream_env, "root", "workspace", "go"), "w").close()
+        wait.until(ec.text_to_be_present_in_element((By.ID, "t-meta"), "completed"))
+        shown = [p.text.strip() for p in browser.find_elements(By.CSS_SELECTOR, ".step pre")]
+        check("timeline: the call's whole result once it ends", "first line\nreleased" in shown, shown)
+        check("timeline: the running mark goes away when it ends",
+              not browser.find_elements(By.CSS_SELECTOR, "#t-running, .running, .live-step"))
+        # An environment's page lists its interactions, as links (#31 item 5).
+        browser.get(base + "/console#/environments/" + stream_env)
+        browser.refresh()
+        ran = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, f'#e-interactions tr[data-id="{streaming["id"]}"]')))
+        check("environments: an environment lists its interactions, and only its own",
+              [r.get_attribute("data-id") for r in browser.find_elements(By.CSS_SELECTOR, "#e-interactions tr")] == [streaming["id"]]
+              and "completed" in ran.text, ran.text)
+        ran.find_element(By.CSS_SELECTOR, "a").click()
+        wait.until(ec.text_to_be_present_in_element((By.ID, "t-title"), streaming["id"]))
+        env_link = browser.find_element(By.CSS_SELECTOR, f'#t-links a[href="#/environments/{stream_env}"]')
+        env_link.click()
+        wait.until(ec.text_to_be_present_in_element((By.ID, "e-title"), stream_env))
+        check("timeline: the environment id is a link to the environment", browser.current_url.endswith("#/environments/" + stream_env))
+        # Files can be opened (as text, bounded) and downloaded (#31 item 5).
+        page_html = '<img src=x onerror="window.__pwned2=1"><b>hello</b>\n'
+        big = "".join(f"{i:07d}\n" for i in range(40000))  # 320000 bytes
+        files_env = post("/v1beta/environments", {"sources": [
+            {"type": "inline", "target": "workspace/page.html", "content": page_html},
+            {"type": "inline", "target": "workspace/big.log", "content": big}]})["id"]
+        browser.get(base + "/console#/environments/" + files_env)
+        browser.refresh()
+        wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, '#e-files li[data-path="/workspace/page.html"] .open-file'))).click()
+        wait.until(ec.text_to_be_present_in_element((By.ID, "e-file-view"), "hello"))
+        check("files: a file opens as text, markup shown, not run",
+              browser.find_element(By.ID, "e-file-view").text == page_html.strip()
+              and browser.execute_script("return window.__pwned2 === undefined"), browser.find_element(By.ID, "e-file-view").text)
+        browser.save_screenshot(os.path.join(shots, "file.png"))
+        browser.find_element(By.CSS_SELECTOR, '#e-files li[data-path="/workspace/big.log"] .open-file').click()
+        wait.until(ec.text_to_be_present_in_element((By.ID, "e-file-note"), "the first"))
+        shown_len = browser.execute_script("return document.getElementById('e-file-view').textContent.length")
+        check("files: a big file is shown up to 256 KiB, and says so", shown_len == 256 * 1024
+              and "of 320000 bytes" in browser.find_element(By.ID, "e-file-note").text, (shown_len, browser.find_element(By.ID, "e-file-note").text))
+        browser.find_element(By.CSS_SELECTOR, '#e-files li[data-path="/workspace/page.html"] a.download-file').click()
+        saved = os.path.join(downloads, "page.html")
+        WebDriverWait(None, 30, poll_frequency=0.2).until(lambda _: os.path.exists(saved) and open(saved).read() == page_html)
+        check("files: download saves the file's bytes under its name", open(saved).read() == page_html)
+        media_url = base + f"/v1beta/environments/{files_env}/files/workspace/page.html?alt=media"
+        with urllib.request.urlopen(urllib.request.Request(media_url, headers={"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"})) as r:
+            headers = r.headers
+        check("files: a link to a file only downloads it (attachment, octet-stream, nosniff)",
+              headers["Content-Disposition"].startswith('attachment; filename="page.html"')
+              and headers["Content-Type"] == "application/octet-stream" and headers["X-Content-Type-Options"] == "nosniff", dict(headers))
+        for name, extra in (("another origin's fetch", {"Origin": "http://evil.example"}),
+                            ("a cross-site <img> or <script>", {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors"})):
+            try:
+                urllib.request.urlopen(urllib.request.Request(media_url, headers=extra))
+                check(f"files: {name} cannot read a file", False, "answered 200")
+            except urllib.error.HTTPError as e:
+                check(f"files: {name} cannot read a file", e.code == 403, e.code)
         # The page puts what it shows in as text: a hostile step cannot run script.
         browser.get(base + "/console#/interactions/" + hostile["id"])
         browser.refresh()
@@ -382,6 +485,36 @@ try:
         wait.until(ec.visibility_of_element_located((By.ID, "approvals-empty")))
         check("approvals: nothing waits once both are answered",
               not browser.find_elements(By.CSS_SELECTOR, "#approval-list tr"))
+        # A paused ask is a readable card on the timeline, answered there (#31 item 5).
+        in_place = post("/v1beta/interactions", {"agent": agent, "environment": ask_env,
+                                                  "input": "run `echo here > /workspace/in-place.txt # deploy`"})
+        browser.get(base + "/console#/interactions/" + in_place["id"])
+        browser.refresh()
+        wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, ".approval-card button.approve")))
+        card = browser.find_element(By.CSS_SELECTOR, ".approval-card")
+        check("timeline: a paused ask is a card with the tool, arguments, reason and environment",
+              card.find_element(By.CSS_SELECTOR, ".approval-tool").text == "code_execution"
+              and "in-place.txt" in card.find_element(By.CSS_SELECTOR, ".approval-args").text
+              and card.find_element(By.CSS_SELECTOR, ".reason").text == "deploys need a person"
+              and card.find_element(By.CSS_SELECTOR, f'.approval-env a[href="#/environments/{ask_env}"]')
+              and "hookbox_approval" not in card.text, card.text)
+        browser.save_screenshot(os.path.join(shots, "ask-in-place.png"))
+        card.find_element(By.CSS_SELECTOR, "button.approve").click()
+        wait.until(lambda b: "#/interactions/" in b.current_url and not b.current_url.endswith(in_place["id"]))
+        continuation = browser.current_url.rsplit("/", 1)[1]
+        wait.until(ec.text_to_be_present_in_element((By.ID, "t-meta"), "completed"))
+        back = browser.find_element(By.CSS_SELECTOR, "#t-links a.previous")
+        check("timeline: answering shows the continuation, linked to what it continued",
+              browser.find_element(By.ID, "t-title").text == continuation and back.text == in_place["id"], back.text)
+        check("timeline: the approved call ran", "in-place.txt" in json.dumps(
+            get("/v1beta/environments/" + ask_env + "/files/workspace?recursive=true")))
+        back.click()
+        wait.until(ec.text_to_be_present_in_element((By.ID, "t-title"), in_place["id"]))
+        settled = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, ".approval-card[data-state]")))
+        check("timeline: the answered ask says so, without buttons", settled.get_attribute("data-state") == "approved"
+              and not settled.find_elements(By.CSS_SELECTOR, "button"), settled.text)
+        forward = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "#t-links a.continuation")))
+        check("timeline: an interaction links to its continuation", forward.text == continuation, forward.text)
         # The kernel the sandbox runs on is the runtime asked for (HOOKBOX_RUNTIME, as hookbox reads).
         kernel = post("/v1beta/interactions", {"agent": agent, "input": "run `dmesg 2>&1 | head -1`", "environment": env})
         gvisor = os.environ.get("HOOKBOX_RUNTIME", "namespaces") == "gvisor"

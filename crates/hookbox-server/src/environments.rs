@@ -419,6 +419,34 @@ pub struct FilesQuery {
     page_token: Option<String>,
 }
 
+/// `Content-Disposition: attachment` naming the last part of `path`: an ASCII `filename` (other
+/// characters, quotes and backslashes as `_`) and the exact name as RFC 5987 `filename*`.
+fn attachment(path: &str) -> header::HeaderValue {
+    let name = path.rsplit('/').next().unwrap_or_default();
+    let ascii: String = name
+        .chars()
+        .map(|c| {
+            if (c.is_ascii_graphic() && c != '"' && c != '\\') || c == ' ' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let mut exact = String::new();
+    for b in name.bytes() {
+        if b.is_ascii_alphanumeric() || b"!#$&+-.^_`|~".contains(&b) {
+            exact.push(char::from(b));
+        } else {
+            exact.push_str(&format!("%{b:02X}"));
+        }
+    }
+    header::HeaderValue::from_str(&format!(
+        "attachment; filename=\"{ascii}\"; filename*=UTF-8''{exact}"
+    ))
+    .unwrap_or_else(|_| header::HeaderValue::from_static("attachment"))
+}
+
 /// `GET /environments/{id}/files` (the root).
 pub async fn files_root(
     state: State<AppState>,
@@ -454,9 +482,21 @@ async fn files_at(
             .environments
             .read_file(&id, &sandbox_path)
             .await?;
+        // Bytes from the sandbox, never a page: a download under the file's name, whatever a
+        // browser would sniff (the console's Download; a link to it only ever downloads).
         return Ok((
             StatusCode::OK,
-            [(header::CONTENT_TYPE, "application/octet-stream")],
+            [
+                (
+                    header::CONTENT_TYPE,
+                    header::HeaderValue::from_static("application/octet-stream"),
+                ),
+                (header::CONTENT_DISPOSITION, attachment(&sandbox_path)),
+                (
+                    header::X_CONTENT_TYPE_OPTIONS,
+                    header::HeaderValue::from_static("nosniff"),
+                ),
+            ],
             bytes,
         )
             .into_response());
@@ -482,4 +522,22 @@ async fn files_at(
         next_page_token,
     })
     .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::attachment;
+
+    #[test]
+    fn a_download_is_an_attachment_named_after_the_file() {
+        assert_eq!(
+            attachment("/workspace/notes.txt"),
+            "attachment; filename=\"notes.txt\"; filename*=UTF-8''notes.txt"
+        );
+        // Quotes, line breaks and non-ASCII cannot break out of the header or the name.
+        assert_eq!(
+            attachment("/workspace/a\"b\r\nX-Evil: 1 é.txt"),
+            "attachment; filename=\"a_b__X-Evil: 1 _.txt\"; filename*=UTF-8''a%22b%0D%0AX-Evil%3A%201%20%C3%A9.txt"
+        );
+    }
 }

@@ -19,6 +19,8 @@ pub struct InteractionFilter {
     pub created_after: Option<String>,
     /// RFC 3339; created before.
     pub created_before: Option<String>,
+    /// Only the continuations of this interaction (their `previous_interaction_id`).
+    pub previous_interaction_id: Option<String>,
 }
 
 /// How an interaction ended (or changed state).

@@ -20,7 +20,7 @@ use axum::body::Bytes;
 use axum::extract::{Extension, Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use hookbox_protocol::api::{
-    CreateInteractionRequest, Interaction, InteractionError, InteractionStatus,
+    CreateInteractionRequest, Interaction, InteractionError, InteractionStatus, Step,
 };
 use hookbox_store::StatusUpdate;
 use serde::Deserialize;
@@ -338,6 +338,12 @@ pub struct ListQuery {
     /// RFC 3339, exclusive.
     #[serde(default)]
     created_before: Option<String>,
+    /// Only the continuations of this interaction (hookbox extension).
+    #[serde(default)]
+    previous_interaction: Option<String>,
+    /// `true`: each listed interaction with `hook_outcomes` (hookbox extension).
+    #[serde(default)]
+    hooks: Option<String>,
     #[serde(default)]
     page_size: Option<u32>,
     #[serde(default)]
@@ -345,7 +351,7 @@ pub struct ListQuery {
 }
 
 /// `GET /interactions`: the project's interactions, newest first, without steps or input;
-/// filtered by status, agent, environment and creation time.
+/// filtered by status, agent, environment, creation time and the interaction continued.
 pub async fn list(
     State(state): State<AppState>,
     Extension(project): Extension<Project>,
@@ -364,6 +370,8 @@ pub async fn list(
             .map(|e| crate::strip_resource_prefix(&e, "environments").to_owned()),
         created_after: nonempty(q.created_after),
         created_before: nonempty(q.created_before),
+        previous_interaction_id: nonempty(q.previous_interaction)
+            .map(|i| crate::strip_resource_prefix(&i, "interactions").to_owned()),
     };
     let page = hookbox_store::Page {
         size: q.page_size,
@@ -374,15 +382,58 @@ pub async fn list(
         .store
         .list_interactions(&project, &filter, &page)
         .await?;
+    let mut items = Vec::with_capacity(listed.items.len());
+    for listed in &listed.items {
+        let mut item = serde_json::to_value(listed).unwrap_or_default();
+        // What the console's list marks (denies, fail-opens): read from each one's steps.
+        if matches!(q.hooks.as_deref(), Some("true" | "1"))
+            && let Some(full) = state
+                .inner
+                .store
+                .get_interaction(&project, &listed.id)
+                .await?
+            && let Value::Object(fields) = &mut item
+        {
+            fields.insert(
+                "hook_outcomes".into(),
+                serde_json::to_value(hook_outcomes(&full)).unwrap_or_default(),
+            );
+        }
+        items.push(item);
+    }
     let mut out = Map::new();
-    out.insert(
-        "interactions".into(),
-        serde_json::to_value(&listed.items).unwrap_or_default(),
-    );
+    out.insert("interactions".into(), Value::Array(items));
     if let Some(token) = listed.next_page_token {
         out.insert("next_page_token".into(), Value::String(token));
     }
     Ok(Json(Value::Object(out)))
+}
+
+/// How often each hook outcome (`allow`, `deny`, `ask`, `failed_open`, ...) is in the traces of
+/// `i`'s tool results, pre and post; skipped and disabled handlers are not counted.
+fn hook_outcomes(i: &Interaction) -> std::collections::BTreeMap<String, u64> {
+    let mut counts = std::collections::BTreeMap::new();
+    for step in &i.steps {
+        let hooks = match step {
+            Step::FunctionResult { hooks: Some(h), .. }
+            | Step::CodeExecutionResult { hooks: Some(h), .. }
+            | Step::McpServerToolResult { hooks: Some(h), .. } => h,
+            _ => continue,
+        };
+        for phase in ["pre", "post"] {
+            let trace = hooks
+                .get(phase)
+                .and_then(|d| d.get("trace"))
+                .and_then(Value::as_array);
+            for h in trace.into_iter().flatten() {
+                let outcome = h.get("outcome").and_then(Value::as_str).unwrap_or("");
+                if !outcome.is_empty() && !matches!(outcome, "skipped" | "disabled") {
+                    *counts.entry(outcome.to_owned()).or_insert(0) += 1;
+                }
+            }
+        }
+    }
+    counts
 }
 
 /// `DELETE /interactions/{id}`.
@@ -399,4 +450,31 @@ pub async fn delete(
         )));
     }
     Ok(Json(Value::Object(Map::new())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hook_outcomes;
+
+    #[test]
+    fn hook_outcomes_count_pre_and_post_traces_of_every_result() {
+        let i: hookbox_protocol::api::Interaction = serde_json::from_value(serde_json::json!({
+            "id": "int_1", "status": "completed",
+            "steps": [
+                {"type": "code_execution_call", "id": "c1", "arguments": {"code": "rm -rf /"}},
+                {"type": "code_execution_result", "call_id": "c1", "result": "no", "is_error": true, "hooks": {
+                    "pre": {"trace": [{"group": "gate", "outcome": "deny"}, {"group": "flaky", "outcome": "failed_open"},
+                                      {"group": "off", "outcome": "skipped"}]}}},
+                {"type": "function_result", "call_id": "f1", "name": "x", "result": "ok", "hooks": {
+                    "pre": {"trace": [{"group": "gate", "outcome": "allow"}]},
+                    "post": {"trace": [{"group": "flaky", "outcome": "failed_open"}]}}}
+            ]
+        }))
+        .unwrap();
+        let counts = hook_outcomes(&i);
+        assert_eq!(
+            serde_json::to_value(counts).unwrap(),
+            serde_json::json!({"allow": 1, "deny": 1, "failed_open": 2})
+        );
+    }
 }

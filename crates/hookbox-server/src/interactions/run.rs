@@ -40,12 +40,112 @@ pub(crate) enum Live {
     Finished(Box<Interaction>),
 }
 
+/// The most of a running call's output kept for streams that join while it runs; past it, such
+/// a stream gets that output with the result step, as before any was kept.
+const MAX_KEPT_OUTPUT: usize = 1 << 20;
+
+/// A run's live events. The output of the code running now is kept beside the channel, so a
+/// stream opened mid-call (the console opened on a running call) starts with what was printed
+/// so far: kept and sent under one lock, so a subscriber gets each piece once, kept or sent.
+#[derive(Debug, Clone)]
+pub(crate) struct LiveEvents(Arc<LiveChannel>);
+
+#[derive(Debug)]
+struct LiveChannel {
+    sender: broadcast::Sender<Live>,
+    output: Mutex<Option<KeptOutput>>,
+}
+
+/// The output so far of the code whose result step will be stored at `index`.
+#[derive(Debug)]
+struct KeptOutput {
+    index: usize,
+    text: String,
+    /// False once a piece was out of order or the cap was passed: nothing is offered then.
+    whole: bool,
+}
+
+impl LiveEvents {
+    fn new() -> (Self, broadcast::Receiver<Live>) {
+        let (sender, rx) = broadcast::channel(1024);
+        let channel = LiveChannel {
+            sender,
+            output: Mutex::new(None),
+        };
+        (Self(Arc::new(channel)), rx)
+    }
+
+    /// Sends `event` to every subscriber, keeping running output first.
+    pub(crate) fn send(&self, event: Live) {
+        let Ok(mut kept) = self.0.output.lock() else {
+            let _ = self.0.sender.send(event);
+            return;
+        };
+        match &event {
+            Live::Output {
+                index,
+                offset,
+                text,
+            } => match kept.as_mut() {
+                Some(k) if k.index == *index => {
+                    if k.whole
+                        && k.text.len() == *offset
+                        && k.text.len() + text.len() <= MAX_KEPT_OUTPUT
+                    {
+                        k.text.push_str(text);
+                    } else {
+                        k.whole = false;
+                        k.text = String::new();
+                    }
+                }
+                _ => {
+                    let whole = *offset == 0 && text.len() <= MAX_KEPT_OUTPUT;
+                    *kept = Some(KeptOutput {
+                        index: *index,
+                        text: if whole { text.clone() } else { String::new() },
+                        whole,
+                    });
+                }
+            },
+            // Stored: a stream reads it from the store now.
+            Live::Step(index, _) => {
+                if kept.as_ref().is_some_and(|k| k.index <= *index) {
+                    *kept = None;
+                }
+            }
+            Live::Finished(_) => *kept = None,
+        }
+        let _ = self.0.sender.send(event);
+    }
+
+    fn subscribe(&self) -> broadcast::Receiver<Live> {
+        self.0.sender.subscribe()
+    }
+
+    /// A receiver and, taken with it, the output so far of the code running now: the index of
+    /// its coming result step and the text from byte 0 (the next piece sent starts at its end).
+    fn subscribe_with_output(&self) -> Subscription {
+        let Ok(kept) = self.0.output.lock() else {
+            return (self.0.sender.subscribe(), None);
+        };
+        let output = kept
+            .as_ref()
+            .filter(|k| k.whole && !k.text.is_empty())
+            .map(|k| (k.index, k.text.clone()));
+        (self.0.sender.subscribe(), output)
+    }
+}
+
+/// A live-event receiver and the output so far of the code running now (the index of its coming
+/// result step and the text from byte 0), if any.
+pub(crate) type Subscription = (broadcast::Receiver<Live>, Option<(usize, String)>);
+
 /// Bookkeeping of a running interaction.
 #[derive(Debug)]
 struct Running {
     /// The environment it runs in (a draining server keeps that one until it ends).
     environment_id: String,
-    events: broadcast::Sender<Live>,
+    events: LiveEvents,
     cancel: watch::Sender<bool>,
     finished: watch::Receiver<bool>,
 }
@@ -96,6 +196,16 @@ impl Runs {
     /// A live-event receiver for `id`, if it runs here.
     pub(crate) fn subscribe(&self, id: &str) -> Option<broadcast::Receiver<Live>> {
         self.0.lock().ok()?.get(id).map(|r| r.events.subscribe())
+    }
+
+    /// Like [`Runs::subscribe`], with the output so far of the code running now, if any
+    /// ([`LiveEvents::subscribe_with_output`]).
+    pub(crate) fn subscribe_with_output(&self, id: &str) -> Option<Subscription> {
+        self.0
+            .lock()
+            .ok()?
+            .get(id)
+            .map(|r| r.events.subscribe_with_output())
     }
 
     /// Signals interaction `id` to stop; what says when it has, if it runs here.
@@ -185,7 +295,7 @@ pub(crate) fn start(
     broadcast::Receiver<Live>,
     tokio::task::JoinHandle<Interaction>,
 )> {
-    let (events, events_rx) = broadcast::channel(1024);
+    let (events, events_rx) = LiveEvents::new();
     let (cancel_tx, cancel_rx) = watch::channel(false);
     let (finished_tx, finished_rx) = watch::channel(false);
     state.inner.running.register(
@@ -213,7 +323,7 @@ pub(crate) fn start(
             let keep = run.keep;
             let final_interaction = drive(&state, run, events.clone(), cancel_rx).await;
             state.inner.running.remove(&id);
-            let _ = events.send(Live::Finished(Box::new(final_interaction.clone())));
+            events.send(Live::Finished(Box::new(final_interaction.clone())));
             let _ = finished_tx.send(true);
             state.inner.drain.ended_one();
             if !keep && let Err(e) = state.inner.store.delete_interaction(&project, &id).await {
@@ -252,7 +362,7 @@ async fn with_environment_instruction(state: &AppState, run: &RunSpec) -> Option
 async fn drive(
     state: &AppState,
     run: RunSpec,
-    events: broadcast::Sender<Live>,
+    events: LiveEvents,
     cancel: watch::Receiver<bool>,
 ) -> Interaction {
     let inner = Arc::clone(&state.inner);
@@ -339,7 +449,7 @@ async fn drive(
                 }
                 // Running code's output, for the step about to come at `index`: live only.
                 LoopEvent::Output { offset, text } => {
-                    let _ = events.send(Live::Output {
+                    events.send(Live::Output {
                         index,
                         offset,
                         text,
@@ -355,7 +465,7 @@ async fn drive(
             if let Step::ModelOutput { .. } = &step {
                 last_output = step.text();
             }
-            let _ = events.send(Live::Step(index, step));
+            events.send(Live::Step(index, step));
             index += 1;
         }
         (store_error, last_output, asked)

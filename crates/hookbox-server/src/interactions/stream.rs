@@ -2,7 +2,8 @@
 //! (`interaction.created`, then `step.start` / `step.delta` / `step.stop` per step, then an
 //! `error` for a failed run and `interaction.completed`, then `data: [DONE]`), numbered from 0 in
 //! that order, so a client resuming with `last_event_id=E` gets exactly the events after `E`,
-//! whether they come from the store (replay) or live from the running loop.
+//! whether they come from the store (replay) or live from the running loop. A stream opened while
+//! code runs starts with that code's output so far (kept by the run, `run::LiveEvents`).
 
 use std::convert::Infallible;
 
@@ -401,7 +402,11 @@ pub async fn sse(
     id: String,
     after: Option<ResumePoint>,
 ) -> crate::ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
-    let live = state.inner.running.subscribe(&id);
+    // With the output so far of code running now: a stream opened mid-call shows it at once.
+    let (live, output) = match state.inner.running.subscribe_with_output(&id) {
+        Some((rx, output)) => (Some(rx), output),
+        None => (None, None),
+    };
     // Running on another replica: its changes arrive through the database's notifications.
     let remote = match (&live, &state.inner.cluster) {
         (None, Some(config)) => Some(config.cluster.changes()),
@@ -417,7 +422,7 @@ pub async fn sse(
         app: state,
         project,
     };
-    let stream = async_stream(state, stored, live, remote, after);
+    let stream = async_stream(state, stored, live, output, remote, after);
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
 }
 
@@ -431,6 +436,7 @@ fn async_stream(
     state: Scoped,
     stored: Interaction,
     live: Option<tokio::sync::broadcast::Receiver<Live>>,
+    output: Option<(usize, String)>,
     remote: Option<tokio::sync::broadcast::Receiver<String>>,
     after: Option<ResumePoint>,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
@@ -439,6 +445,7 @@ fn async_stream(
             state,
             stored: Box::new(stored),
             live,
+            output,
             remote,
             numberer: Numberer::new(after),
         },
@@ -448,6 +455,7 @@ fn async_stream(
                     state,
                     stored,
                     live,
+                    output,
                     remote,
                     mut numberer,
                 } => {
@@ -464,13 +472,21 @@ fn async_stream(
                     }
                     let sent = stored.steps.len();
                     let next = match (live, remote) {
-                        (Some(rx), _) if stored.status.is_running() => StreamState::Live {
-                            state,
-                            id: stored.id.clone(),
-                            rx,
-                            sent,
-                            numberer,
-                        },
+                        (Some(rx), _) if stored.status.is_running() => {
+                            // The output so far of the code running now, as one piece at
+                            // offset 0 (unless its step is stored already).
+                            if let Some((index, text)) = output.filter(|(index, _)| *index >= sent)
+                            {
+                                numberer.output(&mut out, index, 0, &text);
+                            }
+                            StreamState::Live {
+                                state,
+                                id: stored.id.clone(),
+                                rx,
+                                sent,
+                                numberer,
+                            }
+                        }
                         (None, Some(changes)) if stored.status.is_running() => {
                             StreamState::Remote {
                                 state,
@@ -684,6 +700,8 @@ enum StreamState {
         state: Scoped,
         stored: Box<Interaction>,
         live: Option<tokio::sync::broadcast::Receiver<Live>>,
+        /// The output so far of the code running now (its result step's index, the text).
+        output: Option<(usize, String)>,
         remote: Option<tokio::sync::broadcast::Receiver<String>>,
         numberer: Numberer,
     },

@@ -329,3 +329,54 @@ async fn interactions_are_listed_newest_first_with_filters() {
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
 }
+
+#[tokio::test]
+async fn interactions_are_listed_with_their_hook_outcomes_on_request() {
+    // #31: the console's list marks denies and fail-opens per row (`hooks=true`). The counts
+    // from real hooks files are checked in tests/console; the counting is unit-tested.
+    let h = Harness::new();
+    let listed_one = h
+        .interact(json!({"agent": "antigravity-preview-09-2026", "input": "Say hi.", "environment": seed_environment()}))
+        .await;
+    let (status, listed) = h
+        .call(Method::GET, "/v1beta/interactions?hooks=true", None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{listed}");
+    let row = &listed["interactions"][0];
+    assert_eq!(row["id"], listed_one["id"]);
+    assert_eq!(row["hook_outcomes"], json!({}), "{listed}");
+    let (_, plain) = h.call(Method::GET, "/v1beta/interactions", None).await;
+    assert!(plain["interactions"][0].get("hook_outcomes").is_none());
+}
+
+#[tokio::test]
+async fn interactions_are_listed_by_the_interaction_they_continue() {
+    // #31: the console links an interaction to its continuations (`previous_interaction`).
+    let h = Harness::new();
+    let first = h
+        .interact(json!({"agent": "antigravity-preview-09-2026", "input": "Say hi.", "environment": seed_environment()}))
+        .await;
+    let id = first["id"].as_str().unwrap();
+    let next = h
+        .interact(json!({"agent": "antigravity-preview-09-2026", "input": "Say hi again.", "previous_interaction_id": id}))
+        .await;
+    h.interact(json!({"agent": "antigravity-preview-09-2026", "input": "Unrelated.", "environment": seed_environment()}))
+        .await;
+    for filter in [id.to_owned(), format!("interactions/{id}")] {
+        let (status, listed) = h
+            .call(
+                Method::GET,
+                &format!("/v1beta/interactions?previous_interaction={filter}"),
+                None,
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{listed}");
+        let ids: Vec<&str> = listed["interactions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids, [next["id"].as_str().unwrap()], "{listed}");
+    }
+}

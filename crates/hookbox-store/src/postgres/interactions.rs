@@ -260,6 +260,7 @@ pub(super) async fn list(
                AND ($3::text IS NULL OR status = $3) AND ($4::text IS NULL OR agent = $4)
                AND ($5::text IS NULL OR environment_id = $5)
                AND ($6::text IS NULL OR created >= $6) AND ($7::text IS NULL OR created < $7)
+               AND ($9::text IS NULL OR previous_interaction_id = $9)
              ORDER BY seq DESC LIMIT $8",
             interactions::COLUMNS
         ),
@@ -272,6 +273,7 @@ pub(super) async fn list(
             &filter.created_after,
             &filter.created_before,
             &page.fetch(),
+            &filter.previous_interaction_id,
         ],
         page,
         |r| interactions::listed_from_row(r),

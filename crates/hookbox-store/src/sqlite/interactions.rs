@@ -181,6 +181,7 @@ pub(super) fn list(
                AND (?3 IS NULL OR status = ?3) AND (?4 IS NULL OR agent = ?4)
                AND (?5 IS NULL OR environment_id = ?5)
                AND (?6 IS NULL OR created >= ?6) AND (?7 IS NULL OR created < ?7)
+               AND (?9 IS NULL OR previous_interaction_id = ?9)
              ORDER BY rowid DESC LIMIT ?8",
             interactions::COLUMNS
         ),
@@ -192,7 +193,8 @@ pub(super) fn list(
             filter.environment_id,
             filter.created_after,
             filter.created_before,
-            page.fetch()
+            page.fetch(),
+            filter.previous_interaction_id
         ],
         page,
         |r| interactions::listed_from_row(r),

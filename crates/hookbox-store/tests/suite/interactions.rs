@@ -218,6 +218,23 @@ async fn listing_filters_pages_newest_first_and_stays_in_its_project() {
         .await
         .unwrap();
     assert_eq!(ids(&between), ["int_2", "int_1"]);
+    // The continuations of one interaction (the console's link back from what was continued).
+    let mut next = interaction("int_next");
+    next.previous_interaction_id = Some("int_1".into());
+    store.create_interaction(P, &next).await.unwrap();
+    let mut elsewhere = interaction("int_next_other");
+    elsewhere.previous_interaction_id = Some("int_1".into());
+    store.create_interaction("other", &elsewhere).await.unwrap();
+    let continued = hookbox_store::InteractionFilter {
+        previous_interaction_id: Some("int_1".into()),
+        ..Default::default()
+    };
+    let continuations = store
+        .list_interactions(P, &continued, &Default::default())
+        .await
+        .unwrap();
+    assert_eq!(ids(&continuations), ["int_next"]);
+    store.delete_interaction(P, "int_next").await.unwrap();
     // Pages of two, then the rest.
     let first = store
         .list_interactions(

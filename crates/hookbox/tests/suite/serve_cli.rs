@@ -525,6 +525,88 @@ fn code_execution_output_reaches_the_stream_while_the_code_runs() {
     assert_eq!(resumed[0]["delta"]["result"], "second\n");
 }
 
+/// A GET stream of interaction `id` on a new connection.
+fn open_stream(addr: &str, id: &str) -> TcpStream {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(120)))
+        .unwrap();
+    write!(s, "GET /v1beta/interactions/{id}?stream=true HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n").unwrap();
+    s
+}
+
+/// Reads `s` until one of its events passes `found`; panics if it ends first. What was read.
+fn read_until_event(s: &mut TcpStream, found: impl Fn(&serde_json::Value) -> bool) -> Vec<u8> {
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = s.read(&mut buf).unwrap();
+        let text = String::from_utf8_lossy(&seen).into_owned();
+        assert!(n > 0, "stream ended first: {text}");
+        seen.extend_from_slice(&buf[..n]);
+        if sse_datas(&String::from_utf8_lossy(&seen))
+            .iter()
+            .any(&found)
+        {
+            return seen;
+        }
+    }
+}
+
+#[test]
+fn a_stream_opened_while_code_runs_starts_with_its_output_so_far() {
+    // #31: the console opened on a running call showed none of its output until the call
+    // ended: a stream that joined after the first piece went out got nothing before the step.
+    let dir = hookbox_test_support::DataDir::new();
+    let data = dir.path().join("data");
+    let server = start(&data);
+    let code = "echo first; i=0; while [ ! -e /workspace/go ] && [ $i -lt 3000000 ]; do i=$((i+1)); done; echo second";
+    let created = post_json(
+        &server.addr,
+        "/v1beta/interactions",
+        &serde_json::json!({"agent": "antigravity-preview-09-2026", "input": format!("run `{code}`"), "background": true}),
+    );
+    let id = created["id"].as_str().unwrap().to_owned();
+    let env_id = created["environment_id"].as_str().unwrap().to_owned();
+    let first_piece = |e: &serde_json::Value| {
+        e["event_type"] == "step.delta" && e["delta"]["result"] == "first\n"
+    };
+    // A first stream sees the piece go out, so it went out before the second one subscribes.
+    let mut early = open_stream(&server.addr, &id);
+    read_until_event(&mut early, first_piece);
+    let mut late = open_stream(&server.addr, &id);
+    let seen = read_until_event(&mut late, first_piece);
+    let text = String::from_utf8_lossy(&seen).into_owned();
+    assert!(
+        !sse_datas(&text)
+            .iter()
+            .any(|e| e["event_type"] == "step.delta"
+                && e["delta"]["result"]
+                    .as_str()
+                    .is_some_and(|r| r.contains("second"))),
+        "the code already finished: {text}"
+    );
+    std::fs::write(
+        data.join("environments")
+            .join(&env_id)
+            .join("root/workspace/go"),
+        "",
+    )
+    .unwrap();
+    let text = read_stream(&mut late, seen, "data: [DONE]");
+    let events = sse_datas(&text);
+    let start = events
+        .iter()
+        .find(|e| e["event_type"] == "step.start" && e["step"]["type"] == "code_execution_result")
+        .unwrap();
+    // The output so far, then the rest with the step: the stored result, each byte once.
+    let streamed: String = events
+        .iter()
+        .filter(|e| e["event_type"] == "step.delta" && e["index"] == start["index"])
+        .map(|e| e["delta"]["result"].as_str().unwrap())
+        .collect();
+    assert_eq!(streamed, "first\nsecond\n", "{text}");
+}
+
 /// A fresh database on the test cluster (`HOOKBOX_TEST_POSTGRES_URL`, which scripts/test.sh
 /// starts); its URL.
 pub(super) fn fresh_database() -> String {
