@@ -85,3 +85,52 @@ async fn output_past_the_cap_is_cut_and_the_sandbox_killed() {
     assert!(out.stdout_truncated);
     stop(sandbox).await;
 }
+
+/// The launcher joins the environment's cgroups by moving its one thread (cgroup v1's `tasks`,
+/// which skips the kernel's global lock); the program, and what it forks, must still be in
+/// every one of them, cold and in a warm sandbox's call.
+#[tokio::test]
+async fn the_program_and_its_children_run_in_every_environment_cgroup() {
+    if !hookbox_test_require::root("creating an environment's cgroups") {
+        return;
+    }
+    let id = format!("bounds-test-{}-membership", std::process::id());
+    let cgroups = hookbox_sandbox::cgroup::setup(&id, 64, 1 << 30);
+    assert!(
+        cgroups.pids && cgroups.memory,
+        "this machine offers pids and memory cgroups; the sandbox must use them: {cgroups:?}"
+    );
+    let mut t = tree(&[
+        "/bin/sh",
+        "-c",
+        "cat /proc/self/cgroup; echo --; (cat /proc/self/cgroup)",
+    ]);
+    t.spec.cgroups = cgroups.dirs.clone();
+    let in_every_cgroup = |out: &hookbox_process::CommandOutput| {
+        let stdout = text(&out.stdout);
+        let (program, child) = stdout.split_once("--\n").expect("both listings");
+        for listing in [program, child] {
+            for controller in ["pids", "memory"] {
+                let member = listing.lines().any(|line| {
+                    let mut parts = line.splitn(3, ':');
+                    let (_, controllers, path) = (parts.next(), parts.next(), parts.next());
+                    let named = controllers
+                        .is_some_and(|c| c.is_empty() || c.split(',').any(|c| c == controller));
+                    named && path.is_some_and(|p| p.ends_with(&format!("/hookbox/{id}")))
+                });
+                assert!(member, "not in the {controller} cgroup:\n{listing}");
+            }
+        }
+    };
+    let out = cold(&t.spec, Duration::from_secs(60), 1 << 16)
+        .await
+        .unwrap();
+    in_every_cgroup(&out);
+    let sandbox = warm(&t.spec).await.unwrap();
+    let out = warm_call(&sandbox, &t.spec, Duration::from_secs(60), 1 << 16)
+        .await
+        .unwrap();
+    in_every_cgroup(&out);
+    stop(sandbox).await;
+    hookbox_sandbox::cgroup::remove(&cgroups);
+}
