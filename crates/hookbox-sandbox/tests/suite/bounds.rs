@@ -134,3 +134,30 @@ async fn the_program_and_its_children_run_in_every_environment_cgroup() {
     stop(sandbox).await;
     hookbox_sandbox::cgroup::remove(&cgroups);
 }
+
+/// A one-shot process drops its warm sandbox without waiting for the kernel to tear the
+/// sandbox's namespaces down: the stop returns once the init stopped serving, leaving the
+/// launcher unreaped, and the launcher then exits by itself, cleanly (not killed).
+#[tokio::test]
+async fn a_detached_stop_leaves_the_launcher_to_exit_by_itself() {
+    let t = tree(&["/bin/sh", "-c", "echo ran"]);
+    let sandbox = warm(&t.spec).await.unwrap().detached_stop(true);
+    let out = warm_call(&sandbox, &t.spec, Duration::from_secs(60), 1 << 16)
+        .await
+        .unwrap();
+    assert_eq!(text(&out.stdout), "ran\n");
+    let pid = sandbox.launcher_pid().expect("a running launcher");
+    stop(sandbox).await;
+    // Still our child, not reaped by the stop; it ends on its own (a hung one fails the bound).
+    let pidfd = hookbox_process::pidfd::Pidfd::open(pid).expect("the launcher is not reaped yet");
+    assert!(
+        pidfd.wait_exited(Duration::from_secs(60)),
+        "the launcher did not exit after its init stopped serving"
+    );
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap());
+    assert_eq!(
+        nix::sys::wait::waitpid(pid, None).unwrap(),
+        nix::sys::wait::WaitStatus::Exited(pid, 0),
+        "the launcher must exit cleanly, not be killed"
+    );
+}
