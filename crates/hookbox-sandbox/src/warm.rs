@@ -9,7 +9,9 @@
 //! that cannot be handed over, is a typed [`SandboxError`]: the launcher's own report of the
 //! stage that failed, or [`Stage::WarmSocket`] for the socket protocol itself. Dropping the
 //! sandbox closes its socket; its init exits once its last call ended, and the drop waits
-//! (bounded) for that, so an environment's mounts are gone when it is.
+//! (bounded) for that, so an environment's mounts are gone when it is. A one-shot process
+//! ([`WarmSandbox::detached_stop`]) waits only until the init stopped serving, not for the
+//! kernel's teardown of the sandbox's namespaces in the launcher's exit.
 //!
 //! This module must not decide when a sandbox may be shared (the runner compares specs) nor
 //! re-implement supervision.
