@@ -96,6 +96,15 @@ async fn the_program_and_its_children_run_in_every_environment_cgroup() {
     }
     let id = format!("bounds-test-{}-membership", std::process::id());
     let cgroups = hookbox_sandbox::cgroup::setup(&id, 64, 1 << 30);
+    // Removed however the test ends (a failed assertion included).
+    struct Removed(hookbox_sandbox::cgroup::EnvCgroups);
+    impl Drop for Removed {
+        fn drop(&mut self) {
+            hookbox_sandbox::cgroup::remove(&self.0);
+        }
+    }
+    let cgroups = Removed(cgroups);
+    let cgroups = &cgroups.0;
     assert!(
         cgroups.pids && cgroups.memory,
         "this machine offers pids and memory cgroups; the sandbox must use them: {cgroups:?}"
@@ -132,7 +141,6 @@ async fn the_program_and_its_children_run_in_every_environment_cgroup() {
         .unwrap();
     in_every_cgroup(&out);
     stop(sandbox).await;
-    hookbox_sandbox::cgroup::remove(&cgroups);
 }
 
 /// A one-shot process drops its warm sandbox without waiting for the kernel to tear the
