@@ -183,6 +183,13 @@ pub struct SandboxOptions {
     /// (`hookbox tool`) turns it off: mounting again on its next call would cost more than the
     /// call; `hookbox serve` unmounts such disks once idle ([`crate::environment::Environments::unmount_idle`]).
     pub unmount_when_closed: bool,
+    /// The process exits right after its calls (`hookbox tool`, `hooks test`, `hooks gate`):
+    /// a warm sandbox is dropped once its init has stopped serving, without waiting for the
+    /// kernel to tear its namespaces down in the launcher's exit
+    /// ([`WarmSandbox::detached_stop`]). Off by default; a long-lived process must leave it off
+    /// (the launcher is not reaped), and so must one that unmounts disks when closed (the
+    /// sandbox's mount namespace may still hold the disk).
+    pub one_shot: bool,
 }
 
 /// Where `runsc` is and how to run it; checked once, on first use (or by [`Self::check`]).
@@ -232,6 +239,7 @@ impl SandboxOptions {
             runtime: RuntimeKind::Namespaces,
             gvisor: GvisorSettings::default(),
             unmount_when_closed: true,
+            one_shot: false,
         }
     }
 
@@ -691,10 +699,12 @@ impl SandboxRunner {
             (true, Some(network)) => Some(network.relay_sink()),
             _ => None,
         };
+        let detached = self.options.one_shot && !self.options.unmount_when_closed;
         let sandbox = Arc::new(
             runtime
                 .start(key.clone(), SandboxNet { netns, relay })
-                .await?,
+                .await?
+                .detached_stop(detached),
         );
         *current = Some(sandbox.clone());
         Ok(sandbox)

@@ -138,9 +138,9 @@ fn run(status: &mut Option<File>) -> Result<i32> {
         Isolation::Full => {}
         Isolation::InsecureNone => return exec_insecure(&spec, status),
     }
+    // Through `tasks` in cgroup v1: this process has one thread (see cgroup::open_self_join).
     for dir in &spec.cgroups {
-        let procs = dir.join("cgroup.procs");
-        std::fs::write(&procs, b"0").map_err(|source| LaunchError::Cgroup {
+        crate::cgroup::join_self(dir).map_err(|source| LaunchError::Cgroup {
             path: dir.clone(),
             source,
         })?;

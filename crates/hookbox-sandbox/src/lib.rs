@@ -45,7 +45,9 @@
 //!   signals on launcher and init, `no_new_privs`.
 //! - Limits: per-environment cgroup (`hookbox/<env_id>`; v2 if it offers the controller, else v1)
 //!   for processes (default 512) and memory (default 4 GiB); `RLIMIT_NPROC`/`RLIMIT_AS` only as a
-//!   fallback, and as root without a pids cgroup the environment refuses to open.
+//!   fallback, and as root without a pids cgroup the environment refuses to open. The
+//!   single-threaded launcher joins v1 cgroups through `tasks` (no global lock, no RCU grace
+//!   period; [`cgroup::open_self_join`]), v2 through `cgroup.procs`.
 //! - gVisor ([`gvisor`], `--runtime gvisor`): one runsc container per warm sandbox, from an OCI
 //!   bundle written from the same spec (read-only root of mountpoints, the same binds and
 //!   generated `/etc`), `--network=none`, `--host-uds=none`, `--ignore-cgroups` inside the

@@ -9,7 +9,9 @@
 //! that cannot be handed over, is a typed [`SandboxError`]: the launcher's own report of the
 //! stage that failed, or [`Stage::WarmSocket`] for the socket protocol itself. Dropping the
 //! sandbox closes its socket; its init exits once its last call ended, and the drop waits
-//! (bounded) for that, so an environment's mounts are gone when it is.
+//! (bounded) for that, so an environment's mounts are gone when it is. A one-shot process
+//! ([`WarmSandbox::detached_stop`]) waits only until the init stopped serving, not for the
+//! kernel's teardown of the sandbox's namespaces in the launcher's exit.
 //!
 //! This module must not decide when a sandbox may be shared (the runner compares specs) nor
 //! re-implement supervision.
@@ -57,6 +59,8 @@ pub struct WarmSandbox {
     launcher: Mutex<Option<std::process::Child>>,
     /// Under gVisor: the container to remove once it stopped.
     container: Option<Container>,
+    /// Stop without waiting for the launcher's exit (see [`Self::detached_stop`]).
+    detached_stop: bool,
 }
 
 /// A gVisor sandbox's container: its bundle and runsc state (removed with it), and the task
@@ -132,6 +136,7 @@ impl WarmSandbox {
             netns,
             launcher: Mutex::new(Some(child)),
             container: None,
+            detached_stop: false,
         };
         sandbox.ready(status_read).await
     }
@@ -218,6 +223,7 @@ impl WarmSandbox {
                 _lock: lock,
                 egress: None,
             }),
+            detached_stop: false,
         };
         let mut fds = vec![spec_fd.as_fd()];
         if let Some((_, guest, _)) = &egress {
@@ -412,6 +418,30 @@ impl WarmSandbox {
     /// call has, which is before anyone drops the sandbox. Idempotent; a gVisor container that
     /// did not end cleanly is also killed and deleted with runsc, so none of its processes is
     /// left in the environment's cgroup when this returns.
+    /// For a process that exits right after its calls (the one-shot CLI): when `detached`,
+    /// [`Self::stop`] (and so the drop) of a namespaces sandbox waits only until its init has
+    /// left its request loop, not for the launcher's exit, in which the kernel tears the
+    /// sandbox's namespaces down (a mount namespace of some fifty mounts, the network, IPC and
+    /// user namespaces: most of a one-shot call's wall time on a loaded machine). Nothing
+    /// sandboxed runs by then: every call ended (a call's end is its init's, and with it its
+    /// whole PID namespace), no new call can start, and the init and launcher only exit; both
+    /// die with this process anyway (their parent-death signals). The launcher is not reaped
+    /// here, so a long-lived process must not use this. Under gVisor it has no effect (the
+    /// container is removed once `runsc` exited).
+    pub fn detached_stop(mut self, detached: bool) -> Self {
+        self.detached_stop = detached;
+        self
+    }
+
+    /// The launcher's (or `runsc run`'s) pid while the sandbox runs.
+    pub fn launcher_pid(&self) -> Option<u32> {
+        self.launcher
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(std::process::Child::id)
+    }
+
     pub fn stop(&self) {
         let Some(mut child) = self
             .launcher
@@ -421,6 +451,21 @@ impl WarmSandbox {
         else {
             return;
         };
+        if self.detached_stop && self.container.is_none() {
+            // Half-close: the init reads EOF, leaves its loop and closes its end, which our end
+            // then reports as hung up.
+            let _ = rustix::net::shutdown(self.socket.get_ref(), rustix::net::Shutdown::Write);
+            if peer_closed(self.socket.get_ref(), STOP_GRACE) {
+                // Not reaped: the launcher exits by itself (or with us, by its parent-death
+                // signal) and is reaped by whoever inherits it.
+                drop(child);
+                return;
+            }
+            tracing::warn!(
+                pid = child.id(),
+                "warm sandbox did not close its socket in time; stopping it"
+            );
+        }
         // Closing our end is what tells init to finish; `shutdown` does it while the AsyncFd
         // still owns the descriptor.
         let _ = rustix::net::shutdown(self.socket.get_ref(), rustix::net::Shutdown::Both);
@@ -447,6 +492,47 @@ impl WarmSandbox {
             }
         }
         let _ = child.wait();
+    }
+}
+
+/// Whether the peer of `socket` closed its end within `limit` (our end reports a hang-up).
+fn peer_closed(socket: &OwnedFd, limit: Duration) -> bool {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        let mut fd = libc::pollfd {
+            fd: socket.as_raw_fd(),
+            events: libc::POLLRDHUP,
+            revents: 0,
+        };
+        let millis = libc::c_int::try_from(left.as_millis().max(1)).unwrap_or(libc::c_int::MAX);
+        // SAFETY: polls one descriptor we own, through a pollfd on our stack.
+        let ready = unsafe { libc::poll(&mut fd, 1, millis) };
+        if ready < 0 {
+            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return false;
+        }
+        if fd.revents & (libc::POLLHUP | libc::POLLRDHUP | libc::POLLERR) != 0 {
+            return true;
+        }
+        if fd.revents & libc::POLLIN != 0 {
+            // A message still queued (a late reply): drop it and wait on.
+            let mut buf = [0u8; 64];
+            // SAFETY: reads at most buf.len() bytes into our stack buffer, without blocking.
+            unsafe {
+                libc::recv(
+                    socket.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
+        }
     }
 }
 

@@ -85,3 +85,87 @@ async fn output_past_the_cap_is_cut_and_the_sandbox_killed() {
     assert!(out.stdout_truncated);
     stop(sandbox).await;
 }
+
+/// The launcher joins the environment's cgroups by moving its one thread (cgroup v1's `tasks`,
+/// which skips the kernel's global lock); the program, and what it forks, must still be in
+/// every one of them, cold and in a warm sandbox's call.
+#[tokio::test]
+async fn the_program_and_its_children_run_in_every_environment_cgroup() {
+    if !hookbox_test_require::root("creating an environment's cgroups") {
+        return;
+    }
+    let id = format!("bounds-test-{}-membership", std::process::id());
+    let cgroups = hookbox_sandbox::cgroup::setup(&id, 64, 1 << 30);
+    // Removed however the test ends (a failed assertion included).
+    struct Removed(hookbox_sandbox::cgroup::EnvCgroups);
+    impl Drop for Removed {
+        fn drop(&mut self) {
+            hookbox_sandbox::cgroup::remove(&self.0);
+        }
+    }
+    let cgroups = Removed(cgroups);
+    let cgroups = &cgroups.0;
+    assert!(
+        cgroups.pids && cgroups.memory,
+        "this machine offers pids and memory cgroups; the sandbox must use them: {cgroups:?}"
+    );
+    let mut t = tree(&[
+        "/bin/sh",
+        "-c",
+        "cat /proc/self/cgroup; echo --; (cat /proc/self/cgroup)",
+    ]);
+    t.spec.cgroups = cgroups.dirs.clone();
+    let in_every_cgroup = |out: &hookbox_process::CommandOutput| {
+        let stdout = text(&out.stdout);
+        let (program, child) = stdout.split_once("--\n").expect("both listings");
+        for listing in [program, child] {
+            for controller in ["pids", "memory"] {
+                let member = listing.lines().any(|line| {
+                    let mut parts = line.splitn(3, ':');
+                    let (_, controllers, path) = (parts.next(), parts.next(), parts.next());
+                    let named = controllers
+                        .is_some_and(|c| c.is_empty() || c.split(',').any(|c| c == controller));
+                    named && path.is_some_and(|p| p.ends_with(&format!("/hookbox/{id}")))
+                });
+                assert!(member, "not in the {controller} cgroup:\n{listing}");
+            }
+        }
+    };
+    let out = cold(&t.spec, Duration::from_secs(60), 1 << 16)
+        .await
+        .unwrap();
+    in_every_cgroup(&out);
+    let sandbox = warm(&t.spec).await.unwrap();
+    let out = warm_call(&sandbox, &t.spec, Duration::from_secs(60), 1 << 16)
+        .await
+        .unwrap();
+    in_every_cgroup(&out);
+    stop(sandbox).await;
+}
+
+/// A one-shot process drops its warm sandbox without waiting for the kernel to tear the
+/// sandbox's namespaces down: the stop returns once the init stopped serving, leaving the
+/// launcher unreaped, and the launcher then exits by itself, cleanly (not killed).
+#[tokio::test]
+async fn a_detached_stop_leaves_the_launcher_to_exit_by_itself() {
+    let t = tree(&["/bin/sh", "-c", "echo ran"]);
+    let sandbox = warm(&t.spec).await.unwrap().detached_stop(true);
+    let out = warm_call(&sandbox, &t.spec, Duration::from_secs(60), 1 << 16)
+        .await
+        .unwrap();
+    assert_eq!(text(&out.stdout), "ran\n");
+    let pid = sandbox.launcher_pid().expect("a running launcher");
+    stop(sandbox).await;
+    // Still our child, not reaped by the stop; it ends on its own (a hung one fails the bound).
+    let pidfd = hookbox_process::pidfd::Pidfd::open(pid).expect("the launcher is not reaped yet");
+    assert!(
+        pidfd.wait_exited(Duration::from_secs(60)),
+        "the launcher did not exit after its init stopped serving"
+    );
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap());
+    assert_eq!(
+        nix::sys::wait::waitpid(pid, None).unwrap(),
+        nix::sys::wait::WaitStatus::Exited(pid, 0),
+        "the launcher must exit cleanly, not be killed"
+    );
+}

@@ -243,6 +243,9 @@ impl StoreArgs {
             options.tool_timeout = timeout;
         }
         options.unmount_when_closed = !keep_disks_mounted;
+        // Only `hookbox tool` keeps disks mounted: a one-shot call, which need not wait for
+        // the kernel to tear its sandbox's namespaces down before it exits.
+        options.one_shot = keep_disks_mounted;
         options.warm = !self.cold_sandboxes;
         if self.insecure_no_isolation {
             eprintln!(

@@ -32,6 +32,9 @@ pub(super) fn command_runner(
     let launcher = Launcher::from_env_or_current_exe(super::env::SANDBOX_EXEC_SUBCOMMAND)
         .context("locating the sandbox launcher")?;
     let mut options = SandboxOptions::new(launcher);
+    // `hooks test` and `hooks gate` exit right after their hooks ran, and mount no disk.
+    options.one_shot = true;
+    options.unmount_when_closed = false;
     if insecure_no_isolation {
         eprintln!(
             "WARNING: --insecure-no-isolation: hook commands run directly on this machine, with NO sandbox"
