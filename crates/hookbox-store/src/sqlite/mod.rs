@@ -44,6 +44,9 @@ pub use migrations::SCHEMA_VERSION;
 /// Database file name inside the data dir.
 pub const DB_FILE: &str = "hookbox.db";
 
+/// How many prepared statements the connection keeps (each is a few KiB).
+const STATEMENT_CACHE: usize = 256;
+
 /// `PRAGMA synchronous` level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Synchronous {
@@ -94,6 +97,9 @@ impl SqliteStore {
             },
         )?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
+        // An interaction alone uses more distinct statements than rusqlite's default 16: with
+        // that, the least recent were evicted and parsed again on every interaction.
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         migrations::migrate(&mut conn)?;
         Ok(SqliteStore {
             conn: Arc::new(Mutex::new(conn)),
