@@ -97,8 +97,9 @@ impl SqliteStore {
             },
         )?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
-        // An interaction alone uses more distinct statements than rusqlite's default 16: with
-        // that, the least recent were evicted and parsed again on every interaction.
+        // rusqlite keeps 16 by default; the store has more distinct statements than that (32
+        // cached call sites, some once per table), so a busy server evicted and parsed some
+        // again and again.
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         migrations::migrate(&mut conn)?;
         Ok(SqliteStore {
