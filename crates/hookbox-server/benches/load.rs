@@ -9,10 +9,17 @@
 //! ratios to SQLite; checkpointing to an object store after every interaction, off and on; and
 //! what cluster-wide quotas cost (counted in PostgreSQL, against a lone server's memory).
 //! `--only-runtimes` compares warm sandboxes under namespaces and gVisor at concurrency 16.
+//! `--only-server [--rounds N]` is issue 35's floor: in each round, raw `sh -c true; bash -c
+//! true` pairs (unsandboxed, 16 worker threads) then the warm server at concurrency 16, with the
+//! ratio; then the load gate (128 `rm -rf` interactions at concurrency 64, every one denied) and
+//! the server's RSS over `--total` interactions.
 //! Run: `cargo bench -p hookbox-server --bench load [-- --per-level N] [--total N]
-//! [--only-snapshots] [--only-quotas] [--only-runtimes]`.
+//! [--only-snapshots] [--only-quotas] [--only-runtimes] [--only-server [--rounds N]]`.
 //!
-//! The bench binary is also its own sandbox launcher (`__sandbox-exec`), as `hookbox` is.
+//! The bench binary is also its own sandbox launcher (`__sandbox-exec`), as `hookbox` is; with
+//! `HOOKBOX_SANDBOX_EXEC=PATH` (as `hookbox serve` honours it) sandboxes are launched by PATH
+//! instead, e.g. `target/release/hookbox-sandbox-launcher`, the size of the installed
+//! `hookbox-sandbox-exec` rather than of this whole binary.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
@@ -120,10 +127,9 @@ fn serve_on(
     cluster: Option<hookbox_server::cluster::ClusterConfig>,
     setup: &Setup,
 ) -> std::net::SocketAddr {
-    let launcher = Launcher {
-        program: std::env::current_exe().unwrap(),
-        args: vec![LAUNCHER_SUBCOMMAND.to_owned()],
-    };
+    // As `hookbox serve` finds it: `HOOKBOX_SANDBOX_EXEC` (the small standalone launcher, as
+    // installed) when set, else this binary.
+    let launcher = Launcher::from_env_or_current_exe(LAUNCHER_SUBCOMMAND).unwrap();
     let credentials =
         Arc::new(hookbox_egress::credentials::FileCredentialStore::open(data).unwrap());
     let options = SandboxOptions {
@@ -172,10 +178,15 @@ fn serve_on(
 
 /// A new environment holding the gate, made through `addr`; the interaction body that uses it.
 async fn gated_environment(addr: std::net::SocketAddr) -> serde_json::Value {
+    environment_with(addr, HOOKS).await
+}
+
+/// [`gated_environment`] with `hooks` as its hooks file.
+async fn environment_with(addr: std::net::SocketAddr, hooks: &str) -> serde_json::Value {
     let env: serde_json::Value = reqwest::Client::new()
         .post(format!("http://{addr}/v1beta/environments"))
         .json(&serde_json::json!({"sources": [
-            {"type": "inline", "target": ".agents/hooks.json", "content": HOOKS},
+            {"type": "inline", "target": ".agents/hooks.json", "content": hooks},
             {"type": "inline", "target": ".agents/gate.sh", "content": GATE},
         ]}))
         .send()
@@ -543,6 +554,149 @@ async fn runtime_rows(client: &reqwest::Client, per_level: usize) {
     );
 }
 
+/// `n` pairs of `sh -c true` then `bash -c true`, spawned directly (no sandbox) by `workers`
+/// threads: pairs per second. What the server's interaction needs at least: its gate is a
+/// shell, its tool a bash.
+fn raw_pairs(workers: usize, n: usize) -> f64 {
+    let per_worker = n.div_ceil(workers);
+    let start = Instant::now();
+    let threads: Vec<_> = (0..workers)
+        .map(|_| {
+            std::thread::spawn(move || {
+                for _ in 0..per_worker {
+                    for shell in ["sh", "bash"] {
+                        let status = std::process::Command::new(shell)
+                            .args(["-c", "true"])
+                            .status()
+                            .unwrap();
+                        assert!(status.success());
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    (per_worker * workers) as f64 / start.elapsed().as_secs_f64()
+}
+
+/// The load gate: `n` interactions asking for `rm -rf`, `concurrency` at a time, each one
+/// denied by the gate (a lost decision would let the call run, or fail open).
+async fn load_gate(
+    client: &reqwest::Client,
+    addr: std::net::SocketAddr,
+    environment: &serde_json::Value,
+    concurrency: usize,
+    n: usize,
+) {
+    let mut body = environment.clone();
+    body["input"] = serde_json::json!("Run `rm -rf /tmp/forbidden` using code_execution.");
+    let per_task = n.div_ceil(concurrency);
+    let tasks: Vec<_> = (0..concurrency)
+        .map(|_| {
+            let client = client.clone();
+            let body = body.clone();
+            tokio::spawn(async move {
+                let mut denied = 0usize;
+                for _ in 0..per_task {
+                    let resp = client
+                        .post(format!("http://{addr}/v1beta/interactions"))
+                        .json(&body)
+                        .send()
+                        .await
+                        .unwrap();
+                    assert_eq!(resp.status(), 200);
+                    let v: serde_json::Value = resp.json().await.unwrap();
+                    assert_eq!(v["status"], "completed", "{v}");
+                    let result = &v["steps"][2];
+                    assert_eq!(result["hooks"]["pre"]["trace"][0]["outcome"], "deny", "{v}");
+                    assert_eq!(result["is_error"], true, "{v}");
+                    denied += 1;
+                }
+                denied
+            })
+        })
+        .collect();
+    let mut denied = 0;
+    for t in tasks {
+        denied += t.await.unwrap();
+    }
+    assert_eq!(denied, per_task * concurrency);
+    println!(
+        "load gate: {denied} of {denied} `rm -rf` interactions denied at concurrency {concurrency}"
+    );
+}
+
+/// Issue 35's server goal: rounds of raw spawn pairs against the warm server at concurrency 16
+/// (same run, interleaved), the ratio of each round and their spread; the load gate; RSS.
+async fn server_rows(client: &reqwest::Client, per_level: usize, rounds: usize, total: usize) {
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let (addr, body, _dir) = start_server(true).await;
+    for _ in 0..16 {
+        one(client.clone(), addr, body.clone()).await;
+    }
+    let rss_start = rss_kib();
+    let mut done = 16;
+    let mut ratios = Vec::new();
+    // The same gate written `exec sh …`: its `/bin/sh -c` becomes the gate's shell instead of
+    // starting a second one (what the hook's author can save).
+    let exec_body = environment_with(addr, &HOOKS.replace("\"sh /", "\"exec sh /")).await;
+    for _ in 0..16 {
+        one(client.clone(), addr, exec_body.clone()).await;
+    }
+    let mut exec_ratios = Vec::new();
+    println!(
+        "round  raw_pairs_per_s  server_per_s  p50_ms  p99_ms  ratio  exec_gate_per_s  exec_ratio"
+    );
+    for round in 1..=rounds {
+        let raw = tokio::task::spawn_blocking(move || raw_pairs(16, per_level))
+            .await
+            .unwrap();
+        let (rate, p50, p99, n) = level(client, addr, &body, 16, per_level).await;
+        let (exec_rate, _, _, m) = level(client, addr, &exec_body, 16, per_level).await;
+        done += n + m;
+        ratios.push(rate / raw);
+        exec_ratios.push(exec_rate / raw);
+        println!(
+            "{round:>5}  {raw:>15.1}  {rate:>12.1}  {:>6.1}  {:>6.1}  {:>5.3}  {exec_rate:>15.1}  {:>10.3}",
+            ms(p50),
+            ms(p99),
+            rate / raw,
+            exec_rate / raw
+        );
+    }
+    exec_ratios.sort_by(f64::total_cmp);
+    println!(
+        "the gate as `exec sh /.agents/gate.sh`: median {:.3}x (min {:.3}, max {:.3})",
+        exec_ratios[exec_ratios.len() / 2],
+        exec_ratios[0],
+        exec_ratios[exec_ratios.len() - 1]
+    );
+    ratios.sort_by(f64::total_cmp);
+    println!(
+        "server / raw pairs at concurrency 16: median {:.3}x (min {:.3}, max {:.3}, {rounds} rounds; the goal is >= 0.5x)",
+        ratios[ratios.len() / 2],
+        ratios[0],
+        ratios[ratios.len() - 1]
+    );
+    load_gate(client, addr, &body, 64, 128).await;
+    done += 128;
+    let mut rss_at = Vec::new();
+    for target in [1000usize, total] {
+        if done < target {
+            let (_, _, _, n) = level(client, addr, &body, 16, target - done).await;
+            done += n;
+        }
+        rss_at.push((done, rss_kib()));
+    }
+    let shown: Vec<String> = rss_at
+        .iter()
+        .map(|(n, kib)| format!("after {n} interactions: {kib}"))
+        .collect();
+    println!("rss_kib after warm-up: {rss_start}; {}", shown.join("; "));
+}
+
 async fn bench() {
     let per_level: usize = std::env::args()
         .skip_while(|a| a != "--per-level")
@@ -566,6 +720,15 @@ async fn bench() {
     }
     if std::env::args().any(|a| a == "--only-runtimes") {
         runtime_rows(&client, per_level).await;
+        return;
+    }
+    if std::env::args().any(|a| a == "--only-server") {
+        let rounds = std::env::args()
+            .skip_while(|a| a != "--rounds")
+            .nth(1)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(3);
+        server_rows(&client, per_level, rounds, total_target).await;
         return;
     }
     println!("sandboxes  concurrency  interactions  per_second  p50_ms  p99_ms  p99/p50");

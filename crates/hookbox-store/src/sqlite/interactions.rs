@@ -15,10 +15,11 @@ use crate::row::Columns;
 /// Inserts `row` and its steps in `tx`; [`Error::AlreadyExists`] on a taken id.
 pub(super) fn insert(tx: &Transaction<'_>, project: &str, row: &NewInteraction) -> Result<()> {
     let body = &row.body;
-    let n = tx.execute(
+    let n = tx.prepare_cached(
         "INSERT OR IGNORE INTO interactions (id, status, agent, environment_id, previous_interaction_id, created, updated, usage_json, errors_json, body_json, project)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-        params![
+    )?
+    .execute(params![
             body.id,
             body.status.as_str(),
             body.agent,
@@ -30,14 +31,12 @@ pub(super) fn insert(tx: &Transaction<'_>, project: &str, row: &NewInteraction) 
             row.errors,
             row.body_json,
             project
-        ],
-    )?;
+    ])?;
     inserted(n > 0, "interaction", &body.id)?;
+    let mut insert_step = tx
+        .prepare_cached("INSERT INTO steps (interaction_id, idx, step_json) VALUES (?1, ?2, ?3)")?;
     for (idx, step) in row.steps.iter().enumerate() {
-        tx.execute(
-            "INSERT INTO steps (interaction_id, idx, step_json) VALUES (?1, ?2, ?3)",
-            params![body.id, idx as i64, step],
-        )?;
+        insert_step.execute(params![body.id, idx as i64, step])?;
     }
     Ok(())
 }

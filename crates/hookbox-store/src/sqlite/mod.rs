@@ -44,6 +44,9 @@ pub use migrations::SCHEMA_VERSION;
 /// Database file name inside the data dir.
 pub const DB_FILE: &str = "hookbox.db";
 
+/// How many prepared statements the connection keeps (each is a few KiB).
+const STATEMENT_CACHE: usize = 256;
+
 /// `PRAGMA synchronous` level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Synchronous {
@@ -94,6 +97,10 @@ impl SqliteStore {
             },
         )?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
+        // rusqlite keeps 16 by default; the store has more distinct statements than that (32
+        // cached call sites, some once per table), so a busy server evicted and parsed some
+        // again and again.
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         migrations::migrate(&mut conn)?;
         Ok(SqliteStore {
             conn: Arc::new(Mutex::new(conn)),
