@@ -140,7 +140,8 @@ fn every_429_says_when_to_retry() {
     )
     .unwrap();
     let server = start_with(&data, &["--config", config.to_str().unwrap()]);
-    let body = format!(r#"{{"agent":"{AGENT}","input":"run `sleep 30`","background":true}}"#);
+    // The first interaction holds the one slot for the whole test (it is killed with the server).
+    let body = format!(r#"{{"agent":"{AGENT}","input":"run `sleep 600`","background":true}}"#);
     let first = http(&server.addr, "POST", "/v1beta/interactions", &body);
     assert!(first.starts_with("HTTP/1.1 200"), "{first}");
     let second = http(&server.addr, "POST", "/v1beta/interactions", &body);

@@ -42,24 +42,42 @@ fn environments_expire_after_their_ttl_and_say_so() {
     );
     let addr = server.addr.clone();
 
-    // An interaction running longer than the TTL keeps its environment.
+    // An interaction running longer than the TTL keeps its environment. The workload runs until
+    // the test releases it, and "longer than the TTL" is observed, not slept: an idle environment
+    // made after the workload started has expired (so the TTL has passed for both and the sweeper
+    // has run since), while the running one is still active.
     let running = post_json(
         &addr,
         "/v1beta/interactions",
-        &serde_json::json!({"agent": AGENT, "input": "run `sleep 3; echo kept > /workspace/kept.txt`", "background": true}),
+        &serde_json::json!({"agent": AGENT, "input": "run `touch /workspace/held.running; until [ -e /workspace/held.release ]; do sleep 0.05; done; echo kept > /workspace/kept.txt`", "background": true}),
     );
     let id = running["id"].as_str().unwrap().to_owned();
     let env = running["environment_id"].as_str().unwrap().to_owned();
-    let done = wait_for(Duration::from_secs(30), "the long interaction", || {
-        let i = get(&addr, &format!("/v1beta/interactions/{id}"));
-        (i["status"] != "in_progress").then_some(i)
+    let workspace = data.join("environments").join(&env).join("root/workspace");
+    wait_for(Duration::from_secs(30), "the workload to start", || {
+        workspace.join("held.running").exists().then_some(())
     });
-    assert_eq!(done["status"], "completed", "{done}");
+    let idle = post_json(&addr, "/v1beta/environments", &serde_json::json!({}));
+    let idle = idle["id"].as_str().unwrap().to_owned();
+    wait_for(
+        Duration::from_secs(30),
+        "the idle environment to expire",
+        || {
+            let e = get(&addr, &format!("/v1beta/environments/{idle}"));
+            (e["status"] == "expired").then_some(())
+        },
+    );
     let shown = get(&addr, &format!("/v1beta/environments/{env}"));
     assert_eq!(
         shown["status"], "active",
         "expired under a running interaction: {shown}"
     );
+    std::fs::write(workspace.join("held.release"), b"").unwrap();
+    let done = wait_for(Duration::from_secs(30), "the long interaction", || {
+        let i = get(&addr, &format!("/v1beta/interactions/{id}"));
+        (i["status"] != "in_progress").then_some(i)
+    });
+    assert_eq!(done["status"], "completed", "{done}");
     let file = http(
         &addr,
         "GET",
@@ -137,7 +155,7 @@ fn environments_expire_after_their_ttl_and_say_so() {
     assert!(upload.contains("FAILED_PRECONDITION"), "{upload}");
     let metrics = http(&addr, "GET", "/metrics", "");
     assert!(
-        metrics.contains("hookbox_environment_lifecycle_total{operation=\"expire\"} 1"),
+        metrics.contains("hookbox_environment_lifecycle_total{operation=\"expire\"} 2"),
         "{metrics}"
     );
     // Deleting it still works.
