@@ -220,6 +220,49 @@ async fn gvisor_breakdown(runs: usize) {
             call - floor
         );
     }
+    // Concurrency 16: `sh -c true` as warm calls from 16 tasks, against the same programs
+    // started by 16 loops at once inside the sandbox.
+    let per_task = runs.div_ceil(4).max(2);
+    let script = format!(
+        "s=$EPOCHREALTIME; for j in $(seq 16); do (for i in $(seq {per_task}); do sh -c true </dev/null; done) & done; wait; e=$EPOCHREALTIME; echo \"$s $e\""
+    );
+    let out = runner
+        .run_argv(
+            vec!["/bin/bash".into(), "-c".into(), script],
+            Vec::new(),
+            timeout,
+            1 << 16,
+        )
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let mut it = text.split_whitespace().map(|v| v.parse::<f64>().unwrap());
+    let (s, e) = (it.next().unwrap(), it.next().unwrap());
+    let floor_rate = (16 * per_task) as f64 / (e - s);
+    let t = Instant::now();
+    let tasks: Vec<_> = (0..16)
+        .map(|_| {
+            let runner = runner.clone();
+            tokio::spawn(async move {
+                for _ in 0..per_task {
+                    let argv = vec!["/bin/sh".into(), "-c".into(), "true".into()];
+                    let out = runner
+                        .run_argv(argv, Vec::new(), Duration::from_secs(120), 1 << 16)
+                        .await
+                        .unwrap();
+                    assert!(out.success());
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let rate = (16 * per_task) as f64 / t.elapsed().as_secs_f64();
+    println!(
+        "`sh -c true` at concurrency 16: {rate:.1} calls/s; the same programs started inside the sandbox by 16 loops: {floor_rate:.1}/s; {:.2}x",
+        rate / floor_rate
+    );
     let mut per_stage: Vec<(String, Vec<i128>)> = Vec::new();
     let mut totals = Vec::new();
     for _ in 0..runs {
