@@ -5,8 +5,13 @@
 //! - opening an environment cold (the first call builds its warm sandbox);
 //! - file-heavy calls: `git status` over 10 000 files, and `python3 -c 'import json'`.
 //!
-//! Run: `cargo bench -p hookbox-environments --bench runtimes [-- --runs N]`. Needs root and
-//! `runsc` on PATH (scripts/setup.sh). Prints numbers; asserts nothing.
+//! `--gvisor-breakdown` measures only where a warm gVisor call's time goes: the floor (the same
+//! programs started inside the running sandbox, timed there, in the same run), the whole call
+//! seen from hookbox, and the launcher's stages of the call inside gVisor.
+//!
+//! Run: `cargo bench -p hookbox-environments --bench runtimes [-- --runs N]
+//! [--gvisor-breakdown]`. Needs root and `runsc` on PATH (scripts/setup.sh). Prints numbers;
+//! asserts nothing.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark binary may panic
 
@@ -139,6 +144,158 @@ fn runsc_do_true(runs: usize) -> Duration {
     p50(&mut samples)
 }
 
+/// Where a warm gVisor call's time goes, in one run: each program's start inside the running
+/// sandbox (timed by bash there, one call looping), the same program as a whole warm call timed
+/// by hookbox, and the stages of a warm `/bin/true` call inside gVisor (each from the end of the
+/// one before, on gVisor's clock; the first, from hookbox's request, is left out: the clocks
+/// differ).
+async fn gvisor_breakdown(runs: usize) {
+    let data = tempfile::tempdir().unwrap();
+    let mut options = SandboxOptions::new(Launcher::standalone(LAUNCHER));
+    options.runtime = RuntimeKind::Gvisor;
+    options.gvisor = GvisorSettings::new(None, Default::default());
+    let credentials =
+        Arc::new(hookbox_egress::credentials::FileCredentialStore::open(data.path()).unwrap());
+    let store = Environments::open(
+        data.path(),
+        options,
+        hookbox_environments::network::EgressOptions::new(credentials),
+    )
+    .unwrap();
+    let meta = store
+        .create(
+            &EnvironmentSpec::default(),
+            hookbox_environments::source::SourceOrigin::Operator,
+            &mut |_| {},
+            false,
+        )
+        .unwrap();
+    let env = store.open_env(&meta.id).unwrap();
+    ok(&env, "true").await;
+    let timeout = Duration::from_secs(60);
+    let runner = env.runner();
+    println!("program            in-sandbox floor_ms  warm call_ms  call/floor  overhead_ms");
+    for (name, argv) in [
+        ("/bin/true", vec!["/bin/true"]),
+        ("sh -c true", vec!["/bin/sh", "-c", "true"]),
+        ("bash -c true", vec!["/bin/bash", "-c", "true"]),
+    ] {
+        // The floor: `runs` starts of the program inside the running sandbox, timed there.
+        let quoted = argv.join(" ");
+        let script = format!(
+            "s=$EPOCHREALTIME; for i in $(seq {runs}); do {quoted} </dev/null; done; e=$EPOCHREALTIME; echo \"$s $e\""
+        );
+        let out = runner
+            .run_argv(
+                vec!["/bin/bash".into(), "-c".into(), script],
+                Vec::new(),
+                timeout,
+                1 << 16,
+            )
+            .await
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let mut it = text.split_whitespace().map(|v| v.parse::<f64>().unwrap());
+        let (s, e) = (it.next().unwrap(), it.next().unwrap());
+        let floor = (e - s) * 1000.0 / runs as f64;
+        let mut samples = Vec::new();
+        for _ in 0..runs {
+            let t = Instant::now();
+            let out = runner
+                .run_argv(
+                    argv.iter().map(|a| a.to_string()).collect(),
+                    Vec::new(),
+                    timeout,
+                    1 << 16,
+                )
+                .await
+                .unwrap();
+            assert!(out.success(), "{name}");
+            samples.push(t.elapsed());
+        }
+        let call = ms(p50(&mut samples));
+        println!(
+            "{name:<18} {floor:>19.2}  {call:>12.2}  {:>9.2}x  {:>11.2}",
+            call / floor,
+            call - floor
+        );
+    }
+    // Concurrency 16: `sh -c true` as warm calls from 16 tasks, against the same programs
+    // started by 16 loops at once inside the sandbox.
+    let per_task = runs.div_ceil(4).max(2);
+    let script = format!(
+        "s=$EPOCHREALTIME; for j in $(seq 16); do (for i in $(seq {per_task}); do sh -c true </dev/null; done) & done; wait; e=$EPOCHREALTIME; echo \"$s $e\""
+    );
+    let out = runner
+        .run_argv(
+            vec!["/bin/bash".into(), "-c".into(), script],
+            Vec::new(),
+            timeout,
+            1 << 16,
+        )
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let mut it = text.split_whitespace().map(|v| v.parse::<f64>().unwrap());
+    let (s, e) = (it.next().unwrap(), it.next().unwrap());
+    let floor_rate = (16 * per_task) as f64 / (e - s);
+    let t = Instant::now();
+    let tasks: Vec<_> = (0..16)
+        .map(|_| {
+            let runner = runner.clone();
+            tokio::spawn(async move {
+                for _ in 0..per_task {
+                    let argv = vec!["/bin/sh".into(), "-c".into(), "true".into()];
+                    let out = runner
+                        .run_argv(argv, Vec::new(), Duration::from_secs(120), 1 << 16)
+                        .await
+                        .unwrap();
+                    assert!(out.success());
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let rate = (16 * per_task) as f64 / t.elapsed().as_secs_f64();
+    println!(
+        "`sh -c true` at concurrency 16: {rate:.1} calls/s; the same programs started inside the sandbox by 16 loops: {floor_rate:.1}/s; {:.2}x",
+        rate / floor_rate
+    );
+    let mut per_stage: Vec<(String, Vec<i128>)> = Vec::new();
+    let mut totals = Vec::new();
+    for _ in 0..runs {
+        let (out, times) = runner
+            .run_argv_timed(vec!["/bin/true".into()], timeout)
+            .await
+            .unwrap();
+        assert!(out.success());
+        totals.push(Duration::from_nanos((times.ended - times.started) as u64));
+        for (i, (name, ns)) in times.durations().into_iter().enumerate() {
+            if per_stage.len() <= i {
+                per_stage.push((name, Vec::new()));
+            }
+            per_stage[i].1.push(ns);
+        }
+    }
+    println!(
+        "stages of a warm gVisor `/bin/true` call (p50 of {runs}; whole call {:.2} ms):",
+        ms(p50(&mut totals))
+    );
+    // The first stage and the last span both clocks; only the ones inside gVisor are shown.
+    let inside = per_stage.len().saturating_sub(1);
+    for (name, samples) in per_stage.iter_mut().take(inside).skip(1) {
+        samples.sort();
+        println!(
+            "  {name:<28} {:>8.3} ms",
+            samples[samples.len() / 2] as f64 / 1e6
+        );
+    }
+    drop(env);
+    let _ = store.remove(&meta.id);
+}
+
 fn main() {
     let runs: usize = std::env::args()
         .skip_while(|a| a != "--runs")
@@ -150,6 +307,10 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    if std::env::args().any(|a| a == "--gvisor-breakdown") {
+        rt.block_on(gvisor_breakdown(runs));
+        return;
+    }
     let ns = rt.block_on(measure(RuntimeKind::Namespaces, runs));
     let gv = rt.block_on(measure(RuntimeKind::Gvisor, runs));
     let fresh = runsc_do_true(runs);

@@ -11,6 +11,14 @@
 //!   crosses back out, so the call's reply socket stands in for one: init answers `P`, kills the
 //!   call's PID namespace when hookbox writes to or closes its end, and closes its own end once
 //!   the call has been reaped, which is how hookbox learns that it ended.
+//! - A spare call: cloning a call's namespaces, mounting its `/proc` and `/dev/shm` and
+//!   confining it (limits, capabilities, seccomp) is most of what a warm call costs inside
+//!   gVisor besides its program, and none of it depends on the call. So init keeps one spare
+//!   built ahead, which says `r` once confined; a call is handed to it (the same six
+//!   descriptors) and it only reads its spec, takes its stdio, changes directory and starts the
+//!   program, while init builds the next spare. A spare that failed (it exits without `r`)
+//!   leaves the call to the path above, which reports why; after [`SPARE_FAILURES`] in a row,
+//!   init stops building them.
 //! - Egress: gVisor's network stack is the sandbox's own (`--network=none`, loopback only), so
 //!   hookbox's proxy cannot listen inside it. A relay process listens on the proxy's port on
 //!   the sandbox's `127.0.0.1` and, for each connection, asks hookbox for a socket over the
@@ -36,6 +44,17 @@ use crate::status::{note, report};
 
 /// The request socket runsc hands the container's init.
 const CONTROL_FD: i32 = 0;
+
+/// Spares that failed in a row after which init stops building them (every call is then
+/// cloned when it arrives, as without spares).
+const SPARE_FAILURES: u32 = 3;
+
+/// A call process built ahead (see the module doc): its pid and init's end of the socket it is
+/// handed its call on.
+struct Spare {
+    pid: Pid,
+    socket: OwnedFd,
+}
 
 /// One running call: its pid (PID 1 of its namespace) and our end of its reply socket.
 struct Call {
@@ -92,6 +111,8 @@ fn run() -> Result<i32> {
     crate::fdpass::send(control.as_fd(), b"R", &[]).map_err(LaunchError::WarmSocket)?;
 
     let mut calls: HashMap<i32, Call> = HashMap::new();
+    let mut spare_failures = 0u32;
+    let mut spare = start_spare(&spec, &programs, &control, &[]);
     let mut accepting = true;
     while accepting || !calls.is_empty() {
         let pids: Vec<i32> = calls.keys().copied().collect();
@@ -142,22 +163,53 @@ fn run() -> Result<i32> {
             match crate::fdpass::recv(&control) {
                 Ok(message) if message.payload.is_empty() && message.fds.is_empty() => {
                     accepting = false;
+                    if let Some(spare) = spare.take() {
+                        end_spare(spare);
+                    }
                 }
                 Ok(message) => {
-                    if let Ok(fds) = <[OwnedFd; 6]>::try_from(message.fds)
-                        && let Some((pid, reply)) = {
+                    if let Ok(fds) = <[OwnedFd; 6]>::try_from(message.fds) {
+                        let (handed, fds) = match spare.take() {
+                            Some(ready) => match hand_to_spare(ready, fds) {
+                                Ok(started) => {
+                                    spare_failures = 0;
+                                    (Some(started), None)
+                                }
+                                Err(fds) => {
+                                    spare_failures += 1;
+                                    (None, Some(fds))
+                                }
+                            },
+                            None => (None, Some(fds)),
+                        };
+                        let started = match (handed, fds) {
+                            (Some(started), _) => Some(started),
+                            (None, Some(fds)) => {
+                                let others: Vec<i32> =
+                                    calls.values().map(|c| c.reply.as_raw_fd()).collect();
+                                start_call(&spec, &programs, &control, &others, fds)
+                            }
+                            (None, None) => None,
+                        };
+                        if let Some((pid, reply)) = started {
+                            let killed = false;
+                            calls.insert(pid, Call { reply, killed });
+                        }
+                        if spare_failures < SPARE_FAILURES {
                             let others: Vec<i32> =
                                 calls.values().map(|c| c.reply.as_raw_fd()).collect();
-                            start_call(&spec, &programs, &control, &others, fds)
+                            spare = start_spare(&spec, &programs, &control, &others);
                         }
-                    {
-                        let killed = false;
-                        calls.insert(pid, Call { reply, killed });
                     }
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(_) => accepting = false,
+                Err(_) => {
+                    accepting = false;
+                    if let Some(spare) = spare.take() {
+                        end_spare(spare);
+                    }
+                }
             }
         }
     }
@@ -240,6 +292,169 @@ fn start_call(
     }
     let _ = crate::fdpass::send(reply.as_fd(), b"P", &[]);
     Some((pid as i32, reply))
+}
+
+/// Clones the next spare call process (see the module doc), in fresh PID, mount and IPC
+/// namespaces; `others` are the running calls' reply sockets, which it closes. None when the
+/// clone fails (the next call is then cloned when it arrives, and reports why if it cannot be).
+fn start_spare(
+    spec: &LaunchSpec,
+    programs: &crate::seccomp::Programs,
+    control: &OwnedFd,
+    others: &[i32],
+) -> Option<Spare> {
+    let (ours, theirs) = crate::fdpass::pair().ok()?;
+    let flags = libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC;
+    // SAFETY: a fork-like clone (no new stack, no shared memory) of this single-threaded
+    // process.
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            (flags | libc::SIGCHLD) as libc::c_ulong,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    };
+    if pid == 0 {
+        drop(ours);
+        // SAFETY: closing our copies of the request socket and of the running calls' reply
+        // sockets; this process never uses them.
+        unsafe { libc::close(control.as_raw_fd()) };
+        for fd in others {
+            // SAFETY: as above.
+            unsafe { libc::close(*fd) };
+        }
+        std::process::exit(spare_main(spec, programs, theirs));
+    }
+    if pid < 0 {
+        return None;
+    }
+    Some(Spare {
+        pid: Pid::from_raw(pid as i32),
+        socket: ours,
+    })
+}
+
+/// Hands a call's six descriptors to `spare` once it said it is confined (`r`), and answers
+/// `P` on the call's reply socket. Gives the descriptors back when the spare failed (it exited
+/// without `r`; it is reaped here).
+fn hand_to_spare(
+    spare: Spare,
+    fds: [OwnedFd; 6],
+) -> std::result::Result<(i32, OwnedFd), [OwnedFd; 6]> {
+    let confined = matches!(recv_blocking(&spare.socket), Ok(m) if m.payload == b"r");
+    let handed = confined && {
+        let borrowed: Vec<BorrowedFd<'_>> = fds[..5].iter().map(|fd| fd.as_fd()).collect();
+        crate::fdpass::send(spare.socket.as_fd(), b"C", &borrowed).is_ok()
+    };
+    if !handed {
+        end_spare(spare);
+        return Err(fds);
+    }
+    let [_call, _stdin, _stdout, _stderr, _status, reply] = fds;
+    let _ = crate::fdpass::send(reply.as_fd(), b"P", &[]);
+    Ok((spare.pid.as_raw(), reply))
+}
+
+/// Kills an unused spare and reaps it.
+fn end_spare(spare: Spare) {
+    drop(spare.socket);
+    let _ = nix::sys::signal::kill(spare.pid, Signal::SIGKILL);
+    let _ = waitpid(spare.pid, None);
+}
+
+/// PID 1 of a spare call: everything of [`crate::launcher::call_init`] that does not depend on
+/// the call (its `/proc` and `/dev/shm`, limits, capabilities, seccomp), then `r` on `socket`;
+/// then the call's five descriptors (spec, stdin, stdout, stderr, status channel), and the
+/// rest. A failure before `r` exits in silence: init gives the call to a fresh clone, which
+/// reports it. Stage timings name the same stages as a call cloned on arrival, at the times
+/// they were reached (before the call arrived).
+fn spare_main(spec: &LaunchSpec, programs: &crate::seccomp::Programs, socket: OwnedFd) -> i32 {
+    use crate::launcher as l;
+    let mut stages = vec![("call_cloned", l::monotonic_ns())];
+    // SAFETY: restores the default disposition (the spare must reap its program itself).
+    unsafe { libc::signal(libc::SIGCHLD, libc::SIG_DFL) };
+    // init blocks SIGCHLD (it reads it from a signalfd); a blocked mask would survive exec.
+    let _ = nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None);
+    let confined = (|| {
+        nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(LaunchError::Pdeathsig)?;
+        nix::unistd::setsid().map_err(LaunchError::Setsid)?;
+        l::remount_per_call()?;
+        stages.push(("proc_mounted", l::monotonic_ns()));
+        l::set_limits(spec)?;
+        l::drop_capabilities(spec.runtime)?;
+        stages.push(("limits_set", l::monotonic_ns()));
+        crate::seccomp::install(programs)?;
+        stages.push(("seccomp_installed", l::monotonic_ns()));
+        Ok::<(), LaunchError>(())
+    })();
+    if confined.is_err() || crate::fdpass::send(socket.as_fd(), b"r", &[]).is_err() {
+        return crate::spec::EXIT_SETUP_FAILED;
+    }
+    let Ok(message) = recv_blocking(&socket) else {
+        return crate::spec::EXIT_SETUP_FAILED;
+    };
+    drop(socket);
+    let Ok([call, stdin, stdout, stderr, status]) = <[OwnedFd; 5]>::try_from(message.fds) else {
+        return crate::spec::EXIT_SETUP_FAILED;
+    };
+    let mut status = Some(File::from(status));
+    let result = (|| {
+        let call: crate::spec::CallSpec = {
+            let mut bytes = Vec::new();
+            File::from(call)
+                .read_to_end(&mut bytes)
+                .map_err(|e| LaunchError::ReadSpec(e.to_string()))?;
+            serde_json::from_slice(&bytes).map_err(|e| LaunchError::ReadSpec(e.to_string()))?
+        };
+        let spec = spec.with_call(call);
+        if spec.stage_timings
+            && let Some(file) = status.as_mut()
+        {
+            for (name, ns) in &stages {
+                let mark = crate::spec::STAGE_MARK;
+                let _ = std::io::Write::write_all(file, format!("{mark}{name} {ns}\n").as_bytes());
+            }
+        }
+        for (fd, target) in [stdin, stdout, stderr].iter().zip(0..) {
+            // SAFETY: dup2 onto 0, 1, 2 of this process; the sources are ours (received
+            // close-on-exec at higher numbers).
+            if unsafe { libc::dup2(fd.as_raw_fd(), target) } < 0 {
+                return Err(LaunchError::Prepare {
+                    path: format!("fd {target}"),
+                    source: std::io::Error::last_os_error(),
+                });
+            }
+        }
+        nix::unistd::chdir(spec.cwd.as_str()).map_err(|source| LaunchError::Chdir {
+            path: spec.cwd.clone(),
+            source,
+        })?;
+        let (path, argv, envp) = l::exec_args(&spec)?;
+        l::stage(&spec, &mut status, "program_forked");
+        match l::spawn_program(&path, &argv, &envp) {
+            Ok(child) => l::reap_until(child),
+            Err(err) => {
+                report(&mut status, &l::exec_failure(&spec, err));
+                Ok(crate::spec::EXIT_EXEC_FAILED)
+            }
+        }
+    })();
+    match result {
+        Ok(code) => {
+            if let Some(file) = status.as_mut() {
+                let mark = crate::spec::EXIT_MARK;
+                let _ = std::io::Write::write_all(file, format!("{mark}{code}\n").as_bytes());
+            }
+            code
+        }
+        Err(err) => {
+            report(&mut status, &err.failure());
+            crate::spec::EXIT_SETUP_FAILED
+        }
+    }
 }
 
 /// Starts the egress relay: a child listening on `127.0.0.1:port` in gVisor's network stack.

@@ -411,7 +411,11 @@ fn confine_and_run(
 /// ignored disposition survives exec, and shell pipelines such as `yes | head` rely on the
 /// default) and no signal blocked (under gVisor the init blocks SIGCHLD). An exec failure is
 /// returned here, from the parent.
-fn spawn_program(path: &CString, argv: &[CString], envp: &[CString]) -> nix::Result<Pid> {
+pub(crate) fn spawn_program(
+    path: &CString,
+    argv: &[CString],
+    envp: &[CString],
+) -> nix::Result<Pid> {
     use nix::spawn::{PosixSpawnAttr, PosixSpawnFileActions, PosixSpawnFlags};
     use nix::sys::signal::SigSet;
     let mut attr = PosixSpawnAttr::init()?;
@@ -585,7 +589,7 @@ pub(crate) fn call_clone_failure(err: std::io::Error) -> LaunchFailure {
 }
 
 /// Why the program could not be executed.
-fn exec_failure(spec: &LaunchSpec, err: nix::Error) -> LaunchFailure {
+pub(crate) fn exec_failure(spec: &LaunchSpec, err: nix::Error) -> LaunchFailure {
     let program = spec.argv.first().map(String::as_str).unwrap_or_default();
     LaunchFailure::new(
         Stage::Exec,
@@ -596,7 +600,7 @@ fn exec_failure(spec: &LaunchSpec, err: nix::Error) -> LaunchFailure {
 
 /// A call's own `/proc` (showing only its PID namespace) and `/dev/shm`, over the warm
 /// sandbox's (in the call's private copy of its mounts).
-fn remount_per_call() -> Result<()> {
+pub(crate) fn remount_per_call() -> Result<()> {
     nix::mount::mount(
         Some("proc"),
         "/proc",
@@ -629,9 +633,9 @@ pub(crate) fn reap_until(program: Pid) -> Result<i32> {
     }
 }
 
-type ExecArgs = (CString, Vec<CString>, Vec<CString>);
+pub(crate) type ExecArgs = (CString, Vec<CString>, Vec<CString>);
 
-fn exec_args(spec: &LaunchSpec) -> Result<ExecArgs> {
+pub(crate) fn exec_args(spec: &LaunchSpec) -> Result<ExecArgs> {
     let argv = spec
         .argv
         .iter()
@@ -967,7 +971,7 @@ const KEPT_CAPABILITIES: &[i32] = &[
 /// which shows a program which kernel it runs on; the host's is never reachable there.
 const CAP_SYSLOG: i32 = 34;
 
-fn drop_capabilities(runtime: crate::spec::RuntimeKind) -> Result<()> {
+pub(crate) fn drop_capabilities(runtime: crate::spec::RuntimeKind) -> Result<()> {
     let gvisor = runtime == crate::spec::RuntimeKind::Gvisor;
     // CAP_LAST_CAP is 40 on current kernels; unknown numbers fail with EINVAL and are skipped.
     for cap in 0..64 {
@@ -986,7 +990,7 @@ fn drop_capabilities(runtime: crate::spec::RuntimeKind) -> Result<()> {
     Ok(())
 }
 
-fn set_limits(spec: &LaunchSpec) -> Result<()> {
+pub(crate) fn set_limits(spec: &LaunchSpec) -> Result<()> {
     use nix::sys::resource::{Resource, setrlimit};
     let limits = &spec.limits;
     let mut pairs = vec![

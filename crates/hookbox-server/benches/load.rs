@@ -8,7 +8,7 @@
 //! database and a data dir, and two replicas forwarding every interaction to the other, with the
 //! ratios to SQLite; checkpointing to an object store after every interaction, off and on; and
 //! what cluster-wide quotas cost (counted in PostgreSQL, against a lone server's memory).
-//! `--only-runtimes` compares warm sandboxes under namespaces and gVisor at concurrency 16.
+//! `--only-runtimes` compares warm sandboxes under namespaces and gVisor at concurrency 1 and 16.
 //! `--only-server [--rounds N]` is issue 35's floor: in each round, raw `sh -c true; bash -c
 //! true` pairs (unsandboxed, 16 worker threads) then the warm server at concurrency 16, with the
 //! ratio; then the load gate (128 `rm -rf` interactions at concurrency 64, every one denied) and
@@ -521,7 +521,7 @@ async fn quota_rows(client: &reqwest::Client, per_level: usize) {
     );
 }
 
-/// Warm sandboxes at concurrency 16 under each runtime, with gVisor's rate as a ratio of the
+/// Warm sandboxes at concurrency 1 and 16 under each runtime, with gVisor's rate at 16 as a ratio of the
 /// namespaces one (same gate, same interaction).
 async fn runtime_rows(client: &reqwest::Client, per_level: usize) {
     use hookbox_environments::RuntimeKind;
@@ -538,6 +538,14 @@ async fn runtime_rows(client: &reqwest::Client, per_level: usize) {
         for _ in 0..16 {
             one(client.clone(), addr, body.clone()).await;
         }
+        let (rate1, p50_1, p99_1, n1) = level(client, addr, &body, 1, per_level.div_ceil(4)).await;
+        println!(
+            "{:<10}  {:>11}  {n1:>12}  {rate1:>10.1}  {:>6.1}  {:>6.1}",
+            runtime.name(),
+            1,
+            ms(p50_1),
+            ms(p99_1)
+        );
         let (rate, p50, p99, n) = level(client, addr, &body, 16, per_level).await;
         println!(
             "{:<10}  {:>11}  {n:>12}  {rate:>10.1}  {:>6.1}  {:>6.1}",
