@@ -839,6 +839,48 @@ impl SandboxView {
     }
 }
 
+/// What a path under one of the host's read-only directories ([`HOST_READ_ONLY`]) is, as the
+/// sandbox would find it. The path comes from a hooks file (any tenant's, through the API's hooks
+/// report), so it must never probe the host beyond that directory: `.`/`..` components are not
+/// judged, and the rest is resolved by the kernel beneath `/{top}` (`openat2` with
+/// `RESOLVE_BENEATH`, so no symlink or `..` leaves it; an absolute link, such as an alternatives
+/// link into `/etc`, is not judged either, since the sandbox's `/etc` is not the host's).
+fn host_entry(top: &str, path: &str) -> hookbox_hooks::lint::Entry {
+    use hookbox_hooks::lint::Entry;
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    let rest: Vec<&str> = path.trim_start_matches('/').split('/').skip(1).collect();
+    if rest.iter().any(|c| c.is_empty() || *c == "." || *c == "..") {
+        return Entry::Unknown;
+    }
+    let flags = OFlags::PATH | OFlags::CLOEXEC;
+    let Ok(dir) = rustix::fs::open(format!("/{top}"), flags | OFlags::DIRECTORY, Mode::empty())
+    else {
+        return Entry::Unknown;
+    };
+    let target = if rest.is_empty() {
+        Ok(dir)
+    } else {
+        rustix::fs::openat2(
+            &dir,
+            rest.join("/"),
+            flags,
+            Mode::empty(),
+            ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+        )
+    };
+    match target.and_then(|fd| rustix::fs::fstat(&fd)) {
+        Ok(st) => match rustix::fs::FileType::from_raw_mode(st.st_mode) {
+            rustix::fs::FileType::Directory => Entry::Dir,
+            rustix::fs::FileType::RegularFile => Entry::File {
+                executable: st.st_mode & 0o111 != 0,
+            },
+            _ => Entry::Unknown,
+        },
+        Err(rustix::io::Errno::NOENT) => Entry::Missing,
+        Err(_) => Entry::Unknown,
+    }
+}
+
 impl hookbox_hooks::lint::SandboxFs for SandboxView {
     fn lookup(&self, path: &str) -> hookbox_hooks::lint::Entry {
         use hookbox_hooks::lint::Entry;
@@ -851,16 +893,7 @@ impl hookbox_hooks::lint::SandboxFs for SandboxView {
             EntryKind::Symlink | EntryKind::Other => Entry::Unknown,
         };
         if HOST_READ_ONLY.contains(&format!("/{top}").as_str()) {
-            return match std::fs::metadata(path) {
-                Ok(meta) if meta.is_dir() => Entry::Dir,
-                Ok(meta) => Entry::File {
-                    executable: std::os::unix::fs::PermissionsExt::mode(&meta.permissions())
-                        & 0o111
-                        != 0,
-                },
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Entry::Missing,
-                Err(_) => Entry::Unknown,
-            };
+            return host_entry(top, path);
         }
         if RESERVED_TOP_LEVEL.contains(&top) {
             // /etc, /dev, /proc, /tmp ...: assembled by the sandbox, not judged here.
@@ -939,5 +972,24 @@ mod tests {
             view.lookup("/usr/bin/no-such-program-hookbox"),
             Entry::Missing
         );
+    }
+
+    /// The hooks report runs this lint for any tenant's hooks file through the API: a handler
+    /// path that walks out of a host system directory must not tell a file on the host that
+    /// exists (or is executable) from one that does not.
+    #[test]
+    fn a_hooks_path_cannot_probe_host_files_outside_the_bound_system_dirs() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("secret-hookbox");
+        std::fs::write(&secret, "").unwrap();
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let host = secret.to_str().unwrap();
+        let view = SandboxView::new(RootDir::open(dir.path()).unwrap());
+        let exists = view.lookup(&format!("/usr/..{host}"));
+        let missing = view.lookup(&format!("/usr/..{host}-not-there"));
+        assert_eq!(exists, Entry::Unknown);
+        assert_eq!(missing, Entry::Unknown);
+        assert_eq!(view.lookup(&format!("/usr/./..{host}")), Entry::Unknown);
+        assert_eq!(view.lookup(&format!("/bin//..{host}")), Entry::Unknown);
     }
 }
