@@ -413,11 +413,6 @@ impl WarmSandbox {
         })
     }
 
-    /// Waits (bounded by [`STOP_GRACE`]) for the launcher to exit after our socket closed, then
-    /// kills its group if it has not. Blocking: the sandbox's init exits as soon as its last
-    /// call has, which is before anyone drops the sandbox. Idempotent; a gVisor container that
-    /// did not end cleanly is also killed and deleted with runsc, so none of its processes is
-    /// left in the environment's cgroup when this returns.
     /// For a process that exits right after its calls (the one-shot CLI): when `detached`,
     /// [`Self::stop`] (and so the drop) of a namespaces sandbox waits only until its init has
     /// left its request loop, not for the launcher's exit, in which the kernel tears the
@@ -442,6 +437,12 @@ impl WarmSandbox {
             .map(std::process::Child::id)
     }
 
+    /// Waits (bounded by [`STOP_GRACE`]) for the launcher to exit after our socket closed, then
+    /// kills its group if it has not. Blocking: the sandbox's init exits as soon as its last
+    /// call has, which is before anyone drops the sandbox. Idempotent; a gVisor container that
+    /// did not end cleanly is also killed and deleted with runsc, so none of its processes is
+    /// left in the environment's cgroup when this returns, unless the sandbox was made with
+    /// [`Self::detached_stop`] (then the launcher may still be exiting, in the cgroup).
     pub fn stop(&self) {
         let Some(mut child) = self
             .launcher

@@ -9,8 +9,10 @@
 //! a closing open that then gets it exclusively (without waiting) is the last, and removes them
 //! while holding it, so no open makes or joins them while they are removed. A cgroup that still
 //! has processes (a sandbox some clone of the runner keeps alive) cannot be removed, and a process
-//! that dies with the environment open never closes it: such cgroups are left for the next open
-//! to reuse (its last close removes them) and for the environment's removal.
+//! that dies with the environment open never closes it, and a one-shot command (`hookbox tool`)
+//! returns before its launcher has left them: such cgroups are left for the next open to reuse
+//! (its last close removes them), for the idle sweep that unmounts a disk nobody holds
+//! ([`remove_if_unused`]) and for the environment's removal.
 //!
 //! This module must not decide the limits (the caller passes them) or start processes.
 
@@ -92,4 +94,17 @@ impl Drop for CgroupHold {
             }
         }
     }
+}
+
+/// Removes environment `id`'s leftover cgroups (in its directory `dir`) if no open holds them:
+/// what a one-shot command or a process that died left behind. A cgroup that still has
+/// processes stays. The idle sweep calls this for the environments whose disk it unmounts.
+pub(super) fn remove_if_unused(dir: &Path, id: &str) {
+    if !dir.join(USERS_FILE).exists() {
+        return;
+    }
+    let Ok(_alone) = locked(dir, rustix::fs::FlockOperation::NonBlockingLockExclusive) else {
+        return;
+    };
+    cgroup::remove_for(id);
 }

@@ -23,7 +23,8 @@ impl Environments {
 
     /// Unmounts the disks of environments that no process holds open (an environment this
     /// process has open is never touched) and that nothing used for `idle`: those a one-shot
-    /// command left mounted, those created but not used since, those of a process that died.
+    /// command left mounted, those created but not used since, those of a process that died;
+    /// with each, the cgroups it left that nobody holds.
     /// Reads the mount table, not the environments, so it costs what is mounted, not what is
     /// stored. Returns how many were unmounted.
     pub fn unmount_idle(
@@ -51,7 +52,11 @@ impl Environments {
                 continue;
             }
             match crate::disk::unmount_if_unused(dir, &mountpoint) {
-                Ok(true) => count += 1,
+                Ok(true) => {
+                    // What left the disk mounted (a one-shot command) also left its cgroups.
+                    super::cgroups::remove_if_unused(dir, id);
+                    count += 1
+                }
                 Ok(false) => {}
                 Err(err) => {
                     tracing::warn!(environment_id = %id, %err, "cannot unmount an idle environment's disk")

@@ -297,7 +297,8 @@ async fn the_disk_stays_mounted_until_the_last_open_closes() {
 }
 
 /// A disk left mounted on close (a one-shot `hookbox tool`) is unmounted by the idle sweep once
-/// idle long enough, never while any open holds it, and never before it is idle.
+/// idle long enough, never while any open holds it, and never before it is idle; the cgroups
+/// the one-shot close left go with it.
 #[tokio::test]
 async fn a_disk_kept_mounted_is_unmounted_when_idle_and_never_while_open() {
     if !hookbox_test_require::root("loop-mounted disk images") {
@@ -307,6 +308,8 @@ async fn a_disk_kept_mounted_is_unmounted_when_idle_and_never_while_open() {
     let mut opts = options();
     opts.disk_limit_bytes = Some(CAP);
     opts.unmount_when_closed = false;
+    // As `hookbox tool` opens it: the close does not wait for the launcher's exit.
+    opts.one_shot = true;
     let store = store_with(data.path(), opts);
     let a = create(&store, json!({"sources": []}));
     let image = data
@@ -316,6 +319,7 @@ async fn a_disk_kept_mounted_is_unmounted_when_idle_and_never_while_open() {
         .join(hookbox_environments::disk::IMAGE_FILE);
     let none = std::collections::HashSet::new();
     let env = store.open_env(&a.id).unwrap();
+    let cgroups = env.runner().spec(vec!["/bin/true".into()]).unwrap().cgroups;
     bash_ok(&env, "echo kept > /workspace/k").await;
     // Held: the sweep leaves it, however idle it looks.
     assert_eq!(store.unmount_idle(std::time::Duration::ZERO, &none), 0);
@@ -328,10 +332,30 @@ async fn a_disk_kept_mounted_is_unmounted_when_idle_and_never_while_open() {
         0
     );
     assert_eq!(mounts_under(data.path()).len(), 1);
-    // Idle past the limit: unmounted, its loop device released, its files kept.
+    // A one-shot close returns before its launcher has left the cgroups; once it has (waited
+    // for, bounded), nothing holds them.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while cgroups.iter().any(|d| {
+        std::fs::read_to_string(d.join("cgroup.procs")).is_ok_and(|p| !p.trim().is_empty())
+    }) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the launcher never left {cgroups:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // Idle past the limit: unmounted, its loop device released, its leftover cgroups removed,
+    // its files kept.
     assert_eq!(store.unmount_idle(std::time::Duration::ZERO, &none), 1);
     wait_for_no_mount(data.path());
     wait_for_no_loop_device(&image);
+    for dir in &cgroups {
+        assert!(
+            !dir.exists(),
+            "{} is left after the idle sweep",
+            dir.display()
+        );
+    }
     let env = store.open_env(&a.id).unwrap();
     assert_eq!(bash_ok(&env, "cat /workspace/k").await["stdout"], "kept\n");
 }
