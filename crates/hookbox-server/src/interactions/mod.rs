@@ -373,8 +373,18 @@ pub async fn list(
         previous_interaction_id: nonempty(q.previous_interaction)
             .map(|i| crate::strip_resource_prefix(&i, "interactions").to_owned()),
     };
+    let with_hooks = matches!(q.hooks.as_deref(), Some("true" | "1"));
     let page = hookbox_store::Page {
-        size: q.page_size,
+        // Marks read each listed interaction whole: a smaller page bounds what one request reads.
+        size: if with_hooks {
+            Some(
+                q.page_size
+                    .unwrap_or(MAX_PAGE_WITH_HOOKS)
+                    .min(MAX_PAGE_WITH_HOOKS),
+            )
+        } else {
+            q.page_size
+        },
         token: nonempty(q.page_token),
     };
     let listed = state
@@ -386,7 +396,7 @@ pub async fn list(
     for listed in &listed.items {
         let mut item = serde_json::to_value(listed).unwrap_or_default();
         // What the console's list marks (denies, fail-opens): read from each one's steps.
-        if matches!(q.hooks.as_deref(), Some("true" | "1"))
+        if with_hooks
             && let Some(full) = state
                 .inner
                 .store
@@ -409,17 +419,21 @@ pub async fn list(
     Ok(Json(Value::Object(out)))
 }
 
+/// The most interactions one `hooks=true` list page holds (each is read whole for its marks).
+const MAX_PAGE_WITH_HOOKS: u32 = 50;
+
 /// How often each hook outcome (`allow`, `deny`, `ask`, `failed_open`, ...) is in the traces of
-/// `i`'s tool results, pre and post; skipped and disabled handlers are not counted.
+/// `i`'s tool results and of its own interaction hooks, pre and post; skipped and disabled
+/// handlers are not counted.
 fn hook_outcomes(i: &Interaction) -> std::collections::BTreeMap<String, u64> {
     let mut counts = std::collections::BTreeMap::new();
-    for step in &i.steps {
-        let hooks = match step {
-            Step::FunctionResult { hooks: Some(h), .. }
-            | Step::CodeExecutionResult { hooks: Some(h), .. }
-            | Step::McpServerToolResult { hooks: Some(h), .. } => h,
-            _ => continue,
-        };
+    let steps = i.steps.iter().filter_map(|step| match step {
+        Step::FunctionResult { hooks: Some(h), .. }
+        | Step::CodeExecutionResult { hooks: Some(h), .. }
+        | Step::McpServerToolResult { hooks: Some(h), .. } => Some(h),
+        _ => None,
+    });
+    for hooks in i.hooks.iter().chain(steps) {
         for phase in ["pre", "post"] {
             let trace = hooks
                 .get(phase)

@@ -3,7 +3,8 @@
 //! `error` for a failed run and `interaction.completed`, then `data: [DONE]`), numbered from 0 in
 //! that order, so a client resuming with `last_event_id=E` gets exactly the events after `E`,
 //! whether they come from the store (replay) or live from the running loop. A stream opened while
-//! code runs starts with that code's output so far (kept by the run, `run::LiveEvents`).
+//! code runs starts with that code's output so far (kept by the run, `run::LiveEvents`), on the
+//! replica running it; one relayed from another replica does not get what was printed before.
 
 use std::convert::Infallible;
 

@@ -420,7 +420,7 @@ fn code_execution_output_reaches_the_stream_while_the_code_runs() {
     let server = start(&data);
     // The code prints, then waits (bounded) for a file that this test creates only once the
     // stream has shown what was printed; then prints again.
-    let code = "echo first; i=0; while [ ! -e /workspace/go ] && [ $i -lt 3000000 ]; do i=$((i+1)); done; echo second";
+    let code = "echo first; i=0; until [ -e /workspace/go ] || [ $i -ge 2400 ]; do sleep 0.05; i=$((i+1)); done; echo second";
     let body = serde_json::json!({
         "agent": "antigravity-preview-09-2026",
         "input": format!("run `{code}`"),
@@ -559,7 +559,7 @@ fn a_stream_opened_while_code_runs_starts_with_its_output_so_far() {
     let dir = hookbox_test_support::DataDir::new();
     let data = dir.path().join("data");
     let server = start(&data);
-    let code = "echo first; i=0; while [ ! -e /workspace/go ] && [ $i -lt 3000000 ]; do i=$((i+1)); done; echo second";
+    let code = "echo first; i=0; until [ -e /workspace/go ] || [ $i -ge 2400 ]; do sleep 0.05; i=$((i+1)); done; echo second";
     let created = post_json(
         &server.addr,
         "/v1beta/interactions",
