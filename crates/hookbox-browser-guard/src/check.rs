@@ -278,7 +278,22 @@ impl Refusal {
         }
     }
 
-    /// A stable name for logs.
+    /// Every [`Refusal::reason`]: a closed set, so a server may use them as metric labels
+    /// (`hookbox_browser_guard_refusals_total{reason}`) without a client choosing the label.
+    pub const REASONS: [&'static str; 10] = [
+        "missing_host",
+        "malformed_host",
+        "foreign_host",
+        "null_origin",
+        "malformed_origin",
+        "foreign_origin",
+        "cross_site",
+        "not_json",
+        "upload_without_command",
+        "upload_simple_type",
+    ];
+
+    /// A stable name for logs and metric labels, one of [`Refusal::REASONS`].
     pub fn reason(&self) -> &'static str {
         match self {
             Refusal::MissingHost => "missing_host",
@@ -368,6 +383,29 @@ mod tests {
     }
 
     const PASS: Decision = Decision::Pass { cors: None };
+
+    /// The metric labels are exactly the reasons: each refusal's reason is listed, and each
+    /// listed reason is some refusal's.
+    #[test]
+    fn reasons_lists_every_refusal_reason() {
+        let all = [
+            Refusal::MissingHost,
+            Refusal::MalformedHost(String::new()),
+            Refusal::ForeignHost {
+                host: String::new(),
+                name: String::new(),
+            },
+            Refusal::NullOrigin,
+            Refusal::MalformedOrigin(String::new()),
+            Refusal::ForeignOrigin(String::new()),
+            Refusal::CrossSite(String::new()),
+            Refusal::NotJson(None),
+            Refusal::UploadWithoutCommand,
+            Refusal::UploadSimpleType(String::new()),
+        ];
+        let reasons: Vec<&str> = all.iter().map(Refusal::reason).collect();
+        assert_eq!(reasons, Refusal::REASONS);
+    }
 
     #[test]
     fn curl_without_origin_passes() {

@@ -17,7 +17,11 @@ use http::{HeaderValue, StatusCode};
 
 use crate::{Decision, Policy, Refusal};
 
-/// The log event of a refusal (a web page probing the server, or a client to reconfigure).
+/// The log event of a refusal (a web page probing the server, or a client to reconfigure),
+/// logged at INFO with target `hookbox_browser_guard::layer` and fields `event` (this),
+/// `reason` (one of [`Refusal::REASONS`]), `status`, `method` and `path`. A server counts
+/// refusals from it (hookbox's `hookbox_browser_guard_refusals_total{reason}`), so this crate
+/// needs no metrics dependency.
 pub const REFUSED_EVENT: &str = "browser_guard.refused";
 
 /// Methods a listed origin may use (everything the API routes take).

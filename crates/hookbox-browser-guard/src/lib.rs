@@ -42,6 +42,9 @@
 //! pages need none. Refusals use the API's JSON error shape and say which flag or config key
 //! allows more.
 //!
+//! Each refusal is logged as [`REFUSED_EVENT`] with its [`Refusal::reason`], a closed set
+//! ([`Refusal::REASONS`]) that a server may count by (never a value the client sent).
+//!
 //! This crate decides and answers refusals; it must not know routes, keys or projects (the
 //! endpoint says which paths carry file bytes).
 
@@ -53,4 +56,5 @@ mod policy;
 
 pub use check::{Decision, Refusal};
 pub use error::{Error, Result};
+pub use layer::REFUSED_EVENT;
 pub use policy::{AllowedHost, AllowedOrigin, Policy};

@@ -60,6 +60,12 @@ struct WarmLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    /// One of `hookbox_browser_guard::Refusal::REASONS`, never a client's value.
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct EgressLabels {
     outcome: String,
     reason: String,
@@ -91,6 +97,7 @@ pub struct Metrics {
     webhook_deliveries: Family<OutcomeLabel, Counter>,
     approvals: Family<OutcomeLabel, Counter>,
     hooks_file_errors: Counter,
+    guard_refusals: Family<ReasonLabel, Counter>,
     enabled: AtomicBool,
 }
 
@@ -195,6 +202,16 @@ impl Metrics {
             "Errors found in environments' hooks files (each part skipped, so its gate fails open), counted once per change of a file",
             hooks_file_errors.clone(),
         );
+        let guard_refusals = Family::<ReasonLabel, Counter>::default();
+        registry.register(
+            "browser_guard_refusals",
+            "Requests the browser guard refused (DNS rebinding, cross-site pages, simple bodies), by reason (foreign_host, missing_host, foreign_origin, cross_site, not_json, ...)",
+            guard_refusals.clone(),
+        );
+        // Every reason is exported from the start (at 0), so a rate or an alert has a series.
+        for reason in hookbox_browser_guard::Refusal::REASONS {
+            drop(guard_refusals.get_or_create(&ReasonLabel { reason }));
+        }
         let snapshot_bytes = Counter::default();
         registry.register(
             "snapshot_uploaded_bytes",
@@ -207,6 +224,7 @@ impl Metrics {
             webhook_deliveries,
             approvals,
             hooks_file_errors,
+            guard_refusals,
             registry,
             sandbox_start_seconds,
             open_environments,
@@ -263,6 +281,8 @@ pub fn layer_targets() -> tracing_subscriber::filter::Targets {
         .with_target("hookbox_snapshot", Level::INFO)
         .with_target("hookbox_snapshot::manager", Level::DEBUG)
         .with_target("hookbox_webhooks", Level::INFO)
+        // `browser_guard.refused`, from the middleware in front of every endpoint.
+        .with_target("hookbox_browser_guard", Level::INFO)
 }
 
 /// The fields of one event that metrics use.
@@ -277,6 +297,7 @@ struct Fields {
     decision: String,
     model: String,
     rule: String,
+    reason: String,
     duration_ms: Option<u64>,
     open_environments: Option<u64>,
     pending_checkpoints: Option<u64>,
@@ -323,6 +344,7 @@ impl Visit for Fields {
                 | "decision"
                 | "model"
                 | "rule"
+                | "reason"
         ) {
             self.set(
                 field.name(),
@@ -344,6 +366,7 @@ impl Fields {
             "decision" => &mut self.decision,
             "model" => &mut self.model,
             "rule" => &mut self.rule,
+            "reason" => &mut self.reason,
             _ => return,
         };
         *slot = value;
@@ -359,7 +382,9 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for MetricsLayer {
     /// interaction.finished (status), tool.finished (tool, outcome, duration_ms), hook.ran /
     /// hook.failed (event, tool, group, handler_type, decision, duration_ms), model.turn (model,
     /// duration_ms), sandbox.started (warm, duration_ms), environments.open
-    /// (open_environments), egress.allowed / egress.denied (rule), webhook.delivery (outcome).
+    /// (open_environments), egress.allowed / egress.denied (rule), webhook.delivery (outcome),
+    /// and by their `event` field: browser_guard.refused (reason), the snapshot and expiry
+    /// lifecycle.
     fn on_event(&self, event: &tracing::Event<'_>, _ctx: Context<'_, S>) {
         let metrics = Metrics::global();
         if !metrics.enabled.load(Ordering::Relaxed) {
@@ -367,6 +392,20 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for MetricsLayer {
         }
         let mut f = Fields::default();
         event.record(&mut f);
+        if f.event == hookbox_browser_guard::REFUSED_EVENT {
+            // Only a listed reason becomes a label: whatever logs this event, the label set
+            // stays closed.
+            if let Some(reason) = hookbox_browser_guard::Refusal::REASONS
+                .into_iter()
+                .find(|r| *r == f.reason)
+            {
+                metrics
+                    .guard_refusals
+                    .get_or_create(&ReasonLabel { reason })
+                    .inc();
+            }
+            return;
+        }
         // Lifecycle events go by their stable `event` name, not their message.
         let operation = match f.event.as_str() {
             "snapshot.checkpoint" => Some("checkpoint"),
@@ -561,5 +600,31 @@ mod tests {
             sample(&metrics.render(), "hookbox_snapshot_pending_checkpoints"),
             7.0
         );
+    }
+
+    /// A refusal counts under its reason; a reason outside the guard's closed set (whatever
+    /// logged it) makes no series, so no client value can grow the label set.
+    #[test]
+    fn browser_guard_refusals_count_by_a_closed_set_of_reasons() {
+        let metrics = Metrics::global();
+        let series = r#"hookbox_browser_guard_refusals_total{reason="cross_site"}"#;
+        // Exported before any refusal.
+        assert!(metrics.render().contains(series), "{}", metrics.render());
+        let before = sample(&metrics.render(), series);
+        let subscriber = tracing_subscriber::registry().with(MetricsLayer);
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::info!(
+                event = hookbox_browser_guard::REFUSED_EVENT,
+                reason = "cross_site",
+                "reworded"
+            );
+            tracing::info!(
+                event = hookbox_browser_guard::REFUSED_EVENT,
+                reason = "evil.example",
+                "x"
+            );
+        });
+        assert_eq!(sample(&metrics.render(), series) - before, 1.0);
+        assert!(!metrics.render().contains("evil.example"));
     }
 }

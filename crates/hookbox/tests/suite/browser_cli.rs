@@ -235,6 +235,53 @@ fn dns_rebinding_host_names_are_refused_on_every_route() {
     );
 }
 
+/// `hookbox_browser_guard_refusals_total{reason}` as `/metrics` at `addr` shows it (`None`:
+/// no such series).
+fn refusals(addr: &str, reason: &str) -> Option<f64> {
+    let (status, _, text) = send(
+        addr,
+        &format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\n"),
+        "",
+    );
+    assert_eq!(status, 200, "{text}");
+    let series = format!("hookbox_browser_guard_refusals_total{{reason=\"{reason}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&series)?.trim().parse().ok())
+}
+
+// Refusals were only logged: a page probing the server (or a client to reconfigure) was
+// invisible to the operator's monitoring.
+#[test]
+fn browser_guard_refusals_are_counted_on_metrics_by_reason() {
+    let (_dir, server) = serve(&[]);
+    // Every reason is exported before any refusal, at 0.
+    for reason in ["foreign_host", "not_json", "missing_host", "cross_site"] {
+        assert_eq!(refusals(&server.addr, reason), Some(0.0), "{reason}");
+    }
+    let (status, _, answer) = send(
+        &server.addr,
+        "GET /v1beta/interactions HTTP/1.1\r\nHost: rebind.example\r\n",
+        "",
+    );
+    assert_eq!(status, 403, "{answer}");
+    let head = format!(
+        "POST /v1beta/interactions HTTP/1.1\r\nHost: {}\r\nContent-Type: text/plain\r\n",
+        server.addr
+    );
+    let (status, _, answer) = send(&server.addr, &head, ATTACK);
+    assert_eq!(status, 415, "{answer}");
+    assert_eq!(refusals(&server.addr, "foreign_host"), Some(1.0));
+    assert_eq!(refusals(&server.addr, "not_json"), Some(1.0));
+    assert_eq!(refusals(&server.addr, "missing_host"), Some(0.0));
+    // Reading /metrics and the API by address counted nothing; the client's Host is no label.
+    let (_, _, text) = send(
+        &server.addr,
+        &format!("GET /metrics HTTP/1.1\r\nHost: {}\r\n", server.addr),
+        "",
+    );
+    assert!(!text.contains("rebind.example"), "{text}");
+}
+
 #[test]
 fn allow_host_and_allow_origin_let_the_operator_name_more() {
     let dir = hookbox_test_support::DataDir::new();
@@ -334,6 +381,10 @@ fn allow_host_and_allow_origin_let_the_operator_name_more() {
         "",
     );
     assert_eq!(status, 200);
+    // And counts refusals of both listeners: two foreign hosts on the API, one here, and the
+    // unlisted origin's preflight.
+    assert_eq!(refusals(&metrics, "foreign_host"), Some(3.0));
+    assert_eq!(refusals(&metrics, "foreign_origin"), Some(1.0));
 }
 
 #[test]
