@@ -5,7 +5,8 @@
 //! create or delete one (a token cannot mint tokens). The token is returned once, by create;
 //! the store keeps its SHA-256 and a public id (`atk_…`, what logs and the audit log show), so
 //! a deletion is effective on every replica at once. What a token may reach is decided in
-//! [`crate::auth`].
+//! [`crate::auth`]. A token's row is deleted by [`purge_expired`], from the periodic expiry
+//! sweep ([`crate::lifecycle::sweep`]), once it has been expired for [`PURGE_GRACE_SECS`].
 
 use axum::Json;
 use axum::body::Bytes;
@@ -27,6 +28,27 @@ pub const DEFAULT_LIFETIME_SECS: i64 = 30 * 60;
 /// The latest `expire_time` accepted: 24 hours ahead. A later one is capped (the response's
 /// `expires_at` says when the token really expires).
 pub const MAX_LIFETIME_SECS: i64 = 24 * 60 * 60;
+
+/// How long after its expiry a token's row is kept before [`purge_expired`] deletes it: an
+/// hour, so a replica whose clock runs behind never finds a row gone that it still takes for
+/// live (an expired token is refused either way: the row is gone or its `expires_at` passed).
+pub const PURGE_GRACE_SECS: i64 = 60 * 60;
+
+/// Deletes the tokens that expired more than [`PURGE_GRACE_SECS`] before `now` (Unix seconds);
+/// how many. A token authenticates nothing from its `expires_at` on (and a deleted one never
+/// again), so no token that could still be used is deleted.
+pub async fn purge_expired(state: &AppState, now: i64) -> ApiResult<u64> {
+    let cutoff = hookbox_store::time::format_unix(now.saturating_sub(PURGE_GRACE_SECS));
+    let purged = state.inner.store.purge_expired_auth_tokens(&cutoff).await?;
+    if purged > 0 {
+        tracing::info!(
+            purged,
+            expired_before = %cutoff,
+            "expired auth tokens purged"
+        );
+    }
+    Ok(purged)
+}
 
 /// `POST /interactions/{id}/auth_tokens` body.
 #[derive(Debug, Default, Deserialize)]

@@ -10,6 +10,9 @@
 //!   `400 FAILED_PRECONDITION` saying when it expired ([`active_record`]), never an empty tree.
 //!   The files go where the environment is held: on a replica that holds its lease, the
 //!   expiry is forwarded there ([`expire_here`]).
+//! - **Expired auth tokens.** The same sweep deletes the rows of ephemeral auth tokens
+//!   expired for longer than [`crate::auth_tokens::PURGE_GRACE_SECS`]
+//!   ([`crate::auth_tokens::purge_expired`]).
 //! - **Checkpoints.** After every interaction the environment is checkpointed (in the
 //!   background, or before the interaction completes with `--checkpoint-wait`); the provider
 //!   does nothing without a snapshot store. Among replicas only an environment's lease holder
@@ -182,6 +185,13 @@ pub async fn sweep(state: &AppState) -> ApiResult<usize> {
     }
     let now = hookbox_store::time::now_rfc3339();
     let now_secs = unix_now();
+    // Expired auth tokens go in the same pass (the sweeper's lease holder does it); a failure
+    // there does not stop the environments' expiry.
+    if let Err(e) =
+        crate::auth_tokens::purge_expired(state, i64::try_from(now_secs).unwrap_or(i64::MAX)).await
+    {
+        tracing::warn!(error = %e.message, "cannot purge expired auth tokens; trying again next sweep");
+    }
     let mut page = Page {
         size: Some(500),
         token: None,

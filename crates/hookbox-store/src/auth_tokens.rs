@@ -2,7 +2,9 @@
 //! one interaction of one project until it expires or is deleted. The store keeps only the
 //! token's SHA-256 ([`crate::keys::hash_key`] of the whole `auth_tokens/…` string), never the
 //! token, so a reader of the database cannot use one; every replica reads the same rows, so a
-//! deletion is effective everywhere at once (nothing caches them).
+//! deletion is effective everywhere at once (nothing caches them). Expired rows are deleted in
+//! bulk by [`crate::Store::purge_expired_auth_tokens`] (the server calls it from its periodic
+//! expiry sweep, with a grace period).
 
 use crate::error::Result;
 use crate::row::Columns;

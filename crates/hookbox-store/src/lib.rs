@@ -1,7 +1,7 @@
 //! Durable storage for hookbox: interactions with their steps, environment metadata, credentials
 //! (secrets encrypted at rest), agents, calls paused for a reviewer ([`approvals`]: settled
 //! once, by a conditional update), and ephemeral auth tokens ([`AuthTokenRecord`]: kept as
-//! their SHA-256 only).
+//! their SHA-256 only, purged by [`Store::purge_expired_auth_tokens`] once expired).
 //!
 //! The [`Store`] trait is the only thing the rest of hookbox sees. [`sqlite::SqliteStore`] is the
 //! default backend (one file in the data dir, WAL); [`postgres::PostgresStore`] lets several

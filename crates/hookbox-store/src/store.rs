@@ -326,4 +326,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         interaction_id: &str,
         sha256: &[u8; 32],
     ) -> Result<Option<AuthTokenRecord>>;
+    /// Deletes every token whose `expires_at` lies strictly before `cutoff` (RFC 3339 UTC, as
+    /// [`crate::time`] writes; the caller passes a grace period before now, so only tokens
+    /// that authenticate nothing any more are deleted); how many it deleted.
+    async fn purge_expired_auth_tokens(&self, cutoff: &str) -> Result<u64>;
 }

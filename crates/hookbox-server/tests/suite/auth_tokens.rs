@@ -207,3 +207,71 @@ async fn an_expired_token_is_refused_like_a_wrong_key() {
     let (s, body) = send(&h.state, Method::GET, &read, other, None).await;
     assert_eq!(s, StatusCode::OK, "{body}");
 }
+
+#[tokio::test]
+async fn the_expiry_sweep_purges_tokens_expired_past_the_grace_and_keeps_the_rest() {
+    let h = Harness::with_keys(vec![format!("default:{KEY}")]);
+    let id = interaction(&h.state).await;
+    let now = i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs(),
+    )
+    .unwrap();
+    let grace = hookbox_server::auth_tokens::PURGE_GRACE_SECS;
+    let record = |name: &str, expires: i64| hookbox_store::AuthTokenRecord {
+        id: format!("atk_{name}"),
+        project: "default".into(),
+        interaction_id: id.clone(),
+        expires_at: hookbox_store::time::format_unix(expires),
+        created: hookbox_store::time::format_unix(0),
+    };
+    let hash = |name: &str| hookbox_store::keys::hash_key(&format!("auth_tokens/{name}"));
+    // Expired long ago; expired within the grace; live (minted through the API too).
+    let tokens = [
+        ("stale", now - grace - 600),
+        ("recent", now - 60),
+        ("live", now + 3600),
+    ];
+    for (name, expires) in tokens {
+        h.store
+            .create_auth_token(&record(name, expires), &hash(name))
+            .await
+            .unwrap();
+    }
+    let (s, minted) = send(
+        &h.state,
+        Method::POST,
+        &format!("/v1beta/interactions/{id}/auth_tokens"),
+        KEY,
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{minted}");
+    let minted = minted["auth_token"].as_str().unwrap().to_owned();
+
+    hookbox_server::lifecycle::sweep(&h.state).await.unwrap();
+
+    assert_eq!(h.store.find_auth_token(&hash("stale")).await.unwrap(), None);
+    for name in ["recent", "live"] {
+        assert!(
+            h.store
+                .find_auth_token(&hash(name))
+                .await
+                .unwrap()
+                .is_some(),
+            "{name} must be kept"
+        );
+    }
+    // The minted token still works after the sweep.
+    let (s, body) = send(
+        &h.state,
+        Method::GET,
+        &format!("/v1beta/interactions/{id}"),
+        &minted,
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+}

@@ -59,3 +59,14 @@ pub(super) async fn delete(
     )
     .await
 }
+
+/// Deletes the tokens that expired before `cutoff`; how many. The timestamps are compared as
+/// bytes (`COLLATE "C"`), as SQLite and [`AuthTokenRecord::is_live_at`] compare them, whatever
+/// the database's collation.
+pub(super) async fn purge_expired(c: &impl GenericClient, cutoff: &str) -> Result<u64> {
+    Ok(c.execute(
+        r#"DELETE FROM auth_tokens WHERE expires_at COLLATE "C" < $1"#,
+        &[&cutoff],
+    )
+    .await?)
+}

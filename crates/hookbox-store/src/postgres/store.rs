@@ -486,4 +486,8 @@ impl Store for PostgresStore {
     ) -> Result<Option<AuthTokenRecord>> {
         auth_tokens::delete(&self.client().await?, project, interaction_id, sha256).await
     }
+
+    async fn purge_expired_auth_tokens(&self, cutoff: &str) -> Result<u64> {
+        auth_tokens::purge_expired(&self.client().await?, cutoff).await
+    }
 }

@@ -47,3 +47,12 @@ pub(super) fn delete(
         |r| auth_token_from_row(r),
     )
 }
+
+/// Deletes the tokens that expired before `cutoff`; how many.
+pub(super) fn purge_expired(conn: &Connection, cutoff: &str) -> Result<u64> {
+    let n = conn.execute(
+        "DELETE FROM auth_tokens WHERE expires_at < ?1",
+        params![cutoff],
+    )?;
+    Ok(u64::try_from(n).unwrap_or(u64::MAX))
+}

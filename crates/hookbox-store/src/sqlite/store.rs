@@ -580,4 +580,10 @@ impl Store for SqliteStore {
         self.with(move |c, _| auth_tokens::delete(c, &project, &interaction_id, &sha256))
             .await
     }
+
+    async fn purge_expired_auth_tokens(&self, cutoff: &str) -> Result<u64> {
+        let cutoff = cutoff.to_owned();
+        self.with(move |c, _| auth_tokens::purge_expired(c, &cutoff))
+            .await
+    }
 }

@@ -141,6 +141,80 @@ async fn auth_tokens_are_found_by_hash_and_deleted_only_in_their_scope() {
 }
 
 #[tokio::test]
+async fn expired_auth_tokens_are_purged_and_live_ones_kept() {
+    use hookbox_store::AuthTokenRecord;
+    use hookbox_store::keys::hash_key;
+    let (_dir, store) = temp_store().await;
+    let token = |id: &str, expires_at: &str| AuthTokenRecord {
+        id: id.into(),
+        project: P.into(),
+        interaction_id: "int_1".into(),
+        expires_at: expires_at.into(),
+        created: "2026-12-05T09:00:00Z".into(),
+    };
+    let old = token("atk_old", "2026-12-05T10:00:00Z");
+    let at_cutoff = token("atk_edge", "2026-12-05T11:00:00Z");
+    let live = token("atk_live", "2026-12-05T12:00:00Z");
+    for (t, secret) in [(&old, "a"), (&at_cutoff, "b"), (&live, "c")] {
+        store
+            .create_auth_token(t, &hash_key(&format!("auth_tokens/{secret}")))
+            .await
+            .unwrap();
+    }
+    // Only what expired strictly before the cutoff goes.
+    assert_eq!(
+        store
+            .purge_expired_auth_tokens("2026-12-05T11:00:00Z")
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        store
+            .find_auth_token(&hash_key("auth_tokens/a"))
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        store
+            .find_auth_token(&hash_key("auth_tokens/b"))
+            .await
+            .unwrap(),
+        Some(at_cutoff)
+    );
+    assert_eq!(
+        store
+            .find_auth_token(&hash_key("auth_tokens/c"))
+            .await
+            .unwrap(),
+        Some(live.clone())
+    );
+    // Nothing left to purge at the same cutoff; a later one takes the rest but the live token.
+    assert_eq!(
+        store
+            .purge_expired_auth_tokens("2026-12-05T11:00:00Z")
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        store
+            .purge_expired_auth_tokens("2026-12-05T11:30:00Z")
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        store
+            .find_auth_token(&hash_key("auth_tokens/c"))
+            .await
+            .unwrap(),
+        Some(live)
+    );
+}
+
+#[tokio::test]
 async fn agents_round_trip() {
     let (_dir, store) = temp_store().await;
     let agent: Agent = serde_json::from_value(serde_json::json!({

@@ -194,7 +194,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "BYTES", requires = "snapshot_store")]
     pub local_env_cache_bytes: Option<u64>,
     /// How often the expiry sweeper looks for environments unused past their project's
-    /// `environment_ttl_seconds`.
+    /// `environment_ttl_seconds` (and deletes auth tokens expired for more than an hour).
     #[arg(long, value_name = "SECS", default_value_t = hookbox_server::lifecycle::DEFAULT_EXPIRY_INTERVAL.as_secs_f64())]
     pub expiry_interval: f64,
     /// On SIGTERM or SIGINT, how long running interactions get to finish (new ones are turned
