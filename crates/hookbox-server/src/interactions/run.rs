@@ -397,7 +397,7 @@ async fn drive(
         }
         None => hookbox_agent::InteractionHooks::default(),
     };
-    record_hooks(state, &run.id, "pre", pre.trace.as_ref()).await;
+    let pre_trace_error = record_hooks(state, &run.id, "pre", pre.trace.as_ref()).await;
     // The environment's own instruction comes first, for every interaction run in it.
     let instruction = with_environment_instruction(state, &run).await;
     // pre_interaction hooks' context, one `[context from hooks] TEXT` line each.
@@ -523,6 +523,7 @@ async fn drive(
             message,
         });
     }
+    outcome.errors.extend(pre_trace_error);
     if store_error.is_some() {
         outcome.status = InteractionStatus::Failed;
         outcome.errors.push(InteractionError {
@@ -550,7 +551,9 @@ async fn drive(
         let post = executor
             .interaction_hooks(&run.environment_id, &payload)
             .await;
-        record_hooks(state, &run.id, "post", post.trace.as_ref()).await;
+        outcome
+            .errors
+            .extend(record_hooks(state, &run.id, "post", post.trace.as_ref()).await);
     }
     if let Some(prior) = &run.prior_usage {
         outcome.usage.add(prior);
@@ -587,13 +590,30 @@ async fn drive(
 /// Stores what an event's interaction hooks did as the interaction's `hooks.<key>` (`pre` or
 /// `post`, as a tool call's trace), so a handler that failed open, its stderr and the context
 /// it added are visible in the API and the console; nothing when no handler ran.
-async fn record_hooks(state: &AppState, id: &str, key: &str, trace: Option<&serde_json::Value>) {
-    let Some(trace) = trace else { return };
+/// A trace that could not be stored is an error of the interaction's (it would otherwise look as
+/// if no hook ran).
+async fn record_hooks(
+    state: &AppState,
+    id: &str,
+    key: &str,
+    trace: Option<&serde_json::Value>,
+) -> Option<InteractionError> {
+    let trace = trace?;
     let mut patch = serde_json::Map::new();
     patch.insert(key.to_owned(), trace.clone());
-    if let Err(e) = state.inner.store.record_interaction_hooks(id, &patch).await {
-        tracing::warn!(interaction_id = %id, error = %e, "could not store the interaction hooks' trace");
-    }
+    let e = state
+        .inner
+        .store
+        .record_interaction_hooks(id, &patch)
+        .await
+        .err()?;
+    tracing::warn!(interaction_id = %id, error = %e, "could not store the interaction hooks' trace");
+    Some(InteractionError {
+        code: "hooks_trace_not_stored".into(),
+        message: format!(
+            "the {key}_interaction hooks' trace could not be stored; see the server log"
+        ),
+    })
 }
 
 /// The payload of an interaction hook for `run`, with `fill` adding the event's own fields.
