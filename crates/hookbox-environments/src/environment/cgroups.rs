@@ -7,8 +7,10 @@
 //! the cgroups are shared through a `flock` on `<env dir>/cgroup.users`, as [`crate::disk::Hold`]
 //! shares a disk: each open holds it shared from before it makes the cgroups until its close;
 //! a closing open that then gets it exclusively (without waiting) is the last, and removes them
-//! while holding it, so no open makes or joins them while they are removed. A cgroup that still
-//! has processes (a sandbox some clone of the runner keeps alive) cannot be removed, and a process
+//! while holding it, so no open makes or joins them while they are removed. A cgroup whose
+//! processes are still exiting is tried again for about two seconds, off the closing thread. A
+//! cgroup that still has processes (a sandbox some clone of the runner keeps alive) cannot be
+//! removed, and a process
 //! that dies with the environment open never closes it, and a one-shot command (`hookbox tool`)
 //! returns before its launcher has left them: such cgroups are left for the next open to reuse
 //! (its last close removes them), for the idle sweep that unmounts a disk nobody holds
@@ -75,23 +77,62 @@ impl CgroupHold {
 impl Drop for CgroupHold {
     fn drop(&mut self) {
         drop(self.users.take());
-        let Ok(_alone) = locked(
-            &self.dir,
-            rustix::fs::FlockOperation::NonBlockingLockExclusive,
-        ) else {
-            // Another open holds them (it removes them when it closes), or the environment's
-            // directory is gone (removed with it, cgroups included).
-            return;
-        };
-        for dir in &self.cgroups.dirs {
-            match std::fs::remove_dir(dir) {
-                Ok(()) => {}
-                Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
-                // Still has processes: left for the next open and the environment's removal.
-                Err(err) => {
-                    tracing::debug!(dir = %dir.display(), %err, "environment cgroup kept at close")
-                }
+        // Busy: a process of the sandbox is still exiting (a gVisor sandbox's, reaped by whoever
+        // inherited it, or a launcher a one-shot close did not wait for). That passes within
+        // moments, so a few more tries follow, off this thread.
+        if remove_unused(&self.dir, &self.cgroups.dirs) == Removal::Busy {
+            let (dir, dirs) = (self.dir.clone(), self.cgroups.dirs.clone());
+            let spawned = std::thread::Builder::new()
+                .name("cgroup-remove".into())
+                .spawn(move || retry_remove(&dir, &dirs));
+            if let Err(err) = spawned {
+                tracing::warn!(%err, "cannot start the removal retry of a closed environment's cgroups");
             }
+        }
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Removal {
+    /// Removed (or already gone).
+    Done,
+    /// Another open holds them (it removes them when it closes), or the environment's
+    /// directory is gone (removed with it, cgroups included).
+    Held,
+    /// Nobody holds them but one still has processes.
+    Busy,
+}
+
+/// Removes `dirs`, the cgroups of the environment in `dir`, if no open holds them; while it
+/// holds the lock exclusively, no open makes or joins them.
+fn remove_unused(dir: &Path, dirs: &[PathBuf]) -> Removal {
+    let Ok(_alone) = locked(dir, rustix::fs::FlockOperation::NonBlockingLockExclusive) else {
+        return Removal::Held;
+    };
+    let mut outcome = Removal::Done;
+    for cgroup in dirs {
+        match std::fs::remove_dir(cgroup) {
+            Ok(()) => {}
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+            Err(err) => {
+                tracing::debug!(dir = %cgroup.display(), %err, "environment cgroup still busy at close");
+                outcome = Removal::Busy;
+            }
+        }
+    }
+    outcome
+}
+
+/// Tries to remove a closed environment's cgroups a few more times (about two seconds in all),
+/// stopping once they are gone or an open holds them; what is still busy after that is left
+/// to the next open's last close, the idle sweep and the environment's removal.
+fn retry_remove(dir: &Path, dirs: &[PathBuf]) {
+    let mut pause = std::time::Duration::from_millis(2);
+    for _ in 0..24 {
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(std::time::Duration::from_millis(100));
+        if remove_unused(dir, dirs) != Removal::Busy {
+            return;
         }
     }
 }

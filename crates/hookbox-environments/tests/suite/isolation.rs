@@ -379,13 +379,7 @@ async fn an_idle_environment_holds_no_cgroup_and_is_reopened_with_its_limits() {
     assert!(cgroups.dirs.iter().all(|d| d.exists()), "{cgroups:?}");
     bash_ok(&second, "true").await;
     drop(second);
-    for dir in &cgroups.dirs {
-        assert!(
-            !dir.exists(),
-            "{} is left after the last close",
-            dir.display()
-        );
-    }
+    wait_cgroups_gone(&cgroups.dirs);
 
     // Reopened: made again, with the environment's limits, and its calls run inside them.
     let again = store.open_env(&a.id).unwrap();
@@ -414,11 +408,19 @@ async fn an_idle_environment_holds_no_cgroup_and_is_reopened_with_its_limits() {
         "the call did not run in the reopened environment's cgroup"
     );
     drop(again);
-    for dir in &cgroups.dirs {
+    wait_cgroups_gone(&cgroups.dirs);
+}
+
+/// Waits (bounded) until the last close has removed `dirs`: at once, or, while the sandbox's
+/// last processes are still exiting (a gVisor sandbox's), by its retries off the closing thread.
+fn wait_cgroups_gone(dirs: &[std::path::PathBuf]) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while let Some(left) = dirs.iter().find(|d| d.exists()) {
         assert!(
-            !dir.exists(),
+            std::time::Instant::now() < deadline,
             "{} is left after the last close",
-            dir.display()
+            left.display()
         );
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
