@@ -279,9 +279,14 @@ try:
         check("list: a fail-open row is marked", marked_open.get_attribute("data-marks") == "failed_open"
               and "failed open 1" in marked_open.text, marked_open.text)
         check("list: a row with neither is not marked", plain_row.get_attribute("data-marks") == "", plain_row.text)
+        turned_row = browser.find_element(By.CSS_SELECTOR, f'#list tr[data-id="{turned["id"]}"]')
+        check("list: an interaction hook that failed open marks its row", turned_row.get_attribute("data-marks") == "failed_open"
+              and "failed open 1" in turned_row.text, turned_row.text)
         browser.find_element(By.ID, "f-search").send_keys("failed_open")
         visible = [r.get_attribute("data-id") for r in browser.find_elements(By.CSS_SELECTOR, "#list tr") if r.is_displayed()]
-        check("list: search by mark keeps only the fail-open rows", visible == [opened["id"]], visible)
+        # The interaction whose own pre_interaction handler failed open is marked too.
+        check("list: search by mark keeps only the fail-open rows (a tool call's, an interaction hook's)",
+              sorted(visible) == sorted([opened["id"], turned["id"]]), visible)
         browser.save_screenshot(os.path.join(shots, "interactions-marked.png"))
         browser.find_element(By.ID, "f-search").clear()
         browser.find_element(By.ID, "f-search").send_keys(denied["id"])
