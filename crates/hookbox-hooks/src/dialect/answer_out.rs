@@ -172,28 +172,62 @@ pub fn fallback_shell(dialect: Dialect) -> String {
     format!("{{ printf '%s\\n' '{json}'; echo '{FALLBACK_REASON}' >&2; exit 2; }}")
 }
 
+/// The flat shape Claude Code, Codex, Copilot and hookbox's own handlers share, each with its
+/// own key names: a deny or an ask is `decision: "deny" | "ask"` with `reason`; a rewrite is
+/// `decision: "allow"` (with `rewrite_reason`, where the CLI wants one) and the new input under
+/// `rewritten`; an allow writes nothing.
+struct DecisionKeys {
+    decision: &'static str,
+    reason: &'static str,
+    rewrite_reason: Option<&'static str>,
+    rewritten: &'static str,
+}
+
+impl DecisionKeys {
+    fn write(&self, into: &mut Map<String, Value>, verdict: &Verdict) {
+        let (decision, reason) = match verdict {
+            Verdict::Allow => return,
+            Verdict::Deny { reason } => ("deny", Some(reason.as_str())),
+            Verdict::Ask { reason } => ("ask", Some(reason.as_str())),
+            Verdict::Rewrite { .. } => ("allow", self.rewrite_reason),
+        };
+        into.insert(self.decision.into(), json!(decision));
+        if let Some(reason) = reason {
+            into.insert(self.reason.into(), json!(reason));
+        }
+        if let Verdict::Rewrite { tool_input } = verdict {
+            into.insert(self.rewritten.into(), tool_input.clone());
+        }
+    }
+}
+
+/// Claude Code and Codex, inside `hookSpecificOutput`.
+const CLAUDE_KEYS: DecisionKeys = DecisionKeys {
+    decision: "permissionDecision",
+    reason: "permissionDecisionReason",
+    rewrite_reason: Some("the project's hookbox policy rewrote the call"),
+    rewritten: "updatedInput",
+};
+
+const COPILOT_KEYS: DecisionKeys = DecisionKeys {
+    decision: "permissionDecision",
+    reason: "permissionDecisionReason",
+    rewrite_reason: None,
+    rewritten: "modifiedArgs",
+};
+
+/// hookbox's own answer shape (`.agents/hooks.json` handlers).
+const AGENTS_KEYS: DecisionKeys = DecisionKeys {
+    decision: "decision",
+    reason: "reason",
+    rewrite_reason: None,
+    rewritten: "updated_args",
+};
+
 fn claude_like(dialect: Dialect, verdict: &Verdict, context: Option<String>) -> Map<String, Value> {
     let mut specific = Map::new();
     specific.insert("hookEventName".into(), json!(pre_tool_event(dialect)));
-    match verdict {
-        Verdict::Allow => {}
-        Verdict::Deny { reason } => {
-            specific.insert("permissionDecision".into(), json!("deny"));
-            specific.insert("permissionDecisionReason".into(), json!(reason));
-        }
-        Verdict::Ask { reason } => {
-            specific.insert("permissionDecision".into(), json!("ask"));
-            specific.insert("permissionDecisionReason".into(), json!(reason));
-        }
-        Verdict::Rewrite { tool_input } => {
-            specific.insert("permissionDecision".into(), json!("allow"));
-            specific.insert(
-                "permissionDecisionReason".into(),
-                json!("the project's hookbox policy rewrote the call"),
-            );
-            specific.insert("updatedInput".into(), tool_input.clone());
-        }
-    }
+    CLAUDE_KEYS.write(&mut specific, verdict);
     if let Some(context) = context {
         specific.insert("additionalContext".into(), json!(context));
     }
@@ -253,42 +287,14 @@ fn cursor(verdict: &Verdict, context: Option<String>) -> Map<String, Value> {
 
 fn copilot(verdict: &Verdict) -> Map<String, Value> {
     let mut body = Map::new();
-    match verdict {
-        Verdict::Allow => {}
-        Verdict::Deny { reason } => {
-            body.insert("permissionDecision".into(), json!("deny"));
-            body.insert("permissionDecisionReason".into(), json!(reason));
-        }
-        Verdict::Ask { reason } => {
-            body.insert("permissionDecision".into(), json!("ask"));
-            body.insert("permissionDecisionReason".into(), json!(reason));
-        }
-        Verdict::Rewrite { tool_input } => {
-            body.insert("permissionDecision".into(), json!("allow"));
-            body.insert("modifiedArgs".into(), tool_input.clone());
-        }
-    }
+    COPILOT_KEYS.write(&mut body, verdict);
     body
 }
 
 /// hookbox's own answer shape (`.agents/hooks.json` handlers), for completeness.
 fn agents(verdict: &Verdict, context: Option<String>) -> Map<String, Value> {
     let mut body = Map::new();
-    match verdict {
-        Verdict::Allow => {}
-        Verdict::Deny { reason } => {
-            body.insert("decision".into(), json!("deny"));
-            body.insert("reason".into(), json!(reason));
-        }
-        Verdict::Ask { reason } => {
-            body.insert("decision".into(), json!("ask"));
-            body.insert("reason".into(), json!(reason));
-        }
-        Verdict::Rewrite { tool_input } => {
-            body.insert("decision".into(), json!("allow"));
-            body.insert("updated_args".into(), tool_input.clone());
-        }
-    }
+    AGENTS_KEYS.write(&mut body, verdict);
     if let Some(context) = context {
         body.insert("additional_context".into(), json!(context));
     }
@@ -396,6 +402,32 @@ mod tests {
         ));
         assert_eq!(v["hookSpecificOutput"]["additionalContext"], "a\nb");
         assert!(v["hookSpecificOutput"].get("permissionDecision").is_none());
+    }
+
+    #[test]
+    fn the_flat_shapes_are_whole_answers() {
+        let input = json!({"command": "ls"});
+        let rw = Verdict::Rewrite {
+            tool_input: input.clone(),
+        };
+        assert_eq!(
+            parsed(&pre_tool(Dialect::ClaudeCode, &rw, &[]))["hookSpecificOutput"],
+            json!({"hookEventName": "PreToolUse", "permissionDecision": "allow",
+                "permissionDecisionReason": "the project's hookbox policy rewrote the call",
+                "updatedInput": input})
+        );
+        assert_eq!(
+            parsed(&pre_tool(Dialect::Copilot, &rw, &[])),
+            json!({"permissionDecision": "allow", "modifiedArgs": input})
+        );
+        assert_eq!(
+            parsed(&pre_tool(Dialect::Agents, &rw, &["c".into()])),
+            json!({"decision": "allow", "updated_args": input, "additional_context": "c"})
+        );
+        assert_eq!(
+            parsed(&pre_tool(Dialect::Agents, &deny("no"), &[])),
+            json!({"decision": "deny", "reason": "no"})
+        );
     }
 
     #[test]
