@@ -146,7 +146,9 @@ pub fn validate_args(tool: ToolName, raw: &Value) -> Result<(), String> {
 }
 
 /// Turns a tool path into an absolute sandbox path, lexically normalised (`.` and `..` folded,
-/// never above `/`). The kernel resolves symlinks later, inside the tree.
+/// never above `/`; relative to `/workspace`), as vendor hooks are told it
+/// ([`hookbox_hooks::dialect::absolute_path`]). The kernel resolves symlinks later, inside the
+/// tree.
 pub fn sandbox_path(path: &str) -> Result<String, ToolError> {
     if path.is_empty() || path.contains('\0') {
         return Err(ToolError::Args {
@@ -154,22 +156,7 @@ pub fn sandbox_path(path: &str) -> Result<String, ToolError> {
             message: "path must be a non-empty string without NUL bytes".into(),
         });
     }
-    let joined = if path.starts_with('/') {
-        path.to_owned()
-    } else {
-        format!("/workspace/{path}")
-    };
-    let mut parts: Vec<&str> = Vec::new();
-    for component in joined.split('/') {
-        match component {
-            "" | "." => {}
-            ".." => {
-                parts.pop();
-            }
-            name => parts.push(name),
-        }
-    }
-    Ok(format!("/{}", parts.join("/")))
+    Ok(hookbox_hooks::dialect::absolute_path(path))
 }
 
 /// Where file tools read and write.
