@@ -122,14 +122,7 @@ pub(crate) async fn turn(
     broadcast::Receiver<Live>,
     tokio::task::JoinHandle<Interaction>,
 )> {
-    let load = || async {
-        state
-            .inner
-            .store
-            .get_interaction(project, id)
-            .await?
-            .ok_or_else(|| ApiError::not_found(format!("Interaction `{id}` not found.")))
-    };
+    let load = || crate::interactions::load(state, project, id);
     let mut i = load().await?;
     // The previous turn's run stays registered for a moment after it stored its end.
     if !i.status.is_running()
