@@ -156,14 +156,22 @@ pub const USERS_FILE: &str = "disk.users";
 
 fn flocked(dir: &Path, name: &str, op: rustix::fs::FlockOperation) -> Result<std::fs::File> {
     let path = dir.join(name);
+    open_flocked(&path, op).map_err(io(&path))
+}
+
+/// Opens (creating it if need be) the lock file at `path` and takes `op` on it: the file holds
+/// the lock until it is dropped.
+pub(crate) fn open_flocked(
+    path: &Path,
+    op: rustix::fs::FlockOperation,
+) -> std::io::Result<std::fs::File> {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
-        .open(&path)
-        .map_err(io(&path))?;
-    rustix::fs::flock(&file, op).map_err(|e| io(&path)(e.into()))?;
+        .open(path)?;
+    rustix::fs::flock(&file, op)?;
     Ok(file)
 }
 

@@ -30,15 +30,7 @@ fn locked(
     op: rustix::fs::FlockOperation,
 ) -> std::result::Result<std::fs::File, super::EnvError> {
     let path = dir.join(USERS_FILE);
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .map_err(super::io(&path))?;
-    rustix::fs::flock(&file, op).map_err(|e| super::io(&path)(e.into()))?;
-    Ok(file)
+    crate::disk::open_flocked(&path, op).map_err(super::io(&path))
 }
 
 /// One open's share of an environment's cgroups; the last to drop removes them.
