@@ -29,7 +29,6 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::Read;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 use nix::poll::{PollFd, PollFlags, PollTimeout};
@@ -85,14 +84,11 @@ fn run() -> Result<i32> {
         ));
     }
     let mut fds = first.fds.into_iter();
-    let spec: LaunchSpec = {
-        let mut bytes = Vec::new();
-        let file = fds.next().map(File::from);
-        file.ok_or_else(|| LaunchError::ReadSpec("no spec".into()))?
-            .read_to_end(&mut bytes)
-            .map_err(|e| LaunchError::ReadSpec(e.to_string()))?;
-        serde_json::from_slice(&bytes).map_err(|e| LaunchError::ReadSpec(e.to_string()))?
-    };
+    let spec: LaunchSpec = crate::launcher::read_json_from(
+        fds.next()
+            .map(File::from)
+            .ok_or_else(|| LaunchError::ReadSpec("no spec".into()))?,
+    )?;
     let egress = fds.next();
     let _ = nix::unistd::setsid();
     // gVisor brings its loopback up itself (`--network=none` is loopback only).
@@ -395,13 +391,7 @@ fn spare_main(spec: &LaunchSpec, programs: &crate::seccomp::Programs, socket: Ow
     };
     let mut status = Some(File::from(status));
     let result = (|| {
-        let call: crate::spec::CallSpec = {
-            let mut bytes = Vec::new();
-            File::from(call)
-                .read_to_end(&mut bytes)
-                .map_err(|e| LaunchError::ReadSpec(e.to_string()))?;
-            serde_json::from_slice(&bytes).map_err(|e| LaunchError::ReadSpec(e.to_string()))?
-        };
+        let call: crate::spec::CallSpec = crate::launcher::read_json_from(File::from(call))?;
         let spec = spec.with_call(call);
         if spec.stage_timings
             && let Some(file) = status.as_mut()

@@ -120,7 +120,11 @@ pub(crate) fn read_json<T: serde::de::DeserializeOwned>() -> Result<T> {
         return Err(LaunchError::ReadSpec("not open".into()));
     }
     // SAFETY: fd 3 is open (checked above) and was placed there by our parent for us alone.
-    let mut file = File::from(unsafe { OwnedFd::from_raw_fd(SPEC_FD) });
+    read_json_from(File::from(unsafe { OwnedFd::from_raw_fd(SPEC_FD) }))
+}
+
+/// Reads `file` to its end as one JSON value (a launch or call spec).
+pub(crate) fn read_json_from<T: serde::de::DeserializeOwned>(mut file: File) -> Result<T> {
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes)
         .map_err(|e| LaunchError::ReadSpec(e.to_string()))?;
@@ -541,13 +545,7 @@ pub(crate) fn call_init(
     let result = (|| {
         nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(LaunchError::Pdeathsig)?;
         nix::unistd::setsid().map_err(LaunchError::Setsid)?;
-        let call: CallSpec = {
-            let mut bytes = Vec::new();
-            File::from(call)
-                .read_to_end(&mut bytes)
-                .map_err(|e| LaunchError::ReadSpec(e.to_string()))?;
-            serde_json::from_slice(&bytes).map_err(|e| LaunchError::ReadSpec(e.to_string()))?
-        };
+        let call: CallSpec = read_json_from(File::from(call))?;
         let spec = spec.with_call(call);
         stage(&spec, &mut status, "call_cloned");
         for (fd, target) in stdio.iter().zip(0..) {
