@@ -2,7 +2,8 @@
 //!
 //! Owns: environments on disk ([`environment::Environments`], and an opened
 //! [`environment::Environment`]) and their sources ([`environment`], [`source`], [`disk`]: a
-//! disk mounted only while some process has its environment open), the host uids they hold
+//! disk mounted while some process has its environment open, and after a one-shot `hookbox
+//! tool` or `env show` until a server's idle sweep unmounts it), the host uids they hold
 //! (claimed as files, `uids`), their pids and memory cgroups (made when an environment is
 //! opened, removed by its last close), an
 //! environment's egress wiring ([`network`]), per-project process slots ([`slots`]), the
