@@ -363,12 +363,21 @@ async fn under_gvisor_a_spare_call_sees_nothing_of_the_call_before_it() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // The spare built while it runs (the first call's PID 1 is the spare it was handed to).
+    // The spare the init builds once it handed the first call over (that call's PID 1 is the
+    // spare it was handed to). Waited for, not assumed: the init may not have cloned it yet.
     let next = {
         let g = g.clone();
-        tokio::task::spawn_blocking(move || g.spares(&[spare]))
-            .await
-            .unwrap()
+        tokio::task::spawn_blocking(move || {
+            let started = std::time::Instant::now();
+            loop {
+                let next = g.spares(&[spare]);
+                if !next.is_empty() || started.elapsed() > TIMEOUT {
+                    return next;
+                }
+            }
+        })
+        .await
+        .unwrap()
     };
     assert_eq!(next.len(), 1, "{next:?}");
     let during = probe(g.clone()).await;
