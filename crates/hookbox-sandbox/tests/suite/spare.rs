@@ -430,3 +430,59 @@ async fn under_gvisor_a_spare_call_sees_nothing_of_the_call_before_it() {
     drop(during);
     Arc::try_unwrap(g).ok().unwrap().stop().await;
 }
+
+/// A call that forks up to the sandbox's pids cap and holds, the case in which a spare's clone
+/// would be refused. Under gVisor it never is: gVisor's own pids controller and
+/// `RLIMIT_NPROC` do not refuse forks, and the host cgroup's cap (the environment's plus
+/// `gvisor::HOST_TASKS`) is met by the application kernel itself, which ends the whole sandbox.
+/// So no clone in the init fails with `EAGAIN`, which is why a failed spare clone is not
+/// counted among the spare failures (no later call pays two clones for it). Should a gVisor
+/// release refuse the fork instead, this test fails and says what to change.
+#[tokio::test]
+async fn under_gvisor_a_call_forking_up_to_the_pids_cap_gets_no_clone_refused() {
+    if !hookbox_test_require::root("creating a pids cgroup") {
+        return;
+    }
+    let Some(runsc) = runsc() else { return };
+    const CAP: u64 = 64 + hookbox_sandbox::gvisor::HOST_TASKS;
+    let cgroup = PidsCgroup::new("spare-cap", CAP);
+    let mut t = tree(&[]);
+    t.spec.cgroups = cgroup.0.dirs.clone();
+    let g = Gvisor::start(&runsc, &t).await;
+    assert_eq!(g.sh(&t, "echo up").await, "up\n");
+    let bomb = "import os, signal\n\
+                while True:\n    \
+                    try:\n        pid = os.fork()\n    \
+                    except OSError as e:\n        \
+                        print('refused', e.errno, flush=True)\n        break\n    \
+                    if pid == 0:\n        signal.pause()\n        os._exit(0)\n\
+                signal.pause()\n";
+    let mut spec = t.spec.clone();
+    spec.runtime = RuntimeKind::Gvisor;
+    spec.argv = vec!["/usr/bin/python3".into(), "-c".into(), bomb.into()];
+    let out = warm_call(&g.sandbox, &spec, Duration::from_secs(30), LIMIT).await;
+    let peak = hookbox_sandbox::cgroup::read_pids_counter(&cgroup.0, "pids.peak").unwrap();
+    assert!(peak <= CAP, "peak {peak}");
+    let refused = out
+        .as_ref()
+        .is_ok_and(|o| text(&o.stdout).contains("refused"));
+    assert!(
+        !refused,
+        "gVisor refused a fork at the pids cap ({out:?}): a spare's clone can now fail with \
+         EAGAIN too; count that as a spare failure in gvisor_init's loop and test it here"
+    );
+    assert!(out.as_ref().map_or(true, |o| !o.success()), "{out:?}");
+    // The next call: the sandbox is gone (its socket says so), or, when the bomb only timed
+    // out, it runs; never a refused clone.
+    spec.argv = ["/bin/echo", "after"].map(String::from).to_vec();
+    match warm_call(&g.sandbox, &spec, TIMEOUT, LIMIT).await {
+        Ok(out) => assert_eq!(text(&out.stdout), "after\n"),
+        Err(err) => assert_eq!(
+            err.stage(),
+            Some(hookbox_sandbox::Stage::WarmSocket),
+            "{err}"
+        ),
+    }
+    g.stop().await;
+    drop(cgroup);
+}
