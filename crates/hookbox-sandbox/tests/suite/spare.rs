@@ -422,6 +422,12 @@ async fn under_gvisor_a_spare_call_sees_nothing_of_the_call_before_it() {
         changed["procs"].to_string().contains("sleep 1000"),
         "{changed}"
     );
+    // Nothing of the init's own signal mask (it blocks SIGCHLD for its signalfd) either.
+    assert_eq!(
+        before["signals"]["blocked"],
+        serde_json::json!([]),
+        "{before}"
+    );
     let before = before.to_string();
     assert!(
         !before.contains("call-one") && !before.contains("CALL_ONE"),
