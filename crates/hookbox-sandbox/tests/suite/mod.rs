@@ -1,3 +1,4 @@
 mod bounds;
+mod spare;
 mod stages;
 mod support;

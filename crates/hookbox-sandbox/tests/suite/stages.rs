@@ -104,27 +104,6 @@ async fn a_missing_program_fails_at_exec_with_enoent_cold_and_in_a_warm_call() {
     stop(sandbox).await;
 }
 
-/// The environment's pids cgroup with room for `max` tasks, removed when dropped.
-struct PidsCgroup(hookbox_sandbox::cgroup::EnvCgroups);
-
-impl PidsCgroup {
-    fn new(name: &str, max: u64) -> Self {
-        let id = format!("isolation-test-{}-{name}", std::process::id());
-        let cgroups = hookbox_sandbox::cgroup::setup(&id, max, 1 << 30);
-        assert!(
-            cgroups.pids,
-            "this machine offers no pids cgroup to cap a sandbox with"
-        );
-        Self(cgroups)
-    }
-}
-
-impl Drop for PidsCgroup {
-    fn drop(&mut self) {
-        hookbox_sandbox::cgroup::remove(&self.0);
-    }
-}
-
 // A full pids cgroup is the everyday momentary failure (an environment at its process cap):
 // the kernel refuses the fork with EAGAIN, and the launch is worth another try.
 #[tokio::test]

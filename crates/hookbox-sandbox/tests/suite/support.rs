@@ -135,3 +135,24 @@ pub fn missing(tree: &Tree) -> std::path::PathBuf {
     assert!(!Path::new(&path).exists());
     path
 }
+
+/// The environment's pids cgroup with room for `max` tasks, removed when dropped.
+pub struct PidsCgroup(pub hookbox_sandbox::cgroup::EnvCgroups);
+
+impl PidsCgroup {
+    pub fn new(name: &str, max: u64) -> Self {
+        let id = format!("isolation-test-{}-{name}", std::process::id());
+        let cgroups = hookbox_sandbox::cgroup::setup(&id, max, 1 << 30);
+        assert!(
+            cgroups.pids,
+            "this machine offers no pids cgroup to cap a sandbox with"
+        );
+        Self(cgroups)
+    }
+}
+
+impl Drop for PidsCgroup {
+    fn drop(&mut self) {
+        hookbox_sandbox::cgroup::remove(&self.0);
+    }
+}
