@@ -17,7 +17,7 @@
 //! `hookbox-process`'s, which it shares with everything else that runs programs. codex-rs keeps
 //! `linux-sandbox` apart from the code that uses it the same way.
 //!
-//! Module order, bottom up: [`env_vars`], [`spec`], [`fdpass`], [`seccomp`], [`error`], [`status`],
+//! Module order, bottom up: [`env_vars`], [`spec`], [`direct`], [`fdpass`], [`seccomp`], [`error`], [`status`],
 //! [`cgroup`] → [`launcher`] → [`gvisor`], `gvisor_init` → [`handoff`] → [`warm`] →
 //! [`runtime`]; no module imports one above it.
 //!
@@ -59,6 +59,7 @@
 //!   gVisor's own loopback to the environment's proxy over unix sockets passed in.
 
 pub mod cgroup;
+pub mod direct;
 pub mod env_vars;
 pub mod error;
 pub mod fdpass;
