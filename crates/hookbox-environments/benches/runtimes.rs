@@ -267,7 +267,7 @@ async fn gvisor_breakdown(runs: usize) {
                 output_limit: 1 << 16,
             };
             let t = Instant::now();
-            let out = hookbox_hooks::command::CommandRunner::run(&*runner, request)
+            let out = hookbox_hooks::command::CommandRunner::run(runner, request)
                 .await
                 .unwrap();
             assert!(out.success(), "{line}");
