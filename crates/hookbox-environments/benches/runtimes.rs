@@ -7,7 +7,9 @@
 //!
 //! `--gvisor-breakdown` measures only where a warm gVisor call's time goes: the floor (the same
 //! programs started inside the running sandbox, timed there, in the same run), the whole call
-//! seen from hookbox, and the launcher's stages of the call inside gVisor.
+//! seen from hookbox, a command hook `sh SCRIPT` exec'd directly against the same written
+//! `sh 'SCRIPT'` (through `/bin/sh -c`), alternating, and the launcher's stages of the call
+//! inside gVisor.
 //!
 //! Run: `cargo bench -p hookbox-environments --bench runtimes [-- --runs N]
 //! [--gvisor-breakdown]`. Needs root and `runsc` on PATH (scripts/setup.sh). Prints numbers;
@@ -220,6 +222,65 @@ async fn gvisor_breakdown(runs: usize) {
             call - floor
         );
     }
+    // A command hook `sh SCRIPT`: exec'd directly by the init (one simple command), against the
+    // same script written `sh 'SCRIPT'` (not plain words: through `/bin/sh -c`, a second shell,
+    // as every hook ran before), calls alternating; and the floor of `sh SCRIPT` inside.
+    runner
+        .run_argv(
+            vec![
+                "/bin/sh".into(),
+                "-c".into(),
+                "echo 'exit 0' > /tmp/gate.sh".into(),
+            ],
+            Vec::new(),
+            timeout,
+            1 << 16,
+        )
+        .await
+        .unwrap();
+    let script = format!(
+        "s=$EPOCHREALTIME; for i in $(seq {runs}); do sh /tmp/gate.sh </dev/null; done; e=$EPOCHREALTIME; echo \"$s $e\""
+    );
+    let out = runner
+        .run_argv(
+            vec!["/bin/bash".into(), "-c".into(), script],
+            Vec::new(),
+            timeout,
+            1 << 16,
+        )
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let mut it = text.split_whitespace().map(|v| v.parse::<f64>().unwrap());
+    let (s, e) = (it.next().unwrap(), it.next().unwrap());
+    let floor = (e - s) * 1000.0 / runs as f64;
+    let (mut direct, mut shell) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        for (line, samples) in [
+            ("sh /tmp/gate.sh", &mut direct),
+            ("sh '/tmp/gate.sh'", &mut shell),
+        ] {
+            let request = hookbox_hooks::command::CommandRequest {
+                command: line.into(),
+                stdin: Vec::new(),
+                timeout,
+                output_limit: 1 << 16,
+            };
+            let t = Instant::now();
+            let out = hookbox_hooks::command::CommandRunner::run(runner, request)
+                .await
+                .unwrap();
+            assert!(out.success(), "{line}");
+            samples.push(t.elapsed());
+        }
+    }
+    let (direct, shell) = (ms(p50(&mut direct)), ms(p50(&mut shell)));
+    println!(
+        "hook `sh /tmp/gate.sh`: floor {floor:.2} ms; exec'd directly {direct:.2} ms ({:.2}x the floor); through /bin/sh -c {shell:.2} ms ({:.2}x); direct/shell {:.3}x",
+        direct / floor,
+        shell / floor,
+        direct / shell
+    );
     // Concurrency 16: `sh -c true` as warm calls from 16 tasks, against the same programs
     // started by 16 loops at once inside the sandbox.
     let per_task = runs.div_ceil(4).max(2);

@@ -458,6 +458,7 @@ impl SandboxRunner {
         Ok(LaunchSpec {
             isolation: self.options.isolation,
             argv,
+            direct: None,
             env: self.env(joined),
             // A bare tree (hooks test) may lack /workspace; the root is the only other choice.
             cwd: match self.tree.metadata("/workspace") {
@@ -537,8 +538,30 @@ impl SandboxRunner {
         output_limit: usize,
         tap: Option<OutputTap>,
     ) -> Result<CommandOutput, RunError> {
+        self.run_launch(slot, argv, None, stdin, timeout, output_limit, tap)
+            .await
+    }
+
+    /// [`Self::run_argv_tapped`], with the words the sandbox runs directly instead of `argv`
+    /// when it can do so as `argv` (`/bin/sh -c LINE`) would ([`LaunchSpec::direct`]).
+    #[allow(clippy::too_many_arguments)]
+    async fn run_launch(
+        &self,
+        slot: Option<SlotGuard>,
+        argv: Vec<String>,
+        direct: Option<Vec<String>>,
+        stdin: Vec<u8>,
+        timeout: Duration,
+        output_limit: usize,
+        tap: Option<OutputTap>,
+    ) -> Result<CommandOutput, RunError> {
         let _slot = slot;
-        let (spec, joined) = self.prepared(argv).await?;
+        let (mut spec, joined) = self.prepared(argv).await?;
+        // Without isolation the launcher execs `argv` in place of itself: it has no process
+        // left to report a direct program's signal death as the shell would, so the shell runs.
+        if spec.isolation == Isolation::Full {
+            spec.direct = direct;
+        }
         // A sandbox that could not be built ran nothing, so building it again is safe; only
         // failures the kernel reports as momentary (EAGAIN, ENOMEM, ENOSPC where it creates a
         // namespace, a task or a mount: `SandboxError::is_transient`) are retried, with a short
@@ -751,12 +774,23 @@ impl SandboxRunner {
 
 #[async_trait]
 impl CommandRunner for SandboxRunner {
+    /// `/bin/sh -c LINE`; a line that is one simple command of plain words
+    /// ([`hookbox_process::simple_command`]) is exec'd directly by the sandbox's init, as bash
+    /// does for `bash -c`, with the same outcome (see `hookbox_sandbox::direct`).
     async fn run(&self, request: CommandRequest) -> Result<CommandOutput, RunnerError> {
-        self.run_argv(
+        let direct = hookbox_process::simple_command(&request.command);
+        let slot = match &self.slots {
+            Some(slots) => Some(slots.acquire().await),
+            None => None,
+        };
+        self.run_launch(
+            slot,
             vec!["/bin/sh".into(), "-c".into(), request.command],
+            direct,
             request.stdin,
             request.timeout,
             request.output_limit,
+            None,
         )
         .await
         .map_err(|err| match err {

@@ -19,7 +19,9 @@ pub use hookbox_process::{CommandOutput, DEFAULT_OUTPUT_LIMIT, OutputTap, Termin
 /// One command to run.
 #[derive(Debug, Clone)]
 pub struct CommandRequest {
-    /// The shell line, run as `/bin/sh -c <command>`.
+    /// The shell line, run with `/bin/sh -c <command>` semantics (a sandboxed runner may exec a
+    /// line that is one simple command of plain words directly, as bash does for `bash -c`, with
+    /// the same outcome: see `hookbox_process::simple_command`).
     pub command: String,
     /// Written to the process's stdin, which is then closed.
     pub stdin: Vec<u8>,

@@ -14,6 +14,8 @@
 //!   waiting for its end and killing it without pid reuse races;
 //! - [`host`]: trusted host tools (`mkfs.ext4`, `mount`, `cp`, `runsc`) run to completion within
 //!   a deadline from synchronous code;
+//! - [`simple`]: whether a shell line is one simple command of plain words, which a runner may
+//!   exec directly instead of through `/bin/sh -c` (as bash does for `bash -c`);
 //! - [`ProcessError`] and [`host::HostError`]: what stops a program from running at all, with the
 //!   errno where there is one and whether it is worth another try ([`ProcessError::is_transient`]).
 //!
@@ -23,9 +25,11 @@
 mod error;
 pub mod host;
 pub mod pidfd;
+pub mod simple;
 pub mod supervise;
 
 pub use error::{ProcessError, is_momentary};
+pub use simple::simple_command;
 pub use supervise::{
     CommandOutput, DEFAULT_OUTPUT_LIMIT, OutputPipe, OutputTap, Spawned, Termination, kill_group,
     supervise, supervise_spawned, supervise_with_tap, termination_of,

@@ -417,8 +417,8 @@ fn spare_main(spec: &LaunchSpec, programs: &crate::seccomp::Programs, socket: Ow
         })?;
         let (path, argv, envp) = l::exec_args(&spec)?;
         l::stage(&spec, &mut status, "program_forked");
-        match l::spawn_program(&path, &argv, &envp) {
-            Ok(child) => l::reap_until(child),
+        match l::start_program(&spec, &path, &argv, &envp) {
+            Ok((child, direct)) => l::reap_until(child, direct),
             Err(err) => {
                 report(&mut status, &l::exec_failure(&spec, err));
                 Ok(crate::spec::EXIT_EXEC_FAILED)

@@ -396,8 +396,8 @@ fn confine_and_run(
     // The program is started with posix_spawn (a vfork-like clone, then exec) rather than
     // fork: no copy of this process's page tables, which under gVisor is most of a fork's cost.
     stage(spec, status, "program_forked");
-    let child = match spawn_program(&path, &argv, &envp) {
-        Ok(child) => child,
+    let (child, direct) = match start_program(spec, &path, &argv, &envp) {
+        Ok(started) => started,
         Err(err) => {
             report(status, &exec_failure(spec, err));
             return Ok(EXIT_EXEC_FAILED);
@@ -408,7 +408,30 @@ fn confine_and_run(
     if !reports_exit {
         drop(status.take());
     }
-    reap_until(child)
+    reap_until(child, direct)
+}
+
+/// Starts the program: the spec's [`LaunchSpec::direct`] words when there are some and they can
+/// run exactly as `/bin/sh -c` would run them ([`crate::direct`]), else `argv` (`path`, `argv`,
+/// `envp` from [`exec_args`]). Also says whether it was the direct one, whose signal death
+/// [`reap_until`] reports as the shell would.
+pub(crate) fn start_program(
+    spec: &LaunchSpec,
+    path: &CString,
+    argv: &[CString],
+    envp: &[CString],
+) -> nix::Result<(Pid, bool)> {
+    let direct = spec
+        .direct
+        .as_deref()
+        .and_then(|words| crate::direct::prepare(words, &spec.env));
+    // A failed spawn started nothing: the shell then runs the line and says why it cannot.
+    if let Some(direct) = direct
+        && let Ok(child) = spawn_program(&direct.path, &direct.argv, &direct.envp)
+    {
+        return Ok((child, true));
+    }
+    spawn_program(path, argv, envp).map(|child| (child, false))
 }
 
 /// Starts the sandboxed program with SIGPIPE at its default (Rust's runtime ignores it, an
@@ -617,12 +640,20 @@ pub(crate) fn remount_per_call() -> Result<()> {
     .map_err(mount_err("tmpfs /dev/shm", Path::new("/dev/shm")))
 }
 
-/// Reaps every child (orphans are re-parented to init) until `program` ends.
-pub(crate) fn reap_until(program: Pid) -> Result<i32> {
+/// Reaps every child (orphans are re-parented to init) until `program` ends, and returns its
+/// exit status (128 + N when killed by signal N, as the shell reports it). A `direct` program
+/// (run without the shell, see [`start_program`]) killed by a signal also gets the line the
+/// shell would have written on stderr ([`crate::direct::signal_message`]).
+pub(crate) fn reap_until(program: Pid, direct: bool) -> Result<i32> {
     loop {
         match waitpid(None, None) {
             Ok(WaitStatus::Exited(pid, code)) if pid == program => return Ok(code),
-            Ok(WaitStatus::Signaled(pid, signal, _)) if pid == program => {
+            Ok(WaitStatus::Signaled(pid, signal, core_dumped)) if pid == program => {
+                if direct
+                    && let Some(line) = crate::direct::signal_message(signal as i32, core_dumped)
+                {
+                    let _ = std::io::stderr().write_all(line.as_bytes());
+                }
                 return Ok(128 + signal as i32);
             }
             Ok(_) | Err(nix::Error::EINTR) => continue,

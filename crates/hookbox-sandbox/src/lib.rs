@@ -17,7 +17,7 @@
 //! `hookbox-process`'s, which it shares with everything else that runs programs. codex-rs keeps
 //! `linux-sandbox` apart from the code that uses it the same way.
 //!
-//! Module order, bottom up: [`env_vars`], [`spec`], [`fdpass`], [`seccomp`], [`error`], [`status`],
+//! Module order, bottom up: [`env_vars`], [`spec`], [`direct`], [`fdpass`], [`seccomp`], [`error`], [`status`],
 //! [`cgroup`] → [`launcher`] → [`gvisor`], `gvisor_init` → [`handoff`] → [`warm`] →
 //! [`runtime`]; no module imports one above it.
 //!
@@ -27,9 +27,13 @@
 //!   and command hook is cloned inside it into its own PID, mount and IPC namespaces with its own
 //!   `/proc`, limits, Landlock and seccomp, and handed over with its stdio through a socket
 //!   ([`fdpass`]); under gVisor the init keeps one such call built ahead (`gvisor_init`'s spare),
-//!   so a call only execs. With `SandboxOptions::warm` off, one sandbox per call. The spec travels as
-//!   JSON in a memfd on fd 3; a failure comes back on fd 4 as one line naming its stage and
-//!   errno ([`status`]), so whether to try again is decided on types, never on words.
+//!   so a call only execs. A command hook's line that is one simple command of plain words comes
+//!   with its words ([`spec::LaunchSpec::direct`]); the init execs them itself instead of
+//!   `/bin/sh -c` (one program start fewer), exactly as dash would, or runs the shell on anything
+//!   it cannot do identically ([`direct`]). With `SandboxOptions::warm` off, one sandbox per
+//!   call. The spec travels as JSON in a memfd on fd 3; a failure comes back on fd 4 as one
+//!   line naming its stage and errno ([`status`]), so whether to try again is decided on types,
+//!   never on words.
 //! - Namespaces: user (uid/gid 0 inside mapped to hookbox's own uid/gid), mount, PID, IPC, UTS,
 //!   and a network namespace (see Network below).
 //! - Root: a tmpfs, read-only after setup, with the host's `/usr`, `/bin`, `/sbin`, `/lib*` bound
@@ -59,6 +63,7 @@
 //!   gVisor's own loopback to the environment's proxy over unix sockets passed in.
 
 pub mod cgroup;
+pub mod direct;
 pub mod env_vars;
 pub mod error;
 pub mod fdpass;

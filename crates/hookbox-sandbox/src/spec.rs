@@ -151,6 +151,13 @@ pub struct LaunchSpec {
     pub isolation: Isolation,
     /// Program (absolute sandbox path) and arguments.
     pub argv: Vec<String>,
+    /// When `argv` is `/bin/sh -c LINE` and LINE is one simple command of plain words
+    /// ([`hookbox_process::simple_command`]): those words, which the sandbox's init execs
+    /// directly, as `/bin/sh` would (program resolved on the call's `PATH`, environment in the
+    /// shell's order with its `PWD`, a signal death reported as the shell does), falling back to
+    /// `argv` on anything it cannot do identically (see `crate::direct`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub direct: Option<Vec<String>>,
     /// The program's whole environment; nothing else is inherited.
     pub env: Vec<(String, String)>,
     /// Working directory inside the sandbox.
@@ -209,6 +216,9 @@ pub struct LaunchSpec {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CallSpec {
     pub argv: Vec<String>,
+    /// [`LaunchSpec::direct`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub direct: Option<Vec<String>>,
     pub env: Vec<(String, String)>,
     pub cwd: String,
     #[serde(default)]
@@ -222,12 +232,14 @@ impl LaunchSpec {
     pub fn split_call(&self) -> (LaunchSpec, CallSpec) {
         let call = CallSpec {
             argv: self.argv.clone(),
+            direct: self.direct.clone(),
             env: self.env.clone(),
             cwd: self.cwd.clone(),
             stage_timings: self.stage_timings,
         };
         let base = LaunchSpec {
             argv: Vec::new(),
+            direct: None,
             env: Vec::new(),
             cwd: String::new(),
             stage_timings: false,
@@ -241,6 +253,7 @@ impl LaunchSpec {
     pub fn with_call(&self, call: CallSpec) -> LaunchSpec {
         LaunchSpec {
             argv: call.argv,
+            direct: call.direct,
             env: call.env,
             cwd: call.cwd,
             stage_timings: call.stage_timings,

@@ -11,8 +11,12 @@
 //! `--only-runtimes` compares warm sandboxes under namespaces and gVisor at concurrency 1 and 16.
 //! `--only-server [--rounds N]` is issue 35's floor: in each round, raw `sh -c true; bash -c
 //! true` pairs (unsandboxed, 16 worker threads) then the warm server at concurrency 16, with the
-//! ratio; then the load gate (128 `rm -rf` interactions at concurrency 64, every one denied) and
-//! the server's RSS over `--total` interactions.
+//! ratio, and the same for the gate written `exec sh …` and `sh '…'` (the latter not one simple
+//! command of plain words, so still through `/bin/sh -c`: the path before direct exec), with each
+//! gate's CPU per interaction (the bench's cgroup's CPU time: run it in a cgroup of its own, e.g.
+//! a fresh `cpuacct` directory it is moved into, for those columns to be its own); then the load
+//! gate (128 `rm -rf` interactions at concurrency 64, every one denied) and the server's RSS over
+//! `--total` interactions.
 //! Run: `cargo bench -p hookbox-server --bench load [-- --per-level N] [--total N]
 //! [--only-snapshots] [--only-quotas] [--only-runtimes] [--only-server [--rounds N]]`.
 //!
@@ -50,6 +54,32 @@ fn rss_kib() -> u64 {
         })
         .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
         .unwrap_or(0)
+}
+
+/// CPU time used so far by every process of this bench's cgroup (the server, its client and
+/// every sandbox it started), in ms: cgroup v2 `cpu.stat` `usage_usec`, or v1 `cpuacct.usage`.
+/// Only this bench's own when it runs in a cgroup of its own (`--only-server` prints it per
+/// interaction: CPU is what a level costs, whatever else the machine runs meanwhile).
+fn cgroup_cpu_ms() -> Option<f64> {
+    let cgroups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    for line in cgroups.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        if controllers.split(',').any(|c| c == "cpuacct") {
+            let usage = format!("/sys/fs/cgroup/cpuacct{path}/cpuacct.usage");
+            let ns: f64 = std::fs::read_to_string(usage).ok()?.trim().parse().ok()?;
+            return Some(ns / 1e6);
+        }
+    }
+    let line = cgroups.lines().find(|l| l.starts_with("0::"))?;
+    let stat = std::fs::read_to_string(format!("/sys/fs/cgroup{}/cpu.stat", &line[3..])).ok()?;
+    let usec: f64 = stat
+        .lines()
+        .find_map(|l| l.strip_prefix("usage_usec "))?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(usec / 1e3)
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -546,6 +576,30 @@ async fn runtime_rows(client: &reqwest::Client, per_level: usize) {
             ms(p50_1),
             ms(p99_1)
         );
+        // The gate written `sh '/.agents/gate.sh'`: through `/bin/sh -c` (a second shell), as
+        // every gate ran before a simple command was exec'd directly; same sandbox, right after.
+        let shell_body = environment_with(
+            addr,
+            &HOOKS.replace("\"sh /.agents/gate.sh\"", "\"sh '/.agents/gate.sh'\""),
+        )
+        .await;
+        one(client.clone(), addr, shell_body.clone()).await;
+        // One interaction of each, alternating, so that the machine's noise hits both alike.
+        let (mut direct, mut shell) = (Vec::new(), Vec::new());
+        for _ in 0..per_level.div_ceil(4) {
+            direct.push(one(client.clone(), addr, body.clone()).await);
+            shell.push(one(client.clone(), addr, shell_body.clone()).await);
+        }
+        direct.sort();
+        shell.sort();
+        let (p50_d, p50_s) = (percentile(&direct, 0.5), percentile(&shell, 0.5));
+        println!(
+            "{:<10}  c1 alternating: the gate p50 {:.1} ms, through /bin/sh -c p50 {:.1} ms: {:.3}x",
+            runtime.name(),
+            ms(p50_d),
+            ms(p50_s),
+            ms(p50_d) / ms(p50_s)
+        );
         let (rate, p50, p99, n) = level(client, addr, &body, 16, per_level).await;
         println!(
             "{:<10}  {:>11}  {n:>12}  {rate:>10.1}  {:>6.1}  {:>6.1}",
@@ -654,26 +708,70 @@ async fn server_rows(client: &reqwest::Client, per_level: usize, rounds: usize, 
         one(client.clone(), addr, exec_body.clone()).await;
     }
     let mut exec_ratios = Vec::new();
+    // The same gate written `sh '/.agents/gate.sh'`: not one simple command of plain words, so
+    // it keeps the `/bin/sh -c` in front (two shells, as every gate had before the sandbox
+    // exec'd a simple command directly): the old path, in the same run.
+    let shell_body = environment_with(
+        addr,
+        &HOOKS.replace("\"sh /.agents/gate.sh\"", "\"sh '/.agents/gate.sh'\""),
+    )
+    .await;
+    for _ in 0..16 {
+        one(client.clone(), addr, shell_body.clone()).await;
+    }
+    let mut shell_ratios = Vec::new();
+    // CPU per interaction of each gate (the whole cgroup's, see `cgroup_cpu_ms`), per round.
+    let mut cpu: [Vec<f64>; 3] = Default::default();
     println!(
-        "round  raw_pairs_per_s  server_per_s  p50_ms  p99_ms  ratio  exec_gate_per_s  exec_ratio"
+        "round  raw_pairs_per_s  server_per_s  p50_ms  p99_ms  ratio  exec_gate_per_s  exec_ratio  shell_gate_per_s  shell_ratio  cpu_ms: gate  exec  shell"
     );
     for round in 1..=rounds {
         let raw = tokio::task::spawn_blocking(move || raw_pairs(16, per_level))
             .await
             .unwrap();
+        let mut cpu_of = |slot: usize, before: Option<f64>, n: usize| {
+            let used = cgroup_cpu_ms().zip(before).map(|(a, b)| (a - b) / n as f64);
+            cpu[slot].push(used.unwrap_or(f64::NAN));
+            used.unwrap_or(f64::NAN)
+        };
+        let before = cgroup_cpu_ms();
         let (rate, p50, p99, n) = level(client, addr, &body, 16, per_level).await;
+        let gate_cpu = cpu_of(0, before, n);
+        let before = cgroup_cpu_ms();
         let (exec_rate, _, _, m) = level(client, addr, &exec_body, 16, per_level).await;
-        done += n + m;
+        let exec_cpu = cpu_of(1, before, m);
+        let before = cgroup_cpu_ms();
+        let (shell_rate, _, _, k) = level(client, addr, &shell_body, 16, per_level).await;
+        let shell_cpu = cpu_of(2, before, k);
+        done += n + m + k;
         ratios.push(rate / raw);
         exec_ratios.push(exec_rate / raw);
+        shell_ratios.push(shell_rate / raw);
         println!(
-            "{round:>5}  {raw:>15.1}  {rate:>12.1}  {:>6.1}  {:>6.1}  {:>5.3}  {exec_rate:>15.1}  {:>10.3}",
+            "{round:>5}  {raw:>15.1}  {rate:>12.1}  {:>6.1}  {:>6.1}  {:>5.3}  {exec_rate:>15.1}  {:>10.3}  {shell_rate:>16.1}  {:>11.3}  {gate_cpu:>12.2}  {exec_cpu:>4.2}  {shell_cpu:>5.2}",
             ms(p50),
             ms(p99),
             rate / raw,
-            exec_rate / raw
+            exec_rate / raw,
+            shell_rate / raw
         );
     }
+    for (name, mut values) in ["gate", "exec gate", "shell gate"].into_iter().zip(cpu) {
+        values.sort_by(f64::total_cmp);
+        println!(
+            "CPU per interaction, {name}: median {:.2} ms (min {:.2}, max {:.2})",
+            values[values.len() / 2],
+            values[0],
+            values[values.len() - 1]
+        );
+    }
+    shell_ratios.sort_by(f64::total_cmp);
+    println!(
+        "the gate as `sh '/.agents/gate.sh'` (through /bin/sh -c): median {:.3}x (min {:.3}, max {:.3})",
+        shell_ratios[shell_ratios.len() / 2],
+        shell_ratios[0],
+        shell_ratios[shell_ratios.len() - 1]
+    );
     exec_ratios.sort_by(f64::total_cmp);
     println!(
         "the gate as `exec sh /.agents/gate.sh`: median {:.3}x (min {:.3}, max {:.3})",

@@ -1,4 +1,5 @@
 mod common;
+mod direct;
 mod disk;
 mod escape;
 mod fork;

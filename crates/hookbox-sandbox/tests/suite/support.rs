@@ -39,6 +39,7 @@ pub fn tree(argv: &[&str]) -> Tree {
     let spec = LaunchSpec {
         isolation: Isolation::Full,
         argv: argv.iter().map(|a| (*a).to_owned()).collect(),
+        direct: None,
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
         cwd: "/workspace".into(),
         tree: root.clone(),
