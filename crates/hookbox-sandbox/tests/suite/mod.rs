@@ -1,3 +1,4 @@
 mod bounds;
+mod seccomp;
 mod stages;
 mod support;
