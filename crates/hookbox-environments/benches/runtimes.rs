@@ -13,7 +13,7 @@
 //!
 //! Run: `cargo bench -p hookbox-environments --bench runtimes [-- --runs N]
 //! [--gvisor-breakdown]`. Needs root and `runsc` on PATH (scripts/setup.sh). Prints numbers;
-//! asserts nothing.
+//! asserts nothing. `HOOKBOX_SANDBOX_EXEC=PATH` launches the sandboxes with that launcher.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark binary may panic
 
@@ -28,6 +28,15 @@ use hookbox_protocol::{ToolCall, ToolName};
 use hookbox_sandbox::spec::RuntimeKind;
 
 const LAUNCHER: &str = env!("CARGO_BIN_EXE_hookbox-environments-launcher");
+
+/// The bench's own launcher, or `$HOOKBOX_SANDBOX_EXEC` (as `hookbox serve` honours it), so that
+/// two launcher builds can be compared in one run.
+fn launcher() -> Launcher {
+    Launcher::standalone(
+        std::env::var_os("HOOKBOX_SANDBOX_EXEC")
+            .map_or_else(|| LAUNCHER.into(), std::path::PathBuf::from),
+    )
+}
 
 fn p50(samples: &mut [Duration]) -> Duration {
     samples.sort();
@@ -64,7 +73,7 @@ struct Row {
 
 async fn measure(runtime: RuntimeKind, runs: usize) -> Row {
     let data = tempfile::tempdir().unwrap();
-    let mut options = SandboxOptions::new(Launcher::standalone(LAUNCHER));
+    let mut options = SandboxOptions::new(launcher());
     options.runtime = runtime;
     options.gvisor = GvisorSettings::new(None, Default::default());
     let credentials =
@@ -153,7 +162,7 @@ fn runsc_do_true(runs: usize) -> Duration {
 /// differ).
 async fn gvisor_breakdown(runs: usize) {
     let data = tempfile::tempdir().unwrap();
-    let mut options = SandboxOptions::new(Launcher::standalone(LAUNCHER));
+    let mut options = SandboxOptions::new(launcher());
     options.runtime = RuntimeKind::Gvisor;
     options.gvisor = GvisorSettings::new(None, Default::default());
     let credentials =

@@ -44,10 +44,12 @@
 //! - Landlock: read/execute everywhere, writes only beneath the writable binds, `/dev/shm` and the
 //!   harmless devices; abstract unix sockets and signals scoped. Seccomp: a deny list returning
 //!   `EPERM` ([`seccomp::DENIED`], each entry with why), namespace flags of `clone`, `TIOCSTI`;
-//!   `clone3` returns `ENOSYS`. The capability bounding set keeps only file/process basics
-//!   (`CHOWN`, `DAC_*`, `FOWNER`, `FSETID`, `KILL`, `SET[UG]ID`, `NET_BIND_SERVICE`), so root in
-//!   the sandbox cannot reconfigure its network namespace. `setsid` (no TIOCSTI), parent-death
-//!   signals on launcher and init, `no_new_privs`.
+//!   `clone3` returns `ENOSYS`; x32 system calls `EPERM`. One classic-BPF program, a binary
+//!   search over the syscall number (about 10 instructions per call, not a linear list). The
+//!   capability bounding set keeps only file/process basics (`CHOWN`, `DAC_*`, `FOWNER`,
+//!   `FSETID`, `KILL`, `SET[UG]ID`, `NET_BIND_SERVICE`), so root in the sandbox cannot
+//!   reconfigure its network namespace. `setsid` (no TIOCSTI), parent-death signals on launcher
+//!   and init, `no_new_privs`.
 //! - Limits: per-environment cgroup (`hookbox/<env_id>`; v2 if it offers the controller, else v1)
 //!   for processes (default 512) and memory (default 4 GiB); `RLIMIT_NPROC`/`RLIMIT_AS` only as a
 //!   fallback, and as root without a pids cgroup the environment refuses to open. The

@@ -1,17 +1,25 @@
 //! The seccomp filter applied to every sandboxed process: a deny list, each syscall with why.
 //!
 //! Default allow, listed syscalls fail with `EPERM` (so programs get a clean error rather than a
-//! kill). `clone3` fails with `ENOSYS` in a second filter, because its flags live in memory that
-//! seccomp cannot inspect; libc then falls back to `clone`, whose namespace flags are checked.
+//! kill). `clone3` fails with `ENOSYS`, because its flags live in memory that seccomp cannot
+//! inspect; libc then falls back to `clone`, whose namespace flags are checked.
 //!
-//! This module builds and installs filters; it must not decide anything else about the sandbox.
+//! It is ONE classic-BPF program, laid out as a binary search over the syscall number (its
+//! layout is documented on `build_except`, `tree` and `leaf`). Every syscall pays the depth of
+//! the tree (at most 13 instructions) instead of the length of a linear list, and so does every
+//! evaluation the kernel that runs the sandbox makes of it: gVisor re-evaluates a task's filters
+//! for every syscall number at each install and each fork of a filtered task
+//! (`populateCache`), and the host kernel verifies and JIT-compiles it at each attach. It used
+//! to be two linear filters compiled by `seccompiler` (the deny list, then `clone3`); the
+//! module's tests evaluate the old pair and this program for every syscall number and argument
+//! case and require the same verdicts, except x32 system calls, now denied (see [`build`]).
+//!
+//! This module builds and installs the filter; it must not decide anything else about the
+//! sandbox.
 
 use std::collections::BTreeMap;
 
-use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
-    SeccompRule, TargetArch,
-};
+use seccompiler::{BpfProgram, sock_filter};
 
 /// Syscalls denied outright, with the reason each is on the list.
 pub const DENIED: &[(i64, &str, &str)] = &[
@@ -213,27 +221,187 @@ impl SeccompError {
     }
 }
 
-fn arch() -> Result<TargetArch, SeccompError> {
-    TargetArch::try_from(std::env::consts::ARCH)
-        .map_err(|_| SeccompError::Arch(std::env::consts::ARCH.to_owned()))
+/// The compiled filter (one program), built once per sandbox and installed by each program's
+/// init. (The name is from when there were two.)
+pub type Programs = BpfProgram;
+
+// Classic BPF opcodes (linux/bpf_common.h), the only ones the filter uses.
+/// `A = *(u32 *)(seccomp_data + k)`.
+const LD_W_ABS: u16 = 0x20; // BPF_LD (0x00) | BPF_W (0x00) | BPF_ABS (0x20)
+/// `if A == k` goto jt else jf.
+const JEQ_K: u16 = 0x05 | 0x10; // BPF_JMP | BPF_JEQ | BPF_K
+/// `if A >= k` goto jt else jf (unsigned).
+const JGE_K: u16 = 0x05 | 0x30; // BPF_JMP | BPF_JGE | BPF_K
+/// `if A & k != 0` goto jt else jf.
+const JSET_K: u16 = 0x05 | 0x40; // BPF_JMP | BPF_JSET | BPF_K
+/// return k (the verdict).
+const RET_K: u16 = 0x06; // BPF_RET | BPF_K
+
+// Offsets in `struct seccomp_data` (linux/seccomp.h): `int nr; u32 arch; u64
+// instruction_pointer; u64 args[6];`. The supported architectures are little-endian, so an
+// argument's low 32 bits are at its offset.
+const DATA_NR: u32 = 0;
+const DATA_ARCH: u32 = 4;
+const fn data_arg_low(index: u32) -> u32 {
+    16 + 8 * index
 }
 
-fn masked(arg: u8, len: SeccompCmpArgLen, bits: u64) -> Result<SeccompRule, SeccompError> {
-    let condition = SeccompCondition::new(arg, len, SeccompCmpOp::MaskedEq(bits), bits)
-        .map_err(|e| SeccompError::Build(e.to_string()))?;
-    SeccompRule::new(vec![condition]).map_err(|e| SeccompError::Build(e.to_string()))
+/// The x32 ABI's syscalls are x86_64's with this bit set (and `arch` still `AUDIT_ARCH_X86_64`).
+const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+
+const RET_ALLOW: u32 = libc::SECCOMP_RET_ALLOW;
+const RET_EPERM: u32 = libc::SECCOMP_RET_ERRNO | (libc::EPERM as u32 & libc::SECCOMP_RET_DATA);
+const RET_ENOSYS: u32 = libc::SECCOMP_RET_ERRNO | (libc::ENOSYS as u32 & libc::SECCOMP_RET_DATA);
+const RET_KILL_PROCESS: u32 = libc::SECCOMP_RET_KILL_PROCESS;
+
+fn stmt(code: u16, k: u32) -> sock_filter {
+    sock_filter {
+        code,
+        jt: 0,
+        jf: 0,
+        k,
+    }
 }
 
-fn equals(arg: u8, len: SeccompCmpArgLen, value: u64) -> Result<SeccompRule, SeccompError> {
-    let condition = SeccompCondition::new(arg, len, SeccompCmpOp::Eq, value)
-        .map_err(|e| SeccompError::Build(e.to_string()))?;
-    SeccompRule::new(vec![condition]).map_err(|e| SeccompError::Build(e.to_string()))
+fn jump(code: u16, k: u32, jt: u8, jf: u8) -> sock_filter {
+    sock_filter { code, jt, jf, k }
 }
 
-/// The two BPF programs: the `EPERM` deny list and the `clone3` → `ENOSYS` filter.
-/// The compiled filters, built once per sandbox and installed by each program's init.
-pub type Programs = [BpfProgram; 2];
+/// `AUDIT_ARCH_*` (linux/audit.h) of the architecture hookbox was built for: `EM_*` | 64-bit |
+/// little-endian.
+fn audit_arch() -> Result<u32, SeccompError> {
+    const AUDIT_64BIT_LE: u32 = 0x8000_0000 | 0x4000_0000;
+    match std::env::consts::ARCH {
+        "x86_64" => Ok(62 | AUDIT_64BIT_LE),
+        "aarch64" => Ok(183 | AUDIT_64BIT_LE),
+        "riscv64" => Ok(243 | AUDIT_64BIT_LE),
+        other => Err(SeccompError::Arch(other.to_owned())),
+    }
+}
 
+/// What the filter answers for a syscall number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Verdict {
+    Allow,
+    /// `EPERM`.
+    Deny,
+    /// `ENOSYS` (`clone3`).
+    NoSys,
+    /// `clone`: `EPERM` if its flags (argument 0) carry a namespace flag, else allowed.
+    CloneFlags,
+    /// `ioctl`: `EPERM` for the requests in [`DENIED_IOCTLS`] (argument 1), else allowed.
+    IoctlRequest,
+}
+
+/// The verdict for every syscall number, as sorted intervals covering `0..=u32::MAX`: each
+/// `(start, verdict)` holds until the next start. Adjacent equal verdicts are merged.
+fn intervals(allowed: &[i64]) -> Result<Vec<(u32, Verdict)>, SeccompError> {
+    let number = |nr: i64| {
+        u32::try_from(nr)
+            .ok()
+            .filter(|nr| *nr < X32_SYSCALL_BIT)
+            .ok_or_else(|| SeccompError::Build(format!("syscall number {nr} out of range")))
+    };
+    let mut special = BTreeMap::new();
+    for (nr, _, _) in DENIED.iter().filter(|(nr, _, _)| !allowed.contains(nr)) {
+        special.insert(number(*nr)?, Verdict::Deny);
+    }
+    for (nr, verdict) in [
+        (libc::SYS_clone3, Verdict::NoSys),
+        (libc::SYS_clone, Verdict::CloneFlags),
+        (libc::SYS_ioctl, Verdict::IoctlRequest),
+    ] {
+        if special.insert(number(nr)?, verdict).is_some() {
+            return Err(SeccompError::Build(format!("syscall {nr} listed twice")));
+        }
+    }
+    let mut out: Vec<(u32, Verdict)> = Vec::new();
+    let mut push = |start: u32, verdict: Verdict| match out.last() {
+        Some((_, last)) if *last == verdict => {}
+        _ => out.push((start, verdict)),
+    };
+    let mut next = 0u32;
+    for (nr, verdict) in special {
+        if nr > next {
+            push(next, Verdict::Allow);
+        }
+        push(nr, verdict);
+        next = nr + 1;
+    }
+    push(next, Verdict::Allow);
+    if cfg!(target_arch = "x86_64") {
+        // x32 system calls: all denied (the kernel returns ENOSYS for them where x32 is off).
+        // The x86_64 numbers above stop short of the bit, so this splits the last interval.
+        push(X32_SYSCALL_BIT, Verdict::Deny);
+        push(X32_SYSCALL_BIT << 1, Verdict::Allow);
+    }
+    Ok(out)
+}
+
+/// The instructions deciding one interval's verdict (the syscall number is in `A`).
+fn leaf(verdict: Verdict) -> Result<Vec<sock_filter>, SeccompError> {
+    Ok(match verdict {
+        Verdict::Allow => vec![stmt(RET_K, RET_ALLOW)],
+        Verdict::Deny => vec![stmt(RET_K, RET_EPERM)],
+        Verdict::NoSys => vec![stmt(RET_K, RET_ENOSYS)],
+        Verdict::CloneFlags => {
+            // Every namespace flag is one bit of the low 32 bits, so "flags & flag == flag for
+            // some flag" is "flags & (all of them) != 0", one JSET.
+            let mut mask = 0u32;
+            for (flag, name) in NAMESPACE_FLAGS {
+                match u32::try_from(*flag) {
+                    Ok(bit) if bit.count_ones() == 1 => mask |= bit,
+                    _ => return Err(SeccompError::Build(format!("{name} is not one low bit"))),
+                }
+            }
+            vec![
+                stmt(LD_W_ABS, data_arg_low(0)), // A = low 32 bits of clone's flags
+                jump(JSET_K, mask, 0, 1),        // any namespace flag? fall through : skip one
+                stmt(RET_K, RET_EPERM),
+                stmt(RET_K, RET_ALLOW),
+            ]
+        }
+        Verdict::IoctlRequest => {
+            // The kernel reads an ioctl's request as `unsigned int`: only its low 32 bits count.
+            let count = DENIED_IOCTLS.len();
+            let mut code = vec![stmt(LD_W_ABS, data_arg_low(1))]; // A = the request
+            for (i, (request, name)) in DENIED_IOCTLS.iter().enumerate() {
+                let request = u32::try_from(*request)
+                    .map_err(|_| SeccompError::Build(format!("{name} is not 32 bits")))?;
+                // Equal: jump over the rest of the comparisons and the allow, to the EPERM.
+                let to_deny = u8::try_from(count - i)
+                    .map_err(|_| SeccompError::Build("too many ioctl requests".into()))?;
+                code.push(jump(JEQ_K, request, to_deny, 0));
+            }
+            code.push(stmt(RET_K, RET_ALLOW));
+            code.push(stmt(RET_K, RET_EPERM));
+            code
+        }
+    })
+}
+
+/// The binary search over `intervals` (non-empty; the syscall number is in `A`): one interval
+/// is its leaf; more are split in half at the first start of the upper half, `A >= start`
+/// jumping over the lower half's code to the upper half's. Returned in the order they run.
+fn tree(intervals: &[(u32, Verdict)]) -> Result<Vec<sock_filter>, SeccompError> {
+    match intervals {
+        [] => return Err(SeccompError::Build("no interval".into())),
+        [(_, verdict)] => return leaf(*verdict),
+        _ => {}
+    }
+    let (lower, upper) = intervals.split_at(intervals.len() / 2);
+    let lower = tree(lower)?;
+    let upper_code = tree(upper)?;
+    let over_lower = u8::try_from(lower.len())
+        .map_err(|_| SeccompError::Build("a branch is longer than a jump reaches".into()))?;
+    let mut code = Vec::with_capacity(1 + lower.len() + upper_code.len());
+    code.push(jump(JGE_K, upper[0].0, over_lower, 0));
+    code.extend(lower);
+    code.extend(upper_code);
+    Ok(code)
+}
+
+/// The filter of a sandbox under namespaces (the host kernel enforces it).
 pub fn build() -> Result<Programs, SeccompError> {
     build_except(&[])
 }
@@ -244,57 +412,40 @@ pub fn build_gvisor() -> Result<Programs, SeccompError> {
     build_except(&[libc::SYS_syslog])
 }
 
+/// The program, in the order it runs:
+///
+/// 1. `A = arch`; if it is the architecture hookbox was built for, skip the next; else
+///    `KILL_PROCESS` (a foreign ABI, e.g. i386 through `int 0x80`, would give the numbers other
+///    meanings). As the old filter did.
+/// 2. `A = nr`, then the binary search ([`tree`]) over the intervals of numbers with one verdict
+///    ([`intervals`]): at each node `A >= start of the upper half` jumps over the lower half.
+///    Each leaf returns `ALLOW`, `ERRNO(EPERM)` or `ERRNO(ENOSYS)`, or, for `clone` and `ioctl`,
+///    loads the argument and compares it (see [`leaf`]). On x86_64 the x32 numbers
+///    (`0x4000_0000..0x8000_0000`) are one more `EPERM` interval; the old filter allowed them,
+///    so x32 binaries (where the kernel enables that ABI) bypassed the deny list.
 fn build_except(allowed: &[i64]) -> Result<Programs, SeccompError> {
-    let arch = arch()?;
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = DENIED
-        .iter()
-        .filter(|(nr, _, _)| !allowed.contains(nr))
-        .map(|(nr, _, _)| (*nr, Vec::new()))
-        .collect();
-    let clone_rules = NAMESPACE_FLAGS
-        .iter()
-        .map(|(flag, _)| masked(0, SeccompCmpArgLen::Qword, *flag))
-        .collect::<Result<Vec<_>, _>>()?;
-    rules.insert(libc::SYS_clone, clone_rules);
-    let ioctl_rules = DENIED_IOCTLS
-        .iter()
-        .map(|(request, _)| equals(1, SeccompCmpArgLen::Dword, *request))
-        .collect::<Result<Vec<_>, _>>()?;
-    rules.insert(libc::SYS_ioctl, ioctl_rules);
-    let deny = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
-        arch,
-    )
-    .map_err(|e| SeccompError::Build(e.to_string()))?;
-    let clone3 = SeccompFilter::new(
-        BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::ENOSYS as u32),
-        arch,
-    )
-    .map_err(|e| SeccompError::Build(e.to_string()))?;
-    let deny: BpfProgram = deny
-        .try_into()
-        .map_err(|e: seccompiler::BackendError| SeccompError::Build(e.to_string()))?;
-    let clone3: BpfProgram = clone3
-        .try_into()
-        .map_err(|e: seccompiler::BackendError| SeccompError::Build(e.to_string()))?;
-    Ok([deny, clone3])
+    let mut program = vec![
+        stmt(LD_W_ABS, DATA_ARCH),        // A = arch
+        jump(JEQ_K, audit_arch()?, 1, 0), // ours: skip the kill
+        stmt(RET_K, RET_KILL_PROCESS),    // foreign architecture
+        stmt(LD_W_ABS, DATA_NR),          // A = syscall number
+    ];
+    program.extend(tree(&intervals(allowed)?)?);
+    Ok(program)
 }
 
-/// Installs both filters on the calling thread (sets `no_new_privs` first).
-pub fn install(programs: &Programs) -> Result<(), SeccompError> {
-    for program in programs {
-        seccompiler::apply_filter(program).map_err(SeccompError::Install)?;
-    }
-    Ok(())
+/// Installs the filter on the calling thread (sets `no_new_privs` first).
+pub fn install(program: &Programs) -> Result<(), SeccompError> {
+    seccompiler::apply_filter(program).map_err(SeccompError::Install)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use seccompiler::{
+        SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+        SeccompRule, TargetArch,
+    };
 
     #[test]
     fn filter_builds_and_lists_each_required_syscall_with_a_reason() {
@@ -320,5 +471,358 @@ mod tests {
                 "{required} missing"
             );
         }
+    }
+
+    /// The filters as they were built before the binary search (two linear `seccompiler`
+    /// programs: the deny list, then `clone3`), kept to compare against.
+    fn old_pair(allowed: &[i64]) -> Vec<BpfProgram> {
+        let arch = TargetArch::try_from(std::env::consts::ARCH).unwrap();
+        let masked = |arg, len, bits| {
+            SeccompRule::new(vec![
+                SeccompCondition::new(arg, len, SeccompCmpOp::MaskedEq(bits), bits).unwrap(),
+            ])
+            .unwrap()
+        };
+        let equals = |arg, len, value| {
+            SeccompRule::new(vec![
+                SeccompCondition::new(arg, len, SeccompCmpOp::Eq, value).unwrap(),
+            ])
+            .unwrap()
+        };
+        let mut rules: BTreeMap<i64, Vec<SeccompRule>> = DENIED
+            .iter()
+            .filter(|(nr, _, _)| !allowed.contains(nr))
+            .map(|(nr, _, _)| (*nr, Vec::new()))
+            .collect();
+        rules.insert(
+            libc::SYS_clone,
+            NAMESPACE_FLAGS
+                .iter()
+                .map(|(flag, _)| masked(0, SeccompCmpArgLen::Qword, *flag))
+                .collect(),
+        );
+        rules.insert(
+            libc::SYS_ioctl,
+            DENIED_IOCTLS
+                .iter()
+                .map(|(request, _)| equals(1, SeccompCmpArgLen::Dword, *request))
+                .collect(),
+        );
+        let deny = SeccompFilter::new(
+            rules,
+            SeccompAction::Allow,
+            SeccompAction::Errno(libc::EPERM as u32),
+            arch,
+        )
+        .unwrap();
+        let clone3 = SeccompFilter::new(
+            BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
+            SeccompAction::Allow,
+            SeccompAction::Errno(libc::ENOSYS as u32),
+            arch,
+        )
+        .unwrap();
+        vec![deny.try_into().unwrap(), clone3.try_into().unwrap()]
+    }
+
+    /// `struct seccomp_data` as the kernel lays it out (little-endian).
+    fn data(nr: u32, arch: u32, args: [u64; 6]) -> [u8; 64] {
+        let mut bytes = [0u8; 64];
+        bytes[0..4].copy_from_slice(&nr.to_le_bytes());
+        bytes[4..8].copy_from_slice(&arch.to_le_bytes());
+        bytes[8..16].copy_from_slice(&0x7f00_dead_beefu64.to_le_bytes());
+        for (i, arg) in args.iter().enumerate() {
+            bytes[16 + 8 * i..24 + 8 * i].copy_from_slice(&arg.to_le_bytes());
+        }
+        bytes
+    }
+
+    /// A classic-BPF interpreter for the instructions seccomp accepts (loads of the data,
+    /// ALU with constants, jumps, returns), strict: anything else, a jump out of the program, a
+    /// load out of bounds or running off the end fails the test. Both the old pair and the new
+    /// program run through it alike.
+    fn run(program: &[sock_filter], data: &[u8; 64]) -> u32 {
+        run_counted(program, data).0
+    }
+
+    /// [`run`], and how many instructions ran.
+    fn run_counted(program: &[sock_filter], data: &[u8; 64]) -> (u32, usize) {
+        let (mut a, mut x, mut pc, mut steps) = (0u32, 0u32, 0usize, 0usize);
+        let mut mem = [0u32; 16];
+        loop {
+            let ins = &program[pc];
+            steps += 1;
+            let k = ins.k;
+            let (class, op, src) = (ins.code & 0x07, ins.code & 0xf0, ins.code & 0x08);
+            pc += 1;
+            match class {
+                // BPF_LD
+                0x00 => match ins.code & 0xe0 {
+                    0x20 => {
+                        assert_eq!(ins.code & 0x18, 0x00, "only 32-bit loads");
+                        let at = k as usize;
+                        assert!(at.is_multiple_of(4) && at + 4 <= 64, "load at {at}");
+                        a = u32::from_le_bytes(data[at..at + 4].try_into().unwrap());
+                    }
+                    0x00 => a = k,               // BPF_IMM
+                    0x60 => a = mem[k as usize], // BPF_MEM
+                    0x80 => a = 64,              // BPF_LEN
+                    mode => panic!("load mode {mode:#x}"),
+                },
+                // BPF_LDX
+                0x01 => match ins.code & 0xe0 {
+                    0x00 => x = k,
+                    0x60 => x = mem[k as usize],
+                    0x80 => x = 64,
+                    mode => panic!("ldx mode {mode:#x}"),
+                },
+                0x02 => mem[k as usize] = a, // BPF_ST
+                0x03 => mem[k as usize] = x, // BPF_STX
+                // BPF_ALU
+                0x04 => {
+                    let operand = if src == 0 { k } else { x };
+                    a = match op {
+                        0x00 => a.wrapping_add(operand),
+                        0x10 => a.wrapping_sub(operand),
+                        0x20 => a.wrapping_mul(operand),
+                        0x30 => a / operand,
+                        0x40 => a | operand,
+                        0x50 => a & operand,
+                        0x60 => a << operand,
+                        0x70 => a >> operand,
+                        0x80 => a.wrapping_neg(),
+                        0xa0 => a ^ operand,
+                        _ => panic!("alu op {op:#x}"),
+                    };
+                }
+                // BPF_JMP
+                0x05 => {
+                    let operand = if src == 0 { k } else { x };
+                    let taken = match op {
+                        0x00 => {
+                            pc += k as usize;
+                            assert!(pc < program.len(), "ja out of the program");
+                            continue;
+                        }
+                        0x10 => a == operand,
+                        0x20 => a > operand,
+                        0x30 => a >= operand,
+                        0x40 => a & operand != 0,
+                        _ => panic!("jmp op {op:#x}"),
+                    };
+                    pc += usize::from(if taken { ins.jt } else { ins.jf });
+                    assert!(pc < program.len(), "jump out of the program");
+                }
+                // BPF_RET
+                0x06 => {
+                    let ret = match ins.code & 0x18 {
+                        0x00 => k,
+                        0x10 => a,
+                        rval => panic!("ret rval {rval:#x}"),
+                    };
+                    return (ret, steps);
+                }
+                // BPF_MISC: TAX / TXA
+                0x07 => {
+                    if ins.code & 0xf8 == 0 {
+                        x = a
+                    } else {
+                        a = x
+                    }
+                }
+                _ => unreachable!(),
+            }
+        }
+    }
+
+    /// What the kernel answers with several filters installed (`seccomp_run_filters`): every
+    /// filter runs, the most recent first, and the lowest action (as a signed number) wins; on a
+    /// tie the most recent filter's data.
+    fn run_all(filters: &[BpfProgram], data: &[u8; 64]) -> u32 {
+        let mut ret = libc::SECCOMP_RET_ALLOW;
+        for filter in filters.iter().rev() {
+            let cur = run(filter, data);
+            let action = |v: u32| (v & libc::SECCOMP_RET_ACTION_FULL) as i32;
+            if action(cur) < action(ret) {
+                ret = cur;
+            }
+        }
+        ret
+    }
+
+    fn arch() -> u32 {
+        audit_arch().unwrap()
+    }
+
+    /// The argument cases: flags and requests the filter looks at, with and without high bits.
+    fn arg_cases() -> Vec<[u64; 6]> {
+        let mut cases = vec![[0; 6], [u64::MAX; 6]];
+        let sigchld = libc::SIGCHLD as u64;
+        let mut first_args = vec![
+            sigchld,
+            libc::CLONE_VM as u64 | libc::CLONE_FS as u64 | libc::CLONE_THREAD as u64,
+            0xffff_ffff_0000_0000 | sigchld,
+            libc::CLONE_NEWTIME as u64 | sigchld, // not a flag the filter names
+            NAMESPACE_FLAGS.iter().fold(0, |all, (flag, _)| all | flag),
+        ];
+        for (flag, _) in NAMESPACE_FLAGS {
+            first_args.extend([*flag, *flag | sigchld, *flag | 0xffff_ffff_0000_0000]);
+        }
+        #[allow(clippy::unnecessary_cast)]
+        let requests = [
+            libc::TIOCSTI as u64,
+            0x541C,
+            libc::TIOCSTI as u64 | 0x1_0000_0000,
+            0x541C | 0xdead_0000_0000_0000,
+            libc::TCGETS as u64,
+            libc::FIONREAD as u64,
+            0x541D,
+        ];
+        for first in first_args {
+            cases.push([first, 0, 0, 0, 0, 0]);
+        }
+        for request in requests {
+            cases.push([3, request, 0, 0, 0, 0]);
+            cases.push([u64::MAX, request, 0, 0, 0, 0]);
+        }
+        cases
+    }
+
+    fn differential(allowed: &[i64], new: &BpfProgram) {
+        let old = old_pair(allowed);
+        let native = arch();
+        let mut checked = 0;
+        for nr in 0..=1023u32 {
+            for args in arg_cases() {
+                let input = data(nr, native, args);
+                assert_eq!(
+                    run(new, &input),
+                    run_all(&old, &input),
+                    "syscall {nr} with {args:x?}"
+                );
+                checked += 1;
+            }
+        }
+        assert!(checked > 1024 * 20);
+        // Numbers past the table and the edges of the tree's intervals, all allowed before and
+        // now; on x86_64 the x32 range is the one difference (see below).
+        for nr in [1024, 0x3fff_ffff, 0x8000_0000, 0xffff_fffe, u32::MAX] {
+            let input = data(nr, native, [0; 6]);
+            assert_eq!(run(new, &input), run_all(&old, &input), "syscall {nr:#x}");
+            assert_eq!(run(new, &input), libc::SECCOMP_RET_ALLOW, "syscall {nr:#x}");
+        }
+        // A foreign architecture (i386, aarch64 or x86_64, whichever is not ours): killed, by
+        // both, whatever the number.
+        for foreign in [0x4000_0003u32, 0xc000_00b7, 0xc000_003e, 0] {
+            if foreign == native {
+                continue;
+            }
+            for nr in (0..=1023u32).chain([0x4000_0000 | 39, u32::MAX]) {
+                let input = data(nr, foreign, [0; 6]);
+                assert_eq!(run(new, &input), libc::SECCOMP_RET_KILL_PROCESS);
+                assert_eq!(run_all(&old, &input), libc::SECCOMP_RET_KILL_PROCESS);
+            }
+        }
+    }
+
+    #[test]
+    fn one_binary_search_filter_decides_every_syscall_as_the_old_pair_did() {
+        differential(&[], &build().unwrap());
+    }
+
+    #[test]
+    fn the_gvisor_filter_decides_every_syscall_as_the_old_gvisor_pair_did() {
+        let new = build_gvisor().unwrap();
+        differential(&[libc::SYS_syslog], &new);
+        let input = data(libc::SYS_syslog as u32, arch(), [0; 6]);
+        assert_eq!(run(&new, &input), libc::SECCOMP_RET_ALLOW);
+    }
+
+    #[test]
+    fn verdicts_of_the_named_cases() {
+        let program = build().unwrap();
+        let native = arch();
+        let verdict = |nr: i64, args: [u64; 6]| run(&program, &data(nr as u32, native, args));
+        for (nr, name, _) in DENIED {
+            assert_eq!(verdict(*nr, [0; 6]), RET_EPERM, "{name}");
+        }
+        assert_eq!(verdict(libc::SYS_clone3, [0; 6]), RET_ENOSYS);
+        let sigchld = libc::SIGCHLD as u64;
+        assert_eq!(
+            verdict(libc::SYS_clone, [sigchld, 0, 0, 0, 0, 0]),
+            RET_ALLOW
+        );
+        for (flag, name) in NAMESPACE_FLAGS {
+            assert_eq!(
+                verdict(libc::SYS_clone, [flag | sigchld, 0, 0, 0, 0, 0]),
+                RET_EPERM,
+                "{name}"
+            );
+        }
+        for (request, name) in DENIED_IOCTLS {
+            assert_eq!(
+                verdict(libc::SYS_ioctl, [0, *request, 0, 0, 0, 0]),
+                RET_EPERM,
+                "{name}"
+            );
+        }
+        #[allow(clippy::unnecessary_cast)]
+        let tcgets = libc::TCGETS as u64;
+        assert_eq!(verdict(libc::SYS_ioctl, [0, tcgets, 0, 0, 0, 0]), RET_ALLOW);
+        for allowed in [
+            libc::SYS_read,
+            libc::SYS_getpid,
+            libc::SYS_execve,
+            libc::SYS_openat,
+        ] {
+            assert_eq!(verdict(allowed, [0; 6]), RET_ALLOW, "{allowed}");
+        }
+    }
+
+    /// The old pair let x32 system calls through (their numbers matched no rule), so on a kernel
+    /// with x32 enabled an x32 binary could call `ptrace`, `mount` or `unshare`. Denied now.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn x32_syscalls_bypassing_the_deny_list_are_denied() {
+        let program = build().unwrap();
+        let old = old_pair(&[]);
+        for nr in (0..=1023u32)
+            .map(|nr| nr | X32_SYSCALL_BIT)
+            .chain([0x7fff_ffff])
+        {
+            let input = data(nr, arch(), [0; 6]);
+            assert_eq!(run(&program, &input), RET_EPERM, "x32 syscall {nr:#x}");
+            assert_eq!(
+                run_all(&old, &input),
+                libc::SECCOMP_RET_ALLOW,
+                "old, {nr:#x}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_search_is_shallow() {
+        // Instructions run per syscall: logarithmic in the list for the new program, against
+        // the old pair's linear walk (which every allowed syscall paid in full).
+        let program = build().unwrap();
+        let old = old_pair(&[]);
+        let native = arch();
+        let (mut new_deepest, mut new_total, mut old_total) = (0, 0, 0);
+        for nr in 0..=1023u32 {
+            let input = data(nr, native, [0; 6]);
+            let (_, steps) = run_counted(&program, &input);
+            new_deepest = new_deepest.max(steps);
+            new_total += steps;
+            old_total += old.iter().map(|f| run_counted(f, &input).1).sum::<usize>();
+        }
+        assert!(
+            new_deepest <= 16,
+            "{new_deepest} instructions on the longest path"
+        );
+        assert!(
+            new_total * 5 < old_total,
+            "{new_total} instructions for 1024 numbers, the old pair {old_total}"
+        );
+        assert!(program.len() < 200, "{} instructions", program.len());
     }
 }

@@ -1,4 +1,5 @@
 mod bounds;
+mod seccomp;
 mod spare;
 mod stages;
 mod support;
