@@ -1,3 +1,4 @@
 mod bounds;
+mod handover;
 mod stages;
 mod support;
