@@ -13,7 +13,6 @@ mod lifecycle_cli;
 mod partition_cli;
 mod postgres_cli;
 mod serve_cli;
-mod startup_cli;
 mod support;
 mod telemetry_cli;
 mod vendor_hooks_cli;
