@@ -5,7 +5,9 @@
 //! says it is ready; [`WarmSandbox::call`] hands it one call (spec memfd, stdio, status channel,
 //! reply socket) and returns a [`Call`], which [`Call::supervise`] runs to its end with
 //! `hookbox_process`'s bounds: its end is the call's pidfd becoming readable and its kill is
-//! `pidfd_send_signal` ([`hookbox_process::pidfd`]). A sandbox that does not start, or a call
+//! `pidfd_send_signal` ([`hookbox_process::pidfd`]). [`WarmSandbox::start_with_call`] queues
+//! the first call on the socket right after the spawn, so the init starts it as soon as it is
+//! built, without a round trip through hookbox. A sandbox that does not start, or a call
 //! that cannot be handed over, is a typed [`SandboxError`]: the launcher's own report of the
 //! stage that failed, or [`Stage::WarmSocket`] for the socket protocol itself. Dropping the
 //! sandbox closes its socket; its init exits once its last call ended, and the drop waits
