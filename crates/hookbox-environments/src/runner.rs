@@ -28,10 +28,8 @@ use crate::source::RESERVED_TOP_LEVEL;
 use hookbox_sandbox::cgroup::EnvCgroups;
 use hookbox_sandbox::launcher::monotonic_ns;
 use hookbox_sandbox::runtime::{Runtime, SandboxNet};
-use hookbox_sandbox::spec::{
-    Bind, CallSpec, Identity, Isolation, LaunchSpec, Limits, Network, RuntimeKind,
-};
-use hookbox_sandbox::warm::{Call, WarmSandbox};
+use hookbox_sandbox::spec::{Bind, Identity, Isolation, LaunchSpec, Limits, Network, RuntimeKind};
+use hookbox_sandbox::warm::WarmSandbox;
 use hookbox_sandbox::{LaunchFailure, SandboxError, Stage};
 
 /// The program that builds sandboxes (re-exported: [`SandboxOptions::launcher`] is one).
@@ -652,13 +650,8 @@ impl SandboxRunner {
         }
         let started = std::time::Instant::now();
         let (key, call) = spec.split_call();
-        // A new sandbox gets the call with its spec (no round trip in between).
-        let (mut sandbox, first) = self.warm_sandbox(&key, joined, &call, tap.clone()).await?;
-        let first = match first {
-            Some(first) => first,
-            None => sandbox.call(&call, tap.clone()).await,
-        };
-        let started_call = match first {
+        let mut sandbox = self.warm_sandbox(&key, joined).await?;
+        let started_call = match sandbox.call(&call, tap.clone()).await {
             Ok(started) => started,
             Err(err) => {
                 // Nothing ran: the sandbox died (killed, or its init failed). Build another
@@ -668,12 +661,8 @@ impl SandboxRunner {
                 // Gone for good before another takes its place in the environment's cgroup.
                 let dead = sandbox.clone();
                 let _ = tokio::task::spawn_blocking(move || dead.stop()).await;
-                let (again, first) = self.warm_sandbox(&key, joined, &call, tap.clone()).await?;
-                sandbox = again;
-                match first {
-                    Some(first) => first?,
-                    None => sandbox.call(&call, tap).await?,
-                }
+                sandbox = self.warm_sandbox(&key, joined).await?;
+                sandbox.call(&call, tap).await?
             }
         };
         // The call is running: how long starting it took (building the warm sandbox first, for
@@ -691,22 +680,18 @@ impl SandboxRunner {
 
     /// The warm sandbox for `key` in `netns`: the current one if it was built from the same,
     /// else a new one (the old one finishes its calls and goes when they are done; the top
-    /// level of the tree changed, or the network). A new one is built with `call` as its first
-    /// request ([`hookbox_sandbox::runtime::Runtime::start_with_call`]), whose start is the
-    /// `Some`; with the current one, nothing was sent yet (`None`).
+    /// level of the tree changed, or the network).
     async fn warm_sandbox(
         &self,
         key: &LaunchSpec,
         joined: &Joined,
-        call: &CallSpec,
-        tap: Option<OutputTap>,
-    ) -> Result<(Arc<WarmSandbox>, Option<Result<Call, SandboxError>>), SandboxError> {
+    ) -> Result<Arc<WarmSandbox>, SandboxError> {
         let gvisor = key.runtime == RuntimeKind::Gvisor;
         // A gVisor sandbox joins no namespace of hookbox's: its network is relayed.
         let netns = if gvisor { None } else { joined.netns.clone() };
         let mut current = self.warm.lock().await;
         if let Some(sandbox) = current.as_ref().filter(|s| s.serves(key, &netns)) {
-            return Ok((sandbox.clone(), None));
+            return Ok(sandbox.clone());
         }
         retire(current.take());
         let runtime = self.options.runtime_for(key.runtime)?;
@@ -715,12 +700,14 @@ impl SandboxRunner {
             _ => None,
         };
         let detached = self.options.one_shot && !self.options.unmount_when_closed;
-        let (sandbox, first) = runtime
-            .start_with_call(key.clone(), SandboxNet { netns, relay }, call, tap)
-            .await?;
-        let sandbox = Arc::new(sandbox.detached_stop(detached));
+        let sandbox = Arc::new(
+            runtime
+                .start(key.clone(), SandboxNet { netns, relay })
+                .await?
+                .detached_stop(detached),
+        );
         *current = Some(sandbox.clone());
-        Ok((sandbox, Some(first)))
+        Ok(sandbox)
     }
 
     /// Forgets `sandbox` if it is still the current one.

@@ -18,8 +18,8 @@ use hookbox_process::{CommandOutput, OutputTap, supervise_with_tap};
 
 use crate::error::{SandboxError, Stage};
 use crate::handoff::{place_fds, spec_memfd};
-use crate::spec::{CallSpec, LaunchSpec, NETNS_FD, RuntimeKind, SPEC_FD, STATUS_FD};
-use crate::warm::{Call, WarmSandbox};
+use crate::spec::{LaunchSpec, NETNS_FD, RuntimeKind, SPEC_FD, STATUS_FD};
+use crate::warm::WarmSandbox;
 
 pub use crate::handoff::Launcher;
 pub use crate::warm::RelaySink;
@@ -50,21 +50,6 @@ pub trait Runtime: Send + Sync + std::fmt::Debug {
     /// Builds the warm sandbox for `key` (see [`LaunchSpec::split_call`]); waits until it can
     /// take calls.
     async fn start(&self, key: LaunchSpec, net: SandboxNet) -> Result<WarmSandbox, SandboxError>;
-
-    /// [`Self::start`], then `call` in the new sandbox (see [`WarmSandbox::call`]); a runtime
-    /// may hand the call over before the sandbox is ready, saving a round trip (the namespaces
-    /// runtime does, see [`WarmSandbox::start_with_call`]). The outer error: no sandbox.
-    async fn start_with_call(
-        &self,
-        key: LaunchSpec,
-        net: SandboxNet,
-        call: &CallSpec,
-        stdout_tap: Option<OutputTap>,
-    ) -> Result<(WarmSandbox, Result<Call, SandboxError>), SandboxError> {
-        let sandbox = self.start(key, net).await?;
-        let call = sandbox.call(call, stdout_tap).await;
-        Ok((sandbox, call))
-    }
 }
 
 /// The host kernel behind the launcher's namespaces, Landlock and seccomp.
@@ -81,16 +66,6 @@ impl Runtime for Namespaces {
 
     async fn start(&self, key: LaunchSpec, net: SandboxNet) -> Result<WarmSandbox, SandboxError> {
         WarmSandbox::start(&self.launcher, key, net.netns).await
-    }
-
-    async fn start_with_call(
-        &self,
-        key: LaunchSpec,
-        net: SandboxNet,
-        call: &CallSpec,
-        stdout_tap: Option<OutputTap>,
-    ) -> Result<(WarmSandbox, Result<Call, SandboxError>), SandboxError> {
-        WarmSandbox::start_with_call(&self.launcher, key, net.netns, call, stdout_tap).await
     }
 }
 

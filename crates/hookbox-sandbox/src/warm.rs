@@ -5,9 +5,7 @@
 //! says it is ready; [`WarmSandbox::call`] hands it one call (spec memfd, stdio, status channel,
 //! reply socket) and returns a [`Call`], which [`Call::supervise`] runs to its end with
 //! `hookbox_process`'s bounds: its end is the call's pidfd becoming readable and its kill is
-//! `pidfd_send_signal` ([`hookbox_process::pidfd`]). [`WarmSandbox::start_with_call`] queues
-//! the first call on the socket right after the spawn, so the init starts it as soon as it is
-//! built, without a round trip through hookbox. A sandbox that does not start, or a call
+//! `pidfd_send_signal` ([`hookbox_process::pidfd`]). A sandbox that does not start, or a call
 //! that cannot be handed over, is a typed [`SandboxError`]: the launcher's own report of the
 //! stage that failed, or [`Stage::WarmSocket`] for the socket protocol itself. Dropping the
 //! sandbox closes its socket; its init exits once its last call ended, and the drop waits
@@ -100,42 +98,6 @@ impl WarmSandbox {
         key: LaunchSpec,
         netns: Option<Arc<OwnedFd>>,
     ) -> Result<Self, SandboxError> {
-        let (sandbox, status_read) = Self::spawn(launcher, key, netns)?;
-        sandbox.ready(status_read).await
-    }
-
-    /// [`Self::start`] with `call` as the sandbox's first request, sent as soon as the launcher
-    /// is spawned rather than once its init said it is ready: the init finds the call queued
-    /// on its socket when it has built the sandbox and starts it at once, instead of waiting
-    /// for this process to wake up, read the ready message and send the call (on a loaded
-    /// machine, two waits for a core). The sandbox is `Err` when it could not be built (the
-    /// launcher's report, as from [`Self::start`]; the queued call ran nothing); the call is
-    /// as from [`Self::call`].
-    pub async fn start_with_call(
-        launcher: &Launcher,
-        key: LaunchSpec,
-        netns: Option<Arc<OwnedFd>>,
-        call: &CallSpec,
-        stdout_tap: Option<OutputTap>,
-    ) -> Result<(Self, Result<Call, SandboxError>), SandboxError> {
-        let (sandbox, status_read) = Self::spawn(launcher, key, netns)?;
-        // A send that fails (the launcher already gone) is answered by `ready` with the
-        // launcher's own report.
-        let sent = sandbox.send_call(call, stdout_tap).await;
-        let sandbox = sandbox.ready(status_read).await?;
-        let call = match sent {
-            Ok(sent) => sent.started().await,
-            Err(err) => Err(err),
-        };
-        Ok((sandbox, call))
-    }
-
-    /// Spawns the launcher for `key`; the sandbox is ready once [`Self::ready`] says so.
-    fn spawn(
-        launcher: &Launcher,
-        key: LaunchSpec,
-        netns: Option<Arc<OwnedFd>>,
-    ) -> Result<(Self, OwnedFd), SandboxError> {
         let spec_fd = spec_memfd(&key).map_err(SandboxError::spawn)?;
         let (status_read, status_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
             .map_err(SandboxError::spawn)?;
@@ -176,7 +138,7 @@ impl WarmSandbox {
             container: None,
             detached_stop: false,
         };
-        Ok((sandbox, status_read))
+        sandbox.ready(status_read).await
     }
 
     /// Builds the sandbox for `key` as a gVisor container (see [`crate::gvisor`]): writes its
@@ -355,16 +317,6 @@ impl WarmSandbox {
         call: &CallSpec,
         stdout_tap: Option<OutputTap>,
     ) -> Result<Call, SandboxError> {
-        self.send_call(call, stdout_tap).await?.started().await
-    }
-
-    /// Sends `call` to the init (spec memfd, stdio, status channel, reply socket); the
-    /// [`SentCall`] is started once the init replied.
-    async fn send_call(
-        &self,
-        call: &CallSpec,
-        stdout_tap: Option<OutputTap>,
-    ) -> Result<SentCall, SandboxError> {
         let spec_fd = spec_memfd(call).map_err(SandboxError::spawn)?;
         let cloexec = rustix::pipe::PipeFlags::CLOEXEC;
         let (stdin_read, stdin_write) =
@@ -400,38 +352,6 @@ impl WarmSandbox {
         ));
 
         rustix::io::ioctl_fionbio(&reply_ours, true).map_err(SandboxError::spawn)?;
-        Ok(SentCall {
-            reply_ours,
-            stdin_write,
-            stdout_read,
-            stderr_read,
-            status_read,
-            stdout_tap,
-        })
-    }
-}
-
-/// A call sent to a warm sandbox's init, not yet answered.
-struct SentCall {
-    reply_ours: OwnedFd,
-    stdin_write: OwnedFd,
-    stdout_read: OwnedFd,
-    stderr_read: OwnedFd,
-    status_read: OwnedFd,
-    stdout_tap: Option<OutputTap>,
-}
-
-impl SentCall {
-    /// Waits for the init's reply: the call's pidfd (it runs), or why it could not start.
-    async fn started(self) -> Result<Call, SandboxError> {
-        let SentCall {
-            reply_ours,
-            stdin_write,
-            stdout_read,
-            stderr_read,
-            status_read,
-            stdout_tap,
-        } = self;
         let reply =
             Arc::new(register(reply_ours, Interest::READABLE).map_err(SandboxError::spawn)?);
         let message = recv_on(&reply)
@@ -492,9 +412,7 @@ impl SentCall {
             status: status_rx,
         })
     }
-}
 
-impl WarmSandbox {
     /// For a process that exits right after its calls (the one-shot CLI): when `detached`,
     /// [`Self::stop`] (and so the drop) of a namespaces sandbox tells its init to stop (closes
     /// our side of the request socket) and returns at once. It waits neither for the init to

@@ -1,4 +1,3 @@
 mod bounds;
-mod handover;
 mod stages;
 mod support;
