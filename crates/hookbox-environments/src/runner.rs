@@ -184,8 +184,8 @@ pub struct SandboxOptions {
     /// call; `hookbox serve` unmounts such disks once idle ([`crate::environment::Environments::unmount_idle`]).
     pub unmount_when_closed: bool,
     /// The process exits right after its calls (`hookbox tool`, `hooks test`, `hooks gate`):
-    /// a warm sandbox is dropped once its init has stopped serving, without waiting for the
-    /// kernel to tear its namespaces down in the launcher's exit
+    /// a warm sandbox is dropped once its calls ended, telling its init to stop without waiting
+    /// for its answer or for the kernel to tear its namespaces down in the launcher's exit
     /// ([`WarmSandbox::detached_stop`]). Off by default; a long-lived process must leave it off
     /// (the launcher is not reaped), and so must one that unmounts disks when closed (the
     /// sandbox's mount namespace may still hold the disk).

@@ -10,8 +10,8 @@
 //! stage that failed, or [`Stage::WarmSocket`] for the socket protocol itself. Dropping the
 //! sandbox closes its socket; its init exits once its last call ended, and the drop waits
 //! (bounded) for that, so an environment's mounts are gone when it is. A one-shot process
-//! ([`WarmSandbox::detached_stop`]) waits only until the init stopped serving, not for the
-//! kernel's teardown of the sandbox's namespaces in the launcher's exit.
+//! ([`WarmSandbox::detached_stop`]) waits for neither the init nor the kernel's teardown of the
+//! sandbox's namespaces in the launcher's exit: it tells the init to stop and goes.
 //!
 //! This module must not decide when a sandbox may be shared (the runner compares specs) nor
 //! re-implement supervision.
@@ -414,15 +414,18 @@ impl WarmSandbox {
     }
 
     /// For a process that exits right after its calls (the one-shot CLI): when `detached`,
-    /// [`Self::stop`] (and so the drop) of a namespaces sandbox waits only until its init has
-    /// left its request loop, not for the launcher's exit, in which the kernel tears the
+    /// [`Self::stop`] (and so the drop) of a namespaces sandbox tells its init to stop (closes
+    /// our side of the request socket) and returns at once. It waits neither for the init to
+    /// leave its request loop (a wake-up of the init and then one of ours, on a loaded machine
+    /// each a wait for a core) nor for the launcher's exit, in which the kernel tears the
     /// sandbox's namespaces down (a mount namespace of some fifty mounts, the network, IPC and
     /// user namespaces: most of a one-shot call's wall time on a loaded machine). Nothing
     /// sandboxed runs by then: every call ended (a call's end is its init's, and with it its
-    /// whole PID namespace), no new call can start, and the init and launcher only exit; both
-    /// die with this process anyway (their parent-death signals). The launcher is not reaped
-    /// here, so a long-lived process must not use this. Under gVisor it has no effect (the
-    /// container is removed once `runsc` exited).
+    /// whole PID namespace; the caller awaited it), no new call can start (the socket is shut
+    /// for writing), and the init and launcher only exit; both die with this process anyway
+    /// (their parent-death signals). The launcher is not reaped here, so a long-lived process
+    /// must not use this. Under gVisor it has no effect (the container is removed once `runsc`
+    /// exited).
     pub fn detached_stop(mut self, detached: bool) -> Self {
         self.detached_stop = detached;
         self
@@ -442,7 +445,8 @@ impl WarmSandbox {
     /// call has, which is before anyone drops the sandbox. Idempotent; a gVisor container that
     /// did not end cleanly is also killed and deleted with runsc, so none of its processes is
     /// left in the environment's cgroup when this returns, unless the sandbox was made with
-    /// [`Self::detached_stop`] (then the launcher may still be exiting, in the cgroup).
+    /// [`Self::detached_stop`] (then this does not block: the init and the launcher may still
+    /// be exiting, in the cgroup).
     pub fn stop(&self) {
         let Some(mut child) = self
             .launcher
@@ -453,19 +457,13 @@ impl WarmSandbox {
             return;
         };
         if self.detached_stop && self.container.is_none() {
-            // Half-close: the init reads EOF, leaves its loop and closes its end, which our end
-            // then reports as hung up.
+            // Half-close: the init reads EOF, leaves its loop and exits; nothing waits for that
+            // (it would cost the init's wake-up and then ours, on the one-shot command's path).
+            // Not reaped: the launcher exits by itself (or with us, by its parent-death signal)
+            // and is reaped by whoever inherits it.
             let _ = rustix::net::shutdown(self.socket.get_ref(), rustix::net::Shutdown::Write);
-            if peer_closed(self.socket.get_ref(), STOP_GRACE) {
-                // Not reaped: the launcher exits by itself (or with us, by its parent-death
-                // signal) and is reaped by whoever inherits it.
-                drop(child);
-                return;
-            }
-            tracing::warn!(
-                pid = child.id(),
-                "warm sandbox did not close its socket in time; stopping it"
-            );
+            drop(child);
+            return;
         }
         // Closing our end is what tells init to finish; `shutdown` does it while the AsyncFd
         // still owns the descriptor.
@@ -493,47 +491,6 @@ impl WarmSandbox {
             }
         }
         let _ = child.wait();
-    }
-}
-
-/// Whether the peer of `socket` closed its end within `limit` (our end reports a hang-up).
-fn peer_closed(socket: &OwnedFd, limit: Duration) -> bool {
-    let deadline = std::time::Instant::now() + limit;
-    loop {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        if left.is_zero() {
-            return false;
-        }
-        let mut fd = libc::pollfd {
-            fd: socket.as_raw_fd(),
-            events: libc::POLLRDHUP,
-            revents: 0,
-        };
-        let millis = libc::c_int::try_from(left.as_millis().max(1)).unwrap_or(libc::c_int::MAX);
-        // SAFETY: polls one descriptor we own, through a pollfd on our stack.
-        let ready = unsafe { libc::poll(&mut fd, 1, millis) };
-        if ready < 0 {
-            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return false;
-        }
-        if fd.revents & (libc::POLLHUP | libc::POLLRDHUP | libc::POLLERR) != 0 {
-            return true;
-        }
-        if fd.revents & libc::POLLIN != 0 {
-            // A message still queued (a late reply): drop it and wait on.
-            let mut buf = [0u8; 64];
-            // SAFETY: reads at most buf.len() bytes into our stack buffer, without blocking.
-            unsafe {
-                libc::recv(
-                    socket.as_raw_fd(),
-                    buf.as_mut_ptr().cast(),
-                    buf.len(),
-                    libc::MSG_DONTWAIT,
-                )
-            };
-        }
     }
 }
 

@@ -143,9 +143,52 @@ async fn the_program_and_its_children_run_in_every_environment_cgroup() {
     stop(sandbox).await;
 }
 
+/// A one-shot process does not wait for the sandbox's init to acknowledge the stop (a wake-up
+/// of the init and then one of the process, on its path to exit): with the init frozen
+/// (SIGSTOP), the stop still returns and leaves the launcher alone, neither waited for nor
+/// killed; once the init runs again it reads the end of requests and both exit cleanly. (The
+/// stop used to wait for the init to close its socket, and killed the launcher when it did not.)
+#[tokio::test]
+async fn a_detached_stop_does_not_wait_for_the_init() {
+    let t = tree(&["/bin/sh", "-c", "echo ran"]);
+    let sandbox = warm(&t.spec).await.unwrap().detached_stop(true);
+    let out = warm_call(&sandbox, &t.spec, Duration::from_secs(60), 1 << 16)
+        .await
+        .unwrap();
+    assert_eq!(text(&out.stdout), "ran\n");
+    let pid = sandbox.launcher_pid().expect("a running launcher");
+    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap();
+    let init: i32 = children
+        .split_whitespace()
+        .next()
+        .expect("the launcher's one child, the init")
+        .parse()
+        .unwrap();
+    let init = nix::unistd::Pid::from_raw(init);
+    nix::sys::signal::kill(init, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    stop(sandbox).await;
+    // The stop returned with the init still frozen: the launcher (waiting for it) is alive and
+    // still our child.
+    let pidfd = hookbox_process::pidfd::Pidfd::open(pid).expect("the launcher is not reaped");
+    assert!(
+        !pidfd.wait_exited(Duration::ZERO),
+        "the launcher ended while its init was frozen"
+    );
+    nix::sys::signal::kill(init, nix::sys::signal::Signal::SIGCONT).unwrap();
+    assert!(
+        pidfd.wait_exited(Duration::from_secs(60)),
+        "the launcher did not exit once its init ran again"
+    );
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap());
+    assert_eq!(
+        nix::sys::wait::waitpid(pid, None).unwrap(),
+        nix::sys::wait::WaitStatus::Exited(pid, 0),
+        "the launcher must exit cleanly, not be killed"
+    );
+}
+
 /// A one-shot process drops its warm sandbox without waiting for the kernel to tear the
-/// sandbox's namespaces down: the stop returns once the init stopped serving, leaving the
-/// launcher unreaped, and the launcher then exits by itself, cleanly (not killed).
+/// sandbox's namespaces down: the stop returns at once, leaving the launcher unreaped, and the launcher then exits by itself, cleanly (not killed).
 #[tokio::test]
 async fn a_detached_stop_leaves_the_launcher_to_exit_by_itself() {
     let t = tree(&["/bin/sh", "-c", "echo ran"]);
