@@ -29,7 +29,12 @@ impl EnvironmentRecord {
 /// transaction by [`Store::change_environment`](crate::Store::change_environment)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EnvironmentChange {
-    /// Sets `last_accessed` to `now`, unless the environment has expired.
+    /// Sets `last_accessed` to `now`, unless the environment has expired or was already
+    /// touched at `now` or later (RFC 3339 to the second, compared as strings like
+    /// [`EnvironmentChange::Expire`]'s cutoff): then nothing is written. A server touches an
+    /// environment at the start and the end of every interaction, so at load most touches
+    /// fall in a second already recorded; and a touch never moves the time back (a replica
+    /// whose clock lags another's).
     Touch { now: String },
     /// Marks the environment `expired` at `now`, if it is active and was last accessed before
     /// `cutoff` (RFC 3339). A touch that won the race keeps it active.
@@ -46,7 +51,7 @@ pub fn apply_environment_change(
     let expired = env.status == Some(EnvironmentStatus::Expired);
     match change {
         EnvironmentChange::Touch { now } => {
-            if expired {
+            if expired || env.last_accessed.as_deref() >= Some(now.as_str()) {
                 return false;
             }
             env.last_accessed = Some(now.clone());
@@ -66,5 +71,73 @@ pub fn apply_environment_change(
             env.updated = Some(now.clone());
             true
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hookbox_protocol::api::{Environment, EnvironmentStatus};
+
+    fn record(last_accessed: Option<&str>) -> EnvironmentRecord {
+        EnvironmentRecord {
+            environment: Environment {
+                id: "env_a".into(),
+                status: Some(EnvironmentStatus::Active),
+                last_accessed: last_accessed.map(str::to_owned),
+                ..Environment::default()
+            },
+            env: None,
+        }
+    }
+
+    fn touch(now: &str) -> EnvironmentChange {
+        EnvironmentChange::Touch { now: now.into() }
+    }
+
+    #[test]
+    fn touch_moves_last_accessed_forward() {
+        let mut r = record(None);
+        assert!(apply_environment_change(
+            &mut r,
+            &touch("2026-12-05T10:00:00Z")
+        ));
+        assert_eq!(
+            r.environment.last_accessed.as_deref(),
+            Some("2026-12-05T10:00:00Z")
+        );
+        assert!(apply_environment_change(
+            &mut r,
+            &touch("2026-12-05T10:00:01Z")
+        ));
+        assert_eq!(
+            r.environment.last_accessed.as_deref(),
+            Some("2026-12-05T10:00:01Z")
+        );
+    }
+
+    // Issue 35: every touch rewrote the record, though the start and end of an interaction
+    // (and concurrent interactions) mostly fall in the same second.
+    #[test]
+    fn touch_in_a_second_already_recorded_writes_nothing() {
+        let mut r = record(Some("2026-12-05T10:00:00Z"));
+        assert!(!apply_environment_change(
+            &mut r,
+            &touch("2026-12-05T10:00:00Z")
+        ));
+        assert_eq!(r, record(Some("2026-12-05T10:00:00Z")));
+    }
+
+    #[test]
+    fn touch_never_moves_last_accessed_back() {
+        let mut r = record(Some("2026-12-05T10:00:05Z"));
+        assert!(!apply_environment_change(
+            &mut r,
+            &touch("2026-12-05T10:00:04Z")
+        ));
+        assert_eq!(
+            r.environment.last_accessed.as_deref(),
+            Some("2026-12-05T10:00:05Z")
+        );
     }
 }

@@ -1016,6 +1016,10 @@ impl Environment {
     }
 
     /// Records the access (and modification) time; best effort, a failure is only logged.
+    /// A call that changed nothing in a second already recorded (times are whole seconds)
+    /// rewrites nothing: the write is a temporary file and a rename, which ext4 follows with a
+    /// flush. A change always writes: its `generation` is what tells a snapshot the tree
+    /// changed.
     pub(crate) fn touch(&self, modified: bool) {
         let mut meta = match read_meta(&self.dir) {
             Ok(meta) => meta,
@@ -1025,7 +1029,11 @@ impl Environment {
             }
         };
         let t = now();
-        meta.last_accessed_at = t;
+        if !modified && meta.last_accessed_at >= t {
+            return;
+        }
+        // Never back (the clock was stepped back since).
+        meta.last_accessed_at = meta.last_accessed_at.max(t);
         if modified {
             meta.updated_at = t;
             meta.generation += 1;

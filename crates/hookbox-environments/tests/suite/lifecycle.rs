@@ -472,3 +472,53 @@ async fn a_remote_tool_goes_through_the_lifecycle_with_mcp_hooks_only() {
     );
     assert_eq!(plain.trace, serde_json::Value::Null);
 }
+
+// Issue 35: every call rewrote `environment.json` (a temporary file and a rename, which ext4
+// flushes), even a read in a second already recorded; a write still records its generation.
+#[tokio::test]
+async fn a_read_in_a_second_already_recorded_rewrites_no_metadata() {
+    let data = tempfile::tempdir().unwrap();
+    let store = store_with(data.path(), options());
+    let meta = create(
+        &store,
+        json!({"sources": [{"type": "inline", "target": "workspace/a.txt", "content": "a"}]}),
+    );
+    let path = data
+        .path()
+        .join("environments")
+        .join(&meta.id)
+        .join(hookbox_environments::environment::META_FILE);
+    // Recorded later than any call of this test can run: every second is "already recorded".
+    let mut stored: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let later = stored["last_accessed_at"].as_u64().unwrap() + 3600;
+    stored["last_accessed_at"] = json!(later);
+    std::fs::write(&path, serde_json::to_vec_pretty(&stored).unwrap()).unwrap();
+    let before = std::fs::read(&path).unwrap();
+
+    let env = store.open_env(&meta.id).unwrap();
+    for (tool, args) in [
+        ("view_file", json!({"path": "/workspace/a.txt"})),
+        ("list_dir", json!({"path": "/workspace"})),
+    ] {
+        let out = env.call_tool(call(tool, args)).await;
+        assert!(
+            matches!(out.result, ToolResult::Ok { .. }),
+            "{:?}",
+            out.result
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&std::fs::read(&path).unwrap()),
+            String::from_utf8_lossy(&before),
+            "{tool} rewrote the metadata"
+        );
+    }
+    // A write is recorded: its generation grows (what a snapshot checks), the time kept.
+    bash_ok(&env, "true").await;
+    let after: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(
+        after["generation"].as_u64().unwrap(),
+        stored["generation"].as_u64().unwrap() + 1
+    );
+    assert_eq!(after["last_accessed_at"].as_u64().unwrap(), later);
+}

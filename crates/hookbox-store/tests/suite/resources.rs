@@ -340,3 +340,45 @@ async fn expiry_and_touch_do_not_race_and_listing_spans_projects() {
         ]
     );
 }
+
+// Issue 35: a touch rewrote the record even when it changed nothing, and an earlier `now`
+// (a replica whose clock lags) moved `last_accessed` back, shortening the environment's life.
+#[tokio::test]
+async fn touch_never_moves_last_accessed_back() {
+    use hookbox_store::EnvironmentChange::Touch;
+    let (_dir, store) = temp_store().await;
+    let mut e = env("env_t");
+    e.environment.last_accessed = Some("2026-12-05T10:00:05Z".into());
+    store.put_environment(P, &e).await.unwrap();
+    for now in ["2026-12-05T10:00:05Z", "2026-12-05T10:00:04Z"] {
+        let got = store
+            .change_environment(P, "env_t", &Touch { now: now.into() })
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            got.environment.last_accessed.as_deref(),
+            Some("2026-12-05T10:00:05Z")
+        );
+    }
+    let later = store
+        .change_environment(
+            P,
+            "env_t",
+            &Touch {
+                now: "2026-12-05T10:00:06Z".into(),
+            },
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        later.environment.last_accessed.as_deref(),
+        Some("2026-12-05T10:00:06Z")
+    );
+    let stored = store.get_environment(P, "env_t").await.unwrap().unwrap();
+    assert_eq!(
+        stored.environment.last_accessed.as_deref(),
+        Some("2026-12-05T10:00:06Z")
+    );
+}
