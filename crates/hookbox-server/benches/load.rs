@@ -8,7 +8,12 @@
 //! database and a data dir, and two replicas forwarding every interaction to the other, with the
 //! ratios to SQLite; checkpointing to an object store after every interaction, off and on; and
 //! what cluster-wide quotas cost (counted in PostgreSQL, against a lone server's memory).
-//! `--only-runtimes` compares warm sandboxes under namespaces and gVisor at concurrency 1 and 16.
+//! `--only-runtimes` compares warm sandboxes under namespaces and gVisor at concurrency 1 and 16,
+//! then prints issue 35's goal 1 in `--rounds N` rounds: the floor of an interaction's programs
+//! inside one running gVisor sandbox (the gate's `sh` then `bash -c true`, timed there, one pair
+//! at a time and 16 loops at once) and the gVisor server's p50 at concurrency 1 and rate at 16 as
+//! ratios of it; `--baseline-launcher PATH` (another build's `hookbox-sandbox-launcher`) adds the
+//! same server launched by PATH, interleaved; `--goal-only` skips the namespaces comparison.
 //! `--only-server [--rounds N]` is issue 35's floor: in each round, raw `sh -c true; bash -c
 //! true` pairs (unsandboxed, 16 worker threads) then the warm server at concurrency 16, with the
 //! ratio, and the same for the gate written `exec sh …` and `sh '…'` (the latter not one simple
@@ -18,7 +23,8 @@
 //! gate (128 `rm -rf` interactions at concurrency 64, every one denied) and the server's RSS over
 //! `--total` interactions.
 //! Run: `cargo bench -p hookbox-server --bench load [-- --per-level N] [--total N]
-//! [--only-snapshots] [--only-quotas] [--only-runtimes] [--only-server [--rounds N]]`.
+//! [--only-snapshots] [--only-quotas] [--only-runtimes [--rounds N] [--baseline-launcher PATH]
+//! [--goal-only]] [--only-server [--rounds N]]`.
 //!
 //! The bench binary is also its own sandbox launcher (`__sandbox-exec`), as `hookbox` is; with
 //! `HOOKBOX_SANDBOX_EXEC=PATH` (as `hookbox serve` honours it) sandboxes are launched by PATH
@@ -123,6 +129,19 @@ async fn start_with(
     serde_json::Value,
     hookbox_test_support::DataDir,
 ) {
+    let (addr, body, dir, _) = start_with_envs(setup).await;
+    (addr, body, dir)
+}
+
+/// [`start_with`], also returning the server's environments.
+async fn start_with_envs(
+    setup: Setup,
+) -> (
+    std::net::SocketAddr,
+    serde_json::Value,
+    hookbox_test_support::DataDir,
+    Environments,
+) {
     // Its environment's disk is a loop-mounted image, detached when this goes.
     let dir = hookbox_test_support::DataDir::new();
     let store = SqliteStore::open(
@@ -132,9 +151,9 @@ async fn start_with(
     )
     .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = serve_on(listener, dir.path(), Arc::new(store), None, &setup);
+    let (addr, envs) = serve_with_envs(listener, dir.path(), Arc::new(store), None, &setup);
     let body = gated_environment(addr).await;
-    (addr, body, dir)
+    (addr, body, dir, envs)
 }
 
 /// How a bench server's sandboxes and environments are set up.
@@ -147,6 +166,9 @@ struct Setup {
     snapshots: Option<String>,
     /// The environments' runtime.
     runtime: hookbox_environments::RuntimeKind,
+    /// Sandboxes launched by this program instead of the one `hookbox serve` would find (a
+    /// previous build's `hookbox-sandbox-launcher`, for before/after in one run).
+    launcher: Option<std::path::PathBuf>,
 }
 
 /// Serves the API over `store` and the environments in `data` on `listener`.
@@ -157,9 +179,24 @@ fn serve_on(
     cluster: Option<hookbox_server::cluster::ClusterConfig>,
     setup: &Setup,
 ) -> std::net::SocketAddr {
+    serve_with_envs(listener, data, store, cluster, setup).0
+}
+
+/// [`serve_on`], also returning the server's environments (to run programs in one of them
+/// beside the server).
+fn serve_with_envs(
+    listener: tokio::net::TcpListener,
+    data: &std::path::Path,
+    store: Arc<dyn hookbox_store::Store>,
+    cluster: Option<hookbox_server::cluster::ClusterConfig>,
+    setup: &Setup,
+) -> (std::net::SocketAddr, Environments) {
     // As `hookbox serve` finds it: `HOOKBOX_SANDBOX_EXEC` (the small standalone launcher, as
     // installed) when set, else this binary.
-    let launcher = Launcher::from_env_or_current_exe(LAUNCHER_SUBCOMMAND).unwrap();
+    let launcher = match &setup.launcher {
+        Some(path) => Launcher::standalone(path),
+        None => Launcher::from_env_or_current_exe(LAUNCHER_SUBCOMMAND).unwrap(),
+    };
     let credentials =
         Arc::new(hookbox_egress::credentials::FileCredentialStore::open(data).unwrap());
     let options = SandboxOptions {
@@ -170,6 +207,7 @@ fn serve_on(
     };
     let envs = Environments::open(data, options, EgressOptions::new(credentials)).unwrap();
     let mut backend = SandboxBackend::new(envs.clone());
+    let returned = envs.clone();
     let mut lifecycle = hookbox_server::lifecycle::Lifecycle::default();
     if let Some(url) = &setup.snapshots {
         let manager = hookbox_snapshot::Manager::new(
@@ -203,7 +241,7 @@ fn serve_on(
     tokio::spawn(async move {
         hookbox_server::serve(listener, state, &guard, std::future::pending()).await
     });
-    addr
+    (addr, returned)
 }
 
 /// A new environment holding the gate, made through `addr`; the interaction body that uses it.
@@ -551,9 +589,17 @@ async fn quota_rows(client: &reqwest::Client, per_level: usize) {
     );
 }
 
-/// Warm sandboxes at concurrency 1 and 16 under each runtime, with gVisor's rate at 16 as a ratio of the
-/// namespaces one (same gate, same interaction).
-async fn runtime_rows(client: &reqwest::Client, per_level: usize) {
+/// Warm sandboxes at concurrency 1 and 16 under each runtime, with gVisor's rate at 16 as a
+/// ratio of the namespaces one (same gate, same interaction); then issue 35's goal 1 in
+/// `rounds` rounds (see [`gvisor_goal_rows`]): gVisor's floor and the gVisor server at concurrency
+/// 1 and 16 against it, and, with `baseline` (another build's `hookbox-sandbox-launcher`), the
+/// same server launched by it, interleaved with this build's in every round.
+async fn runtime_rows(
+    client: &reqwest::Client,
+    per_level: usize,
+    rounds: usize,
+    baseline: Option<std::path::PathBuf>,
+) {
     use hookbox_environments::RuntimeKind;
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     println!("runtime     concurrency  interactions  per_second  p50_ms  p99_ms");
@@ -614,6 +660,234 @@ async fn runtime_rows(client: &reqwest::Client, per_level: usize) {
         "gvisor/namespaces interactions per second at concurrency 16: {:.2}x",
         rates[1] / rates[0]
     );
+    gvisor_goal_rows(client, per_level, rounds, baseline).await;
+}
+
+/// A hook's payload, about the size of the server's.
+const PAYLOAD: &str = r#"{"hook_event_name":"pre_tool_execution","tool_name":"code_execution","tool_input":{"code":"true","language":"bash"}}"#;
+
+/// The gate as the floor runs it inside the sandbox, and the tool's program.
+const FLOOR_GATE: &str = "sh /.agents/gate.sh </dev/null >/dev/null";
+const FLOOR_TOOL: &str = "bash -c true </dev/null";
+
+/// Runs bash `script` (which prints two `$EPOCHREALTIME`s) in `runner`: the seconds between.
+async fn timed_in(runner: &hookbox_environments::runner::SandboxRunner, script: String) -> f64 {
+    let out = runner
+        .run_argv(
+            vec!["/bin/bash".into(), "-c".into(), script],
+            Vec::new(),
+            Duration::from_secs(300),
+            1 << 16,
+        )
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let mut it = text.split_whitespace().map(|v| v.parse::<f64>().unwrap());
+    let (s, e) = (it.next().unwrap(), it.next().unwrap());
+    e - s
+}
+
+/// `body` `n` times in a row inside the sandbox, timed there: ms each.
+async fn floor_each(
+    runner: &hookbox_environments::runner::SandboxRunner,
+    body: &str,
+    n: usize,
+) -> f64 {
+    let script = format!(
+        "s=$EPOCHREALTIME; for i in $(seq {n}); do {body}; done; e=$EPOCHREALTIME; echo \"$s $e\""
+    );
+    timed_in(runner, script).await * 1000.0 / n as f64
+}
+
+/// The floor at concurrency 16: 16 loops of `per_loop` gate + tool pairs at once inside the
+/// sandbox, timed there: pairs per second (what the floor allows on the machine's cores).
+async fn floor_c16(runner: &hookbox_environments::runner::SandboxRunner, per_loop: usize) -> f64 {
+    let script = format!(
+        "s=$EPOCHREALTIME; for j in $(seq 16); do (for i in $(seq {per_loop}); do {FLOOR_GATE}; {FLOOR_TOOL}; done) & done; wait; e=$EPOCHREALTIME; echo \"$s $e\""
+    );
+    (16 * per_loop) as f64 / timed_in(runner, script).await
+}
+
+/// One warm call of `argv` with `stdin`, checked: its wall time from hookbox's side.
+async fn call_in(
+    runner: &hookbox_environments::runner::SandboxRunner,
+    argv: &[&str],
+    stdin: &str,
+) -> Duration {
+    let t = Instant::now();
+    let out = runner
+        .run_argv(
+            argv.iter().map(|a| a.to_string()).collect(),
+            stdin.as_bytes().to_vec(),
+            Duration::from_secs(120),
+            1 << 16,
+        )
+        .await
+        .unwrap();
+    assert!(out.success(), "{argv:?}");
+    t.elapsed()
+}
+
+/// The gate as a command hook runs it (`/bin/sh -c`, its payload on stdin) and the tool.
+const GATE_ARGV: [&str; 3] = ["/bin/sh", "-c", "sh /.agents/gate.sh"];
+const TOOL_ARGV: [&str; 3] = ["/bin/bash", "-c", "true"];
+
+/// Where a gVisor interaction's time goes without the server, in `runner`'s sandbox: the
+/// gate and the tool alone inside it (ms each), the same as `n` warm calls each from
+/// hookbox's runner (p50 ms), and pairs of those calls from 16 tasks (pairs per second).
+async fn call_breakdown(
+    runner: &hookbox_environments::runner::SandboxRunner,
+    n: usize,
+) -> [f64; 5] {
+    let gate = floor_each(runner, FLOOR_GATE, n).await;
+    let tool = floor_each(runner, FLOOR_TOOL, n).await;
+    let (mut gates, mut tools) = (Vec::new(), Vec::new());
+    for _ in 0..n {
+        gates.push(call_in(runner, &GATE_ARGV, PAYLOAD).await);
+        tools.push(call_in(runner, &TOOL_ARGV, "").await);
+    }
+    gates.sort();
+    tools.sort();
+    let t = Instant::now();
+    let tasks: Vec<_> = (0..16)
+        .map(|_| {
+            let runner = runner.clone();
+            tokio::spawn(async move {
+                for _ in 0..2 {
+                    call_in(&runner, &GATE_ARGV, PAYLOAD).await;
+                    call_in(&runner, &TOOL_ARGV, "").await;
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let pairs = 32.0 / t.elapsed().as_secs_f64();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    [
+        gate,
+        tool,
+        ms(percentile(&gates, 0.5)),
+        ms(percentile(&tools, 0.5)),
+        pairs,
+    ]
+}
+
+/// Issue 35's goal 1 under `hookbox serve --runtime gvisor`, `rounds` rounds, each
+/// interleaving short batches so that the machine's load is the same for what is compared:
+/// the floor of an interaction's programs inside one running gVisor sandbox (an environment
+/// with the same files, opened as the server opens its own, so built the way hookbox builds it;
+/// the gate `sh /.agents/gate.sh` then `bash -c true`, timed there), then each build's server
+/// (this one, and `baseline`'s launcher when given, each its own server, order alternating)
+/// at concurrency 1 (p50 over `per_level / 4` interactions); the floor at concurrency 16 (16
+/// loops at once), then each server at concurrency 16 (`per_level / 2` interactions). Ratios
+/// to the floor of the same round, with their spread; then where the time goes without the
+/// server ([`call_breakdown`]).
+async fn gvisor_goal_rows(
+    client: &reqwest::Client,
+    per_level: usize,
+    rounds: usize,
+    baseline: Option<std::path::PathBuf>,
+) {
+    use hookbox_environments::RuntimeKind;
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let mut builds: Vec<(&str, Option<std::path::PathBuf>)> = vec![("this", None)];
+    if let Some(path) = baseline {
+        builds.push(("baseline", Some(path)));
+    }
+    let mut servers = Vec::new();
+    let mut floor_env = None;
+    for (name, launcher) in &builds {
+        let (addr, body, dir, envs) = start_with_envs(Setup {
+            warm: true,
+            runtime: RuntimeKind::Gvisor,
+            launcher: launcher.clone(),
+            ..Setup::default()
+        })
+        .await;
+        for _ in 0..4 {
+            one(client.clone(), addr, body.clone()).await;
+        }
+        if floor_env.is_none() {
+            // The server never opens this one.
+            let floor_body = gated_environment(addr).await;
+            let id = floor_body["environment"].as_str().unwrap().to_owned();
+            floor_env = Some(tokio::task::block_in_place(|| envs.open_env(&id).unwrap()));
+        }
+        servers.push((*name, addr, body, dir, envs));
+    }
+    let floor_env = floor_env.unwrap();
+    let runner = floor_env.runner().clone();
+    // Once unmeasured: the programs' files in gVisor's caches, as the server's are.
+    floor_each(&runner, &format!("{FLOOR_GATE}; {FLOOR_TOOL}"), 2).await;
+    let n1 = per_level.div_ceil(4).max(4);
+    let n16 = per_level.div_ceil(2).max(16);
+    println!(
+        "round  build     floor_pair_ms  c1_p50_ms  c1_ratio  floor_c16_pairs_per_s  c16_per_s  c16_p50_ms  c16_ratio"
+    );
+    let mut ratios: std::collections::BTreeMap<&str, (Vec<f64>, Vec<f64>)> = Default::default();
+    for round in 1..=rounds {
+        let mut order: Vec<usize> = (0..servers.len()).collect();
+        if round % 2 == 0 {
+            order.reverse();
+        }
+        let pair_ms = floor_each(&runner, &format!("{FLOOR_GATE}; {FLOOR_TOOL}"), 10).await;
+        let mut c1 = Vec::new();
+        for &i in &order {
+            let (_, addr, body, _, _) = &servers[i];
+            c1.push((i, level(client, *addr, body, 1, n1).await.1));
+        }
+        let floor_rate = floor_c16(&runner, 2).await;
+        let mut c16 = Vec::new();
+        for &i in &order {
+            let (_, addr, body, _, _) = &servers[i];
+            let (rate, p50, _, _) = level(client, *addr, body, 16, n16).await;
+            c16.push((i, rate, p50));
+        }
+        for (i, server) in servers.iter().enumerate() {
+            let name = server.0;
+            let p50_1 = c1.iter().find(|(j, _)| *j == i).unwrap().1;
+            let &(_, rate, p50) = c16.iter().find(|(j, _, _)| *j == i).unwrap();
+            let c1_ratio = ms(p50_1) / pair_ms;
+            let c16_ratio = rate / floor_rate;
+            println!(
+                "{round:>5}  {name:<8}  {pair_ms:>13.1}  {:>9.1}  {c1_ratio:>7.2}x  {floor_rate:>21.1}  {rate:>9.1}  {:>10.1}  {c16_ratio:>8.2}x",
+                ms(p50_1),
+                ms(p50)
+            );
+            let entry = ratios.entry(name).or_default();
+            entry.0.push(c1_ratio);
+            entry.1.push(c16_ratio);
+        }
+    }
+    for (name, (mut c1, mut c16)) in ratios {
+        c1.sort_by(f64::total_cmp);
+        c16.sort_by(f64::total_cmp);
+        println!(
+            "{name}: c1 p50 / floor median {:.2}x (min {:.2}, max {:.2}; goal <= 1.1x); c16 / floor median {:.2}x (min {:.2}, max {:.2}; goal >= 0.8x)",
+            c1[c1.len() / 2],
+            c1[0],
+            c1[c1.len() - 1],
+            c16[c16.len() / 2],
+            c16[0],
+            c16[c16.len() - 1]
+        );
+    }
+    // Without the server, in the floor's sandbox (this build's launcher), then the server of
+    // this build at concurrency 1 right after.
+    let [gate, tool, gate_call, tool_call, call_pairs] = call_breakdown(&runner, 10).await;
+    let floor_rate = floor_c16(&runner, 2).await;
+    let (_, addr, body, _, _) = &servers[0];
+    let p50_1 = ms(level(client, *addr, body, 1, n1).await.1);
+    println!(
+        "without the server: in the sandbox gate {gate:.1} ms, bash -c true {tool:.1} ms; as warm calls from the runner: gate {gate_call:.1} ms (+{:.1}), bash {tool_call:.1} ms (+{:.1}); 16 tasks of call pairs {call_pairs:.1}/s ({:.2}x the floor's {floor_rate:.1}/s); this server's c1 p50 {p50_1:.1} ms, {:.1} ms beyond both calls",
+        gate_call - gate,
+        tool_call - tool,
+        call_pairs / floor_rate,
+        p50_1 - gate_call - tool_call
+    );
+    tokio::task::block_in_place(|| drop(floor_env));
 }
 
 /// `n` pairs of `sh -c true` then `bash -c true`, spawned directly (no sandbox) by `workers`
@@ -825,7 +1099,20 @@ async fn bench() {
         return;
     }
     if std::env::args().any(|a| a == "--only-runtimes") {
-        runtime_rows(&client, per_level).await;
+        let rounds = std::env::args()
+            .skip_while(|a| a != "--rounds")
+            .nth(1)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(2);
+        let baseline = std::env::args()
+            .skip_while(|a| a != "--baseline-launcher")
+            .nth(1)
+            .map(std::path::PathBuf::from);
+        if std::env::args().any(|a| a == "--goal-only") {
+            gvisor_goal_rows(&client, per_level, rounds, baseline).await;
+        } else {
+            runtime_rows(&client, per_level, rounds, baseline).await;
+        }
         return;
     }
     if std::env::args().any(|a| a == "--only-server") {
