@@ -25,6 +25,8 @@ fn main() -> ExitCode {
     let traces = cli::init_logging(args.verbose, quiet);
     let code = match cli::run(args) {
         Ok(code) => code,
+        // The reader of stdout went away (`| head`): end quietly, as ripgrep does.
+        Err(err) if cli::output::is_reader_gone(&err) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {err:#}");
             match err.downcast_ref::<cli::UsageError>() {

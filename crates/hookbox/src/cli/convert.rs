@@ -1,6 +1,7 @@
 //! `hookbox hooks convert`: one dialect's hooks file written in another where the mapping is
 //! exact ([`hookbox_hooks::dialect::convert`]), refused with every reason where it is not.
 
+use super::output::out;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -67,7 +68,7 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
         Ok(value) => {
             let text = format!("{}\n", serde_json::to_string_pretty(&value)?);
             if args.out == "-" {
-                print!("{text}");
+                out!("{text}")?;
             } else {
                 std::fs::write(&args.out, text)
                     .with_context(|| format!("cannot write {}", args.out))?;

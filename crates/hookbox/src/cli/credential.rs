@@ -7,6 +7,7 @@
 //! visible to every user through /proc). Nothing this module prints contains a secret: create,
 //! update and list show metadata only.
 
+use super::output::out;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -120,7 +121,7 @@ pub fn run(args: CredentialArgs) -> anyhow::Result<ExitCode> {
     let store =
         open_credentials(&data_dir, args.database.database.as_deref())?.for_project(&args.project);
     let out = execute(&store, args.command, &mut std::io::stdin().lock())?;
-    print!("{out}");
+    out!("{out}")?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -3,6 +3,7 @@
 //! serve` reads for the same data dir (or `--database`), so the CLI and a running server see the
 //! same environments.
 
+use super::output::outln;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -360,7 +361,7 @@ fn fork(args: ForkArgs) -> anyhow::Result<ExitCode> {
         let _ = store.remove(&meta.id);
         return Err(e);
     }
-    println!("{}", meta.id);
+    outln!("{}", meta.id)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -466,7 +467,7 @@ fn create(args: CreateArgs) -> anyhow::Result<ExitCode> {
         let _ = store.remove(&meta.id);
         return Err(e);
     }
-    println!("{}", meta.id);
+    outln!("{}", meta.id)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -508,13 +509,13 @@ pub fn run(cmd: EnvCommand) -> anyhow::Result<ExitCode> {
         EnvCommand::Create(args) => create(args),
         EnvCommand::List(store) => {
             for meta in store.open()?.list()? {
-                println!("{}", serde_json::to_string(&with_rfc3339(&meta)?)?);
+                outln!("{}", serde_json::to_string(&with_rfc3339(&meta)?)?)?;
             }
             Ok(ExitCode::SUCCESS)
         }
         EnvCommand::Show { id, store } => {
             let meta = store.located(store.open()?.show(&id))?;
-            println!("{}", serde_json::to_string_pretty(&with_rfc3339(&meta)?)?);
+            outln!("{}", serde_json::to_string_pretty(&with_rfc3339(&meta)?)?)?;
             Ok(ExitCode::SUCCESS)
         }
         EnvCommand::Fork(args) => fork(args),

@@ -9,6 +9,7 @@
 //! `convert` writes a vendor hooks file in another dialect where the mapping is exact
 //! ([`hookbox_hooks::dialect::convert`]) and otherwise lists what it refuses.
 
+use super::output::{out, outln, unless_reader_gone};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -230,12 +231,12 @@ fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
             "diagnostics": loaded.diagnostics,
             "groups": loaded.config.groups.iter().map(group_json).collect::<Vec<_>>(),
         });
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        unless_reader_gone(outln!("{}", serde_json::to_string_pretty(&report)?))?;
     } else {
-        print!(
+        unless_reader_gone(out!(
             "{}",
             render_check(&loaded, &args.root, args.dialects.hook_dialects)
-        );
+        ))?;
     }
     Ok(if loaded.has_errors() {
         ExitCode::FAILURE
@@ -703,9 +704,9 @@ fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
             "dispatch": dispatch,
         });
         report[key] = serde_json::to_value(&dispatch)?;
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        unless_reader_gone(outln!("{}", serde_json::to_string_pretty(&report)?))?;
     } else {
-        print!("{}", render_dispatch(&loaded, &dispatch));
+        unless_reader_gone(out!("{}", render_dispatch(&loaded, &dispatch)))?;
     }
     match args.expect {
         Some(expect) if expect.label() != dispatch.decision.label() => {

@@ -14,6 +14,7 @@
 //! install also passes `--require-policy`: a gate run outside the project (or in a project whose
 //! policy was deleted) denies rather than finding no policy and allowing.
 
+use super::output::{out, outln};
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -119,7 +120,7 @@ pub fn run(args: InstallArgs) -> anyhow::Result<ExitCode> {
     let old = before.clone().unwrap_or_default();
     let new = after.clone().unwrap_or_default();
     if before.is_some() == after.is_some() && old == new {
-        println!(
+        outln!(
             "{}: {}",
             path.display(),
             if args.uninstall {
@@ -127,10 +128,10 @@ pub fn run(args: InstallArgs) -> anyhow::Result<ExitCode> {
             } else {
                 "the hookbox gate is already installed"
             }
-        );
+        )?;
         return Ok(ExitCode::SUCCESS);
     }
-    print!("{}", diff(&path, &old, &new));
+    out!("{}", diff(&path, &old, &new))?;
     if args.dry_run {
         return Ok(ExitCode::SUCCESS);
     }
@@ -140,12 +141,12 @@ pub fn run(args: InstallArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("cannot remove {}", path.display()))?,
     }
     if !args.uninstall {
-        print!("{}", trust_steps(args.cli, &path, &root, map, args.user));
+        out!("{}", trust_steps(args.cli, &path, &root, map, args.user))?;
         if !args.user && !root.join(".agents/hooks.json").is_file() {
-            println!(
+            outln!(
                 "note: {} has no .agents/hooks.json yet; until it has one, the gate denies every call",
                 root.display()
-            );
+            )?;
         }
     }
     Ok(ExitCode::SUCCESS)

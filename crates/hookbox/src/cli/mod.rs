@@ -9,6 +9,7 @@ mod hook_runtime;
 mod hooks;
 mod install;
 mod mcp;
+pub mod output;
 mod project;
 mod serve;
 mod tool;
@@ -26,7 +27,9 @@ Exit status:
   2   denied: a pre hook denied the call, which did not run (hookbox tool)
   3   asked: a pre hook asks a person to approve the call, which did not run; approvals need
       hookbox serve (hookbox tool)
-  64  usage error: an unknown or missing flag, or a malformed argument";
+  64  usage error: an unknown or missing flag, or a malformed argument
+A reader of stdout that goes away (| head) ends the command quietly with 0, except that
+hookbox tool, hooks check and hooks test keep the status above, and serve keeps serving.";
 
 /// Exit statuses (see [`EXIT_STATUS_HELP`]); 0 and 1 are `ExitCode::SUCCESS` and `FAILURE`.
 pub mod exit {
@@ -165,13 +168,10 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Writes `bytes` to stdout; a reader that went away (`| head`) is not an error.
+/// Writes `bytes` to stdout; a reader that went away (`| head`) ends it quietly, with 0.
 fn print_all(bytes: &[u8]) -> anyhow::Result<ExitCode> {
-    use std::io::Write as _;
-    match std::io::stdout().lock().write_all(bytes) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
-        _ => Ok(ExitCode::SUCCESS),
-    }
+    output::write_all(bytes)?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Logs go to stderr only; stdout is for the command's result. Commands whose output already

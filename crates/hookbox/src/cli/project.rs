@@ -2,6 +2,7 @@
 //! and their API keys, in the data dir's store (the one `hookbox serve` reads). A key is printed
 //! once, by `key create`, and only its SHA-256 is stored; nothing else here prints a key.
 
+use super::output::outln;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -144,11 +145,11 @@ pub fn run_project(args: ProjectArgs) -> anyhow::Result<ExitCode> {
                         }
                         other => other.into(),
                     })?;
-                println!("{name}");
+                outln!("{name}")?;
             }
             ProjectCommand::List => {
                 for p in store.list_projects().await? {
-                    println!("{}\t{}\t{}", p.name, p.created, show_quotas(&p.quotas));
+                    outln!("{}\t{}\t{}", p.name, p.created, show_quotas(&p.quotas))?;
                 }
             }
             ProjectCommand::Quota {
@@ -166,7 +167,7 @@ pub fn run_project(args: ProjectArgs) -> anyhow::Result<ExitCode> {
                 };
                 let updated = overrides(base, &quotas)?;
                 store.set_project_quotas(&name, &updated.to_json()).await?;
-                println!("{name}\t{}", show_quotas(&updated.to_json()));
+                outln!("{name}\t{}", show_quotas(&updated.to_json()))?;
             }
             ProjectCommand::Rm { name } => {
                 if store.get_project(&name).await?.is_none() {
@@ -185,7 +186,7 @@ pub fn run_project(args: ProjectArgs) -> anyhow::Result<ExitCode> {
                     );
                 }
                 store.delete_project(&name).await?;
-                println!("removed project {name} and its keys");
+                outln!("removed project {name} and its keys")?;
             }
         }
         Ok(ExitCode::SUCCESS)
@@ -220,7 +221,7 @@ pub fn run_key(args: KeyArgs) -> anyhow::Result<ExitCode> {
                     "created key {} for project {project}; it is shown once, store it now:",
                     key.id
                 );
-                println!("{}", key.key);
+                outln!("{}", key.key)?;
             }
             KeyCommand::List => {
                 for k in store.list_api_keys().await? {
@@ -228,10 +229,10 @@ pub fn run_key(args: KeyArgs) -> anyhow::Result<ExitCode> {
                         Some(at) => format!("revoked {at}"),
                         None => "active".to_owned(),
                     };
-                    println!(
+                    outln!(
                         "{}\t{}\t{}…\t{}\t{state}",
                         k.id, k.project, k.prefix, k.created
-                    );
+                    )?;
                 }
             }
             KeyCommand::Revoke { id } => {
@@ -241,7 +242,7 @@ pub fn run_key(args: KeyArgs) -> anyhow::Result<ExitCode> {
                 {
                     bail!("no active key `{id}` (see `hookbox key list`)");
                 }
-                println!("revoked {id}");
+                outln!("revoked {id}")?;
             }
         }
         Ok(ExitCode::SUCCESS)

@@ -7,6 +7,7 @@
 //! sandboxes and unmount their disks, leave the cluster. It must not
 //! implement API behaviour itself.
 
+use super::output::{outln, unless_reader_gone};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -670,16 +671,21 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     // Before the banner, whose last line tells readers (and the tests) that start-up is done.
+    // A reader that went away (`hookbox serve | head -1`) does not stop the server.
+    let mut printed = Ok(());
     if let Some((bound, _)) = &metrics {
-        println!("metrics: http://{bound}/metrics");
+        printed = outln!("metrics: http://{bound}/metrics");
     }
-    println!(
-        "{}",
-        banner(addr, &data_dir, &model_label, &runtime_label, has_keys)
-    );
+    printed = printed.and_then(|()| {
+        outln!(
+            "{}",
+            banner(addr, &data_dir, &model_label, &runtime_label, has_keys)
+        )
+    });
     if args.insecure_no_isolation {
-        println!("\n{NO_ISOLATION_WARNING}");
+        printed = printed.and_then(|()| outln!("\n{NO_ISOLATION_WARNING}"));
     }
+    unless_reader_gone(printed)?;
     let grace = Duration::from_secs_f64(args.shutdown_grace);
     let mut signals = Signals::new()?;
     let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();

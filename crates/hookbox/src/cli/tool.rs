@@ -1,6 +1,7 @@
 //! `hookbox tool ENV_ID NAME --args JSON`: one tool call through the environment's hooks, printing
 //! the result and the hook trace as JSON. Also the hidden launcher subcommand.
 
+use super::output::{outln, unless_reader_gone};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -30,7 +31,8 @@ pub struct ToolArgs {
 
 /// Exit status: 0 when the tool ran, 1 when it failed, 2 when a pre hook denied it, 3 when a pre
 /// hook asks a person to approve it (the call did not run; approvals need `hookbox serve`), 64
-/// for a usage error. A denied or asked call also says so in one line on stderr.
+/// for a usage error. A denied or asked call also says so in one line on stderr. A reader of stdout
+/// that went away (`| head`) changes none of these.
 pub fn run(args: ToolArgs) -> anyhow::Result<ExitCode> {
     let call_args = super::args::json_arg("--args", &args.args)?;
     if !call_args.is_object() {
@@ -51,7 +53,9 @@ pub fn run(args: ToolArgs) -> anyhow::Result<ExitCode> {
         name: args.name,
         args: call_args,
     }));
-    println!("{}", serde_json::to_string_pretty(&outcome)?);
+    // The call ran (or was refused) whether or not anyone reads the result: a reader that went
+    // away (`| head`) leaves the exit status that of the call.
+    unless_reader_gone(outln!("{}", serde_json::to_string_pretty(&outcome)?))?;
     Ok(match &outcome.result {
         ToolResult::Ok { .. } => ExitCode::SUCCESS,
         ToolResult::Error { .. } => ExitCode::FAILURE,

@@ -57,6 +57,8 @@ fn help_and_man_page_list_the_exit_statuses() {
       3   asked: a pre hook asks a person to approve the call, which did not run; approvals need
           hookbox serve (hookbox tool)
       64  usage error: an unknown or missing flag, or a malformed argument
+    A reader of stdout that goes away (| head) ends the command quietly with 0, except that
+    hookbox tool, hooks check and hooks test keep the status above, and serve keeps serving.
     ");
     let man = text(&hookbox(&["manpage"]).stdout);
     assert!(man.contains("Exit status:"), "{man}");

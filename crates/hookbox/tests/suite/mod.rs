@@ -1,5 +1,6 @@
 mod answers_cli;
 mod bounds_cli;
+mod broken_pipe_cli;
 mod browser_cli;
 mod convert_cli;
 mod drain_cli;
