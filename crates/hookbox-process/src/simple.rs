@@ -119,8 +119,13 @@ fn plain(b: u8) -> bool {
 /// would run as a program (see the module doc): words of [`plain`] bytes (and `=` after the
 /// first word) separated by spaces, the first naming no builtin or reserved word and holding no
 /// `=`. `None` for everything else: quotes, `$`, backquotes, backslashes, globs, `~`, `#`,
-/// braces, redirections, operators, newlines, tabs, non-ASCII, an empty line.
+/// braces, redirections, operators, newlines, tabs, non-ASCII, an empty line, and a line whose
+/// first byte is `-` or `+` (the shell would read it as options).
 pub fn simple_command(line: &str) -> Option<Vec<String>> {
+    // `/bin/sh -c -x…` reads a line starting with `-` or `+` as more options, not as a command.
+    if line.starts_with(['-', '+']) {
+        return None;
+    }
     let words: Vec<&str> = line.split(' ').filter(|w| !w.is_empty()).collect();
     let first = *words.first()?;
     if SHELL_WORDS.contains(&first) || !first.bytes().all(plain) {
@@ -158,6 +163,8 @@ mod tests {
             ("truex", &["truex"]),
             ("/bin/true", &["/bin/true"]),
             ("/bin/echo hi", &["/bin/echo", "hi"]),
+            // Only the line's first byte is read as options: a space before it makes a command.
+            (" -gate", &["-gate"]),
         ];
         for (line, words) in direct {
             assert_eq!(
@@ -218,6 +225,9 @@ mod tests {
             "prog é",
             "prog !x",
             "prog ^x",
+            "-./x hi",
+            "-gate",
+            "+x prog",
         ];
         for line in shell {
             assert_eq!(simple_command(line), None, "{line:?}");

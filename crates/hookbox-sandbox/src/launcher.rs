@@ -43,7 +43,7 @@ use std::path::{Path, PathBuf};
 use nix::mount::{MntFlags, MsFlags};
 use nix::sched::CloneFlags;
 use nix::sys::signal::Signal;
-use nix::sys::wait::{WaitStatus, waitpid};
+use nix::sys::wait::waitpid;
 use nix::unistd::{ForkResult, Pid};
 
 use crate::error::{LaunchFailure, Stage};
@@ -335,15 +335,46 @@ fn write_id_map(file: &'static str, content: &str) -> Result<()> {
     std::fs::write(file, content).map_err(|source| LaunchError::IdMap { file, source })
 }
 
+/// How a reaped child ended, decoded from its raw wait status. nix's `WaitStatus` cannot hold a
+/// real-time signal: its `waitpid` reaps such a child and then fails with `EINVAL`, losing it.
+enum Ended {
+    Exited(i32),
+    /// The signal's number, and whether the child dumped core.
+    Signaled(i32, bool),
+    /// Stopped or continued (not asked for; skipped).
+    Other,
+}
+
+/// `waitpid(pid, 0)` (`-1` for any child), again after `EINTR`: the pid reaped and how it ended.
+fn wait_raw(pid: libc::pid_t) -> std::result::Result<(libc::pid_t, Ended), nix::Error> {
+    loop {
+        let mut status: libc::c_int = 0;
+        // SAFETY: waitpid writes only to `status`, a valid c_int.
+        let reaped = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if reaped < 0 {
+            match nix::Error::last() {
+                nix::Error::EINTR => continue,
+                err => return Err(err),
+            }
+        }
+        let ended = if libc::WIFEXITED(status) {
+            Ended::Exited(libc::WEXITSTATUS(status))
+        } else if libc::WIFSIGNALED(status) {
+            Ended::Signaled(libc::WTERMSIG(status), libc::WCOREDUMP(status))
+        } else {
+            Ended::Other
+        };
+        return Ok((reaped, ended));
+    }
+}
+
 /// Waits for `child` and turns its end into an exit code (128 + signal when killed).
 fn wait_for(child: Pid) -> Result<i32> {
     loop {
-        match waitpid(child, None) {
-            Ok(WaitStatus::Exited(_, code)) => return Ok(code),
-            Ok(WaitStatus::Signaled(_, signal, _)) => return Ok(128 + signal as i32),
-            Ok(_) => continue,
-            Err(nix::Error::EINTR) => continue,
-            Err(e) => return Err(LaunchError::Wait(e)),
+        match wait_raw(child.as_raw()).map_err(LaunchError::Wait)? {
+            (_, Ended::Exited(code)) => return Ok(code),
+            (_, Ended::Signaled(signal, _)) => return Ok(128 + signal),
+            (_, Ended::Other) => continue,
         }
     }
 }
@@ -490,8 +521,9 @@ fn serve(
     drop(socket);
     // With SIGCHLD ignored, wait blocks until every child is gone and then fails with ECHILD.
     loop {
+        // EINVAL: nix reaped a child killed by a real-time signal and could not decode it.
         match waitpid(None, None) {
-            Err(nix::Error::EINTR) | Ok(_) => continue,
+            Err(nix::Error::EINTR | nix::Error::EINVAL) | Ok(_) => continue,
             Err(_) => return Ok(0),
         }
     }
@@ -646,18 +678,15 @@ pub(crate) fn remount_per_call() -> Result<()> {
 /// shell would have written on stderr ([`crate::direct::signal_message`]).
 pub(crate) fn reap_until(program: Pid, direct: bool) -> Result<i32> {
     loop {
-        match waitpid(None, None) {
-            Ok(WaitStatus::Exited(pid, code)) if pid == program => return Ok(code),
-            Ok(WaitStatus::Signaled(pid, signal, core_dumped)) if pid == program => {
-                if direct
-                    && let Some(line) = crate::direct::signal_message(signal as i32, core_dumped)
-                {
+        match wait_raw(-1).map_err(LaunchError::Wait)? {
+            (pid, Ended::Exited(code)) if pid == program.as_raw() => return Ok(code),
+            (pid, Ended::Signaled(signal, core_dumped)) if pid == program.as_raw() => {
+                if direct && let Some(line) = crate::direct::signal_message(signal, core_dumped) {
                     let _ = std::io::stderr().write_all(line.as_bytes());
                 }
-                return Ok(128 + signal as i32);
+                return Ok(128 + signal);
             }
-            Ok(_) | Err(nix::Error::EINTR) => continue,
-            Err(e) => return Err(LaunchError::Wait(e)),
+            _ => continue,
         }
     }
 }

@@ -102,6 +102,9 @@ fn scripts(env: &Env) {
     file(env, "killed.sh", "echo before; kill -9 $$\n", 0o644);
     file(env, "term.sh", "echo before >&2; kill -TERM $$\n", 0o644);
     file(env, "pipe.sh", "kill -PIPE $$\n", 0o644);
+    // A real-time signal, which nix's `WaitStatus` cannot hold (its `waitpid` reaps the child,
+    // then fails with EINVAL): the shell reports 162 and "Real-time signal 0".
+    file(env, "rt.sh", "echo before; kill -34 $$\n", 0o644);
     file(env, "parent.sh", "cat /proc/$PPID/comm\n", 0o644);
     file(
         env,
@@ -132,6 +135,7 @@ const TABLE: &[(&str, &str)] = &[
     ("sh killed.sh", ""),
     ("sh term.sh", ""),
     ("sh pipe.sh", ""),
+    ("sh rt.sh", ""),
     ("env", ""),
     ("env -i A=1 B=2 /usr/bin/env", ""),
     ("/usr/bin/printf %s-%s a b", ""),
@@ -182,6 +186,12 @@ async fn a_simple_command_hook_behaves_exactly_as_through_the_shell() {
         hookbox_hooks::command::Termination::Exited(137)
     );
     assert_eq!(text(&killed.stderr), "Killed\n");
+    let realtime = run("sh rt.sh").await;
+    assert_eq!(
+        realtime.termination,
+        hookbox_hooks::command::Termination::Exited(162)
+    );
+    assert_eq!(text(&realtime.stderr), "Real-time signal 0\n");
     let env_out = text(&run("env").await.stdout);
     assert!(env_out.contains("PWD=/workspace\n"), "{env_out}");
     assert!(env_out.contains("GREETING=hello\n"), "{env_out}");

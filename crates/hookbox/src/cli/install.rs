@@ -14,7 +14,7 @@
 //! install also passes `--require-policy`: a gate run outside the project (or in a project whose
 //! policy was deleted) denies rather than finding no policy and allowing.
 
-use super::output::{out, outln};
+use super::output::{out, outln, unless_reader_gone};
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -131,22 +131,29 @@ pub fn run(args: InstallArgs) -> anyhow::Result<ExitCode> {
         )?;
         return Ok(ExitCode::SUCCESS);
     }
-    out!("{}", diff(&path, &old, &new))?;
+    let shown = out!("{}", diff(&path, &old, &new));
     if args.dry_run {
+        shown?;
         return Ok(ExitCode::SUCCESS);
     }
+    // The settings file is written whether or not anyone still reads the diff: a reader that
+    // went away must not leave the gate uninstalled behind a successful exit.
+    unless_reader_gone(shown)?;
     match &after {
         Some(text) => write_atomically(&path, text)?,
         None => std::fs::remove_file(&path)
             .with_context(|| format!("cannot remove {}", path.display()))?,
     }
     if !args.uninstall {
-        out!("{}", trust_steps(args.cli, &path, &root, map, args.user))?;
+        unless_reader_gone(out!(
+            "{}",
+            trust_steps(args.cli, &path, &root, map, args.user)
+        ))?;
         if !args.user && !root.join(".agents/hooks.json").is_file() {
-            outln!(
+            unless_reader_gone(outln!(
                 "note: {} has no .agents/hooks.json yet; until it has one, the gate denies every call",
                 root.display()
-            )?;
+            ))?;
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -221,7 +221,18 @@ pub fn run_key(args: KeyArgs) -> anyhow::Result<ExitCode> {
                     "created key {} for project {project}; it is shown once, store it now:",
                     key.id
                 );
-                outln!("{}", key.key)?;
+                // Shown once: a key nobody could read is revoked rather than left to work.
+                if let Err(err) = outln!("{}", key.key) {
+                    store
+                        .revoke_api_key(&key.id, &hookbox_store::time::now_rfc3339())
+                        .await?;
+                    // A new error, not `err` with context: a reader that went away must not
+                    // end this command quietly with success.
+                    anyhow::bail!(
+                        "key {} was created but could not be shown ({err}), so it was revoked",
+                        key.id
+                    );
+                }
             }
             KeyCommand::List => {
                 for k in store.list_api_keys().await? {

@@ -133,3 +133,60 @@ fn broken_pipe_on_stdout_keeps_the_status_of_hookbox_tool_and_ends_env_list_with
         assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     }
 }
+
+/// `hooks install` prints its diff before it writes the settings file: a reader that went away
+/// must not leave the gate uninstalled behind a successful exit.
+#[test]
+fn broken_pipe_on_stdout_still_installs_the_gate() {
+    let project = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_hookbox"))
+        .args(["hooks", "install", "--for", "claude-code", "--root"])
+        .arg(project.path())
+        .env("HOME", home.path())
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert!(
+        !text(&out.stderr).contains("panicked"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let settings = std::fs::read_to_string(project.path().join(".claude/settings.json")).unwrap();
+    assert!(settings.contains("hookbox"), "{settings}");
+}
+
+/// A new API key is shown once: if nobody could read it, it is revoked and the command fails,
+/// rather than leaving a working key no one has.
+#[test]
+fn broken_pipe_on_stdout_revokes_a_key_nobody_saw_and_fails() {
+    let data = tempfile::tempdir().unwrap();
+    let made = Command::new(env!("CARGO_BIN_EXE_hookbox"))
+        .args(["project", "create", "ops"])
+        .env("HOOKBOX_DATA_DIR", data.path())
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    let out = hookbox_reader_gone_in(data.path(), &["key", "create", "--project", "ops"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("revoked"),
+        "{}",
+        text(&out.stderr)
+    );
+    let listed = Command::new(env!("CARGO_BIN_EXE_hookbox"))
+        .args(["key", "list"])
+        .env("HOOKBOX_DATA_DIR", data.path())
+        .output()
+        .unwrap();
+    let listed = text(&listed.stdout);
+    assert_eq!(listed.lines().count(), 1, "{listed}");
+    assert!(listed.contains("revoked"), "{listed}");
+}
