@@ -93,6 +93,22 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[idx.min(sorted.len() - 1)]
 }
 
+/// Median, min and max of per-round values, as the rounds' summary lines print them.
+struct Spread {
+    median: f64,
+    min: f64,
+    max: f64,
+}
+
+fn spread(mut values: Vec<f64>) -> Spread {
+    values.sort_by(f64::total_cmp);
+    Spread {
+        median: values[values.len() / 2],
+        min: values[0],
+        max: values[values.len() - 1],
+    }
+}
+
 fn main() {
     // Re-executed as the sandbox launcher: must stay single-threaded, so before any runtime.
     if std::env::args().nth(1).as_deref() == Some(LAUNCHER_SUBCOMMAND) {
@@ -861,17 +877,11 @@ async fn gvisor_goal_rows(
             entry.1.push(c16_ratio);
         }
     }
-    for (name, (mut c1, mut c16)) in ratios {
-        c1.sort_by(f64::total_cmp);
-        c16.sort_by(f64::total_cmp);
+    for (name, (c1, c16)) in ratios {
+        let (c1, c16) = (spread(c1), spread(c16));
         println!(
             "{name}: c1 p50 / floor median {:.2}x (min {:.2}, max {:.2}; goal <= 1.1x); c16 / floor median {:.2}x (min {:.2}, max {:.2}; goal >= 0.8x)",
-            c1[c1.len() / 2],
-            c1[0],
-            c1[c1.len() - 1],
-            c16[c16.len() / 2],
-            c16[0],
-            c16[c16.len() - 1]
+            c1.median, c1.min, c1.max, c16.median, c16.min, c16.max
         );
     }
     // Without the server, in the floor's sandbox (this build's launcher), then the server of
@@ -1030,35 +1040,27 @@ async fn server_rows(client: &reqwest::Client, per_level: usize, rounds: usize, 
             shell_rate / raw
         );
     }
-    for (name, mut values) in ["gate", "exec gate", "shell gate"].into_iter().zip(cpu) {
-        values.sort_by(f64::total_cmp);
+    for (name, values) in ["gate", "exec gate", "shell gate"].into_iter().zip(cpu) {
+        let cpu = spread(values);
         println!(
             "CPU per interaction, {name}: median {:.2} ms (min {:.2}, max {:.2})",
-            values[values.len() / 2],
-            values[0],
-            values[values.len() - 1]
+            cpu.median, cpu.min, cpu.max
         );
     }
-    shell_ratios.sort_by(f64::total_cmp);
+    let shell = spread(shell_ratios);
     println!(
         "the gate as `sh '/.agents/gate.sh'` (through /bin/sh -c): median {:.3}x (min {:.3}, max {:.3})",
-        shell_ratios[shell_ratios.len() / 2],
-        shell_ratios[0],
-        shell_ratios[shell_ratios.len() - 1]
+        shell.median, shell.min, shell.max
     );
-    exec_ratios.sort_by(f64::total_cmp);
+    let exec = spread(exec_ratios);
     println!(
         "the gate as `exec sh /.agents/gate.sh`: median {:.3}x (min {:.3}, max {:.3})",
-        exec_ratios[exec_ratios.len() / 2],
-        exec_ratios[0],
-        exec_ratios[exec_ratios.len() - 1]
+        exec.median, exec.min, exec.max
     );
-    ratios.sort_by(f64::total_cmp);
+    let server = spread(ratios);
     println!(
         "server / raw pairs at concurrency 16: median {:.3}x (min {:.3}, max {:.3}, {rounds} rounds; the goal is >= 0.5x)",
-        ratios[ratios.len() / 2],
-        ratios[0],
-        ratios[ratios.len() - 1]
+        server.median, server.min, server.max
     );
     load_gate(client, addr, &body, 64, 128).await;
     done += 128;
