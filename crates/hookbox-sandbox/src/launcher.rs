@@ -43,7 +43,6 @@ use std::path::{Path, PathBuf};
 use nix::mount::{MntFlags, MsFlags};
 use nix::sched::CloneFlags;
 use nix::sys::signal::Signal;
-use nix::sys::wait::waitpid;
 use nix::unistd::{ForkResult, Pid};
 
 use crate::error::{LaunchFailure, Stage};
@@ -519,14 +518,10 @@ fn serve(
         }
     }
     drop(socket);
-    // With SIGCHLD ignored, wait blocks until every child is gone and then fails with ECHILD.
-    loop {
-        // EINVAL: nix reaped a child killed by a real-time signal and could not decode it.
-        match waitpid(None, None) {
-            Err(nix::Error::EINTR | nix::Error::EINVAL) | Ok(_) => continue,
-            Err(_) => return Ok(0),
-        }
-    }
+    // With SIGCHLD ignored, wait blocks until every child is gone and then fails with ECHILD
+    // (`wait_raw` retries EINTR and, unlike nix's, decodes a real-time signal's death).
+    while wait_raw(-1).is_ok() {}
+    Ok(0)
 }
 
 /// Clones one call (`fds`: its spec memfd, stdin, stdout, stderr, status channel, reply
