@@ -29,7 +29,8 @@ Exit status:
       hookbox serve (hookbox tool)
   64  usage error: an unknown or missing flag, or a malformed argument
 A reader of stdout that goes away (| head) ends the command quietly with 0, except that
-hookbox tool, hooks check and hooks test keep the status above, and serve keeps serving.";
+hookbox tool, hooks check and hooks test keep the status above, serve keeps serving, and
+key create revokes the key nobody could read and fails with 1.";
 
 /// Exit statuses (see [`EXIT_STATUS_HELP`]); 0 and 1 are `ExitCode::SUCCESS` and `FAILURE`.
 pub mod exit {

@@ -58,7 +58,8 @@ fn help_and_man_page_list_the_exit_statuses() {
           hookbox serve (hookbox tool)
       64  usage error: an unknown or missing flag, or a malformed argument
     A reader of stdout that goes away (| head) ends the command quietly with 0, except that
-    hookbox tool, hooks check and hooks test keep the status above, and serve keeps serving.
+    hookbox tool, hooks check and hooks test keep the status above, serve keeps serving, and
+    key create revokes the key nobody could read and fails with 1.
     ");
     let man = text(&hookbox(&["manpage"]).stdout);
     assert!(man.contains("Exit status:"), "{man}");
