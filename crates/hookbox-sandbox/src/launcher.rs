@@ -19,10 +19,13 @@
 //!    `pivot_root`, remounts `/` read-only, brings `lo` up, sets rlimits, Landlock and seccomp;
 //! 7. init forks the program (so init can reap orphans), execs it, and exits with its status.
 //!
-//! A warm sandbox ([`LaunchSpec::warm`]) runs steps 1-6 once; its init then serves calls from
-//! the socket at [`WARM_FD`] ([`serve`]): each call is cloned into its own PID, mount and IPC
-//! namespace, mounts a fresh `/proc` and `/dev/shm`, sets its limits, Landlock and seccomp, and
-//! runs as step 7, reporting its exit status on its status channel.
+//! A warm sandbox ([`LaunchSpec::warm`]) runs steps 1-6 once, and also sets once what no call
+//! can change ([`confine_once`]: the capability bounding set, and the limits that do not bound
+//! the init's own work); its init then serves calls from the socket at [`WARM_FD`] ([`serve`]):
+//! it reads each call's spec ([`read_call`]) and clones the call into its own PID, mount and IPC
+//! namespace, which mounts a fresh `/proc` and `/dev/shm`, sets its own descriptor and process
+//! limits, Landlock and seccomp, and runs as step 7, reporting its exit status on its status
+//! channel.
 //!
 //! This module must stay free of threads and async: `unshare(CLONE_NEWUSER)` refuses
 //! multithreaded callers and `fork` in a threaded process is unsafe. It knows nothing of hooks.
@@ -42,6 +45,7 @@ use std::path::{Path, PathBuf};
 
 use nix::mount::{MntFlags, MsFlags};
 use nix::sched::CloneFlags;
+use nix::sys::resource::{Resource, setrlimit};
 use nix::sys::signal::Signal;
 use nix::unistd::{ForkResult, Pid};
 
@@ -393,26 +397,43 @@ fn init(spec: &LaunchSpec, status: &mut Option<File>, warm: Option<OwnedFd>) -> 
     stage(spec, status, "network_up");
     let programs = seccomp::build()?;
     if let Some(socket) = warm {
+        confine_once(spec)?;
         return serve(spec, status, socket, &programs);
     }
     confine_and_run(spec, status, &programs, false)
 }
 
-/// The last steps of every launch, cold or warm: working directory, limits, capabilities,
-/// Landlock, seccomp; then the program is forked and exec'd, and its status returned once it
+/// What a warm sandbox's init does once for all its calls, because no call can change it
+/// ([`LaunchSpec::with_call`] takes only the program, its environment and working directory):
+/// the capability bounding set ([`drop_capabilities`]) and the limits that do not bound the
+/// init's own work ([`set_fixed_limits`]). Each call and its program inherit both across the
+/// clone and the exec; the init keeps its effective capabilities (the bounding set only limits
+/// what an exec may gain), which it needs to clone each call's namespaces and mount its `/proc`
+/// and `/dev/shm`.
+pub(crate) fn confine_once(spec: &LaunchSpec) -> Result<()> {
+    set_fixed_limits(spec)?;
+    drop_capabilities(spec.runtime)
+}
+
+/// The last steps of every launch, cold or warm: working directory, limits, capabilities (for
+/// a `warm_call`, only what its init did not set once: [`confine_once`]), Landlock, seccomp;
+/// then the program is forked and exec'd, and its status returned once it
 /// ended (orphans reaped meanwhile).
 fn confine_and_run(
     spec: &LaunchSpec,
     status: &mut Option<File>,
     programs: &seccomp::Programs,
-    reports_exit: bool,
+    warm_call: bool,
 ) -> Result<i32> {
     nix::unistd::chdir(spec.cwd.as_str()).map_err(|source| LaunchError::Chdir {
         path: spec.cwd.clone(),
         source,
     })?;
-    set_limits(spec)?;
-    drop_capabilities(spec.runtime)?;
+    // A warm call inherits the rest from its init ([`confine_once`]).
+    if !warm_call {
+        confine_once(spec)?;
+    }
+    set_call_limits(spec)?;
     stage(spec, status, "limits_set");
     // gVisor has no Landlock (ENOSYS); its kernel is the wall, with the read-only binds.
     if spec.runtime == crate::spec::RuntimeKind::Namespaces {
@@ -435,7 +456,7 @@ fn confine_and_run(
     };
     // A warm call keeps its status channel to report the exit status on; the program never had
     // it (close-on-exec).
-    if !reports_exit {
+    if !warm_call {
         drop(status.take());
     }
     reap_until(child, direct)
@@ -534,6 +555,8 @@ fn start_call(
     fds: [OwnedFd; 6],
 ) {
     use std::os::fd::AsFd;
+    let [call, stdin, stdout, stderr, status, reply] = fds;
+    let call = read_call(spec, call);
     let mut pidfd: libc::c_int = -1;
     let flags = libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC | libc::CLONE_PIDFD;
     // SAFETY: a fork-like clone (no new stack, no shared memory) of this single-threaded
@@ -549,19 +572,11 @@ fn start_call(
         )
     };
     if pid == 0 {
-        let [call, stdin, stdout, stderr, status, reply] = fds;
         drop(reply);
         // SAFETY: closing our copy of the request socket; the call never uses it.
         unsafe { libc::close(socket.as_raw_fd()) };
-        std::process::exit(call_init(
-            spec,
-            programs,
-            call,
-            [stdin, stdout, stderr],
-            status,
-        ));
+        std::process::exit(call_init(call, programs, [stdin, stdout, stderr], status));
     }
-    let reply = &fds[5];
     if pid < 0 {
         let failure = call_clone_failure(std::io::Error::last_os_error());
         let _ = crate::fdpass::send(reply.as_fd(), &failure.encode(), &[]);
@@ -572,12 +587,21 @@ fn start_call(
     let _ = crate::fdpass::send(reply.as_fd(), b"P", &[pidfd.as_fd()]);
 }
 
-/// PID 1 of one warm call: own stdio, fresh `/proc` (this PID namespace's) and `/dev/shm`,
-/// then [`confine_and_run`]; reports the program's exit status before it ends.
+/// The whole spec of one call: the warm sandbox's `spec` with the call's part, read from its
+/// memfd `call`. Read by the warm init before it clones the call, so the call's process starts
+/// with it decoded: decoding it there would fault in pages of code and heap the warm init
+/// already has, in every call. A failure is the call's to report, on its own status channel.
+pub(crate) fn read_call(spec: &LaunchSpec, call: OwnedFd) -> Result<LaunchSpec> {
+    let call: CallSpec = read_json_from(File::from(call))?;
+    Ok(spec.with_call(call))
+}
+
+/// PID 1 of one warm call (`spec`: its whole spec, from [`read_call`]): own stdio, fresh
+/// `/proc` (this PID namespace's) and `/dev/shm`, then [`confine_and_run`]; reports the
+/// program's exit status before it ends.
 pub(crate) fn call_init(
-    spec: &LaunchSpec,
+    spec: Result<LaunchSpec>,
     programs: &seccomp::Programs,
-    call: OwnedFd,
     stdio: [OwnedFd; 3],
     status: OwnedFd,
 ) -> i32 {
@@ -595,8 +619,7 @@ pub(crate) fn call_init(
     let result = (|| {
         nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(LaunchError::Pdeathsig)?;
         nix::unistd::setsid().map_err(LaunchError::Setsid)?;
-        let call: CallSpec = read_json_from(File::from(call))?;
-        let spec = spec.with_call(call);
+        let spec = spec?;
         stage(&spec, &mut status, "call_cloned");
         for (fd, target) in stdio.iter().zip(0..) {
             // SAFETY: dup2 onto 0, 1, 2 of this process; the sources are ours (received
@@ -1043,22 +1066,33 @@ pub(crate) fn drop_capabilities(runtime: crate::spec::RuntimeKind) -> Result<()>
     Ok(())
 }
 
-pub(crate) fn set_limits(spec: &LaunchSpec) -> Result<()> {
-    use nix::sys::resource::{Resource, setrlimit};
+/// The limits a warm sandbox's init sets once for all its calls ([`confine_once`]): they bound
+/// what a program may dump, map or write, never the init's own work. `RLIMIT_CORE` is 0.
+pub(crate) fn set_fixed_limits(spec: &LaunchSpec) -> Result<()> {
     let limits = &spec.limits;
-    let mut pairs = vec![
-        ("RLIMIT_CORE", Resource::RLIMIT_CORE, 0),
-        ("RLIMIT_NOFILE", Resource::RLIMIT_NOFILE, limits.open_files),
-    ];
+    let mut pairs = vec![("RLIMIT_CORE", Resource::RLIMIT_CORE, 0)];
     if let Some(bytes) = limits.address_space_bytes {
         pairs.push(("RLIMIT_AS", Resource::RLIMIT_AS, bytes));
-    }
-    if let Some(n) = limits.nproc {
-        pairs.push(("RLIMIT_NPROC", Resource::RLIMIT_NPROC, n));
     }
     if let Some(bytes) = limits.file_size_bytes {
         pairs.push(("RLIMIT_FSIZE", Resource::RLIMIT_FSIZE, bytes));
     }
+    apply_limits(pairs)
+}
+
+/// The limits every call sets for itself: `RLIMIT_NOFILE` and `RLIMIT_NPROC` would also bound
+/// the warm init's own descriptors (a gVisor init holds one reply socket per running call) and
+/// its clones of calls, so the init keeps its own and each call lowers them.
+pub(crate) fn set_call_limits(spec: &LaunchSpec) -> Result<()> {
+    let limits = &spec.limits;
+    let mut pairs = vec![("RLIMIT_NOFILE", Resource::RLIMIT_NOFILE, limits.open_files)];
+    if let Some(n) = limits.nproc {
+        pairs.push(("RLIMIT_NPROC", Resource::RLIMIT_NPROC, n));
+    }
+    apply_limits(pairs)
+}
+
+fn apply_limits(pairs: Vec<(&'static str, Resource, u64)>) -> Result<()> {
     for (name, resource, value) in pairs {
         setrlimit(resource, value, value).map_err(|source| LaunchError::Rlimit {
             resource: name,
