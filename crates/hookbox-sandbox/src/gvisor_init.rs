@@ -8,10 +8,9 @@
 //! - Before any call, init sets what no call can change, as the namespaces launcher's warm init
 //!   does ([`crate::launcher::confine_once`]: the capability bounding set, and the limits that
 //!   do not bound init's own work); every call and spare inherits it.
-//! - Each call (`C`, with the same six descriptors as under namespaces) has its spec read by init
-//!   and is cloned into its own PID, mount and IPC namespace and confined by
-//!   [`crate::launcher::call_init`] (its descriptor and process limits, seccomp; gVisor has no
-//!   Landlock). gVisor has no pidfds and no descriptor crosses back out, so the call's reply
+//! - Each call (`C`, with the same six descriptors as under namespaces) is cloned into its own
+//!   PID, mount and IPC namespace and confined by [`crate::launcher::call_init`] (its
+//!   descriptor and process limits, seccomp; gVisor has no Landlock). gVisor has no pidfds and no descriptor crosses back out, so the call's reply
 //!   socket stands in for one: init answers `P`, kills the call's PID namespace when hookbox
 //!   writes to or closes its end, and closes its own end once the call has been reaped, which is
 //!   how hookbox learns that it ended.
@@ -273,9 +272,8 @@ fn start_call(
     others: &[i32],
     fds: [OwnedFd; 6],
 ) -> Option<(i32, OwnedFd)> {
-    let [call, stdin, stdout, stderr, status, reply] = fds;
-    let call = crate::launcher::read_call(spec, call);
     let pid = clone_call();
+    let [call, stdin, stdout, stderr, status, reply] = fds;
     if pid == 0 {
         drop(reply);
         // SAFETY: closing our copies of the request socket and of the other calls' reply
@@ -286,8 +284,9 @@ fn start_call(
             unsafe { libc::close(*fd) };
         }
         std::process::exit(crate::launcher::call_init(
-            call,
+            spec,
             programs,
+            call,
             [stdin, stdout, stderr],
             status,
         ));

@@ -22,10 +22,9 @@
 //! A warm sandbox ([`LaunchSpec::warm`]) runs steps 1-6 once, and also sets once what no call
 //! can change ([`confine_once`]: the capability bounding set, and the limits that do not bound
 //! the init's own work); its init then serves calls from the socket at [`WARM_FD`] ([`serve`]):
-//! it reads each call's spec ([`read_call`]) and clones the call into its own PID, mount and IPC
-//! namespace, which mounts a fresh `/proc` and `/dev/shm`, sets its own descriptor and process
-//! limits, Landlock and seccomp, and runs as step 7, reporting its exit status on its status
-//! channel.
+//! each call is cloned into its own PID, mount and IPC namespace, mounts a fresh `/proc` and
+//! `/dev/shm`, sets its own descriptor and process limits, Landlock and seccomp, and runs as
+//! step 7, reporting its exit status on its status channel.
 //!
 //! This module must stay free of threads and async: `unshare(CLONE_NEWUSER)` refuses
 //! multithreaded callers and `fork` in a threaded process is unsafe. It knows nothing of hooks.
@@ -555,8 +554,6 @@ fn start_call(
     fds: [OwnedFd; 6],
 ) {
     use std::os::fd::AsFd;
-    let [call, stdin, stdout, stderr, status, reply] = fds;
-    let call = read_call(spec, call);
     let mut pidfd: libc::c_int = -1;
     let flags = libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC | libc::CLONE_PIDFD;
     // SAFETY: a fork-like clone (no new stack, no shared memory) of this single-threaded
@@ -572,11 +569,19 @@ fn start_call(
         )
     };
     if pid == 0 {
+        let [call, stdin, stdout, stderr, status, reply] = fds;
         drop(reply);
         // SAFETY: closing our copy of the request socket; the call never uses it.
         unsafe { libc::close(socket.as_raw_fd()) };
-        std::process::exit(call_init(call, programs, [stdin, stdout, stderr], status));
+        std::process::exit(call_init(
+            spec,
+            programs,
+            call,
+            [stdin, stdout, stderr],
+            status,
+        ));
     }
+    let reply = &fds[5];
     if pid < 0 {
         let failure = call_clone_failure(std::io::Error::last_os_error());
         let _ = crate::fdpass::send(reply.as_fd(), &failure.encode(), &[]);
@@ -587,21 +592,12 @@ fn start_call(
     let _ = crate::fdpass::send(reply.as_fd(), b"P", &[pidfd.as_fd()]);
 }
 
-/// The whole spec of one call: the warm sandbox's `spec` with the call's part, read from its
-/// memfd `call`. Read by the warm init before it clones the call, so the call's process starts
-/// with it decoded: decoding it there would fault in pages of code and heap the warm init
-/// already has, in every call. A failure is the call's to report, on its own status channel.
-pub(crate) fn read_call(spec: &LaunchSpec, call: OwnedFd) -> Result<LaunchSpec> {
-    let call: CallSpec = read_json_from(File::from(call))?;
-    Ok(spec.with_call(call))
-}
-
-/// PID 1 of one warm call (`spec`: its whole spec, from [`read_call`]): own stdio, fresh
-/// `/proc` (this PID namespace's) and `/dev/shm`, then [`confine_and_run`]; reports the
-/// program's exit status before it ends.
+/// PID 1 of one warm call: own stdio, fresh `/proc` (this PID namespace's) and `/dev/shm`,
+/// then [`confine_and_run`]; reports the program's exit status before it ends.
 pub(crate) fn call_init(
-    spec: Result<LaunchSpec>,
+    spec: &LaunchSpec,
     programs: &seccomp::Programs,
+    call: OwnedFd,
     stdio: [OwnedFd; 3],
     status: OwnedFd,
 ) -> i32 {
@@ -619,7 +615,8 @@ pub(crate) fn call_init(
     let result = (|| {
         nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(LaunchError::Pdeathsig)?;
         nix::unistd::setsid().map_err(LaunchError::Setsid)?;
-        let spec = spec?;
+        let call: CallSpec = read_json_from(File::from(call))?;
+        let spec = spec.with_call(call);
         stage(&spec, &mut status, "call_cloned");
         for (fd, target) in stdio.iter().zip(0..) {
             // SAFETY: dup2 onto 0, 1, 2 of this process; the sources are ours (received
