@@ -283,7 +283,7 @@ fn start_call(
             // SAFETY: as above.
             unsafe { libc::close(*fd) };
         }
-        std::process::exit(crate::launcher::call_init(
+        crate::launcher::end_call(crate::launcher::call_init(
             spec,
             programs,
             call,
@@ -320,7 +320,7 @@ fn start_spare(
             // SAFETY: as above.
             unsafe { libc::close(*fd) };
         }
-        std::process::exit(spare_main(spec, programs, theirs));
+        crate::launcher::end_call(spare_main(spec, programs, theirs));
     }
     if pid < 0 {
         return None;
