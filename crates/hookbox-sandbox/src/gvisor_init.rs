@@ -5,15 +5,18 @@
 //! - Its request socket is fd 0 (runsc passes stdio through as host descriptors). The first
 //!   message (`S`) brings the warm spec in a memfd, and, when the environment allows egress, the
 //!   egress channel; init answers `R` once ready.
+//! - Before any call, init sets what no call can change, as the namespaces launcher's warm init
+//!   does ([`crate::launcher::confine_once`]: the capability bounding set, and the limits that
+//!   do not bound init's own work); every call and spare inherits it.
 //! - Each call (`C`, with the same six descriptors as under namespaces) is cloned into its own
-//!   PID, mount and IPC namespace and confined by [`crate::launcher::call_init`] (limits,
-//!   capabilities, seccomp; gVisor has no Landlock). gVisor has no pidfds and no descriptor
-//!   crosses back out, so the call's reply socket stands in for one: init answers `P`, kills the
-//!   call's PID namespace when hookbox writes to or closes its end, and closes its own end once
-//!   the call has been reaped, which is how hookbox learns that it ended.
+//!   PID, mount and IPC namespace and confined by [`crate::launcher::call_init`] (its
+//!   descriptor and process limits, seccomp; gVisor has no Landlock). gVisor has no pidfds and no descriptor crosses back out, so the call's reply
+//!   socket stands in for one: init answers `P`, kills the call's PID namespace when hookbox
+//!   writes to or closes its end, and closes its own end once the call has been reaped, which is
+//!   how hookbox learns that it ended.
 //! - A spare call: cloning a call's namespaces, mounting its `/proc` and `/dev/shm` and
-//!   confining it (limits, capabilities, seccomp) is most of what a warm call costs inside
-//!   gVisor besides its program, and none of it depends on the call. So init keeps one spare
+//!   confining it (limits, seccomp) is most of what a warm call costs inside gVisor besides its
+//!   program, and none of it depends on the call. So init keeps one spare
 //!   built ahead, which says `r` once confined; a call is handed to it (the same six
 //!   descriptors) and it only reads its spec, takes its stdio, changes directory and starts the
 //!   program, while init builds the next spare. A spare that failed (it exits without `r`)
@@ -97,6 +100,8 @@ fn run() -> Result<i32> {
         (Some(channel), Some(port)) => Some(start_relay(channel, port)?),
         _ => None,
     };
+    // Once for every call and spare, as the namespaces launcher's warm init does.
+    crate::launcher::confine_once(&spec)?;
 
     let mut mask = SigSet::empty();
     mask.add(Signal::SIGCHLD);
@@ -278,7 +283,7 @@ fn start_call(
             // SAFETY: as above.
             unsafe { libc::close(*fd) };
         }
-        std::process::exit(crate::launcher::call_init(
+        crate::launcher::end_call(crate::launcher::call_init(
             spec,
             programs,
             call,
@@ -315,7 +320,7 @@ fn start_spare(
             // SAFETY: as above.
             unsafe { libc::close(*fd) };
         }
-        std::process::exit(spare_main(spec, programs, theirs));
+        crate::launcher::end_call(spare_main(spec, programs, theirs));
     }
     if pid < 0 {
         return None;
@@ -355,7 +360,7 @@ fn end_spare(spare: Spare) {
 }
 
 /// PID 1 of a spare call: everything of [`crate::launcher::call_init`] that does not depend on
-/// the call (its `/proc` and `/dev/shm`, limits, capabilities, seccomp), then `r` on `socket`;
+/// the call (its `/proc` and `/dev/shm`, limits, seccomp), then `r` on `socket`;
 /// then the call's five descriptors (spec, stdin, stdout, stderr, status channel), and the
 /// rest. A failure before `r` exits in silence: init gives the call to a fresh clone, which
 /// reports it. Stage timings name the same stages as a call cloned on arrival, at the times
@@ -372,8 +377,7 @@ fn spare_main(spec: &LaunchSpec, programs: &crate::seccomp::Programs, socket: Ow
         nix::unistd::setsid().map_err(LaunchError::Setsid)?;
         l::remount_per_call()?;
         stages.push(("proc_mounted", l::monotonic_ns()));
-        l::set_limits(spec)?;
-        l::drop_capabilities(spec.runtime)?;
+        l::set_call_limits(spec)?;
         stages.push(("limits_set", l::monotonic_ns()));
         crate::seccomp::install(programs)?;
         stages.push(("seccomp_installed", l::monotonic_ns()));

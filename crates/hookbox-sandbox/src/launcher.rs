@@ -19,10 +19,13 @@
 //!    `pivot_root`, remounts `/` read-only, brings `lo` up, sets rlimits, Landlock and seccomp;
 //! 7. init forks the program (so init can reap orphans), execs it, and exits with its status.
 //!
-//! A warm sandbox ([`LaunchSpec::warm`]) runs steps 1-6 once; its init then serves calls from
-//! the socket at [`WARM_FD`] ([`serve`]): each call is cloned into its own PID, mount and IPC
-//! namespace, mounts a fresh `/proc` and `/dev/shm`, sets its limits, Landlock and seccomp, and
-//! runs as step 7, reporting its exit status on its status channel.
+//! A warm sandbox ([`LaunchSpec::warm`]) runs steps 1-6 once, and also sets once what no call
+//! can change ([`confine_once`]: the capability bounding set, and the limits that do not bound
+//! the init's own work); its init then serves calls from the socket at [`WARM_FD`] ([`serve`]):
+//! each call is cloned into its own PID, mount and IPC namespace, mounts a fresh `/proc` and
+//! `/dev/shm`, sets its own descriptor and process limits, Landlock and seccomp, and runs as
+//! step 7, reporting its exit status on its status channel, then ends with `_exit`
+//! ([`end_call`]).
 //!
 //! This module must stay free of threads and async: `unshare(CLONE_NEWUSER)` refuses
 //! multithreaded callers and `fork` in a threaded process is unsafe. It knows nothing of hooks.
@@ -42,6 +45,7 @@ use std::path::{Path, PathBuf};
 
 use nix::mount::{MntFlags, MsFlags};
 use nix::sched::CloneFlags;
+use nix::sys::resource::{Resource, setrlimit};
 use nix::sys::signal::Signal;
 use nix::unistd::{ForkResult, Pid};
 
@@ -393,26 +397,43 @@ fn init(spec: &LaunchSpec, status: &mut Option<File>, warm: Option<OwnedFd>) -> 
     stage(spec, status, "network_up");
     let programs = seccomp::build()?;
     if let Some(socket) = warm {
+        confine_once(spec)?;
         return serve(spec, status, socket, &programs);
     }
     confine_and_run(spec, status, &programs, false)
 }
 
-/// The last steps of every launch, cold or warm: working directory, limits, capabilities,
-/// Landlock, seccomp; then the program is forked and exec'd, and its status returned once it
+/// What a warm sandbox's init does once for all its calls, because no call can change it
+/// ([`LaunchSpec::with_call`] takes only the program, its environment and working directory):
+/// the capability bounding set ([`drop_capabilities`]) and the limits that do not bound the
+/// init's own work ([`set_fixed_limits`]). Each call and its program inherit both across the
+/// clone and the exec; the init keeps its effective capabilities (the bounding set only limits
+/// what an exec may gain), which it needs to clone each call's namespaces and mount its `/proc`
+/// and `/dev/shm`.
+pub(crate) fn confine_once(spec: &LaunchSpec) -> Result<()> {
+    set_fixed_limits(spec)?;
+    drop_capabilities(spec.runtime)
+}
+
+/// The last steps of every launch, cold or warm: working directory, limits, capabilities (for
+/// a `warm_call`, only what its init did not set once: [`confine_once`]), Landlock, seccomp;
+/// then the program is forked and exec'd, and its status returned once it
 /// ended (orphans reaped meanwhile).
 fn confine_and_run(
     spec: &LaunchSpec,
     status: &mut Option<File>,
     programs: &seccomp::Programs,
-    reports_exit: bool,
+    warm_call: bool,
 ) -> Result<i32> {
     nix::unistd::chdir(spec.cwd.as_str()).map_err(|source| LaunchError::Chdir {
         path: spec.cwd.clone(),
         source,
     })?;
-    set_limits(spec)?;
-    drop_capabilities(spec.runtime)?;
+    // A warm call inherits the rest from its init ([`confine_once`]).
+    if !warm_call {
+        confine_once(spec)?;
+    }
+    set_call_limits(spec)?;
     stage(spec, status, "limits_set");
     // gVisor has no Landlock (ENOSYS); its kernel is the wall, with the read-only binds.
     if spec.runtime == crate::spec::RuntimeKind::Namespaces {
@@ -435,7 +456,7 @@ fn confine_and_run(
     };
     // A warm call keeps its status channel to report the exit status on; the program never had
     // it (close-on-exec).
-    if !reports_exit {
+    if !warm_call {
         drop(status.take());
     }
     reap_until(child, direct)
@@ -553,7 +574,7 @@ fn start_call(
         drop(reply);
         // SAFETY: closing our copy of the request socket; the call never uses it.
         unsafe { libc::close(socket.as_raw_fd()) };
-        std::process::exit(call_init(
+        end_call(call_init(
             spec,
             programs,
             call,
@@ -625,6 +646,18 @@ pub(crate) fn call_init(
             EXIT_SETUP_FAILED
         }
     }
+}
+
+/// Ends a call's process (PID 1 of its namespace, a clone of the warm init) with `code`, without
+/// `exit`'s handlers: they would run glibc's and Rust's teardown (`_dl_fini`, the stdio flush),
+/// whose code and data a call has not touched yet, so every call faulted their pages in just to
+/// end (about 7 of the 50 page faults of a call's process under namespaces; a fault is far
+/// dearer under gVisor). Nothing is lost: a call writes only unbuffered (its status channel
+/// through a `File`, the shell's signal line through `std::io::stderr`), never through Rust's
+/// buffered stdout.
+pub(crate) fn end_call(code: i32) -> ! {
+    // SAFETY: _exit ends this process at once; nothing of ours is left buffered (see above).
+    unsafe { libc::_exit(code) }
 }
 
 /// Why a warm call could not be cloned, for its reply socket.
@@ -1043,22 +1076,33 @@ pub(crate) fn drop_capabilities(runtime: crate::spec::RuntimeKind) -> Result<()>
     Ok(())
 }
 
-pub(crate) fn set_limits(spec: &LaunchSpec) -> Result<()> {
-    use nix::sys::resource::{Resource, setrlimit};
+/// The limits a warm sandbox's init sets once for all its calls ([`confine_once`]): they bound
+/// what a program may dump, map or write, never the init's own work. `RLIMIT_CORE` is 0.
+pub(crate) fn set_fixed_limits(spec: &LaunchSpec) -> Result<()> {
     let limits = &spec.limits;
-    let mut pairs = vec![
-        ("RLIMIT_CORE", Resource::RLIMIT_CORE, 0),
-        ("RLIMIT_NOFILE", Resource::RLIMIT_NOFILE, limits.open_files),
-    ];
+    let mut pairs = vec![("RLIMIT_CORE", Resource::RLIMIT_CORE, 0)];
     if let Some(bytes) = limits.address_space_bytes {
         pairs.push(("RLIMIT_AS", Resource::RLIMIT_AS, bytes));
-    }
-    if let Some(n) = limits.nproc {
-        pairs.push(("RLIMIT_NPROC", Resource::RLIMIT_NPROC, n));
     }
     if let Some(bytes) = limits.file_size_bytes {
         pairs.push(("RLIMIT_FSIZE", Resource::RLIMIT_FSIZE, bytes));
     }
+    apply_limits(pairs)
+}
+
+/// The limits every call sets for itself: `RLIMIT_NOFILE` and `RLIMIT_NPROC` would also bound
+/// the warm init's own descriptors (a gVisor init holds one reply socket per running call) and
+/// its clones of calls, so the init keeps its own and each call lowers them.
+pub(crate) fn set_call_limits(spec: &LaunchSpec) -> Result<()> {
+    let limits = &spec.limits;
+    let mut pairs = vec![("RLIMIT_NOFILE", Resource::RLIMIT_NOFILE, limits.open_files)];
+    if let Some(n) = limits.nproc {
+        pairs.push(("RLIMIT_NPROC", Resource::RLIMIT_NPROC, n));
+    }
+    apply_limits(pairs)
+}
+
+fn apply_limits(pairs: Vec<(&'static str, Resource, u64)>) -> Result<()> {
     for (name, resource, value) in pairs {
         setrlimit(resource, value, value).map_err(|source| LaunchError::Rlimit {
             resource: name,

@@ -25,8 +25,8 @@
 //! - One sandbox per open environment, built by a re-executed single-threaded launcher
 //!   (`hookbox-sandbox-exec`, or `hookbox __sandbox-exec`) and kept ([`warm`]); each tool call
 //!   and command hook is cloned inside it into its own PID, mount and IPC namespaces with its own
-//!   `/proc`, limits, Landlock and seccomp, and handed over with its stdio through a socket
-//!   ([`fdpass`]); under gVisor the init keeps one such call built ahead (`gvisor_init`'s spare),
+//!   `/proc`, limits, Landlock and seccomp (the bounding set and the limits no call can change
+//!   are set once, by the init), and handed over with its stdio through a socket ([`fdpass`]); under gVisor the init keeps one such call built ahead (`gvisor_init`'s spare),
 //!   so a call only execs. A command hook's line that is one simple command of plain words comes
 //!   with its words ([`spec::LaunchSpec::direct`]); the init execs them itself instead of
 //!   `/bin/sh -c` (one program start fewer), exactly as dash would, or runs the shell on anything

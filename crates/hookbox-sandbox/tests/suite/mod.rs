@@ -1,4 +1,5 @@
 mod bounds;
+mod confinement;
 mod seccomp;
 mod spare;
 mod stages;

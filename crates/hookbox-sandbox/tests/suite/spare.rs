@@ -492,3 +492,20 @@ async fn under_gvisor_a_call_forking_up_to_the_pids_cap_gets_no_clone_refused() 
     g.stop().await;
     drop(cgroup);
 }
+
+/// Under gVisor the init sets the bounding set and the limits no call can change once, before
+/// its first spare: a call run by a spare and one run by a fresh clone (its spare killed) are
+/// both confined exactly as the launcher confines a program (see `confinement.rs`).
+#[tokio::test]
+async fn under_gvisor_spare_and_fresh_calls_are_confined_as_every_program() {
+    let Some(runsc) = runsc() else { return };
+    let t = confinement_tree();
+    let expected = expected_confinement(RuntimeKind::Gvisor);
+    let g = Gvisor::start(&runsc, &t).await;
+    let spared = g.sh(&t, CONFINEMENT).await;
+    assert_eq!(confinement_lines(spared.as_bytes()), expected, "spare call");
+    g.kill(g.spare());
+    let fresh = g.sh(&t, CONFINEMENT).await;
+    assert_eq!(confinement_lines(fresh.as_bytes()), expected, "fresh clone");
+    g.stop().await;
+}

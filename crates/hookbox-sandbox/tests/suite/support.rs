@@ -157,3 +157,86 @@ impl Drop for PidsCgroup {
         hookbox_sandbox::cgroup::remove(&self.0);
     }
 }
+
+/// What a program sees of its confinement: its capability sets, no-new-privileges and seccomp
+/// state (`/proc/self/status`), its limits (`/proc/self/limits`), and where it may create a file.
+pub const CONFINEMENT: &str = "grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs|Seccomp):' /proc/self/status; \
+    grep -E '^Max (core file size|file size|address space|open files|processes) ' /proc/self/limits; \
+    for d in / /dev /workspace /dev/shm; do \
+      if (: > \"$d/probe-$$\") 2>/dev/null; then echo \"create in $d allowed\"; \
+      else echo \"create in $d denied\"; fi; \
+    done";
+
+/// [`tree`] running [`CONFINEMENT`], with a value of its own for every limit the launcher sets
+/// (none of them a default a program would have anyway).
+pub fn confinement_tree() -> Tree {
+    let mut t = tree(&["/bin/sh", "-c", CONFINEMENT]);
+    t.spec.limits = Limits {
+        address_space_bytes: Some(3 << 30),
+        nproc: Some(4321),
+        open_files: 777,
+        file_size_bytes: Some(5 << 20),
+    };
+    // The sandbox's root is an unprivileged host uid: it may create files here only if the
+    // directory lets it (Landlock is then what may still refuse).
+    let workspace = t.dir.path().join("root/workspace");
+    std::fs::set_permissions(
+        &workspace,
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    t
+}
+
+/// The lines [`CONFINEMENT`] must print in a sandbox of `confinement_tree`, whitespace runs
+/// made single spaces: the launcher's `KEPT_CAPABILITIES` (and `CAP_SYSLOG` under gVisor) in
+/// every set of sandboxed root but the inheritable and ambient ones, which are empty; the
+/// tree's limits, and no core dumps; creating a file only in `/workspace` and `/dev/shm` (`/`
+/// is read-only; under namespaces Landlock refuses `/dev`, a writable tmpfs), and the seccomp
+/// filter in force.
+pub fn expected_confinement(runtime: RuntimeKind) -> Vec<String> {
+    let gvisor = runtime == RuntimeKind::Gvisor;
+    let caps = if gvisor {
+        "00000004000004ff"
+    } else {
+        "00000000000004ff"
+    };
+    let mut lines = vec![
+        "CapInh: 0000000000000000".to_owned(),
+        format!("CapPrm: {caps}"),
+        format!("CapEff: {caps}"),
+        format!("CapBnd: {caps}"),
+    ];
+    // gVisor's status shows neither the ambient set nor no-new-privileges.
+    if !gvisor {
+        lines.push("CapAmb: 0000000000000000".into());
+        lines.push("NoNewPrivs: 1".into());
+    }
+    lines.push("Seccomp: 2".into());
+    lines.extend(
+        [
+            "Max file size 5242880 5242880 bytes",
+            "Max core file size 0 0 bytes",
+            "Max processes 4321 4321 processes",
+            "Max open files 777 777 files",
+            "Max address space 3221225472 3221225472 bytes",
+            "create in / denied",
+        ]
+        .map(str::to_owned),
+    );
+    lines.push(format!(
+        "create in /dev {}",
+        if gvisor { "allowed" } else { "denied" }
+    ));
+    lines.push("create in /workspace allowed".into());
+    lines.push("create in /dev/shm allowed".into());
+    lines
+}
+
+/// `stdout` of [`CONFINEMENT`] as [`expected_confinement`] spells it.
+pub fn confinement_lines(stdout: &[u8]) -> Vec<String> {
+    text(stdout)
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect()
+}
