@@ -8,8 +8,10 @@
 //! `--gvisor-breakdown` measures only where a warm gVisor call's time goes: the floor (the same
 //! programs started inside the running sandbox, timed there, in the same run), the whole call
 //! seen from hookbox, a command hook `sh SCRIPT` exec'd directly against the same written
-//! `sh 'SCRIPT'` (through `/bin/sh -c`), alternating, and the launcher's stages of the call
-//! inside gVisor.
+//! `sh 'SCRIPT'` (through `/bin/sh -c`), alternating, the launcher's stages of the call
+//! inside gVisor, and an interaction's two calls back to back (a gate, then `bash -c true`):
+//! whether each waited for the init's spare call, and from the init reading it to its program's
+//! start.
 //!
 //! Run: `cargo bench -p hookbox-environments --bench runtimes [-- --runs N]
 //! [--gvisor-breakdown]`. Needs root and `runsc` on PATH (scripts/setup.sh). Prints numbers;

@@ -18,7 +18,12 @@
 //!   descriptors) and it only reads its spec, takes its stdio, changes directory and starts the
 //!   program, while init builds the next spare. A spare that failed (it exits without `r`)
 //!   leaves the call to the path above, which reports why; after [`SPARE_FAILURES`] in a row,
-//!   init stops building them.
+//!   init stops building them. With stage timings on, a call handed to its spare also reports
+//!   `call_arrived` (when init read it, on the spare's clock): a `seccomp_installed` after it
+//!   means the call waited for its spare to be confined. One spare is enough at concurrency 1:
+//!   the next is built while the call's program runs, and in the benchmarks no call waited for
+//!   it (two spares, and a replacement built only once the program started, were measured and
+//!   not kept: see `docs/runtimes.md`).
 //! - Egress: gVisor's network stack is the sandbox's own (`--network=none`, loopback only), so
 //!   hookbox's proxy cannot listen inside it. A relay process listens on the proxy's port on
 //!   the sandbox's `127.0.0.1` and, for each connection, asks hookbox for a socket over the
@@ -48,111 +53,11 @@ const CONTROL_FD: i32 = 0;
 /// cloned when it arrives, as without spares).
 const SPARE_FAILURES: u32 = 3;
 
-/// Spare calls init keeps built ahead (see the module doc): two, so that an interaction's two
-/// calls in a row (a hook's, then the tool's) each find one confined, the second without
-/// waiting for the one built after the first.
-const SPARES: usize = 2;
-
-/// A call process built ahead (see the module doc): its pid, init's end of the socket it is
-/// handed its call on, and whether it said `r` (confined, waiting for its call).
+/// A call process built ahead (see the module doc): its pid and init's end of the socket it is
+/// handed its call on.
 struct Spare {
     pid: Pid,
     socket: OwnedFd,
-    confined: bool,
-}
-
-/// The spares (at most [`SPARES`], oldest first) and how many failed in a row.
-#[derive(Default)]
-struct Spares {
-    list: Vec<Spare>,
-    failures: u32,
-}
-
-impl Spares {
-    /// Builds spares up to [`SPARES`], unless [`SPARE_FAILURES`] failed in a row.
-    fn refill(
-        &mut self,
-        spec: &LaunchSpec,
-        programs: &crate::seccomp::Programs,
-        control: &OwnedFd,
-        calls: &HashMap<i32, Call>,
-    ) {
-        while self.list.len() < SPARES && self.failures < SPARE_FAILURES {
-            let others = self.sockets_and_replies(calls);
-            match start_spare(spec, programs, control, &others) {
-                Some(spare) => self.list.push(spare),
-                None => return,
-            }
-        }
-    }
-
-    /// The descriptors a new call process must close: the running calls' reply sockets and
-    /// init's ends of the other spares' sockets.
-    fn sockets_and_replies(&self, calls: &HashMap<i32, Call>) -> Vec<i32> {
-        calls
-            .values()
-            .map(|c| c.reply.as_raw_fd())
-            .chain(self.list.iter().map(|s| s.socket.as_raw_fd()))
-            .collect()
-    }
-
-    /// Spare `pid`'s socket is readable: `r` (it is confined), or anything else (it died, or
-    /// says what a spare never says): then it is reaped and counts as a failure.
-    fn heard_from(&mut self, pid: Pid) {
-        let Some(at) = self.list.iter().position(|s| s.pid == pid) else {
-            return;
-        };
-        let spare = &mut self.list[at];
-        if !spare.confined
-            && let Ok(message) = crate::fdpass::recv(&spare.socket)
-            && message.payload == b"r"
-        {
-            spare.confined = true;
-            return;
-        }
-        end_spare(self.list.remove(at));
-        self.failures += 1;
-    }
-
-    /// Hands a call's six descriptors to a spare: the oldest confined one, else the oldest
-    /// one once it says it is confined; answers `P` on the call's reply socket. `arrived`
-    /// (when init read the call) goes to the spare for its stage timings. Gives the
-    /// descriptors back when no spare could take the call (each one that failed is reaped
-    /// and counted).
-    fn hand(
-        &mut self,
-        fds: [OwnedFd; 6],
-        arrived: i128,
-    ) -> std::result::Result<(i32, OwnedFd), [OwnedFd; 6]> {
-        while !self.list.is_empty() {
-            let at = self.list.iter().position(|s| s.confined).unwrap_or(0);
-            let spare = self.list.remove(at);
-            let confined = spare.confined
-                || matches!(recv_blocking(&spare.socket), Ok(m) if m.payload == b"r");
-            let handed = confined && {
-                let borrowed: Vec<BorrowedFd<'_>> = fds[..5].iter().map(|fd| fd.as_fd()).collect();
-                let payload = format!("C{arrived}");
-                crate::fdpass::send(spare.socket.as_fd(), payload.as_bytes(), &borrowed).is_ok()
-            };
-            if !handed {
-                end_spare(spare);
-                self.failures += 1;
-                continue;
-            }
-            self.failures = 0;
-            let [_call, _stdin, _stdout, _stderr, _status, reply] = fds;
-            let _ = crate::fdpass::send(reply.as_fd(), b"P", &[]);
-            return Ok((spare.pid.as_raw(), reply));
-        }
-        Err(fds)
-    }
-
-    /// Kills and reaps every spare (init stops accepting calls).
-    fn end_all(&mut self) {
-        for spare in self.list.drain(..) {
-            end_spare(spare);
-        }
-    }
 }
 
 /// One running call: its pid (PID 1 of its namespace) and our end of its reply socket.
@@ -207,13 +112,13 @@ fn run() -> Result<i32> {
     crate::fdpass::send(control.as_fd(), b"R", &[]).map_err(LaunchError::WarmSocket)?;
 
     let mut calls: HashMap<i32, Call> = HashMap::new();
-    let mut spares = Spares::default();
-    spares.refill(&spec, &programs, &control, &calls);
+    let mut spare_failures = 0u32;
+    let mut spare = start_spare(&spec, &programs, &control, &[]);
     let mut accepting = true;
     while accepting || !calls.is_empty() {
         let pids: Vec<i32> = calls.keys().copied().collect();
-        let (control_ready, sigchld_ready, replies_ready, spares_ready) = {
-            let mut polled = Vec::with_capacity(calls.len() + spares.list.len() + 2);
+        let (control_ready, sigchld_ready, replies_ready) = {
+            let mut polled = Vec::with_capacity(calls.len() + 2);
             polled.push(PollFd::new(sigchld.as_fd(), PollFlags::POLLIN));
             if accepting {
                 polled.push(PollFd::new(control.as_fd(), PollFlags::POLLIN));
@@ -223,31 +128,19 @@ fn run() -> Result<i32> {
                     polled.push(PollFd::new(call.reply.as_fd(), PollFlags::POLLIN));
                 }
             }
-            // A spare's socket is readable when it says `r`, or when it died (end of stream).
-            for spare in &spares.list {
-                polled.push(PollFd::new(spare.socket.as_fd(), PollFlags::POLLIN));
-            }
             match nix::poll::poll(&mut polled, PollTimeout::NONE) {
                 Ok(_) | Err(nix::Error::EINTR) => {}
                 Err(e) => return Err(LaunchError::Wait(e)),
             }
             let ready = |p: &PollFd| p.revents().is_some_and(|r| !r.is_empty());
             let offset = if accepting { 2 } else { 1 };
-            let (replies, spare_fds) = polled[offset..].split_at(pids.len());
             (
                 accepting && ready(&polled[1]),
                 ready(&polled[0]),
                 pids.iter()
-                    .zip(replies)
+                    .zip(&polled[offset..])
                     .filter(|(_, p)| ready(p))
                     .map(|(pid, _)| *pid)
-                    .collect::<Vec<_>>(),
-                spares
-                    .list
-                    .iter()
-                    .zip(spare_fds)
-                    .filter(|(_, p)| ready(p))
-                    .map(|(spare, _)| spare.pid)
                     .collect::<Vec<_>>(),
             )
         };
@@ -267,42 +160,57 @@ fn run() -> Result<i32> {
                 }
             }
         }
-        if !spares_ready.is_empty() {
-            for pid in spares_ready {
-                spares.heard_from(pid);
-            }
-            if accepting {
-                spares.refill(&spec, &programs, &control, &calls);
-            }
-        }
         if control_ready {
             match crate::fdpass::recv(&control) {
                 Ok(message) if message.payload.is_empty() && message.fds.is_empty() => {
                     accepting = false;
-                    spares.end_all();
+                    if let Some(spare) = spare.take() {
+                        end_spare(spare);
+                    }
                 }
                 Ok(message) => {
                     let arrived = crate::launcher::monotonic_ns();
                     if let Ok(fds) = <[OwnedFd; 6]>::try_from(message.fds) {
-                        let started = match spares.hand(fds, arrived) {
-                            Ok(started) => Some(started),
-                            Err(fds) => {
-                                let others = spares.sockets_and_replies(&calls);
+                        let (handed, fds) = match spare.take() {
+                            Some(ready) => match hand_to_spare(ready, fds, arrived) {
+                                Ok(started) => {
+                                    spare_failures = 0;
+                                    (Some(started), None)
+                                }
+                                Err(fds) => {
+                                    spare_failures += 1;
+                                    (None, Some(fds))
+                                }
+                            },
+                            None => (None, Some(fds)),
+                        };
+                        let started = match (handed, fds) {
+                            (Some(started), _) => Some(started),
+                            (None, Some(fds)) => {
+                                let others: Vec<i32> =
+                                    calls.values().map(|c| c.reply.as_raw_fd()).collect();
                                 start_call(&spec, &programs, &control, &others, fds)
                             }
+                            (None, None) => None,
                         };
                         if let Some((pid, reply)) = started {
                             let killed = false;
                             calls.insert(pid, Call { reply, killed });
                         }
-                        spares.refill(&spec, &programs, &control, &calls);
+                        if spare_failures < SPARE_FAILURES {
+                            let others: Vec<i32> =
+                                calls.values().map(|c| c.reply.as_raw_fd()).collect();
+                            spare = start_spare(&spec, &programs, &control, &others);
+                        }
                     }
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                 Err(_) => {
                     accepting = false;
-                    spares.end_all();
+                    if let Some(spare) = spare.take() {
+                        end_spare(spare);
+                    }
                 }
             }
         }
@@ -394,8 +302,7 @@ fn start_call(
 }
 
 /// Clones the next spare call process (see the module doc), in fresh PID, mount and IPC
-/// namespaces; `others` are the running calls' reply sockets and init's ends of the other
-/// spares' sockets, which it closes. None when the
+/// namespaces; `others` are the running calls' reply sockets, which it closes. None when the
 /// clone fails (the next call is then cloned when it arrives, and reports why if it cannot be).
 fn start_spare(
     spec: &LaunchSpec,
@@ -422,8 +329,31 @@ fn start_spare(
     Some(Spare {
         pid: Pid::from_raw(pid as i32),
         socket: ours,
-        confined: false,
     })
+}
+
+/// Hands a call's six descriptors to `spare` once it said it is confined (`r`), and answers
+/// `P` on the call's reply socket; `arrived` (when init read the call, on gVisor's clock) goes
+/// with them, for the call's `call_arrived` stage. Gives the descriptors back when the spare
+/// failed (it exited without `r`; it is reaped here).
+fn hand_to_spare(
+    spare: Spare,
+    fds: [OwnedFd; 6],
+    arrived: i128,
+) -> std::result::Result<(i32, OwnedFd), [OwnedFd; 6]> {
+    let confined = matches!(recv_blocking(&spare.socket), Ok(m) if m.payload == b"r");
+    let handed = confined && {
+        let borrowed: Vec<BorrowedFd<'_>> = fds[..5].iter().map(|fd| fd.as_fd()).collect();
+        let payload = format!("C{arrived}");
+        crate::fdpass::send(spare.socket.as_fd(), payload.as_bytes(), &borrowed).is_ok()
+    };
+    if !handed {
+        end_spare(spare);
+        return Err(fds);
+    }
+    let [_call, _stdin, _stdout, _stderr, _status, reply] = fds;
+    let _ = crate::fdpass::send(reply.as_fd(), b"P", &[]);
+    Ok((spare.pid.as_raw(), reply))
 }
 
 /// Kills an unused spare and reaps it.
@@ -438,7 +368,8 @@ fn end_spare(spare: Spare) {
 /// then the call's five descriptors (spec, stdin, stdout, stderr, status channel), and the
 /// rest. A failure before `r` exits in silence: init gives the call to a fresh clone, which
 /// reports it. Stage timings name the same stages as a call cloned on arrival, at the times
-/// they were reached (before the call arrived).
+/// they were reached (before the call arrived, unless it waited), then `call_arrived`, when init
+/// read the call.
 fn spare_main(spec: &LaunchSpec, programs: &crate::seccomp::Programs, socket: OwnedFd) -> i32 {
     use crate::launcher as l;
     let mut stages = vec![("call_cloned", l::monotonic_ns())];
@@ -465,7 +396,8 @@ fn spare_main(spec: &LaunchSpec, programs: &crate::seccomp::Programs, socket: Ow
         return crate::spec::EXIT_SETUP_FAILED;
     };
     drop(socket);
-    // `C`, then when init read the call (its clock is this one).
+    // `C`, then when init read the call (`call_arrived`: before `seccomp_installed` when the
+    // call waited for this spare to be confined).
     let arrived = message
         .payload
         .strip_prefix(b"C")

@@ -1,8 +1,7 @@
-//! The spare calls of a gVisor sandbox (see the launcher's `gvisor_init`): call processes its
-//! init builds ahead ([`SPARES`] of them), confined before any call arrives. Through the real
-//! runsc: back-to-back calls each handed a spare built and confined before they came, a spare
-//! that dies before its call (replaced at once), the stop after [`SPARE_FAILURES`] failures in
-//! a row, the bound on spares, and what one call can leave behind for the next.
+//! The spare call of a gVisor sandbox (see the launcher's `gvisor_init`): a call process its
+//! init builds ahead, confined before any call arrives. Through the real runsc: a spare that
+//! dies before its call, the stop after [`SPARE_FAILURES`] failures in a row, and what one call
+//! can leave behind for the next.
 //!
 //! The spares are watched from the host with runsc itself (`runsc ps` lists the container's
 //! processes in its root PID namespace, where the init is PID 1 and every spare and every
@@ -21,8 +20,6 @@ use super::support::*;
 
 /// The init's bound on spares that failed in a row (`gvisor_init::SPARE_FAILURES`).
 const SPARE_FAILURES: usize = 3;
-/// The spares the init keeps built (`gvisor_init::SPARES`).
-const SPARES: usize = 2;
 const LIMIT: usize = 64 * 1024;
 const TIMEOUT: Duration = Duration::from_secs(120);
 /// Bound on one runsc housekeeping command (only a hung one reaches it).
@@ -129,33 +126,11 @@ impl Gvisor {
             .collect()
     }
 
-    /// The spares there are between calls: [`SPARES`] of them (the init builds them again
-    /// before it answers the call that took one).
-    fn idle_spares(&self) -> Vec<u32> {
+    /// The one spare there is between calls.
+    fn spare(&self) -> u32 {
         let spares = self.spares(&[]);
-        assert_eq!(
-            spares.len(),
-            SPARES,
-            "not {SPARES} spares between calls: {spares:?}"
-        );
-        spares
-    }
-
-    /// Waits until `done` holds for the container's processes (bounded: only a hung init
-    /// reaches the bound) and returns them.
-    fn wait_for(
-        &self,
-        what: &str,
-        done: impl Fn(&[(u32, u32, String)]) -> bool,
-    ) -> Vec<(u32, u32, String)> {
-        let started = std::time::Instant::now();
-        loop {
-            let procs = self.processes();
-            if done(&procs) {
-                return procs;
-            }
-            assert!(started.elapsed() < TIMEOUT, "{what}: {procs:?}");
-        }
+        assert_eq!(spares.len(), 1, "not one spare between calls: {spares:?}");
+        spares[0]
     }
 
     /// Waits until every process in `pids` has installed its seccomp filter (its
@@ -243,164 +218,76 @@ impl Gvisor {
     }
 }
 
-/// Spare `pid` is among the container's processes (dead and not reaped, or alive).
-fn present(procs: &[(u32, u32, String)], pid: u32) -> bool {
-    procs.iter().any(|p| p.0 == pid)
-}
-
-/// The init's spares and running calls among `procs`.
-fn init_children(procs: &[(u32, u32, String)]) -> Vec<u32> {
-    procs
-        .iter()
-        .filter(|(_, ppid, name)| *ppid == 1 && name == INIT_NAME)
-        .map(|p| p.0)
-        .collect()
-}
-
-/// An interaction's two calls in a row (a hook's, then the tool's) each find a confined spare
-/// when they arrive: both were built before the first came, so the second does not wait for
-/// the one the init builds after handing the first over. Seen in the calls' stages (the
-/// spare's `call_cloned` and `seccomp_installed` against the init's `call_arrived`, one clock),
-/// for three pairs, each after the spares were confined (waited for in `/proc`).
+/// A call handed to its spare reports, besides the spare's own stages (reached before the
+/// call came), `call_arrived`: when the init read the call, on the same clock. A spare
+/// confined before the call came (waited for in `/proc`) has `seccomp_installed` before
+/// `call_arrived`, and the program starts after it; a call that waited for its spare would
+/// show `seccomp_installed` after `call_arrived` (how the breakdown bench counts waits).
 #[tokio::test]
-async fn under_gvisor_back_to_back_calls_each_find_a_spare_built_and_confined_before_they_came() {
+async fn under_gvisor_a_call_handed_to_its_spare_reports_when_it_arrived() {
     let Some(runsc) = runsc() else { return };
     let t = tree(&[]);
     let g = Gvisor::start(&runsc, &t).await;
     assert_eq!(g.sh(&t, "echo up").await, "up\n");
-    for pair in 0..3 {
-        g.wait_confined(&g.idle_spares());
-        let first = g.timed(&t, &["/bin/true"]).await;
-        let second = g.timed(&t, &["/bin/sh", "-c", "true"]).await;
-        for (name, stages) in [("first", &first), ("second", &second)] {
-            for stage in [
-                "call_cloned",
-                "seccomp_installed",
-                "call_arrived",
-                "program_forked",
-            ] {
-                assert!(
-                    stages.contains_key(stage),
-                    "pair {pair}, {name}: no {stage} in {stages:?}"
-                );
-            }
+    for n in 0..2 {
+        g.wait_confined(&[g.spare()]);
+        let stages = g.timed(&t, &["/bin/true"]).await;
+        for stage in [
+            "call_cloned",
+            "seccomp_installed",
+            "call_arrived",
+            "program_forked",
+        ] {
             assert!(
-                stages["seccomp_installed"] < stages["call_arrived"],
-                "pair {pair}: the {name} call waited for its spare: {stages:?}"
+                stages.contains_key(stage),
+                "call {n}: no {stage}: {stages:?}"
             );
         }
         assert!(
-            second["call_cloned"] < first["call_arrived"],
-            "pair {pair}: the second call's spare was built after the first call came: \
-             first {first:?}, second {second:?}"
+            stages["call_cloned"] < stages["seccomp_installed"]
+                && stages["seccomp_installed"] < stages["call_arrived"]
+                && stages["call_arrived"] < stages["program_forked"],
+            "call {n}: {stages:?}"
         );
     }
     g.stop().await;
 }
 
-/// However many calls run at once, the init keeps exactly [`SPARES`] spares besides them, and
-/// when the sandbox stops nothing of it is left on the host.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn under_gvisor_the_spares_are_bounded_while_calls_run_and_nothing_outlives_the_stop() {
-    let Some(runsc) = runsc() else { return };
-    const CALLS: usize = 5;
-    let t = tree(&[]);
-    let workspace = t.dir.path().join("root/workspace");
-    std::fs::set_permissions(
-        &workspace,
-        std::os::unix::fs::PermissionsExt::from_mode(0o777),
-    )
-    .unwrap();
-    let g = Arc::new(Gvisor::start(&runsc, &t).await);
-    assert_eq!(g.sh(&t, "echo up").await, "up\n");
-    let running: Vec<_> = (0..CALLS)
-        .map(|n| {
-            let g = g.clone();
-            let mut spec = t.spec.clone();
-            spec.runtime = RuntimeKind::Gvisor;
-            spec.argv = vec![
-                "/bin/sh".into(),
-                "-c".into(),
-                format!(
-                    "touch /workspace/started-{n}; until [ -e /workspace/go ]; do sleep 0.05; done"
-                ),
-            ];
-            tokio::spawn(async move { warm_call(&g.sandbox, &spec, TIMEOUT, LIMIT).await })
-        })
-        .collect();
-    let started = std::time::Instant::now();
-    while (0..CALLS).any(|n| !workspace.join(format!("started-{n}")).exists()) {
-        assert!(started.elapsed() < TIMEOUT, "the calls never all started");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    // Every call was handed over (it runs), and the init built the spares again before it
-    // answered each: the calls' PID 1s and the spares.
-    let during = {
-        let g = g.clone();
-        tokio::task::spawn_blocking(move || g.processes())
-            .await
-            .unwrap()
-    };
-    assert_eq!(init_children(&during).len(), CALLS + SPARES, "{during:?}");
-    std::fs::write(workspace.join("go"), "").unwrap();
-    for call in running {
-        let out = call.await.unwrap().unwrap();
-        assert!(out.success(), "{:?} {}", out.termination, text(&out.stderr));
-    }
-    let g = Arc::try_unwrap(g).ok().unwrap();
-    let after = g.wait_for("the calls reaped", |procs| {
-        init_children(procs).len() == SPARES
-    });
-    assert_eq!(init_children(&after).len(), SPARES);
-    let id = g.id.clone();
-    g.stop().await;
-    // No host process of the container is left (runsc's sandbox, gofer and stub processes
-    // name its id on their command lines).
-    let left: Vec<String> = std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| {
-            let pid = e.ok()?.file_name().into_string().ok()?;
-            pid.parse::<u32>().ok()?;
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-            let cmdline = text(&cmdline).replace('\0', " ");
-            cmdline.contains(&id).then(|| format!("{pid}: {cmdline}"))
-        })
-        .collect();
-    assert!(left.is_empty(), "left after the stop: {left:?}");
-}
-
-/// A spare killed before its call (from the host, by its pid in the container) is noticed by
-/// the init at once (its socket ends): reaped and replaced before any call comes, and calls
-/// run as before. Both spares killed at once: both replaced.
+/// A spare killed before its call (from the host, by its pid in the container) does not take
+/// the call with it: the init finds it dead when the call comes, reaps it, runs the call on a
+/// fresh clone, and builds the next spare.
 #[tokio::test]
-async fn under_gvisor_a_spare_killed_before_its_call_is_reaped_and_replaced_at_once() {
+async fn under_gvisor_a_spare_killed_before_its_call_leaves_the_call_to_a_fresh_clone() {
     let Some(runsc) = runsc() else { return };
     let t = tree(&[]);
     let g = Gvisor::start(&runsc, &t).await;
     assert_eq!(g.sh(&t, "echo first").await, "first\n");
-    let spares = g.idle_spares();
-    g.kill(spares[0]);
-    let procs = g.wait_for("the dead spare reaped and replaced", |procs| {
-        !present(procs, spares[0]) && init_children(procs).len() == SPARES
-    });
-    assert!(present(&procs, spares[1]), "{procs:?}");
+    // The spare built for the next call.
+    let spare = g.spare();
+    g.kill(spare);
+    assert!(
+        g.processes().iter().any(|p| p.0 == spare),
+        "the dead spare is reaped by the init only when a call comes for it"
+    );
     assert_eq!(g.sh(&t, "echo second; echo $$").await, "second\n2\n");
-    // Both at once.
-    let spares = g.idle_spares();
-    for pid in &spares {
-        g.kill(*pid);
-    }
-    g.wait_for("both dead spares reaped and replaced", |procs| {
-        spares.iter().all(|pid| !present(procs, *pid)) && init_children(procs).len() == SPARES
-    });
+    // The dead spare was reaped, and a new one built for the call after.
+    let next = g.spare();
+    assert_ne!(next, spare);
+    assert!(
+        !g.processes().iter().any(|p| p.0 == spare),
+        "the dead spare {spare} was not reaped: {:?}",
+        g.processes()
+    );
+    // Which serves it.
     assert_eq!(g.sh(&t, "echo third").await, "third\n");
-    g.idle_spares();
+    assert!(!g.processes().iter().any(|p| p.0 == next));
+    g.spare();
     g.stop().await;
 }
 
 /// After `SPARE_FAILURES` spares in a row died before their call, the init stops building
-/// them: the spares left serve calls, and once none is left calls are cloned when they arrive,
-/// and still run. A spare that serves its call resets the count.
+/// them: calls are cloned when they arrive, and still run. A spare that serves its call resets
+/// the count.
 #[tokio::test]
 async fn under_gvisor_three_failed_spares_in_a_row_stop_the_spares_and_a_served_call_resets_the_count()
  {
@@ -408,35 +295,22 @@ async fn under_gvisor_three_failed_spares_in_a_row_stop_the_spares_and_a_served_
     let t = tree(&[]);
     let g = Gvisor::start(&runsc, &t).await;
     assert_eq!(g.sh(&t, "echo up").await, "up\n");
-    // Kills the oldest spare and waits until the init reaped it (and built what it builds).
-    let fail_one = || {
-        let spares = g.spares(&[]);
-        let victim = spares[0];
-        g.kill(victim);
-        g.wait_for("the dead spare reaped", |procs| !present(procs, victim));
-    };
-    // Two failures, then a call served by a spare, then two more failures: never three in a
-    // row, so the spares are built again each time.
-    for _ in 0..SPARE_FAILURES - 1 {
-        fail_one();
-        g.idle_spares();
+    // Two failures, then a call served by its spare, then two more failures: never three in a
+    // row, so there is still a spare.
+    for round in 0..2 {
+        for _ in 0..SPARE_FAILURES - 1 {
+            g.kill(g.spare());
+            assert_eq!(g.sh(&t, "echo ran").await, "ran\n");
+        }
+        if round == 0 {
+            let served = g.spare();
+            assert_eq!(g.sh(&t, "echo served").await, "served\n");
+            assert!(!g.processes().iter().any(|p| p.0 == served));
+        }
     }
-    let served = g.idle_spares();
-    assert_eq!(g.sh(&t, "echo served").await, "served\n");
-    let after = g.idle_spares();
-    assert_eq!(
-        served.iter().filter(|p| after.contains(p)).count(),
-        SPARES - 1
-    );
-    for _ in 0..SPARE_FAILURES - 1 {
-        fail_one();
-        g.idle_spares();
-    }
-    // The third failure in a row: no spare is built any more (the one left stays, then dies).
-    fail_one();
-    let left = g.spares(&[]);
-    assert_eq!(left.len(), SPARES - 1, "{:?}", g.processes());
-    fail_one();
+    // The third failure in a row: no spare is built any more.
+    g.kill(g.spare());
+    assert_eq!(g.sh(&t, "echo ran").await, "ran\n");
     assert_eq!(g.spares(&[]), Vec::<u32>::new(), "{:?}", g.processes());
     // Calls still run (each cloned when it comes), and no spare comes back.
     for n in 0..2 {
@@ -549,6 +423,7 @@ async fn under_gvisor_a_spare_call_sees_nothing_of_the_call_before_it() {
          until [ -e /workspace/done ]; do sleep 0.05; done"
     );
     first.argv = vec!["/bin/sh".into(), "-c".into(), script];
+    let spare = g.spare();
     let running = {
         let g = g.clone();
         tokio::spawn(async move { warm_call(&g.sandbox, &first, TIMEOUT, LIMIT).await })
@@ -566,31 +441,35 @@ async fn under_gvisor_a_spare_call_sees_nothing_of_the_call_before_it() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // The init's children while the first call runs: that call's PID 1 (the spare it was
-    // handed to) and the spares, built again before the init answered it.
-    let children = {
+    // The spare the init builds once it handed the first call over (that call's PID 1 is the
+    // spare it was handed to). Waited for, not assumed: the init may not have cloned it yet.
+    let next = {
         let g = g.clone();
-        tokio::task::spawn_blocking(move || init_children(&g.processes()))
-            .await
-            .unwrap()
+        tokio::task::spawn_blocking(move || {
+            let started = std::time::Instant::now();
+            loop {
+                let next = g.spares(&[spare]);
+                if !next.is_empty() || started.elapsed() > TIMEOUT {
+                    return next;
+                }
+            }
+        })
+        .await
+        .unwrap()
     };
-    assert_eq!(children.len(), 1 + SPARES, "{children:?}");
+    assert_eq!(next.len(), 1, "{next:?}");
     let during = probe(g.clone()).await;
-    // One of those spares served the call (and was reaped with it).
+    // It served the call (and was reaped with it).
     let after_call = {
         let g = g.clone();
         tokio::task::spawn_blocking(move || g.processes())
             .await
             .unwrap()
     };
-    let gone: Vec<&u32> = children
-        .iter()
-        .filter(|pid| !present(&after_call, **pid))
-        .collect();
-    assert_eq!(
-        gone.len(),
-        1,
-        "no spare served the call: {children:?} {after_call:?}"
+    assert!(
+        !after_call.iter().any(|p| p.0 == next[0]),
+        "the spare {} did not serve the call: {after_call:?}",
+        next[0]
     );
     std::fs::write(workspace.join("done"), "").unwrap();
     let out = running.await.unwrap().unwrap();
