@@ -8,8 +8,10 @@
 //! `--gvisor-breakdown` measures only where a warm gVisor call's time goes: the floor (the same
 //! programs started inside the running sandbox, timed there, in the same run), the whole call
 //! seen from hookbox, a command hook `sh SCRIPT` exec'd directly against the same written
-//! `sh 'SCRIPT'` (through `/bin/sh -c`), alternating, and the launcher's stages of the call
-//! inside gVisor.
+//! `sh 'SCRIPT'` (through `/bin/sh -c`), alternating, the launcher's stages of the call
+//! inside gVisor, and an interaction's two calls back to back (a gate, then `bash -c true`):
+//! whether each waited for the init's spare call, and from the init reading it to its program's
+//! start.
 //!
 //! Run: `cargo bench -p hookbox-environments --bench runtimes [-- --runs N]
 //! [--gvisor-breakdown]`. Needs root and `runsc` on PATH (scripts/setup.sh). Prints numbers;
@@ -360,6 +362,67 @@ async fn gvisor_breakdown(runs: usize) {
         println!(
             "  {name:<28} {:>8.3} ms",
             samples[samples.len() / 2] as f64 / 1e6
+        );
+    }
+    // An interaction's two calls back to back (the gate `sh /tmp/gate.sh`, then `bash -c
+    // true`), with their stages: whether the init had a confined spare when each call arrived
+    // (`call_arrived`, init's clock, against the spare's `seccomp_installed`), how long the
+    // call waited for one, and from its arrival to its program's start.
+    // Per call of the pair: spare build, wait for a spare, arrival to program start (ms),
+    // whole calls, and how many calls waited.
+    type PairRow = (Vec<f64>, Vec<f64>, Vec<f64>, Vec<Duration>, usize);
+    let mut rows: [PairRow; 2] = Default::default();
+    for _ in 0..runs {
+        for (i, argv) in [
+            vec!["/bin/sh", "/tmp/gate.sh"],
+            vec!["/bin/bash", "-c", "true"],
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let argv = argv.into_iter().map(String::from).collect();
+            let (out, times) = runner.run_argv_timed(argv, timeout).await.unwrap();
+            assert!(out.success());
+            let at = |name: &str| {
+                times
+                    .stages
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .map(|(_, ns)| *ns)
+            };
+            let row = &mut rows[i];
+            row.3
+                .push(Duration::from_nanos((times.ended - times.started) as u64));
+            if let (Some(cloned), Some(confined), Some(arrived), Some(forked)) = (
+                at("call_cloned"),
+                at("seccomp_installed"),
+                at("call_arrived"),
+                at("program_forked"),
+            ) {
+                row.0.push((confined - cloned) as f64 / 1e6);
+                row.1.push((confined - arrived).max(0) as f64 / 1e6);
+                row.2.push((forked - arrived) as f64 / 1e6);
+                row.4 += usize::from(confined > arrived);
+            }
+        }
+    }
+    println!("back-to-back gate + tool calls ({runs} pairs), p50 ms:");
+    for (name, (build, waited, start, whole, late)) in
+        ["gate `sh /tmp/gate.sh`", "tool `bash -c true`"]
+            .iter()
+            .zip(rows.iter_mut())
+    {
+        let p = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+        };
+        println!(
+            "  {name:<24} whole call {:>7.2}  spare build {:>6.2}  waited for a spare {:>6.2} (in {late} of {runs} calls, max {:.2})  arrival to program start {:>6.2}",
+            ms(p50(whole)),
+            p(build),
+            p(waited),
+            waited.iter().copied().fold(0.0, f64::max),
+            p(start)
         );
     }
     drop(env);

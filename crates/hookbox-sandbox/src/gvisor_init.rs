@@ -21,7 +21,12 @@
 //!   descriptors) and it only reads its spec, takes its stdio, changes directory and starts the
 //!   program, while init builds the next spare. A spare that failed (it exits without `r`)
 //!   leaves the call to the path above, which reports why; after [`SPARE_FAILURES`] in a row,
-//!   init stops building them.
+//!   init stops building them. With stage timings on, a call handed to its spare also reports
+//!   `call_arrived` (when init read it, on the spare's clock): a `seccomp_installed` after it
+//!   means the call waited for its spare to be confined. One spare is enough at concurrency 1:
+//!   the next is built while the call's program runs, and in the benchmarks no call waited for
+//!   it (two spares, and a replacement built only once the program started, were measured and
+//!   not kept: see `docs/runtimes.md`).
 //! - Egress: gVisor's network stack is the sandbox's own (`--network=none`, loopback only), so
 //!   hookbox's proxy cannot listen inside it. A relay process listens on the proxy's port on
 //!   the sandbox's `127.0.0.1` and, for each connection, asks hookbox for a socket over the
@@ -169,9 +174,10 @@ fn run() -> Result<i32> {
                     }
                 }
                 Ok(message) => {
+                    let arrived = crate::launcher::monotonic_ns();
                     if let Ok(fds) = <[OwnedFd; 6]>::try_from(message.fds) {
                         let (handed, fds) = match spare.take() {
-                            Some(ready) => match hand_to_spare(ready, fds) {
+                            Some(ready) => match hand_to_spare(ready, fds, arrived) {
                                 Ok(started) => {
                                     spare_failures = 0;
                                     (Some(started), None)
@@ -332,16 +338,19 @@ fn start_spare(
 }
 
 /// Hands a call's six descriptors to `spare` once it said it is confined (`r`), and answers
-/// `P` on the call's reply socket. Gives the descriptors back when the spare failed (it exited
-/// without `r`; it is reaped here).
+/// `P` on the call's reply socket; `arrived` (when init read the call, on gVisor's clock) goes
+/// with them, for the call's `call_arrived` stage. Gives the descriptors back when the spare
+/// failed (it exited without `r`; it is reaped here).
 fn hand_to_spare(
     spare: Spare,
     fds: [OwnedFd; 6],
+    arrived: i128,
 ) -> std::result::Result<(i32, OwnedFd), [OwnedFd; 6]> {
     let confined = matches!(recv_blocking(&spare.socket), Ok(m) if m.payload == b"r");
     let handed = confined && {
         let borrowed: Vec<BorrowedFd<'_>> = fds[..5].iter().map(|fd| fd.as_fd()).collect();
-        crate::fdpass::send(spare.socket.as_fd(), b"C", &borrowed).is_ok()
+        let payload = format!("C{arrived}");
+        crate::fdpass::send(spare.socket.as_fd(), payload.as_bytes(), &borrowed).is_ok()
     };
     if !handed {
         end_spare(spare);
@@ -364,7 +373,8 @@ fn end_spare(spare: Spare) {
 /// then the call's five descriptors (spec, stdin, stdout, stderr, status channel), and the
 /// rest. A failure before `r` exits in silence: init gives the call to a fresh clone, which
 /// reports it. Stage timings name the same stages as a call cloned on arrival, at the times
-/// they were reached (before the call arrived).
+/// they were reached (before the call arrived, unless it waited), then `call_arrived`, when init
+/// read the call.
 fn spare_main(spec: &LaunchSpec, programs: &crate::seccomp::Programs, socket: OwnedFd) -> i32 {
     use crate::launcher as l;
     let mut stages = vec![("call_cloned", l::monotonic_ns())];
@@ -390,6 +400,15 @@ fn spare_main(spec: &LaunchSpec, programs: &crate::seccomp::Programs, socket: Ow
         return crate::spec::EXIT_SETUP_FAILED;
     };
     drop(socket);
+    // `C`, then when init read the call (`call_arrived`: before `seccomp_installed` when the
+    // call waited for this spare to be confined).
+    let arrived = message
+        .payload
+        .strip_prefix(b"C")
+        .and_then(|ns| std::str::from_utf8(ns).ok()?.parse::<i128>().ok());
+    if let Some(ns) = arrived {
+        stages.push(("call_arrived", ns));
+    }
     let Ok([call, stdin, stdout, stderr, status]) = <[OwnedFd; 5]>::try_from(message.fds) else {
         return crate::spec::EXIT_SETUP_FAILED;
     };

@@ -133,6 +133,25 @@ impl Gvisor {
         spares[0]
     }
 
+    /// Waits until every process in `pids` has installed its seccomp filter (its
+    /// `/proc/PID/status` inside the container says `Seccomp: 2`): spares that are confined.
+    fn wait_confined(&self, pids: &[u32]) {
+        let files: Vec<String> = pids.iter().map(|p| format!("/proc/{p}/status")).collect();
+        let wait = format!(
+            "for f in {}; do until grep -q '^Seccomp:[[:space:]]*2' $f; do :; done; done",
+            files.join(" ")
+        );
+        self.runsc_command(&[
+            "exec",
+            &self.id,
+            "/usr/bin/timeout",
+            "60",
+            "/bin/sh",
+            "-c",
+            &wait,
+        ]);
+    }
+
     /// Kills process `pid` of the container from the host, and waits until it is dead (a
     /// zombie its parent has not reaped yet, or gone).
     fn kill(&self, pid: u32) {
@@ -170,9 +189,68 @@ impl Gvisor {
         text(&out.stdout)
     }
 
+    /// Runs `argv` as one call with stage timings; it must succeed. Its stages by name.
+    async fn timed(&self, t: &Tree, argv: &[&str]) -> std::collections::HashMap<String, i128> {
+        let mut spec = t.spec.clone();
+        spec.runtime = RuntimeKind::Gvisor;
+        spec.stage_timings = true;
+        spec.argv = argv.iter().map(|a| a.to_string()).collect();
+        let (_, call) = spec.split_call();
+        let (out, stages) = self
+            .sandbox
+            .call(&call, None)
+            .await
+            .unwrap()
+            .supervise(std::time::Instant::now(), Vec::new(), TIMEOUT, LIMIT)
+            .await
+            .unwrap();
+        assert!(
+            out.success(),
+            "{argv:?}: {:?} {}",
+            out.termination,
+            text(&out.stderr)
+        );
+        stages.into_iter().collect()
+    }
+
     async fn stop(self) {
         stop(self.sandbox).await;
     }
+}
+
+/// A call handed to its spare reports, besides the spare's own stages (reached before the
+/// call came), `call_arrived`: when the init read the call, on the same clock. A spare
+/// confined before the call came (waited for in `/proc`) has `seccomp_installed` before
+/// `call_arrived`, and the program starts after it; a call that waited for its spare would
+/// show `seccomp_installed` after `call_arrived` (how the breakdown bench counts waits).
+#[tokio::test]
+async fn under_gvisor_a_call_handed_to_its_spare_reports_when_it_arrived() {
+    let Some(runsc) = runsc() else { return };
+    let t = tree(&[]);
+    let g = Gvisor::start(&runsc, &t).await;
+    assert_eq!(g.sh(&t, "echo up").await, "up\n");
+    for n in 0..2 {
+        g.wait_confined(&[g.spare()]);
+        let stages = g.timed(&t, &["/bin/true"]).await;
+        for stage in [
+            "call_cloned",
+            "seccomp_installed",
+            "call_arrived",
+            "program_forked",
+        ] {
+            assert!(
+                stages.contains_key(stage),
+                "call {n}: no {stage}: {stages:?}"
+            );
+        }
+        assert!(
+            stages["call_cloned"] < stages["seccomp_installed"]
+                && stages["seccomp_installed"] < stages["call_arrived"]
+                && stages["call_arrived"] < stages["program_forked"],
+            "call {n}: {stages:?}"
+        );
+    }
+    g.stop().await;
 }
 
 /// A spare killed before its call (from the host, by its pid in the container) does not take
