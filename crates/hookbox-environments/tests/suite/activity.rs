@@ -95,7 +95,7 @@ async fn concurrent_changes_from_threads_lose_no_generation_bump() {
     let env = Arc::new(store.open_env(&meta.id).unwrap());
     let before = generation(&dir);
     const THREADS: usize = 8;
-    const EACH: usize = 60;
+    const EACH: usize = 5000;
     let barrier = Arc::new(std::sync::Barrier::new(THREADS));
     let handles: Vec<_> = (0..THREADS)
         .map(|t| {
@@ -131,7 +131,7 @@ fn concurrent_changes_from_two_processes_lose_no_generation_bump() {
     let meta = create(&store, json!({}));
     let dir = env_dir(data.path(), &meta.id);
     let before = generation(&dir);
-    const EACH: usize = 300;
+    const EACH: usize = 5000;
     let mut children: Vec<_> = (0..2)
         .map(|_| child("activity_child_marks", data.path(), &meta.id, Some(EACH)))
         .collect();
@@ -279,11 +279,23 @@ async fn a_write_tool_call_creates_no_file_and_renames_none() {
         out.sort();
         out
     };
-    let before = listing(&dir);
+    // A file created, renamed or removed in the directory changes its mtime (nanoseconds),
+    // even when ext4 hands a freed inode number out again.
+    let dir_mtime = |dir: &Path| {
+        let m = std::fs::metadata(dir).unwrap();
+        (m.mtime(), m.mtime_nsec())
+    };
+    let before = (listing(&dir), dir_mtime(&dir));
+    let meta_bytes = std::fs::read(dir.join(META_FILE)).unwrap();
     let generation_before = generation(&dir);
     for _ in 0..3 {
         bash_ok(&env, "echo x >> /workspace/log").await;
     }
-    assert_eq!(listing(&dir), before, "files created, removed or renamed");
+    assert_eq!(
+        (listing(&dir), dir_mtime(&dir)),
+        before,
+        "files created, removed or renamed"
+    );
+    assert_eq!(std::fs::read(dir.join(META_FILE)).unwrap(), meta_bytes);
     assert_eq!(generation(&dir), generation_before + 3);
 }
