@@ -75,6 +75,12 @@
 //!   refused), git runs with a clean env/config and only the allowed protocols, is killed (whole
 //!   group) after [`source::SourceLimits::clone_timeout`] (300 s), and a tree over
 //!   [`source::SourceLimits::max_tree_bytes`] (1 GiB) after the clone is refused and removed.
+//! - Change record ([`environment::activity`]): a write tool call (an upload, added sources)
+//!   bumps the environment's `generation` and moves `updated_at` / `last_accessed_at` (never
+//!   back) in its `activity` file, one fixed record changed by a `pwrite` in place under an
+//!   exclusive `flock`: no rewrite of `environment.json` per call, and no bump lost to
+//!   concurrent writers (threads, or processes sharing the data directory). A read in a second
+//!   already recorded writes nothing. [`environment::read_meta`] folds the record in.
 //! - Frozen hooks: `/.agents` moves to `frozen/.agents` (bound read-only) with a copy of
 //!   `/workspace/.agents/hooks.json`; hooks load from the snapshot; file tools refuse writes there.
 //! - `--insecure-no-isolation` runs the program directly with the tree's `workspace` as cwd;

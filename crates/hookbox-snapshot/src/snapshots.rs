@@ -771,7 +771,8 @@ fn write_state(dir: &Path, state: &LocalState) -> Result<(), SnapshotError> {
     std::fs::rename(&temp, &path).map_err(io)
 }
 
-/// Whether environment directory `dir` has changes its newest snapshot lacks (or none yet).
+/// Whether environment directory `dir` has changes its newest snapshot lacks (or none yet): its
+/// generation (`environment.json`'s, raised by its activity record's) is not the snapshot's.
 pub fn is_dirty(dir: &Path) -> Result<bool, SnapshotError> {
     let state = read_state(dir)?;
     let meta = read_meta(dir).map_err(|e| SnapshotError::Internal(e.to_string()))?;
@@ -794,13 +795,17 @@ fn scan_env(dir: &Path) -> Result<Option<Scanned>, SnapshotError> {
         move |source| SnapshotError::Io { path, source }
     };
     let state = read_state(dir)?;
-    // Read before freezing: a change after this point bumps the generation again.
-    let meta_bytes = std::fs::read(dir.join(META_FILE)).map_err(io(&dir.join(META_FILE)))?;
-    let meta: hookbox_environments::environment::EnvironmentMeta =
-        serde_json::from_slice(&meta_bytes).map_err(|e| SnapshotError::Io {
-            path: dir.join(META_FILE),
-            source: std::io::Error::other(e),
-        })?;
+    // Read before freezing: a change after this point bumps the generation again. Stored with
+    // the generation and times of the environment's activity record folded in, so that a
+    // restored copy's `environment.json` holds them (it has no record of its own).
+    let meta = read_meta(dir).map_err(|e| SnapshotError::Io {
+        path: dir.join(META_FILE),
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    let meta_bytes = serde_json::to_vec_pretty(&meta).map_err(|e| SnapshotError::Io {
+        path: dir.join(META_FILE),
+        source: std::io::Error::other(e),
+    })?;
     if state.seq > 0 && state.generation == meta.generation {
         return Ok(None);
     }

@@ -6,7 +6,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use hookbox_environments::environment::{Environments, TREE_DIR};
+use hookbox_environments::environment::{Environments, TREE_DIR, read_meta};
 use hookbox_snapshot::{SnapshotError, Snapshots, is_dirty};
 
 mod common;
@@ -385,4 +385,60 @@ async fn a_lost_local_record_continues_under_the_same_lease_only() {
     a.remove(&id).unwrap();
     b.remove(&id).unwrap();
     snapshots.delete(&id).await.unwrap();
+}
+
+// Issue 35: a change is recorded in the environment's activity record, not in
+// `environment.json`: the snapshot still sees it, uploads metadata holding it, and a restored
+// copy carries that generation in its own `environment.json` (clean, with no record of its own).
+#[tokio::test]
+async fn a_change_recorded_after_a_snapshot_is_in_the_next_one() {
+    if !hookbox_test_require::root("loop-mounted disk images") {
+        return;
+    }
+    let objects = tempfile::tempdir().unwrap();
+    let snapshots = Snapshots::open(&snapshot_url(objects.path())).unwrap();
+    let a_data = DataDir::new();
+    let a = store(a_data.path());
+    let id = create(&a, false);
+    let dir = a.dir_of(&id).unwrap();
+    let first = snapshots.checkpoint(&id, &dir).await.unwrap();
+    assert_eq!(first.seq, Some(1));
+    assert!(!is_dirty(&dir).unwrap());
+
+    let meta_file = dir.join(hookbox_environments::environment::META_FILE);
+    let stored = std::fs::read(&meta_file).unwrap();
+    std::fs::write(tree(&a, &id).join("workspace/later.txt"), "later").unwrap();
+    a.mark_modified(&id).unwrap();
+    assert_eq!(std::fs::read(&meta_file).unwrap(), stored);
+    assert!(is_dirty(&dir).unwrap(), "the change is seen");
+    let second = snapshots.checkpoint(&id, &dir).await.unwrap();
+    assert_eq!(second.seq, Some(2));
+    assert!(!is_dirty(&dir).unwrap());
+    let generation = read_meta(&dir).unwrap().generation;
+
+    let b_data = DataDir::new();
+    let b = store(b_data.path());
+    let staging = b.root().join(".restoring-test");
+    snapshots.restore(&id, &staging).await.unwrap();
+    assert!(
+        !staging
+            .join(hookbox_environments::environment::ACTIVITY_FILE)
+            .exists()
+    );
+    let restored: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(staging.join("environment.json")).unwrap()).unwrap();
+    assert_eq!(restored["generation"].as_u64().unwrap(), generation);
+    b.install(&id, &staging).unwrap();
+    let b_dir = b.dir_of(&id).unwrap();
+    assert!(!is_dirty(&b_dir).unwrap(), "a restored copy is clean");
+    assert_eq!(b.show(&id).unwrap().generation, generation);
+    assert_eq!(
+        std::fs::read_to_string(tree(&b, &id).join("workspace/later.txt")).unwrap(),
+        "later"
+    );
+    b.mark_modified(&id).unwrap();
+    assert!(is_dirty(&b_dir).unwrap());
+    snapshots.delete(&id).await.unwrap();
+    a.remove(&id).unwrap();
+    b.remove(&id).unwrap();
 }

@@ -1,7 +1,9 @@
 //! Environments on disk, and an opened one ([`Environment`]) with what its tool calls use.
 //!
 //! Layout: `<data_dir>/environments/<env_id>/` holds `environment.json` (metadata, written
-//! atomically: temp file then rename), `root/` (the tree the sandbox sees), `mnt/` (the empty
+//! atomically: temp file then rename), `activity` (its generation and times as tool calls move
+//! them, changed in place under a lock: [`activity`]; [`read_meta`] merges the two), `root/`
+//! (the tree the sandbox sees), `mnt/` (the empty
 //! mountpoint for the sandbox's root) and, when hooks are frozen, `frozen/` (the snapshot of
 //! `/.agents` and `/workspace/.agents/hooks.json`). An environment is built under a temporary
 //! name and renamed into place, so a failed creation leaves nothing behind.
@@ -36,6 +38,8 @@ use hookbox_sandbox::cgroup::{self, EnvCgroups};
 use hookbox_sandbox::features::{self, Feature};
 use hookbox_sandbox::spec::{Identity, Isolation, RuntimeKind};
 
+pub mod activity;
+pub use activity::ACTIVITY_FILE;
 mod cgroups;
 mod identity;
 mod mounts;
@@ -215,13 +219,34 @@ fn write_meta(dir: &Path, meta: &EnvironmentMeta) -> Result<()> {
     std::fs::rename(&temp, &path).map_err(io(&path))
 }
 
-/// The metadata in environment directory `dir`, as stored (`transform` values included).
+/// The metadata in environment directory `dir`, as stored (`transform` values included), with
+/// the generation and times of its [`activity`] record.
 pub fn read_meta(dir: &Path) -> Result<EnvironmentMeta> {
+    let mut meta = read_meta_file(dir)?;
+    let path = dir.join(activity::ACTIVITY_FILE);
+    activity::merge(&mut meta, activity::read(dir).map_err(io(&path))?);
+    Ok(meta)
+}
+
+/// `environment.json` alone.
+fn read_meta_file(dir: &Path) -> Result<EnvironmentMeta> {
     let path = dir.join(META_FILE);
     let bytes = std::fs::read(&path).map_err(io(&path))?;
     serde_json::from_slice(&bytes).map_err(|e| EnvError::Meta {
         path,
         message: e.to_string(),
+    })
+}
+
+/// Records a use of environment directory `dir` now in its [`activity`] record (see
+/// [`activity::record`]).
+fn record_activity(dir: &Path, modified: bool) -> Result<()> {
+    activity::record(dir, modified, now(), || read_meta_file(dir)).map_err(|e| match e {
+        activity::RecordError::Io(source) => EnvError::Io {
+            path: dir.join(activity::ACTIVITY_FILE),
+            source,
+        },
+        activity::RecordError::Meta(err) => err,
     })
 }
 
@@ -370,15 +395,9 @@ impl Environments {
     }
 
     /// Records a change of `id`'s tree made from outside its tool calls (the next snapshot
-    /// includes it): its generation grows.
+    /// includes it): its generation grows, its times move to now (never back).
     pub fn mark_modified(&self, id: &str) -> Result<()> {
-        let dir = self.dir(id)?;
-        let mut meta = read_meta(&dir)?;
-        let t = now();
-        meta.updated_at = t;
-        meta.last_accessed_at = t;
-        meta.generation += 1;
-        write_meta(&dir, &meta)
+        record_activity(&self.dir(id)?, true)
     }
 
     /// Ids of the environments on this host's disk.
@@ -1016,29 +1035,12 @@ impl Environment {
     }
 
     /// Records the access (and modification) time; best effort, a failure is only logged.
-    /// A call that changed nothing in a second already recorded (times are whole seconds)
-    /// rewrites nothing: the write is a temporary file and a rename, which ext4 follows with a
-    /// flush. A change always writes: its `generation` is what tells a snapshot the tree
-    /// changed.
+    /// Nothing rewrites `environment.json`: the [`activity`] record is changed in place under a
+    /// lock, and a call that changed nothing in a second already recorded (times are whole
+    /// seconds) writes nothing at all. A change always writes: its `generation` is what tells a
+    /// snapshot the tree changed.
     pub(crate) fn touch(&self, modified: bool) {
-        let mut meta = match read_meta(&self.dir) {
-            Ok(meta) => meta,
-            Err(err) => {
-                tracing::warn!(env_id = %self.meta.id, %err, "cannot read metadata");
-                return;
-            }
-        };
-        let t = now();
-        if !modified && meta.last_accessed_at >= t {
-            return;
-        }
-        // Never back (the clock was stepped back since).
-        meta.last_accessed_at = meta.last_accessed_at.max(t);
-        if modified {
-            meta.updated_at = t;
-            meta.generation += 1;
-        }
-        if let Err(err) = write_meta(&self.dir, &meta) {
+        if let Err(err) = record_activity(&self.dir, modified) {
             tracing::warn!(env_id = %self.meta.id, %err, "cannot update metadata");
         }
     }

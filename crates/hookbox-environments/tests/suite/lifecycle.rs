@@ -474,7 +474,8 @@ async fn a_remote_tool_goes_through_the_lifecycle_with_mcp_hooks_only() {
 }
 
 // Issue 35: every call rewrote `environment.json` (a temporary file and a rename, which ext4
-// flushes), even a read in a second already recorded; a write still records its generation.
+// flushes), even a read in a second already recorded; a write still records its generation
+// (in the activity record, `environment.json` left as it is).
 #[tokio::test]
 async fn a_read_in_a_second_already_recorded_rewrites_no_metadata() {
     let data = tempfile::tempdir().unwrap();
@@ -513,12 +514,17 @@ async fn a_read_in_a_second_already_recorded_rewrites_no_metadata() {
             "{tool} rewrote the metadata"
         );
     }
+    // Nor its activity record, once started.
+    let activity = path.with_file_name(hookbox_environments::environment::ACTIVITY_FILE);
+    let recorded = std::fs::read(&activity).unwrap();
+    let out = env
+        .call_tool(call("view_file", json!({"path": "/workspace/a.txt"})))
+        .await;
+    assert!(matches!(out.result, ToolResult::Ok { .. }));
+    assert_eq!(std::fs::read(&activity).unwrap(), recorded);
     // A write is recorded: its generation grows (what a snapshot checks), the time kept.
     bash_ok(&env, "true").await;
-    let after: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-    assert_eq!(
-        after["generation"].as_u64().unwrap(),
-        stored["generation"].as_u64().unwrap() + 1
-    );
-    assert_eq!(after["last_accessed_at"].as_u64().unwrap(), later);
+    let after = hookbox_environments::environment::read_meta(path.parent().unwrap()).unwrap();
+    assert_eq!(after.generation, stored["generation"].as_u64().unwrap() + 1);
+    assert_eq!(after.last_accessed_at, later);
 }

@@ -1,3 +1,4 @@
+mod activity;
 mod common;
 mod direct;
 mod disk;
