@@ -328,7 +328,7 @@ fn main() {
         let intercept_egress = make(
             serde_json::json!({"allowlist": [{"domain": HOST, "transform": {"X-Bench": "1"}}]}),
         );
-        let env_roots = roots(intercept_egress.ca_cert_pem());
+        let env_roots = roots(intercept_egress.ca_cert_pem().unwrap());
         let start = |egress: Arc<Egress>| async move {
             let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
             let a = l.local_addr().unwrap();

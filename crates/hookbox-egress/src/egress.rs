@@ -12,8 +12,8 @@ use std::collections::HashMap;
 use std::fmt;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -343,23 +343,43 @@ pub struct Egress {
     resolver: Arc<dyn Resolver>,
     credentials: Arc<dyn CredentialStore>,
     audit: Arc<dyn AuditSink>,
-    ca: EnvCa,
-    upstream_tls: Arc<ClientConfig>,
-    /// For hookbox's own clients that go through this environment's proxy.
-    client_tls: Arc<ClientConfig>,
+    /// The operator's extra upstream roots, read when [`Self::tls`] is first made.
+    extra_ca_file: Option<PathBuf>,
+    /// The CA and the client configurations, made on first use (see [`Self::tls`]).
+    tls: OnceLock<EgressTls>,
     pub(crate) limits: Limits,
 }
 
-impl Egress {
-    pub fn new(config: EgressConfig) -> Result<Self, TlsError> {
-        let ca = EnvCa::generate(&config.environment)?;
+/// An environment's TLS material: what only a connection that leaves (or is intercepted) needs.
+#[derive(Debug)]
+struct EgressTls {
+    ca: EnvCa,
+    upstream: Arc<ClientConfig>,
+    /// For hookbox's own clients that go through this environment's proxy.
+    client: Arc<ClientConfig>,
+}
+
+impl EgressTls {
+    fn new(environment: &str, extra_ca_file: Option<&Path>) -> Result<Self, TlsError> {
+        let ca = EnvCa::generate(environment)?;
         Ok(Self {
-            client_tls: crate::tls::upstream_client_config_and(
-                config.extra_ca_file.as_deref(),
-                Some(&ca),
-            )?,
+            client: crate::tls::upstream_client_config_and(extra_ca_file, Some(&ca))?,
+            upstream: upstream_client_config(extra_ca_file)?,
             ca,
-            upstream_tls: upstream_client_config(config.extra_ca_file.as_deref())?,
+        })
+    }
+}
+
+impl Egress {
+    /// The environment's egress. Its CA key pair and TLS configurations are made when first
+    /// needed (a connection intercepted or verified, the sandbox's CA bundle, hookbox's own
+    /// client): most environments' calls never leave, and a one-shot CLI call would otherwise
+    /// pay for a key pair and two root stores it does not use. An operator's extra CA file is
+    /// still read here, so that a bad one fails at once rather than at the first connection.
+    pub fn new(config: EgressConfig) -> Result<Self, TlsError> {
+        let egress = Self {
+            extra_ca_file: config.extra_ca_file,
+            tls: OnceLock::new(),
             environment: config.environment,
             project: config.project,
             policy: config.policy,
@@ -368,35 +388,55 @@ impl Egress {
             credentials: config.credentials,
             audit: config.audit,
             limits: config.limits,
-        })
+        };
+        if egress.extra_ca_file.is_some() {
+            egress.tls()?;
+        }
+        Ok(egress)
+    }
+
+    /// The TLS material, made on the first call (two callers racing may both make it; one
+    /// copy is kept, so every caller sees the same CA).
+    fn tls(&self) -> Result<&EgressTls, TlsError> {
+        if let Some(tls) = self.tls.get() {
+            return Ok(tls);
+        }
+        let made = EgressTls::new(&self.environment, self.extra_ca_file.as_deref())?;
+        Ok(self.tls.get_or_init(|| made))
+    }
+
+    /// Whether this egress has made its CA and TLS configurations yet (see [`Self::new`]).
+    pub fn tls_made(&self) -> bool {
+        self.tls.get().is_some()
     }
 
     /// TLS for a client inside hookbox whose connections go through this environment's proxy
     /// ([`crate::LocalEndpoint`]): the upstream trust (public roots and the operator's extra
     /// CA) and this environment's CA, which signs the certificates of intercepted connections.
-    pub fn client_tls(&self) -> Arc<ClientConfig> {
-        self.client_tls.clone()
+    pub fn client_tls(&self) -> Result<Arc<ClientConfig>, TlsError> {
+        Ok(self.tls()?.client.clone())
     }
 
     /// The environment's CA certificate, for the sandbox's trust store.
-    pub fn ca_cert_pem(&self) -> &str {
-        self.ca.cert_pem()
+    pub fn ca_cert_pem(&self) -> Result<&str, TlsError> {
+        Ok(self.tls()?.ca.cert_pem())
     }
 
     /// The CA bundle to overlay on the sandbox's system bundle (and to point `SSL_CERT_FILE`
     /// and friends at, see [`crate::env_vars`]): the system roots followed by this environment's CA.
-    pub fn sandbox_ca_bundle(&self, system_bundle_pem: &str) -> String {
-        let mut out = String::with_capacity(system_bundle_pem.len() + self.ca.cert_pem().len() + 1);
+    pub fn sandbox_ca_bundle(&self, system_bundle_pem: &str) -> Result<String, TlsError> {
+        let ca = self.tls()?.ca.cert_pem();
+        let mut out = String::with_capacity(system_bundle_pem.len() + ca.len() + 1);
         out.push_str(system_bundle_pem);
         if !out.is_empty() && !out.ends_with('\n') {
             out.push('\n');
         }
-        out.push_str(self.ca.cert_pem());
-        out
+        out.push_str(ca);
+        Ok(out)
     }
 
-    pub(crate) fn ca(&self) -> &EnvCa {
-        &self.ca
+    pub(crate) fn ca(&self) -> Result<&EnvCa, TlsError> {
+        Ok(&self.tls()?.ca)
     }
 
     pub fn policy(&self) -> &NetworkPolicy {
@@ -587,7 +627,11 @@ impl Egress {
             host: target.host_str.clone(),
             message: e.to_string(),
         })?;
-        let connector = tokio_rustls::TlsConnector::from(self.upstream_tls.clone());
+        let upstream = self.tls().map_err(|e| EgressError::Tls {
+            host: target.host_str.clone(),
+            message: e.to_string(),
+        })?;
+        let connector = tokio_rustls::TlsConnector::from(upstream.upstream.clone());
         match tokio::time::timeout(self.limits.handshake_timeout, connector.connect(name, tcp))
             .await
         {
@@ -738,5 +782,27 @@ mod tests {
             Err(EgressError::Denied(d)) => assert_eq!(d.rule.name(), "loopback"),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn the_ca_is_made_on_first_use_once_and_a_bad_extra_ca_file_still_fails_at_once() {
+        let (egress, _data) = egress(Vec::new());
+        assert!(!egress.tls_made(), "made before anything needed it");
+        let bundle = egress.sandbox_ca_bundle("ROOTS\n").unwrap();
+        assert!(egress.tls_made());
+        let ca = egress.ca_cert_pem().unwrap().to_owned();
+        assert_eq!(bundle, format!("ROOTS\n{ca}"));
+        assert!(Arc::ptr_eq(
+            &egress.client_tls().unwrap(),
+            &egress.client_tls().unwrap()
+        ));
+
+        let data = tempfile::tempdir().unwrap();
+        let empty = data.path().join("empty.pem");
+        std::fs::write(&empty, "").unwrap();
+        let store = Arc::new(FileCredentialStore::open(data.path()).unwrap());
+        let mut config = EgressConfig::new("env_test", NetworkPolicy::Disabled, store);
+        config.extra_ca_file = Some(empty);
+        assert!(matches!(Egress::new(config), Err(TlsError::CaFile { .. })));
     }
 }

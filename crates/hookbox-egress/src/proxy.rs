@@ -360,7 +360,10 @@ async fn intercept_conn<C>(egress: Arc<Egress>, target: Target, client: C, upstr
 where
     C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let cfg = match egress.ca().server_config(&target.host_str) {
+    let cfg = match egress
+        .ca()
+        .and_then(|ca| ca.server_config(&target.host_str))
+    {
         Ok(c) => c,
         Err(e) => {
             tracing::warn!(error = %e, host = %target.host_str, "leaf certificate issue failed");

@@ -331,7 +331,7 @@ impl EnvNetwork {
                 source,
             })?;
         let bundle = bundle_dir.path().join("ca-bundle.crt");
-        std::fs::write(&bundle, self.egress.sandbox_ca_bundle(&system_bundle())).map_err(
+        std::fs::write(&bundle, self.egress.sandbox_ca_bundle(&system_bundle())?).map_err(
             |source| NetworkError::Bundle {
                 path: bundle.clone(),
                 source,

@@ -560,7 +560,10 @@ impl Materialiser {
                     roots.push('\n');
                     roots.push_str(&pem);
                 }
-                std::fs::write(&bundle, egress.sandbox_ca_bundle(&roots))
+                let bundle_pem = egress
+                    .sandbox_ca_bundle(&roots)
+                    .map_err(|e| fail(format!("the environment's egress CA: {e}")))?;
+                std::fs::write(&bundle, bundle_pem)
                     .map_err(|e| fail(format!("cannot write the CA bundle: {e}")))?;
                 let listener = tokio::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
                     .await

@@ -159,7 +159,10 @@ impl McpSession {
             .local_endpoint()
             .await
             .map_err(|e| format!("cannot open the egress proxy: {e}"))?;
-        let client = http_client(&endpoint, egress.client_tls())?;
+        let tls = egress
+            .client_tls()
+            .map_err(|e| format!("the environment's egress TLS: {e}"))?;
+        let client = http_client(&endpoint, tls)?;
         let mut headers = HashMap::new();
         for (name, value) in &spec.headers {
             let name = name

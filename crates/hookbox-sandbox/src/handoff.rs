@@ -92,6 +92,145 @@ pub fn place_fds(fds: &[(OwnedFd, i32)]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// A launcher process started by [`spawn_launcher`] (or another child adopted with
+/// [`LauncherChild::from_pid`]): its pid, reaped only by [`Self::try_wait`] or [`Self::wait`].
+/// Dropping it neither waits nor kills.
+#[derive(Debug)]
+pub struct LauncherChild {
+    pid: libc::pid_t,
+    status: Option<std::process::ExitStatus>,
+}
+
+impl LauncherChild {
+    /// A child of this process, by pid (`std::process::Child::id`).
+    pub fn from_pid(pid: u32) -> Self {
+        Self {
+            pid: pid as libc::pid_t,
+            status: None,
+        }
+    }
+
+    pub fn id(&self) -> u32 {
+        self.pid as u32
+    }
+
+    /// Its exit status if it has exited (reaping it), else `None`.
+    pub fn try_wait(&mut self) -> std::io::Result<Option<std::process::ExitStatus>> {
+        self.reap(libc::WNOHANG)
+    }
+
+    /// Waits for it to exit and reaps it.
+    pub fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        loop {
+            if let Some(status) = self.reap(0)? {
+                return Ok(status);
+            }
+        }
+    }
+
+    fn reap(&mut self, flags: libc::c_int) -> std::io::Result<Option<std::process::ExitStatus>> {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(status) = self.status {
+            return Ok(Some(status));
+        }
+        loop {
+            let mut raw: libc::c_int = 0;
+            // SAFETY: waitpid on our own child writes only to `raw`, a valid c_int.
+            let reaped = unsafe { libc::waitpid(self.pid, &mut raw, flags) };
+            if reaped < 0 {
+                let err = std::io::Error::last_os_error();
+                if err.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(err);
+            }
+            if reaped == 0 {
+                return Ok(None);
+            }
+            let status = std::process::ExitStatus::from_raw(raw);
+            self.status = Some(status);
+            return Ok(Some(status));
+        }
+    }
+}
+
+/// Starts `launcher` with an empty environment, stdin, stdout and stderr on `/dev/null`, in a
+/// process group of its own, and each of `fds` at its agreed number (without close-on-exec):
+/// with `posix_spawn`, which glibc does with a `vfork`-like clone that shares this process's
+/// memory until the exec, instead of the copy of every page table that `fork` makes (what
+/// `std::process::Command` falls back to once it has a `pre_exec` hook, as placing fds needs).
+/// Each source is first duplicated (close-on-exec) above every agreed number, so that placing
+/// one never overwrites another.
+pub fn spawn_launcher(
+    launcher: &Launcher,
+    fds: &[(OwnedFd, i32)],
+) -> std::io::Result<LauncherChild> {
+    use nix::spawn::{PosixSpawnAttr, PosixSpawnFileActions, PosixSpawnFlags};
+    use nix::sys::signal::{SigSet, Signal};
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+
+    let cstring = |bytes: &[u8]| {
+        CString::new(bytes).map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "a NUL in the launcher's command",
+            )
+        })
+    };
+    let program = cstring(launcher.program.as_os_str().as_bytes())?;
+    let mut argv = vec![program.clone()];
+    for arg in &launcher.args {
+        argv.push(cstring(arg.as_bytes())?);
+    }
+    let envp: [CString; 0] = [];
+    let null = rustix::fs::open(
+        "/dev/null",
+        rustix::fs::OFlags::RDWR | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )?;
+    let mut high = Vec::with_capacity(fds.len());
+    for (source, target) in fds {
+        if !(0..FIRST_HIGH).contains(target) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("fd number {target} is not below {FIRST_HIGH}"),
+            ));
+        }
+        high.push((
+            rustix::io::fcntl_dupfd_cloexec(source, FIRST_HIGH)?,
+            *target,
+        ));
+    }
+    let mut actions = PosixSpawnFileActions::init()?;
+    for stdio in 0..3 {
+        actions.add_dup2(null.as_raw_fd(), stdio)?;
+    }
+    for (source, target) in &high {
+        // dup2 clears close-on-exec on the copy it makes.
+        actions.add_dup2(source.as_raw_fd(), *target)?;
+    }
+    let mut attr = PosixSpawnAttr::init()?;
+    attr.set_pgroup(nix::unistd::Pid::from_raw(0))?;
+    attr.set_sigmask(&SigSet::empty())?;
+    let mut defaults = SigSet::empty();
+    defaults.add(Signal::SIGPIPE);
+    attr.set_sigdefault(&defaults)?;
+    attr.set_flags(
+        PosixSpawnFlags::POSIX_SPAWN_SETPGROUP
+            | PosixSpawnFlags::POSIX_SPAWN_SETSIGMASK
+            | PosixSpawnFlags::POSIX_SPAWN_SETSIGDEF,
+    )?;
+    let pid = nix::spawn::posix_spawn(program.as_c_str(), &actions, &attr, &argv, &envp)?;
+    Ok(LauncherChild {
+        pid: pid.as_raw(),
+        status: None,
+    })
+}
+
+/// The lowest fd number a source is moved to before it is placed (above every agreed number).
+const FIRST_HIGH: i32 = 10;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -29,7 +29,7 @@ use tokio::net::unix::pipe;
 
 use crate::error::{LaunchFailure, SandboxError, Stage};
 use crate::fdpass;
-use crate::handoff::{Launcher, place_fds, spec_memfd};
+use crate::handoff::{Launcher, LauncherChild, place_fds, spawn_launcher, spec_memfd};
 use crate::spec::{CallSpec, LaunchSpec, SPEC_FD, STATUS_FD, WARM_FD};
 use crate::status::read_status;
 
@@ -56,7 +56,7 @@ pub struct WarmSandbox {
     /// The netns it joined, compared by identity.
     netns: Option<Arc<OwnedFd>>,
     /// The launcher (namespaces) or `runsc run` (gVisor).
-    launcher: Mutex<Option<std::process::Child>>,
+    launcher: Mutex<Option<LauncherChild>>,
     /// Under gVisor: the container to remove once it stopped.
     container: Option<Container>,
     /// Stop without waiting for the launcher's exit (see [`Self::detached_stop`]).
@@ -102,13 +102,6 @@ impl WarmSandbox {
         let (status_read, status_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
             .map_err(SandboxError::spawn)?;
         let (ours, theirs) = fdpass::pair().map_err(SandboxError::spawn)?;
-        let mut cmd = std::process::Command::new(&launcher.program);
-        cmd.args(&launcher.args)
-            .env_clear()
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         let mut inherited: Vec<(OwnedFd, i32)> = vec![
             (spec_fd, SPEC_FD),
             (status_write, STATUS_FD),
@@ -120,14 +113,9 @@ impl WarmSandbox {
                 crate::spec::NETNS_FD,
             ));
         }
-        // SAFETY: the closure runs between fork and exec and only calls fcntl and dup2, which
-        // are async-signal-safe; it allocates nothing.
-        unsafe {
-            std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || place_fds(&inherited));
-        }
-        let child = cmd.spawn().map_err(SandboxError::spawn)?;
-        // The command (holding the child's copies of the fds) is gone once spawned.
-        drop(cmd);
+        let child = spawn_launcher(launcher, &inherited).map_err(SandboxError::spawn)?;
+        // Only the launcher may hold these now.
+        drop(inherited);
         rustix::io::ioctl_fionbio(&ours, true).map_err(SandboxError::spawn)?;
         let sandbox = Self {
             socket: register(ours, Interest::READABLE | Interest::WRITABLE)
@@ -199,7 +187,7 @@ impl WarmSandbox {
                 Ok(())
             });
         }
-        let child = cmd.spawn().map_err(SandboxError::spawn)?;
+        let child = LauncherChild::from_pid(cmd.spawn().map_err(SandboxError::spawn)?.id());
         drop(cmd);
         rustix::io::ioctl_fionbio(&ours, true).map_err(SandboxError::spawn)?;
         let spec_fd = spec_memfd(&key).map_err(SandboxError::spawn)?;
@@ -359,7 +347,8 @@ impl WarmSandbox {
             .map_err(|e| warm_socket(e.raw_os_error(), format!("the call's reply socket: {e}")))?;
         let handle = match (message.payload.as_slice(), message.fds.into_iter().next()) {
             (b"P", Some(pidfd)) => CallHandle::Pidfd(Pidfd::from_owned(pidfd)),
-            // gVisor: no pidfd crosses out; the reply socket stands in for one.
+            // gVisor, and a one-shot sandbox's first call (run by the init itself, see
+            // `LaunchSpec::one_shot`): no pidfd crosses out; the reply socket stands in for one.
             (b"P", None) => CallHandle::Reply(reply),
             ([], None) => return Err(warm_socket(None, "the warm sandbox is gone").into()),
             // The init could not start the call and said why (typed), or, from a launcher that
@@ -389,7 +378,8 @@ impl WarmSandbox {
                 Ok(termination)
             }
         };
-        // gVisor: the init reaped the call's PID 1 (so its whole namespace) before saying so.
+        // The init reaped the call's PID 1 (so its whole namespace; gVisor) or every process
+        // of the call (a one-shot sandbox's first call) before saying so.
         let writers_gone_at_end = matches!(handle, CallHandle::Reply(_));
         let kill = move || handle.kill();
         let spawned = Spawned {
@@ -437,7 +427,7 @@ impl WarmSandbox {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .as_ref()
-            .map(std::process::Child::id)
+            .map(LauncherChild::id)
     }
 
     /// Waits (bounded by [`STOP_GRACE`]) for the launcher to exit after our socket closed, then

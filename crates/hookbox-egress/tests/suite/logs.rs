@@ -56,7 +56,7 @@ fn secrets_never_appear_in_logs() {
         let tls = tls(
             tcp,
             "api.example.test",
-            client_trusting(egress.ca_cert_pem()),
+            client_trusting(egress.ca_cert_pem().unwrap()),
         )
         .await
         .unwrap();

@@ -184,7 +184,7 @@ async fn curl_in_the_namespace_gets_credentials_injected_over_https() {
     .build();
     let dir = tempfile::tempdir().unwrap();
     let bundle = dir.path().join("ca-certificates.crt");
-    std::fs::write(&bundle, env.egress.sandbox_ca_bundle("")).unwrap();
+    std::fs::write(&bundle, env.egress.sandbox_ca_bundle("").unwrap()).unwrap();
     let (ns, listener) = listener_in_new_netns("127.0.0.1:0".parse().unwrap()).unwrap();
     let proxy_url = format!("http://{}", listener.local_addr().unwrap());
     listener.set_nonblocking(true).unwrap();

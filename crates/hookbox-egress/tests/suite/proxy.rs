@@ -131,7 +131,7 @@ async fn intercepted_https_gets_credential_and_transform_headers() {
     let tls = tls(
         tcp,
         "api.example.test",
-        client_trusting(env.egress.ca_cert_pem()),
+        client_trusting(env.egress.ca_cert_pem().unwrap()),
     )
     .await
     .unwrap();
@@ -176,7 +176,7 @@ async fn intercepted_requests_must_keep_their_host() {
     let tls = tls(
         tcp,
         "api.example.test",
-        client_trusting(env.egress.ca_cert_pem()),
+        client_trusting(env.egress.ca_cert_pem().unwrap()),
     )
     .await
     .unwrap();
@@ -239,7 +239,7 @@ async fn upstream_certificates_are_verified() {
     let tls = tls(
         tcp,
         "api.example.test",
-        client_trusting(env.egress.ca_cert_pem()),
+        client_trusting(env.egress.ca_cert_pem().unwrap()),
     )
     .await
     .unwrap();
@@ -361,7 +361,7 @@ async fn intercepted_connections_redial_when_the_server_closes() {
     let tls = tls(
         tcp,
         "api.example.test",
-        client_trusting(env.egress.ca_cert_pem()),
+        client_trusting(env.egress.ca_cert_pem().unwrap()),
     )
     .await
     .unwrap();
@@ -488,7 +488,7 @@ async fn client_tls_trusts_the_operator_ca_for_tunnels_and_the_environment_ca_fo
     let tcp = connect_via(proxy, &format!("api.example.test:{port}"))
         .await
         .unwrap();
-    let io = tls(tcp, "api.example.test", env.egress.client_tls())
+    let io = tls(tcp, "api.example.test", env.egress.client_tls().unwrap())
         .await
         .unwrap();
     let got = send(io, get("/t", "api.example.test", &[])).await.unwrap();
@@ -504,7 +504,7 @@ async fn client_tls_trusts_the_operator_ca_for_tunnels_and_the_environment_ca_fo
     let tcp = connect_via(proxy, &format!("api.example.test:{port}"))
         .await
         .unwrap();
-    let io = tls(tcp, "api.example.test", env.egress.client_tls())
+    let io = tls(tcp, "api.example.test", env.egress.client_tls().unwrap())
         .await
         .unwrap();
     let authority = format!("api.example.test:{port}");

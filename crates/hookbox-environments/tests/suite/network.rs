@@ -319,7 +319,7 @@ async fn the_sandbox_trusts_the_environment_ca_and_never_sees_its_key() {
     let stdout = output["stdout"].as_str().unwrap();
     let parts: Vec<&str> = stdout.split("=====\n").collect();
     assert_eq!(parts.len(), 3, "{output}");
-    let ca = env.network().egress().ca_cert_pem();
+    let ca = env.network().egress().ca_cert_pem().unwrap();
     assert!(
         parts[0].ends_with(ca),
         "the bundle ends with the environment's CA"
@@ -671,4 +671,38 @@ async fn an_allowlist_credential_resolves_only_inside_the_environments_project()
             assert!(!output.to_string().contains(API_SECRET));
         }
     }
+}
+
+/// The egress CA key pair and TLS configurations are made only when something can use them: an
+/// environment without network runs a call (and an http hook, refused) without making them; one
+/// whose allowlist lets something out makes them for its sandbox's CA bundle.
+#[tokio::test]
+async fn the_egress_ca_is_made_only_for_an_environment_whose_sandboxes_reach_the_proxy() {
+    let data = tempfile::tempdir().unwrap();
+    let store = store(data.path(), EgressOperator::default());
+    let closed = create(
+        &store,
+        json!({"sources": [{"type": "inline", "target": ".agents/hooks.json", "content": TELEMETRY_HOOKS}]}),
+    );
+    let env = store.open_env(&closed.id).unwrap();
+    assert!(!env.network().egress().tls_made());
+    let (outcome, output) = bash(&env, "echo ran").await;
+    assert_eq!(output["stdout"], "ran\n", "{output}");
+    let post = serde_json::to_value(outcome.post.as_ref().unwrap()).unwrap();
+    assert!(
+        post.to_string().contains("denied by rule network-disabled"),
+        "{post}"
+    );
+    assert!(
+        !env.network().egress().tls_made(),
+        "a call that cannot leave made the egress CA"
+    );
+
+    let network: Value = serde_json::from_str(API_POLICY).unwrap();
+    let open = create(&store, json!({"network": network}));
+    let env = store.open_env(&open.id).unwrap();
+    assert!(!env.network().egress().tls_made());
+    let (_, output) = bash(&env, "test -s /etc/hookbox/ca-bundle.crt && echo bundle").await;
+    assert_eq!(output["stdout"], "bundle\n", "{output}");
+    assert!(env.network().egress().tls_made());
 }
