@@ -450,9 +450,9 @@ impl WarmSandbox {
             // Half-close: the init reads EOF, leaves its loop and exits; nothing waits for that
             // (it would cost the init's wake-up and then ours, on the one-shot command's path).
             // Not reaped: the launcher exits by itself (or with us, by its parent-death signal)
-            // and is reaped by whoever inherits it.
+            // and is reaped by whoever inherits it (forgetting its handle waits for nothing).
             let _ = rustix::net::shutdown(self.socket.get_ref(), rustix::net::Shutdown::Write);
-            drop(child);
+            let _ = child;
             return;
         }
         // Closing our end is what tells init to finish; `shutdown` does it while the AsyncFd
