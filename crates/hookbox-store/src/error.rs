@@ -50,10 +50,15 @@ pub enum Error {
     Decrypt(String),
     #[error("credential encryption failed")]
     Encrypt,
-    #[error("the store's lock was poisoned by a panic")]
-    Poisoned,
-    #[error("background task failed: {0}")]
-    Join(String),
+    /// The store call panicked (a bug); the store goes on serving other calls.
+    #[error("the store call failed: it panicked")]
+    CallPanicked,
+    /// SQLite's store thread is gone.
+    #[error("the store has stopped")]
+    Stopped,
+    /// The call succeeded, but the transaction it shared with other calls did not commit.
+    #[error("the store's transaction did not commit: {0}")]
+    Undone(String),
 }
 
 impl Error {
@@ -61,7 +66,7 @@ impl Error {
     /// opposed to refusing the operation: the request may succeed if retried later.
     pub fn is_unavailable(&self) -> bool {
         match self {
-            Error::Pool(_) => true,
+            Error::Pool(_) | Error::Stopped => true,
             Error::Postgres(e) => {
                 e.is_closed()
                     || e.as_db_error().is_none_or(|db| {

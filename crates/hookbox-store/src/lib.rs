@@ -4,7 +4,8 @@
 //! their SHA-256 only, purged by [`Store::purge_expired_auth_tokens`] once expired).
 //!
 //! The [`Store`] trait is the only thing the rest of hookbox sees. [`sqlite::SqliteStore`] is the
-//! default backend (one file in the data dir, WAL); [`postgres::PostgresStore`] lets several
+//! default backend (one file in the data dir, WAL, one thread owning the connection that runs
+//! the calls queued together in one transaction); [`postgres::PostgresStore`] lets several
 //! hookbox servers share one database, over TLS as libpq's `sslmode` says ([`pg_tls`]), and
 //! coordinates them through the [`Cluster`] trait (leases, heartbeats, quota places, request
 //! buckets). Both backends migrate their own schema, seal credentials the same way and pass the

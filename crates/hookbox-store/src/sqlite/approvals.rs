@@ -1,8 +1,8 @@
 //! Calls paused for a reviewer in SQLite. A settlement is conditional updates from `pending` in
-//! one transaction, rolled back as soon as one record does not move; the one connection behind
-//! its lock makes two settlements take turns.
+//! one savepoint, rolled back as soon as one record does not move; the one connection on its
+//! one thread makes two settlements take turns.
 
-use rusqlite::{Connection, Transaction, params};
+use rusqlite::{Connection, params};
 
 use super::documents::{one, paged};
 use super::interactions;
@@ -81,7 +81,7 @@ pub(super) fn settle(
     settle: &Settle,
     continuation: Option<&NewInteraction>,
 ) -> Result<Settled> {
-    let tx = conn.transaction()?;
+    let tx = conn.savepoint()?;
     if !settle_in(&tx, project, settle)? {
         drop(tx);
         return Ok(Settled::Refused(named(conn, project, settle)?));
@@ -96,7 +96,7 @@ pub(super) fn settle(
 
 /// Moves every record `settle` names from `pending` to its state, in `tx`; `false` as soon as
 /// one does not move (the caller then rolls back, so none does).
-fn settle_in(tx: &Transaction<'_>, project: &str, settle: &Settle) -> Result<bool> {
+fn settle_in(tx: &Connection, project: &str, settle: &Settle) -> Result<bool> {
     let mut update = tx.prepare_cached(
         "UPDATE approvals SET state = ?1, settled_by = ?2, settled_at = ?3, reviewer_reason = ?4
          WHERE project = ?5 AND interaction_id = ?6 AND id = ?7 AND state = 'pending'",

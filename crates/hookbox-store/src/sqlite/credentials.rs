@@ -61,7 +61,7 @@ pub(super) fn update(
     update: &CredentialUpdate,
     now: &str,
 ) -> Result<Credential> {
-    let tx = conn.transaction()?;
+    let tx = conn.savepoint()?;
     let stored =
         secret(&tx, key, project, id)?.ok_or_else(|| Error::not_found("credential", id))?;
     let (nonce, ct) =

@@ -1,6 +1,6 @@
 //! The webhook outbox in SQLite: claiming due deliveries for a while, recording how an attempt
-//! ended, listing. A claim is a select and updates in one transaction; the one connection
-//! behind its lock keeps two claims apart.
+//! ended, listing. A claim is a select and updates in one savepoint; the one connection on its
+//! one thread keeps two claims apart.
 
 use hookbox_protocol::webhooks::PING_EVENT;
 use rusqlite::{Connection, params};
@@ -22,7 +22,7 @@ pub(super) fn claim(
     lease_until_ms: i64,
     limit: u32,
 ) -> Result<Vec<ClaimedDelivery>> {
-    let tx = conn.transaction()?;
+    let tx = conn.savepoint()?;
     let claimed = tx
         .prepare_cached(&format!(
             "SELECT {CLAIMED_COLUMNS}
@@ -51,7 +51,7 @@ pub(super) fn finish(
     outcome: &AttemptOutcome,
     now: &str,
 ) -> Result<()> {
-    let tx = conn.transaction()?;
+    let tx = conn.savepoint()?;
     let Some((project, webhook_id)) = one(
         &tx,
         "SELECT project, webhook_id FROM webhook_deliveries WHERE id = ?1",

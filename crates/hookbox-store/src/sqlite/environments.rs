@@ -44,7 +44,7 @@ pub(super) fn change(
     id: &str,
     change: &EnvironmentChange,
 ) -> Result<Option<EnvironmentRecord>> {
-    let tx = conn.transaction()?;
+    let tx = conn.savepoint()?;
     let Some(mut record) = documents::get::<EnvironmentRecord>(&tx, ENVIRONMENTS, project, id)?
     else {
         return Ok(None);

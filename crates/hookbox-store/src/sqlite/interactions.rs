@@ -3,7 +3,7 @@
 //! trigger executions that created the interaction ([`super::triggers::end_executions_of`]).
 
 use hookbox_protocol::api::{Interaction, InteractionStatus, Step};
-use rusqlite::{Connection, Transaction, params};
+use rusqlite::{Connection, params};
 
 use super::documents::{one, paged};
 use super::{triggers, webhooks};
@@ -13,7 +13,7 @@ use crate::page::{Page, Paged};
 use crate::row::Columns;
 
 /// Inserts `row` and its steps in `tx`; [`Error::AlreadyExists`] on a taken id.
-pub(super) fn insert(tx: &Transaction<'_>, project: &str, row: &NewInteraction) -> Result<()> {
+pub(super) fn insert(tx: &Connection, project: &str, row: &NewInteraction) -> Result<()> {
     let body = &row.body;
     let n = tx.prepare_cached(
         "INSERT OR IGNORE INTO interactions (id, status, agent, environment_id, previous_interaction_id, created, updated, usage_json, errors_json, body_json, project)
@@ -42,7 +42,7 @@ pub(super) fn insert(tx: &Transaction<'_>, project: &str, row: &NewInteraction) 
 }
 
 pub(super) fn create(conn: &mut Connection, project: &str, row: &NewInteraction) -> Result<()> {
-    let tx = conn.transaction()?;
+    let tx = conn.savepoint()?;
     insert(&tx, project, row)?;
     tx.commit()?;
     Ok(())
@@ -64,7 +64,7 @@ pub(super) fn append_step(conn: &Connection, id: &str, index: i64, json: &str) -
 
 pub(super) fn update_status(conn: &mut Connection, id: &str, update: &StatusUpdate) -> Result<()> {
     let (usage, errors) = update.columns()?;
-    let tx = conn.transaction()?;
+    let tx = conn.savepoint()?;
     let Some((old, project, environment)) = one(
         &tx,
         "SELECT status, project, environment_id FROM interactions WHERE id = ?1",
@@ -94,7 +94,7 @@ pub(super) fn record_hooks(
     id: &str,
     patch: &serde_json::Map<String, serde_json::Value>,
 ) -> Result<()> {
-    let tx = conn.transaction()?;
+    let tx = conn.savepoint()?;
     let Some(stored) = one(
         &tx,
         "SELECT hooks_json FROM interactions WHERE id = ?1",
@@ -116,7 +116,7 @@ pub(super) fn record_hooks(
 /// What a change of interaction `(id, project, environment)`'s status from `old` to `new`
 /// writes with it, in `tx`: its webhook event, and the end of the executions it ends.
 fn status_changed(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     (id, project, environment): (&str, &str, Option<&str>),
     old: Option<InteractionStatus>,
     new: InteractionStatus,
@@ -149,7 +149,7 @@ pub(super) fn get(conn: &Connection, project: &str, id: &str) -> Result<Option<I
 }
 
 pub(super) fn delete(conn: &mut Connection, project: &str, id: &str) -> Result<bool> {
-    let tx = conn.transaction()?;
+    let tx = conn.savepoint()?;
     let n = tx.execute(
         "DELETE FROM interactions WHERE id = ?1 AND project = ?2",
         params![id, project],
@@ -216,7 +216,7 @@ pub(super) fn recover_interrupted(
     now: &str,
 ) -> Result<Vec<String>> {
     let errors = interactions::failure("interrupted", reason)?;
-    let tx = conn.transaction()?;
+    let tx = conn.savepoint()?;
     let rows = tx
         .prepare("SELECT id, project, environment_id FROM interactions WHERE status IN ('queued', 'in_progress') ORDER BY rowid")?
         .query_and_then([], |r| {

@@ -1,22 +1,29 @@
 //! The SQLite backend of [`Store`](crate::Store): one database file, WAL journal, versioned
 //! migrations.
 //!
-//! Durability: every trait method is one transaction that has committed when it returns. In WAL
-//! mode a commit appends to the `-wal` file with `write()` before returning, so a SIGKILL of
-//! hookbox cannot lose it: the bytes are in the kernel. `synchronous=NORMAL` (the default here)
-//! skips the fsync per commit, so a *power loss* may drop the last commits (never corrupt the
-//! file); `Synchronous::Full` fsyncs every commit and survives power loss too, at a throughput
-//! cost. Calls run on tokio's blocking pool, one connection behind a mutex (SQLite serialises
-//! writers anyway).
+//! Durability: every trait method has committed when it returns. In WAL mode a commit appends
+//! to the `-wal` file with `write()` before returning, so a SIGKILL of hookbox cannot lose it:
+//! the bytes are in the kernel. `synchronous=NORMAL` (the default here) skips the fsync per
+//! commit, so a *power loss* may drop the last commits (never corrupt the file);
+//! `Synchronous::Full` fsyncs every commit and survives power loss too, at a throughput cost.
 //!
-//! Layout: this file opens the database and runs a call on it (`SqliteStore::with`);
-//! `migrations.rs` holds the schema; `store.rs` maps each [`Store`](crate::Store) method to the
-//! function of the resource file that serves it (`interactions.rs`, `approvals.rs`,
-//! `environments.rs`, `credentials.rs`, `webhooks.rs`, `deliveries.rs`, `triggers.rs`,
-//! `projects.rs`; `documents.rs` for the tables of one JSON document per row, which is all
-//! agents are). Resource functions are plain synchronous functions of a connection; what both
-//! backends decide alike (row mappings, pages, sealing, the rules of each resource) comes from
-//! the crate's shared modules.
+//! Threading: one thread owns the connection (`worker.rs`); every call is queued to it (a
+//! bounded queue: callers wait for a place when it is full) and awaits its answer. Calls it finds
+//! queued together run back to back in one transaction, each in a savepoint of its own (a
+//! failed call undoes only its own changes), and are answered once that transaction has
+//! committed: one commit (and one fsync under `Synchronous::Full`) for the group instead of one
+//! per call. A call that panics is answered with an error and the thread goes on. The thread
+//! ends when the last handle drops.
+//!
+//! Layout: this file opens the database and hands a call to the thread (`SqliteStore::with`);
+//! `worker.rs` is the thread; `migrations.rs` holds the schema; `store.rs` maps each
+//! [`Store`](crate::Store) method to the function of the resource file that serves it
+//! (`interactions.rs`, `approvals.rs`, `environments.rs`, `credentials.rs`, `webhooks.rs`,
+//! `deliveries.rs`, `triggers.rs`, `projects.rs`; `documents.rs` for the tables of one JSON
+//! document per row, which is all agents are). Resource functions are plain synchronous
+//! functions of a connection; one that writes several statements opens a savepoint (not a
+//! transaction: it may run inside a group's); what both backends decide alike (row mappings,
+//! pages, sealing, the rules of each resource) comes from the crate's shared modules.
 
 mod approvals;
 mod auth_tokens;
@@ -30,9 +37,10 @@ mod projects;
 mod store;
 mod triggers;
 mod webhooks;
+mod worker;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use rusqlite::Connection;
 
@@ -63,11 +71,16 @@ pub struct SqliteOptions {
     pub synchronous: Synchronous,
 }
 
-/// SQLite-backed [`Store`](crate::Store).
+/// SQLite-backed [`Store`](crate::Store). Clones share one connection and its thread.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
-    conn: Arc<Mutex<Connection>>,
-    key: Arc<SecretKey>,
+    // Dropped before `thread`: the last handle closes the queue, then waits for the thread.
+    queue: tokio::sync::mpsc::Sender<worker::Job>,
+    #[cfg_attr(
+        not(test),
+        allow(dead_code, reason = "held for its Drop, which joins the thread")
+    )]
+    thread: Arc<worker::Thread>,
     path: PathBuf,
 }
 
@@ -102,9 +115,13 @@ impl SqliteStore {
         // again and again.
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         migrations::migrate(&mut conn)?;
+        let (queue, thread) = worker::start(conn, key).map_err(|source| Error::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
         Ok(SqliteStore {
-            conn: Arc::new(Mutex::new(conn)),
-            key: Arc::new(key),
+            queue,
+            thread: Arc::new(thread),
             path: path.to_owned(),
         })
     }
@@ -114,26 +131,21 @@ impl SqliteStore {
         &self.path
     }
 
-    /// The schema version recorded in the file.
+    /// The schema version recorded in the file. Blocks the calling thread until the store
+    /// thread answers (callable from inside an async runtime too).
     pub fn schema_version(&self) -> Result<i64> {
-        let conn = self.conn.lock().map_err(|_| Error::Poisoned)?;
-        migrations::version(&conn)
+        futures::executor::block_on(self.with(|c, _| migrations::version(c)))
     }
 
-    /// Runs `f` on the connection (with the credential key) on tokio's blocking pool, holding
-    /// the connection's lock: no other call interleaves with it.
+    /// Runs `f` on the connection (with the credential key) on the store thread: no other call
+    /// interleaves with it. Waits for a place in the queue when it is full.
     async fn with<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&mut Connection, &SecretKey) -> Result<T> + Send + 'static,
     {
-        let conn = Arc::clone(&self.conn);
-        let key = Arc::clone(&self.key);
-        tokio::task::spawn_blocking(move || {
-            let mut guard = conn.lock().map_err(|_| Error::Poisoned)?;
-            f(&mut guard, &key)
-        })
-        .await
-        .map_err(|e| Error::Join(e.to_string()))?
+        let (job, answer) = worker::job(f);
+        self.queue.send(job).await.map_err(|_| Error::Stopped)?;
+        answer.await.map_err(|_| Error::CallPanicked)?
     }
 }

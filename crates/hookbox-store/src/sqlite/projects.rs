@@ -60,7 +60,7 @@ pub(super) fn usage(conn: &Connection, name: &str) -> Result<ProjectUsage> {
 
 /// The project and its keys.
 pub(super) fn delete(conn: &mut Connection, name: &str) -> Result<bool> {
-    let tx = conn.transaction()?;
+    let tx = conn.savepoint()?;
     tx.execute("DELETE FROM api_keys WHERE project = ?1", params![name])?;
     let n = tx.execute("DELETE FROM projects WHERE name = ?1", params![name])?;
     tx.commit()?;

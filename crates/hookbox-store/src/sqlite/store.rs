@@ -1,6 +1,6 @@
 //! [`Store`] for SQLite: which resource function serves each method. Each call takes owned
-//! copies of its arguments onto the blocking pool ([`SqliteStore::with`]); what is serialised
-//! before the lock is taken stays outside it.
+//! copies of its arguments to the store thread ([`SqliteStore::with`]); what is serialised
+//! before the call is queued stays off that thread.
 
 use async_trait::async_trait;
 use hookbox_protocol::api::{

@@ -132,7 +132,7 @@ pub(super) fn update(
     resume_next_ms: Option<i64>,
     now: &str,
 ) -> Result<Option<TriggerRecord>> {
-    let tx = conn.transaction()?;
+    let tx = conn.savepoint()?;
     let Some(mut record) = get(&tx, project, id)? else {
         return Ok(None);
     };
@@ -144,7 +144,7 @@ pub(super) fn update(
 
 /// The trigger and its executions.
 pub(super) fn delete(conn: &mut Connection, project: &str, id: &str) -> Result<bool> {
-    let tx = conn.transaction()?;
+    let tx = conn.savepoint()?;
     let n = tx.execute(
         "DELETE FROM triggers WHERE project = ?1 AND id = ?2",
         params![project, id],
@@ -180,7 +180,7 @@ pub(super) fn start_execution(
     scheduled: &str,
     now: &str,
 ) -> Result<RunStart> {
-    let tx = conn.transaction()?;
+    let tx = conn.savepoint()?;
     let Some(mut record) = triggers::claim(get(&tx, project, id)?, claim) else {
         return Ok(RunStart::Lost);
     };
@@ -213,7 +213,7 @@ pub(super) fn attach_interaction(
     environment_id: Option<&str>,
     now: &str,
 ) -> Result<()> {
-    let tx = conn.transaction()?;
+    let tx = conn.savepoint()?;
     let Some(mut execution) = read_execution(&tx, project, execution_id)? else {
         return Ok(());
     };
@@ -245,7 +245,7 @@ pub(super) fn end_execution(
     error: Option<&str>,
     now: &str,
 ) -> Result<bool> {
-    let tx = conn.transaction()?;
+    let tx = conn.savepoint()?;
     let Some(execution) = read_execution(&tx, project, execution_id)? else {
         return Ok(false);
     };

@@ -181,7 +181,7 @@ fn change(
     now: &str,
     change: impl FnOnce(&mut WebhookRecord, &[SigningKey]) -> Option<Vec<SigningKey>>,
 ) -> Result<Option<WebhookRecord>> {
-    let tx = conn.transaction()?;
+    let tx = conn.savepoint()?;
     let Some((mut record, keys)) = read(&tx, key, project, id)? else {
         return Ok(None);
     };
@@ -194,7 +194,7 @@ fn change(
 
 /// The webhook and its deliveries.
 pub(super) fn delete(conn: &mut Connection, project: &str, id: &str) -> Result<bool> {
-    let tx = conn.transaction()?;
+    let tx = conn.savepoint()?;
     let n = tx.execute(
         "DELETE FROM webhooks WHERE project = ?1 AND id = ?2",
         params![project, id],
@@ -228,7 +228,7 @@ pub(super) fn enqueue_event(
     only: Option<&str>,
     now: &str,
 ) -> Result<Vec<String>> {
-    let tx = conn.transaction()?;
+    let tx = conn.savepoint()?;
     let ids = enqueue(&tx, project, kind, data, only, now)?;
     tx.commit()?;
     Ok(ids)

@@ -1,0 +1,592 @@
+//! The store thread: the one thread that owns SQLite's connection and runs every call of a
+//! [`SqliteStore`](super::SqliteStore), fed by a bounded queue; each caller awaits a oneshot
+//! answer.
+//!
+//! - One wake-up per call and no lock handed between threads: callers queue a boxed call
+//!   ([`Job`]) and the thread, when it finds several queued, runs them back to back without
+//!   sleeping.
+//! - Back-pressure: the queue holds at most [`QUEUE`] calls; a caller beyond that waits for a
+//!   place (asynchronously) instead of the queue growing.
+//! - Group commit: the calls found queued together (at most [`MAX_GROUP`]) run in one
+//!   transaction, each in a savepoint of its own: a call that fails (or panics) rolls back its
+//!   own savepoint only and is answered with its error; the transaction commits once (with its
+//!   fsync under `synchronous=FULL`), and only then are the callers answered, so no caller
+//!   learns of a success that a rollback later undoes. If the transaction itself does not
+//!   survive (its commit fails, SQLite rolled it back on an I/O error), every call of it that
+//!   had succeeded is answered with that error instead. A lone call runs as before, on the
+//!   connection in autocommit mode.
+//! - A call that panics is answered with [`Error::CallPanicked`] (its oneshot is dropped as the
+//!   panic unwinds; the thread catches it); any transaction it left open is rolled back, and
+//!   the thread goes on serving the others.
+//! - The thread ends when the last handle drops (the queue closes); the last handle's drop
+//!   waits for it, so the connection is closed (and the WAL checkpointed) when it returns.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rusqlite::Connection;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::crypto::SecretKey;
+use crate::error::{Error, Result};
+
+/// How many calls may wait in the queue; callers beyond it wait for a place.
+pub(super) const QUEUE: usize = 256;
+
+/// At most this many queued calls share one transaction.
+pub(super) const MAX_GROUP: usize = 64;
+
+/// A call, as the thread runs it: it returns whether it succeeded and how to answer its caller.
+pub(super) type Job = Box<dyn FnOnce(&mut Connection, &SecretKey) -> Ran + Send>;
+
+/// A call that ran: whether it succeeded, and its answer, sent when the thread knows its
+/// changes are committed (or rolled back).
+pub(super) struct Ran {
+    ok: bool,
+    answer: Answer,
+}
+
+/// Sends a call's result to its caller; given why, when its transaction was rolled back.
+type Answer = Box<dyn FnOnce(Option<&Undone>) + Send>;
+
+/// Why the calls of a transaction that did not commit were undone.
+pub(super) enum Undone {
+    Sqlite(rusqlite::ffi::Error, Option<String>),
+    Other(String),
+}
+
+impl Undone {
+    fn of(e: rusqlite::Error) -> Self {
+        match e {
+            rusqlite::Error::SqliteFailure(code, message) => Undone::Sqlite(code, message),
+            other => Undone::Other(other.to_string()),
+        }
+    }
+
+    /// The error a caller whose success was undone gets: SQLite's own error when there is one
+    /// (so [`Error::is_unavailable`] still sees a busy database), else [`Error::Undone`].
+    fn error(&self) -> Error {
+        match self {
+            Undone::Sqlite(code, message) => {
+                Error::Sqlite(rusqlite::Error::SqliteFailure(*code, message.clone()))
+            }
+            Undone::Other(message) => Error::Undone(message.clone()),
+        }
+    }
+}
+
+/// `f` as a [`Job`], and the receiver of its answer.
+pub(super) fn job<T, F>(f: F) -> (Job, oneshot::Receiver<Result<T>>)
+where
+    T: Send + 'static,
+    F: FnOnce(&mut Connection, &SecretKey) -> Result<T> + Send + 'static,
+{
+    let (tx, rx) = oneshot::channel();
+    let job: Job = Box::new(move |conn: &mut Connection, key: &SecretKey| {
+        let result = f(conn, key);
+        Ran {
+            ok: result.is_ok(),
+            answer: Box::new(move |undone: Option<&Undone>| {
+                let result = match (undone, result) {
+                    (Some(undone), Ok(_)) => Err(undone.error()),
+                    (_, result) => result,
+                };
+                // A caller that stopped waiting (its request was cancelled) is no error.
+                let _ = tx.send(result);
+            }),
+        }
+    });
+    (job, rx)
+}
+
+/// What the thread counts (read by tests, and logged at debug level).
+#[derive(Debug, Default)]
+pub(super) struct Stats {
+    /// Transactions that held more than one call.
+    pub(super) groups: AtomicU64,
+    /// Calls run in those transactions.
+    pub(super) grouped_calls: AtomicU64,
+}
+
+/// The store thread's handle: joined when the last [`SqliteStore`](super::SqliteStore) drops.
+#[derive(Debug)]
+pub(super) struct Thread {
+    handle: Option<std::thread::JoinHandle<()>>,
+    pub(super) stats: Arc<Stats>,
+}
+
+impl Drop for Thread {
+    fn drop(&mut self) {
+        // Every sender is gone by now (each handle drops its sender before this), so the thread
+        // finishes the calls still queued and closes the connection.
+        if let Some(handle) = self.handle.take()
+            && handle.thread().id() != std::thread::current().id()
+            && handle.join().is_err()
+        {
+            tracing::error!("the SQLite store thread panicked");
+        }
+        tracing::debug!(
+            groups = self.stats.groups.load(Ordering::Relaxed),
+            grouped_calls = self.stats.grouped_calls.load(Ordering::Relaxed),
+            "the SQLite store thread ended"
+        );
+    }
+}
+
+/// Starts the thread owning `conn`; the sender of its queue.
+pub(super) fn start(
+    conn: Connection,
+    key: SecretKey,
+) -> std::io::Result<(mpsc::Sender<Job>, Thread)> {
+    let (tx, rx) = mpsc::channel(QUEUE);
+    let stats = Arc::new(Stats::default());
+    let counted = Arc::clone(&stats);
+    let handle = std::thread::Builder::new()
+        .name("hookbox-store".into())
+        .spawn(move || run(conn, &key, rx, &counted))?;
+    Ok((
+        tx,
+        Thread {
+            handle: Some(handle),
+            stats,
+        },
+    ))
+}
+
+/// The thread: waits for a call, takes whatever else is queued with it (up to [`MAX_GROUP`]),
+/// runs them (alone, or as one group), and waits again; ends when the queue closes.
+fn run(mut conn: Connection, key: &SecretKey, mut queue: mpsc::Receiver<Job>, stats: &Stats) {
+    let mut batch: Vec<Job> = Vec::with_capacity(MAX_GROUP);
+    while let Some(first) = queue.blocking_recv() {
+        batch.push(first);
+        while batch.len() < MAX_GROUP {
+            match queue.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        if batch.len() == 1 {
+            for job in batch.drain(..) {
+                alone(&mut conn, key, job);
+            }
+        } else {
+            stats.groups.fetch_add(1, Ordering::Relaxed);
+            stats
+                .grouped_calls
+                .fetch_add(batch.len() as u64, Ordering::Relaxed);
+            group(&mut conn, key, &mut batch);
+        }
+    }
+}
+
+/// Runs `job` on the connection as it is (autocommit: the call's own transaction, if it opens
+/// one, commits before it returns) and answers it.
+fn alone(conn: &mut Connection, key: &SecretKey, job: Job) {
+    match catch_unwind(AssertUnwindSafe(|| job(conn, key))) {
+        Ok(ran) => (ran.answer)(None),
+        Err(_) => {
+            tracing::error!("a SQLite store call panicked; it was answered with an error");
+            if !conn.is_autocommit() {
+                let _ = conn.execute_batch("ROLLBACK");
+            }
+        }
+    }
+}
+
+/// Runs `jobs` in one transaction, each in its savepoint, commits, then answers them.
+fn group(conn: &mut Connection, key: &SecretKey, jobs: &mut Vec<Job>) {
+    let mut jobs = jobs.drain(..);
+    if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+        tracing::warn!(error = %e, "could not begin a group transaction; running the calls one by one");
+        for job in jobs {
+            alone(conn, key, job);
+        }
+        return;
+    }
+    let mut done: Vec<Ran> = Vec::with_capacity(jobs.len());
+    let mut failure = None;
+    let mut not_run = None;
+    for job in jobs.by_ref() {
+        if let Err((e, job)) = in_savepoint(conn, key, job, &mut done) {
+            failure = Some(e);
+            not_run = job;
+            break;
+        }
+    }
+    let failure = match failure {
+        Some(e) => Some(e),
+        None => conn.execute_batch("COMMIT").err().map(Undone::of),
+    };
+    match failure {
+        None => {
+            for ran in done {
+                (ran.answer)(None);
+            }
+        }
+        Some(undone) => {
+            if !conn.is_autocommit() {
+                let _ = conn.execute_batch("ROLLBACK");
+            }
+            tracing::error!(
+                error = %undone.error(),
+                calls = done.len(),
+                "a SQLite group transaction did not commit; its calls were answered with the error"
+            );
+            for ran in done {
+                (ran.answer)(Some(&undone));
+            }
+            // What was not run yet runs on its own.
+            for job in not_run.into_iter().chain(jobs) {
+                alone(conn, key, job);
+            }
+        }
+    }
+}
+
+/// Runs `job` in a savepoint of the open transaction: kept if it succeeded, rolled back if it
+/// failed or panicked; its answer (unless it panicked) goes to `done`. `Err` when the
+/// transaction itself did not survive (with `job`, if it did not run).
+fn in_savepoint(
+    conn: &mut Connection,
+    key: &SecretKey,
+    job: Job,
+    done: &mut Vec<Ran>,
+) -> std::result::Result<(), (Undone, Option<Job>)> {
+    if let Err(e) = conn.execute_batch("SAVEPOINT hookbox_call") {
+        return Err((Undone::of(e), Some(job)));
+    }
+    let keep = match catch_unwind(AssertUnwindSafe(|| job(conn, key))) {
+        Ok(ran) => {
+            let ok = ran.ok;
+            done.push(ran);
+            ok
+        }
+        Err(_) => {
+            tracing::error!("a SQLite store call panicked; it was answered with an error");
+            false
+        }
+    };
+    let end = if keep {
+        "RELEASE hookbox_call"
+    } else {
+        "ROLLBACK TO hookbox_call; RELEASE hookbox_call"
+    };
+    conn.execute_batch(end).map_err(|e| (Undone::of(e), None))?;
+    if conn.is_autocommit() {
+        return Err((
+            Undone::Other("SQLite rolled back the transaction".to_owned()),
+            None,
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::sync::Mutex;
+    use std::task::{Context, Poll};
+
+    use hookbox_protocol::api::{Interaction, InteractionStatus, Step};
+    use rusqlite::params;
+
+    use super::super::{SqliteOptions, SqliteStore};
+    use super::*;
+    use crate::interactions::StatusUpdate;
+    use crate::store::Store;
+
+    const P: &str = crate::DEFAULT_PROJECT;
+
+    fn open(dir: &std::path::Path) -> SqliteStore {
+        SqliteStore::open(
+            &dir.join("hookbox.db"),
+            SecretKey::from_bytes([7; 32]),
+            &SqliteOptions::default(),
+        )
+        .unwrap()
+    }
+
+    fn interaction(id: &str) -> Interaction {
+        let mut i = Interaction::new(id, InteractionStatus::InProgress);
+        i.created = Some("2026-05-20T10:00:00Z".into());
+        i.updated = Some("2026-05-20T10:00:00Z".into());
+        i.steps = vec![Step::user_text("hello")];
+        i
+    }
+
+    /// A table of numbers the tests write to directly.
+    async fn numbers(store: &SqliteStore) {
+        store
+            .with(|c, _| Ok(c.execute_batch("CREATE TABLE numbers (n INTEGER NOT NULL)")?))
+            .await
+            .unwrap();
+    }
+
+    /// Inserts `n` into `numbers`.
+    fn insert(c: &Connection, n: i64) -> Result<()> {
+        c.execute("INSERT INTO numbers (n) VALUES (?1)", params![n])?;
+        Ok(())
+    }
+
+    /// How many rows of `numbers` hold `n`, read through a connection of its own (so only what
+    /// is committed).
+    fn committed(dir: &std::path::Path, n: i64) -> i64 {
+        let conn = Connection::open(dir.join("hookbox.db")).unwrap();
+        conn.query_row(
+            "SELECT count(*) FROM numbers WHERE n = ?1",
+            params![n],
+            |r| r.get(0),
+        )
+        .unwrap()
+    }
+
+    /// Holds the store thread inside a call until the returned sender is used (or dropped);
+    /// returns once the thread is held, so what is queued next waits in the queue.
+    async fn hold(store: &SqliteStore) -> std::sync::mpsc::Sender<()> {
+        let (held_tx, held_rx) = oneshot::channel();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let store = store.clone();
+        tokio::spawn(async move {
+            store
+                .with(move |_, _| {
+                    let _ = held_tx.send(());
+                    let _ = release_rx.recv();
+                    Ok(())
+                })
+                .await
+                .unwrap();
+        });
+        held_rx.await.unwrap();
+        release_tx
+    }
+
+    type Call<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'a>>;
+
+    /// Polls `call` once: far enough to queue it (when the queue has a place); whether it has
+    /// finished. Run it under [`tokio::task::unconstrained`]: a task that used up its
+    /// cooperative budget sees a queue with places as full.
+    fn poll_once<T>(call: &mut Call<'_, T>) -> bool {
+        let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+        matches!(call.as_mut().poll(&mut cx), Poll::Ready(_))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn many_concurrent_callers_lose_and_duplicate_no_write() {
+        // More tasks than a group holds, so a full group happens.
+        const TASKS: i64 = MAX_GROUP as i64 + 16;
+        const ROUNDS: i64 = 10;
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(open(dir.path()));
+        numbers(&store).await;
+        // Every task's first call is queued while the thread is held, so at least one group
+        // holds all of them; the rest race as they come.
+        let release = hold(&store).await;
+        let mut tasks = Vec::new();
+        for t in 0..TASKS {
+            let store = Arc::clone(&store);
+            let task: Call<'static, ()> = Box::pin(async move {
+                for r in 0..ROUNDS {
+                    let n = t * ROUNDS + r;
+                    store.with(move |c, _| insert(c, n)).await?;
+                    let id = format!("int_{n}");
+                    store.create_interaction(P, &interaction(&id)).await?;
+                    store.append_step(&id, 1, &Step::model_text(&id)).await?;
+                    let update = StatusUpdate {
+                        status: InteractionStatus::Completed,
+                        usage: None,
+                        errors: vec![],
+                        updated: "2026-05-20T10:00:01Z".into(),
+                    };
+                    store.update_status(&id, &update).await?;
+                    let got = store.get_interaction(P, &id).await?.unwrap();
+                    assert_eq!(got.id, id);
+                    assert_eq!(got.status, InteractionStatus::Completed);
+                    assert_eq!(got.steps.len(), 2, "{id}");
+                    assert_eq!(
+                        serde_json::to_value(&got.steps[1])?,
+                        serde_json::to_value(Step::model_text(&id))?
+                    );
+                }
+                Ok(())
+            });
+            tasks.push(task);
+        }
+        let tasks: Vec<_> = tokio::task::unconstrained(async {
+            tasks
+                .into_iter()
+                .map(|mut task| {
+                    assert!(!poll_once(&mut task));
+                    tokio::spawn(task)
+                })
+                .collect()
+        })
+        .await;
+        release.send(()).unwrap();
+        for task in tasks {
+            task.await.unwrap().unwrap();
+        }
+        assert!(store.thread.stats.groups.load(Ordering::Relaxed) >= 1);
+        drop(store);
+
+        let conn = Connection::open(dir.path().join("hookbox.db")).unwrap();
+        let count = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+        assert_eq!(count("SELECT count(*) FROM numbers"), TASKS * ROUNDS);
+        assert_eq!(
+            count("SELECT count(DISTINCT n) FROM numbers"),
+            TASKS * ROUNDS
+        );
+        assert_eq!(count("SELECT count(*) FROM interactions"), TASKS * ROUNDS);
+        assert_eq!(
+            count("SELECT count(*) FROM interactions WHERE status = 'completed'"),
+            TASKS * ROUNDS
+        );
+        assert_eq!(count("SELECT count(*) FROM steps"), 2 * TASKS * ROUNDS);
+    }
+
+    #[tokio::test]
+    async fn an_error_in_a_grouped_call_undoes_that_call_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        numbers(&store).await;
+        let int_c = interaction("int_c");
+        let release = hold(&store).await;
+        let mut a: Call<'_, ()> = Box::pin(store.with(|c, _| insert(c, 1)));
+        // Writes, then fails: its write must be undone, and only its.
+        let mut b: Call<'_, ()> = Box::pin(store.with(|c, _| {
+            insert(c, 2)?;
+            Err(Error::not_found("thing", "x"))
+        }));
+        let mut c: Call<'_, ()> = Box::pin(store.create_interaction(P, &int_c));
+        // Refused by what `c` wrote in the same transaction; opens its own savepoint.
+        let mut d: Call<'_, ()> = Box::pin(store.create_interaction(P, &int_c));
+        let mut e: Call<'_, ()> = Box::pin(store.with(|c, _| insert(c, 3)));
+        for call in [&mut a, &mut b, &mut c, &mut d, &mut e] {
+            assert!(!poll_once(call));
+        }
+        release.send(()).unwrap();
+        a.await.unwrap();
+        assert!(matches!(b.await, Err(Error::NotFound { .. })));
+        c.await.unwrap();
+        assert!(matches!(d.await, Err(Error::AlreadyExists { .. })));
+        e.await.unwrap();
+        assert_eq!(store.thread.stats.groups.load(Ordering::Relaxed), 1);
+        assert_eq!(store.thread.stats.grouped_calls.load(Ordering::Relaxed), 5);
+        assert_eq!(committed(dir.path(), 1), 1);
+        assert_eq!(committed(dir.path(), 2), 0);
+        assert_eq!(committed(dir.path(), 3), 1);
+        assert!(store.get_interaction(P, "int_c").await.unwrap().is_some());
+    }
+
+    #[tokio::test]
+    async fn a_panicking_call_is_answered_with_an_error_and_the_store_keeps_working() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        numbers(&store).await;
+
+        // Alone, inside a transaction it opened: answered, and its transaction rolled back.
+        let alone = store.with(|c, _| -> Result<()> {
+            c.execute_batch("BEGIN")?;
+            insert(c, 9)?;
+            panic!("a bug in a store call");
+        });
+        assert!(matches!(alone.await, Err(Error::CallPanicked)));
+        store.with(|c, _| insert(c, 10)).await.unwrap();
+        assert_eq!(committed(dir.path(), 9), 0);
+        assert_eq!(committed(dir.path(), 10), 1);
+
+        // In a group: only its own savepoint is undone.
+        let release = hold(&store).await;
+        let mut a: Call<'_, ()> = Box::pin(store.with(|c, _| insert(c, 11)));
+        let mut p: Call<'_, ()> = Box::pin(store.with(|c, _| -> Result<()> {
+            insert(c, 12)?;
+            panic!("a bug in a store call");
+        }));
+        let mut b: Call<'_, ()> = Box::pin(store.with(|c, _| insert(c, 13)));
+        for call in [&mut a, &mut p, &mut b] {
+            assert!(!poll_once(call));
+        }
+        release.send(()).unwrap();
+        a.await.unwrap();
+        assert!(matches!(p.await, Err(Error::CallPanicked)));
+        b.await.unwrap();
+        assert_eq!(store.thread.stats.groups.load(Ordering::Relaxed), 1);
+        assert_eq!(committed(dir.path(), 11), 1);
+        assert_eq!(committed(dir.path(), 12), 0);
+        assert_eq!(committed(dir.path(), 13), 1);
+        store
+            .create_interaction(P, &interaction("int_after"))
+            .await
+            .unwrap();
+        assert_eq!(
+            store.schema_version().unwrap(),
+            super::super::SCHEMA_VERSION
+        );
+    }
+
+    #[tokio::test]
+    async fn the_queue_holds_at_most_its_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        let ran = Arc::new(Mutex::new(Vec::new()));
+        let release = hold(&store).await;
+        let record = |i: usize| {
+            let ran = Arc::clone(&ran);
+            move |_: &mut Connection, _: &SecretKey| {
+                ran.lock().unwrap().push(i);
+                Ok(())
+            }
+        };
+        let mut calls: Vec<Call<'_, ()>> = (0..=QUEUE)
+            .map(|i| Box::pin(store.with(record(i))) as Call<'_, ()>)
+            .collect();
+        tokio::task::unconstrained(async {
+            for call in &mut calls {
+                assert!(!poll_once(call));
+            }
+        })
+        .await;
+        let extra = calls.pop().unwrap();
+        release.send(()).unwrap();
+        for call in calls {
+            call.await.unwrap();
+        }
+        // The extra call never got a place (it was not polled again): dropping it drops it. Had
+        // the queue taken it, it would run before the next call.
+        drop(extra);
+        store.with(record(usize::MAX)).await.unwrap();
+        let ran = ran.lock().unwrap().clone();
+        assert!(
+            !ran.contains(&QUEUE),
+            "the call beyond the bound was queued"
+        );
+        let expected: Vec<usize> = (0..QUEUE).chain([usize::MAX]).collect();
+        assert_eq!(ran, expected);
+    }
+
+    #[tokio::test]
+    async fn the_thread_ends_and_closes_the_database_when_the_last_handle_drops() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        let clone = store.clone();
+        drop(store);
+        clone
+            .create_interaction(P, &interaction("int_1"))
+            .await
+            .unwrap();
+        let wal = dir.path().join("hookbox.db-wal");
+        assert!(wal.exists());
+        drop(clone);
+        // The last connection's close checkpoints the WAL into the file and deletes it.
+        assert!(!wal.exists());
+        let reopened = open(dir.path());
+        assert!(
+            reopened
+                .get_interaction(P, "int_1")
+                .await
+                .unwrap()
+                .is_some()
+        );
+    }
+}
