@@ -89,13 +89,18 @@ pub(super) async fn take_tokens(
     }
     // One statement: refill by the time since the last take, then take up to `want` whole
     // tokens if there is at least one (the row lock serialises replicas).
-    // The bucket refilled by the time since the last take ($2: rate, $3: burst).
-    const REFILLED: &str =
-        "LEAST($3::float8, tokens + EXTRACT(EPOCH FROM (now() - updated))::float8 * $2::float8)";
+    // The bucket refilled by the time since the last take ($2: rate, $3: burst). The time is
+    // `clock_timestamp()`, read when the row is read under its lock (PostgreSQL reads a row
+    // changed while it waited again), not `now()` (when the statement began): a take that waited for the lock while another replica's take committed a later
+    // `updated` would otherwise refill by a negative time and take tokens away; and the
+    // refill never goes below zero, nor `updated` back.
+    const REFILLED: &str = "LEAST($3::float8, tokens + \
+         GREATEST(0, EXTRACT(EPOCH FROM (clock_timestamp() - updated)))::float8 * $2::float8)";
     let taken = client
         .query_opt(
             &format!(
-                "UPDATE rate_buckets b SET tokens = r.refilled - r.take, updated = now()
+                "UPDATE rate_buckets b SET tokens = r.refilled - r.take,
+                     updated = GREATEST(b.updated, clock_timestamp())
                  FROM (SELECT refilled, LEAST($4::float8, floor(refilled)) AS take FROM (
                          SELECT {REFILLED} AS refilled
                          FROM rate_buckets WHERE project = $1 FOR UPDATE) f) r

@@ -317,6 +317,52 @@ async fn quota_places_and_the_request_bucket_are_shared_and_a_clean_leave_frees_
 }
 
 /// Polls `check` until it holds, for at most 20 s (an observable condition, not a sleep).
+#[tokio::test]
+#[ignore = "needs HOOKBOX_TEST_POSTGRES_URL (scripts/test.sh starts a cluster)"]
+async fn a_take_that_waited_for_the_bucket_takes_no_tokens_away() {
+    use hookbox_store::TokenGrant;
+    let url = super::fresh_database().await;
+    let a = replica(&url, "replica-a", 60_000).await;
+    let ca = a.cluster().unwrap();
+    ca.heartbeat().await.unwrap();
+    // Creates the bucket (burst 3) and takes one token.
+    assert_eq!(
+        ca.take_tokens("p", 1000.0, 3.0, 1.0).await.unwrap(),
+        TokenGrant::Granted(1.0)
+    );
+    // What a take finds after waiting for the row lock while another replica's take
+    // committed: an `updated` later than the instant its own statement began. Here ten
+    // seconds later, with two tokens left.
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let changed = client
+        .execute(
+            "UPDATE rate_buckets SET tokens = 2, updated = now() + interval '10 seconds' \
+             WHERE project = 'p'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(changed, 1);
+    // The two tokens are there to take: a refill over a negative time must not take them
+    // away (it took 10 000 at 1000/s), nor may the take move `updated` back.
+    assert_eq!(
+        ca.take_tokens("p", 1000.0, 3.0, 2.0).await.unwrap(),
+        TokenGrant::Granted(2.0)
+    );
+    let later: bool = client
+        .query_one(
+            "SELECT updated > now() + interval '9 seconds' FROM rate_buckets WHERE project = 'p'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(later, "the take moved the bucket's time back");
+}
+
 async fn until(what: &str, mut check: impl AsyncFnMut() -> bool) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while !check().await {
