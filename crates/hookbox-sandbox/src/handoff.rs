@@ -22,7 +22,7 @@ impl Launcher {
         }
     }
 
-    /// `$HOOKBOX_SANDBOX_EXEC` if set; else [`STANDALONE_NAME`] beside the current executable
+    /// `$HOOKBOX_SANDBOX_EXEC` if set (an absolute path); else [`STANDALONE_NAME`] beside the current executable
     /// when it is there (the package installs both, and `cargo build -p hookbox` builds both);
     /// else the current executable with `hidden_subcommand`.
     ///
@@ -32,7 +32,7 @@ impl Launcher {
     /// directory of the running binary, which whoever could replace it could replace hookbox in.
     pub fn from_env_or_current_exe(hidden_subcommand: &str) -> std::io::Result<Self> {
         if let Some(path) = std::env::var_os(crate::env_vars::HOOKBOX_SANDBOX_EXEC) {
-            return Ok(Self::standalone(PathBuf::from(path)));
+            return Self::named(PathBuf::from(path));
         }
         let current = std::env::current_exe()?;
         if let Some(sibling) = standalone_beside(&current) {
@@ -42,6 +42,25 @@ impl Launcher {
             program: current,
             args: vec![hidden_subcommand.to_owned()],
         })
+    }
+}
+
+impl Launcher {
+    /// The standalone launcher at `path`, named by [`crate::env_vars::HOOKBOX_SANDBOX_EXEC`]:
+    /// an absolute path, since `posix_spawn` (not `posix_spawnp`) would resolve a bare name
+    /// against the working directory, and every launch must run the same program.
+    fn named(path: PathBuf) -> std::io::Result<Self> {
+        if !path.is_absolute() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "{} must be an absolute path, not {}",
+                    crate::env_vars::HOOKBOX_SANDBOX_EXEC,
+                    path.display()
+                ),
+            ));
+        }
+        Ok(Self::standalone(path))
     }
 }
 
@@ -235,6 +254,20 @@ const FIRST_HIGH: i32 = 10;
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_launcher_named_by_the_environment_must_be_an_absolute_path() {
+        let err = Launcher::named(PathBuf::from("hookbox-sandbox-exec")).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+        assert!(err.to_string().contains("absolute"), "{err}");
+        assert!(Launcher::named(PathBuf::from("./bin/hookbox-sandbox-exec")).is_err());
+        let launcher = Launcher::named(PathBuf::from("/usr/libexec/hookbox-sandbox-exec")).unwrap();
+        assert_eq!(
+            launcher.program,
+            PathBuf::from("/usr/libexec/hookbox-sandbox-exec")
+        );
+        assert!(launcher.args.is_empty());
+    }
 
     #[test]
     fn standalone_launcher_is_taken_only_when_an_executable_file_sits_beside_the_binary() {

@@ -113,7 +113,9 @@ impl WarmSandbox {
                 crate::spec::NETNS_FD,
             ));
         }
-        let child = spawn_launcher(launcher, &inherited).map_err(SandboxError::spawn)?;
+        let child = Unowned(Some(
+            spawn_launcher(launcher, &inherited).map_err(SandboxError::spawn)?,
+        ));
         // Only the launcher may hold these now.
         drop(inherited);
         rustix::io::ioctl_fionbio(&ours, true).map_err(SandboxError::spawn)?;
@@ -122,7 +124,7 @@ impl WarmSandbox {
                 .map_err(SandboxError::spawn)?,
             key,
             netns,
-            launcher: Mutex::new(Some(child)),
+            launcher: Mutex::new(child.own()),
             container: None,
             detached_stop: false,
         };
@@ -187,7 +189,9 @@ impl WarmSandbox {
                 Ok(())
             });
         }
-        let child = LauncherChild::from_pid(cmd.spawn().map_err(SandboxError::spawn)?.id());
+        let child = Unowned(Some(LauncherChild::from_pid(
+            cmd.spawn().map_err(SandboxError::spawn)?.id(),
+        )));
         drop(cmd);
         rustix::io::ioctl_fionbio(&ours, true).map_err(SandboxError::spawn)?;
         let spec_fd = spec_memfd(&key).map_err(SandboxError::spawn)?;
@@ -203,7 +207,7 @@ impl WarmSandbox {
                 .map_err(SandboxError::spawn)?,
             key,
             netns: None,
-            launcher: Mutex::new(Some(child)),
+            launcher: Mutex::new(child.own()),
             container: Some(Container {
                 runsc: runsc.clone(),
                 id,
@@ -347,8 +351,7 @@ impl WarmSandbox {
             .map_err(|e| warm_socket(e.raw_os_error(), format!("the call's reply socket: {e}")))?;
         let handle = match (message.payload.as_slice(), message.fds.into_iter().next()) {
             (b"P", Some(pidfd)) => CallHandle::Pidfd(Pidfd::from_owned(pidfd)),
-            // gVisor, and a one-shot sandbox's first call (run by the init itself, see
-            // `LaunchSpec::one_shot`): no pidfd crosses out; the reply socket stands in for one.
+            // gVisor: no pidfd crosses out; the reply socket stands in for one.
             (b"P", None) => CallHandle::Reply(reply),
             ([], None) => return Err(warm_socket(None, "the warm sandbox is gone").into()),
             // The init could not start the call and said why (typed), or, from a launcher that
@@ -378,8 +381,7 @@ impl WarmSandbox {
                 Ok(termination)
             }
         };
-        // The init reaped the call's PID 1 (so its whole namespace; gVisor) or every process
-        // of the call (a one-shot sandbox's first call) before saying so.
+        // gVisor: the init reaped the call's PID 1 (so its whole namespace) before saying so.
         let writers_gone_at_end = matches!(handle, CallHandle::Reply(_));
         let kill = move || handle.kill();
         let spawned = Spawned {
@@ -481,6 +483,30 @@ impl WarmSandbox {
             }
         }
         let _ = child.wait();
+    }
+}
+
+/// A launcher (or `runsc run`) spawned for a sandbox not built yet: killed with its process
+/// group and reaped should building the sandbox fail before it owns it, so that a server that
+/// keeps running is left no zombie.
+struct Unowned(Option<LauncherChild>);
+
+impl Unowned {
+    /// Hands the launcher to the sandbox that now owns it.
+    fn own(mut self) -> Option<LauncherChild> {
+        self.0.take()
+    }
+}
+
+impl Drop for Unowned {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            // The launcher leads its own group (`process_group(0)` at spawn).
+            if let Ok(pgid) = i32::try_from(child.id()) {
+                hookbox_process::kill_group(pgid);
+            }
+            let _ = child.wait();
+        }
     }
 }
 

@@ -13,14 +13,18 @@
 //! record's when the record is larger (`merge`): all three only grow, so the larger is the
 //! newer. `environment.json` keeps being rewritten whole by what changes the rest of the
 //! metadata (the sandbox uid given at an open, a fork's copy), always from such a merged read,
-//! so it never holds more than the record; the first change of an environment without a
-//! (complete) record starts the record from `environment.json`.
+//! so it should never hold more than the record; still, every change starts from the larger
+//! of the two (a build without records, or a power loss that kept the rewritten
+//! `environment.json` and not the record's page, could leave it larger).
 //!
 //! A crash (the process killed) at any point leaves the old record or the new one (a `pwrite`
 //! of a few bytes within one page of a regular file is not torn by a kill), or a record
 //! created and never written, which readers ignore: a record is only ever short before its
 //! first write, and then `environment.json` holds everything. The lock goes with the process.
-//! So no change recorded is ever read back as "no change".
+//! So no change recorded is ever read back as "no change". Against a power loss the record is
+//! as durable as the rename it replaces was: a change starts the page's write-back at once
+//! (`sync_file_range`, not waited for, as ext4's flush on rename was not); nothing is
+//! `fsync`ed, before or now.
 
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
@@ -145,7 +149,8 @@ pub(crate) fn record(
             .write(true)
             .create(create)
             .truncate(false)
-            .mode(0o600)
+            // Readable as `environment.json` is: whoever may read the metadata may read this.
+            .mode(0o644)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&path)
     };
@@ -164,6 +169,14 @@ pub(crate) fn record(
         .map_err(|e| RecordError::Io(e.into()))?;
     let stored = read_record(&file).map_err(RecordError::Io)?;
     let current = match stored {
+        // A change also looks at `environment.json`: should it ever hold more than the record
+        // (rewritten by a build without records, or durable when the record's page was not),
+        // a bump from the record alone would stay hidden behind it.
+        Some(current) if modified => {
+            let mut merged = meta().map_err(RecordError::Meta)?;
+            merge(&mut merged, Some(current));
+            Activity::of(&merged)
+        }
         Some(current) => current,
         None => Activity::of(&meta().map_err(RecordError::Meta)?),
     };
@@ -179,7 +192,25 @@ pub(crate) fn record(
         return Ok(());
     }
     file.write_all_at(&next.encode(), 0)
-        .map_err(RecordError::Io)
+        .map_err(RecordError::Io)?;
+    if modified {
+        // Starts writing the page back now, without waiting, as ext4 did for the
+        // rename that recorded a change before: a change of the tree (an image whose own
+        // journal flushes) must not reach the disk long before the bump that marks it.
+        // SAFETY: `file` is open for the call's duration; the call only reads its arguments.
+        let rc = unsafe {
+            libc::sync_file_range(
+                std::os::fd::AsRawFd::as_raw_fd(&file),
+                0,
+                RECORD_LEN as libc::off64_t,
+                libc::SYNC_FILE_RANGE_WRITE,
+            )
+        };
+        if rc != 0 {
+            return Err(RecordError::Io(std::io::Error::last_os_error()));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -299,3 +299,31 @@ async fn a_write_tool_call_creates_no_file_and_renames_none() {
     assert_eq!(std::fs::read(dir.join(META_FILE)).unwrap(), meta_bytes);
     assert_eq!(generation(&dir), generation_before + 3);
 }
+
+// Review of issue 35's record: a change started from the record alone, so an
+// `environment.json` holding a larger generation (rewritten by a build without records, or
+// durable when the record's page was lost with the power) hid every later bump behind it.
+#[tokio::test]
+async fn a_change_is_seen_when_environment_json_holds_more_than_the_record() {
+    let data = tempfile::tempdir().unwrap();
+    let store = store_with(data.path(), options());
+    let meta = create(&store, json!({}));
+    let dir = env_dir(data.path(), &meta.id);
+    // A change, so that the record exists.
+    store.mark_modified(&meta.id).unwrap();
+    assert!(dir.join(ACTIVITY_FILE).exists());
+    let recorded = generation(&dir);
+    // `environment.json` five changes ahead of the record.
+    let mut stored = read_meta_file(&dir);
+    stored["generation"] = json!(recorded + 5);
+    std::fs::write(
+        dir.join(META_FILE),
+        serde_json::to_vec_pretty(&stored).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(generation(&dir), recorded + 5);
+    // The next change must be seen as one: a snapshot that recorded `recorded + 5` would
+    // otherwise take the tree for unchanged.
+    store.mark_modified(&meta.id).unwrap();
+    assert_eq!(generation(&dir), recorded + 6);
+}
