@@ -91,9 +91,10 @@ pub(super) async fn take_tokens(
     // tokens if there is at least one (the row lock serialises replicas).
     // The bucket refilled by the time since the last take ($2: rate, $3: burst). The time is
     // `clock_timestamp()`, read when the row is read under its lock (PostgreSQL reads a row
-    // changed while it waited again), not `now()` (when the statement began): a take that waited for the lock while another replica's take committed a later
-    // `updated` would otherwise refill by a negative time and take tokens away; and the
-    // refill never goes below zero, nor `updated` back.
+    // changed while it waited again), not `now()` (when the statement began): a take that
+    // waited for the lock while another replica's take committed a later `updated` would
+    // otherwise refill by a negative time and take tokens away; and the refill never goes
+    // below zero, nor `updated` back.
     const REFILLED: &str = "LEAST($3::float8, tokens + \
          GREATEST(0, EXTRACT(EPOCH FROM (clock_timestamp() - updated)))::float8 * $2::float8)";
     let taken = client

@@ -131,10 +131,9 @@ impl SqliteStore {
         &self.path
     }
 
-    /// The schema version recorded in the file. Blocks the calling thread until the store
-    /// thread answers (callable from inside an async runtime too).
-    pub fn schema_version(&self) -> Result<i64> {
-        futures::executor::block_on(self.with(|c, _| migrations::version(c)))
+    /// The schema version recorded in the file.
+    pub async fn schema_version(&self) -> Result<i64> {
+        self.with(|c, _| migrations::version(c)).await
     }
 
     /// Runs `f` on the connection (with the credential key) on the store thread: no other call

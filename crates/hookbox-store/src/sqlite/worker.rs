@@ -88,9 +88,11 @@ where
         Ran {
             ok: result.is_ok(),
             answer: Box::new(move |undone: Option<&Undone>| {
+                // Undone: whatever the call saw (another grouped call's writes included) was
+                // rolled back, so its own error may rest on them too; a retry tells.
                 let result = match (undone, result) {
-                    (Some(undone), Ok(_)) => Err(undone.error()),
-                    (_, result) => result,
+                    (Some(undone), _) => Err(undone.error()),
+                    (None, result) => result,
                 };
                 // A caller that stopped waiting (its request was cancelled) is no error.
                 let _ = tx.send(result);
@@ -184,6 +186,17 @@ fn run(mut conn: Connection, key: &SecretKey, mut queue: mpsc::Receiver<Job>, st
 /// one, commits before it returns) and answers it.
 fn alone(conn: &mut Connection, key: &SecretKey, job: Job) {
     match catch_unwind(AssertUnwindSafe(|| job(conn, key))) {
+        // A call that returned with a transaction still open (a failed outermost `RELEASE`
+        // whose rollback failed too) committed nothing: it is undone, not answered "ok", and
+        // later calls do not pile into its transaction.
+        Ok(ran) if !conn.is_autocommit() => {
+            let undone = match conn.execute_batch("ROLLBACK") {
+                Ok(()) => Undone::Other("the call left its transaction open; rolled back".into()),
+                Err(e) => Undone::of(e),
+            };
+            tracing::error!(error = %undone.error(), "a SQLite store call left a transaction open");
+            (ran.answer)(Some(&undone));
+        }
         Ok(ran) => (ran.answer)(None),
         Err(_) => {
             tracing::error!("a SQLite store call panicked; it was answered with an error");
@@ -520,9 +533,30 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(
-            store.schema_version().unwrap(),
+            store.schema_version().await.unwrap(),
             super::super::SCHEMA_VERSION
         );
+    }
+
+    // Review: a lone call that returned with its transaction still open was answered "ok"
+    // though nothing of it was committed, and every later call's writes went into that
+    // transaction, never committed either.
+    #[tokio::test]
+    async fn a_call_that_leaves_its_transaction_open_is_undone_and_later_calls_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        numbers(&store).await;
+        let open_ended = store.with(|c, _| -> Result<()> {
+            c.execute_batch("BEGIN")?;
+            insert(c, 20)
+        });
+        assert!(
+            open_ended.await.is_err(),
+            "answered ok with nothing committed"
+        );
+        assert_eq!(committed(dir.path(), 20), 0);
+        store.with(|c, _| insert(c, 21)).await.unwrap();
+        assert_eq!(committed(dir.path(), 21), 1);
     }
 
     #[tokio::test]

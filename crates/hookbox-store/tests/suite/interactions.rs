@@ -146,7 +146,7 @@ async fn schema_is_versioned_and_newer_schemas_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let store = super::sqlite_open(dir.path());
     assert_eq!(
-        store.schema_version().unwrap(),
+        store.schema_version().await.unwrap(),
         hookbox_store::sqlite::SCHEMA_VERSION
     );
     drop(store);

@@ -316,7 +316,6 @@ async fn quota_places_and_the_request_bucket_are_shared_and_a_clean_leave_frees_
     );
 }
 
-/// Polls `check` until it holds, for at most 20 s (an observable condition, not a sleep).
 #[tokio::test]
 #[ignore = "needs HOOKBOX_TEST_POSTGRES_URL (scripts/test.sh starts a cluster)"]
 async fn a_take_that_waited_for_the_bucket_takes_no_tokens_away() {
@@ -363,6 +362,7 @@ async fn a_take_that_waited_for_the_bucket_takes_no_tokens_away() {
     assert!(later, "the take moved the bucket's time back");
 }
 
+/// Polls `check` until it holds, for at most 20 s (an observable condition, not a sleep).
 async fn until(what: &str, mut check: impl AsyncFnMut() -> bool) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while !check().await {

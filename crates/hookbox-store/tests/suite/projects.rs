@@ -261,7 +261,7 @@ async fn a_version_1_database_migrates_into_the_default_project() {
 
     let store = super::sqlite_open(dir.path());
     assert_eq!(
-        store.schema_version().unwrap(),
+        store.schema_version().await.unwrap(),
         hookbox_store::sqlite::SCHEMA_VERSION
     );
     let d = DEFAULT_PROJECT;
