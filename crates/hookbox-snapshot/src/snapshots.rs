@@ -1,6 +1,7 @@
 //! Checkpoint and restore of one environment directory against the snapshot store.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -590,7 +591,14 @@ impl Snapshots {
                     stats.downloaded_bytes += bytes.len() as u64;
                     if name == META_BLOB {
                         let path = staging.join(META_FILE);
-                        std::fs::write(&path, &bytes).map_err(io(&path))?;
+                        // Owner-only, as hookbox writes it: it holds `transform` header values.
+                        std::fs::OpenOptions::new()
+                            .write(true)
+                            .create_new(true)
+                            .mode(0o600)
+                            .open(&path)
+                            .and_then(|mut file| std::io::Write::write_all(&mut file, &bytes))
+                            .map_err(io(&path))?;
                     } else {
                         let path = staging.join(FROZEN_DIR);
                         std::fs::create_dir(&path).map_err(io(&path))?;

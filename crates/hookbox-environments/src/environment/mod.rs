@@ -215,8 +215,23 @@ fn write_meta(dir: &Path, meta: &EnvironmentMeta) -> Result<()> {
         path: path.clone(),
         message: e.to_string(),
     })?;
-    std::fs::write(&temp, bytes).map_err(io(&temp))?;
+    // Owner-only: the metadata holds the egress `transform` header values as given (often a
+    // secret; only what is shown outside is redacted).
+    write_private(&temp, &bytes)?;
     std::fs::rename(&temp, &path).map_err(io(&path))
+}
+
+/// Writes `bytes` to a new file at `path` that only its owner may read (mode 0600).
+fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|mut file| file.write_all(bytes))
+        .map_err(io(path))
 }
 
 /// The metadata in environment directory `dir`, as stored (`transform` values included), with
@@ -228,10 +243,20 @@ pub fn read_meta(dir: &Path) -> Result<EnvironmentMeta> {
     Ok(meta)
 }
 
-/// `environment.json` alone.
+/// `environment.json` alone. One written before it was kept owner-only (see [`write_meta`])
+/// is made so when read (best effort: only its owner can).
 fn read_meta_file(dir: &Path) -> Result<EnvironmentMeta> {
+    use std::io::Read;
+    use std::os::unix::fs::PermissionsExt;
     let path = dir.join(META_FILE);
-    let bytes = std::fs::read(&path).map_err(io(&path))?;
+    let mut file = std::fs::File::open(&path).map_err(io(&path))?;
+    if let Ok(stat) = file.metadata()
+        && stat.permissions().mode() & 0o077 != 0
+    {
+        let _ = file.set_permissions(std::fs::Permissions::from_mode(0o600));
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).map_err(io(&path))?;
     serde_json::from_slice(&bytes).map_err(|e| EnvError::Meta {
         path,
         message: e.to_string(),

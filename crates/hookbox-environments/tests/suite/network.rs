@@ -706,3 +706,35 @@ async fn the_egress_ca_is_made_only_for_an_environment_whose_sandboxes_reach_the
     assert_eq!(output["stdout"], "bundle\n", "{output}");
     assert!(env.network().egress().tls_made());
 }
+
+// The metadata keeps `transform` header values as given (often a secret); it was written with
+// the process's umask (0644 by default), readable by every local user.
+#[test]
+fn metadata_holding_transform_values_is_readable_by_its_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let data = tempfile::tempdir().unwrap();
+    let store = store_with(data.path(), options());
+    let meta = create(
+        &store,
+        json!({"network": {"allowlist": [
+            {"domain": "api.example.com", "transform": {"Authorization": "Bearer s3cret"}}
+        ]}}),
+    );
+    let path = data
+        .path()
+        .join("environments")
+        .join(&meta.id)
+        .join(hookbox_environments::environment::META_FILE);
+    assert!(std::fs::read_to_string(&path).unwrap().contains("s3cret"));
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+    assert_eq!(mode & 0o077, 0, "environment.json has mode {mode:o}");
+    // One written before (with the umask's mode) is made owner-only when next read.
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    hookbox_environments::environment::read_meta(path.parent().unwrap()).unwrap();
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+    assert_eq!(
+        mode & 0o077,
+        0,
+        "an older environment.json kept mode {mode:o}"
+    );
+}
