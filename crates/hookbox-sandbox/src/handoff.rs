@@ -43,9 +43,7 @@ impl Launcher {
             args: vec![hidden_subcommand.to_owned()],
         })
     }
-}
 
-impl Launcher {
     /// The standalone launcher at `path`, named by [`crate::env_vars::HOOKBOX_SANDBOX_EXEC`]:
     /// an absolute path, since `posix_spawn` (not `posix_spawnp`) would resolve a bare name
     /// against the working directory, and every launch must run the same program.

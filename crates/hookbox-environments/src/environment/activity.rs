@@ -134,8 +134,8 @@ pub(crate) enum RecordError {
 /// Records a use of environment directory `dir` at `now` (Unix seconds): `last_accessed_at`
 /// raised to `now` (never lowered), and when `modified`, `updated_at` likewise and the
 /// generation one higher. A use that changes nothing (not `modified`, and its second already
-/// recorded) writes nothing. `meta` reads `environment.json`; it is called only when the
-/// record is not there yet.
+/// recorded) writes nothing. `meta` reads `environment.json`: for every change (the record
+/// continues from the larger of the two), and when the record is not there yet.
 pub(crate) fn record(
     dir: &Path,
     modified: bool,
