@@ -133,6 +133,10 @@ impl From<hookbox_store::Error> for ApiError {
             E::CredentialTypeMismatch { id, stored, update } => ApiError::bad_request(format!(
                 "Credential `{id}` is of type `{stored}`; the update has type `{update}`."
             )),
+            // A bound, not an outage: no Retry-After (a token must be deleted or expire first).
+            e @ E::TooManyAuthTokens { .. } => {
+                ApiError::new(axum::http::StatusCode::TOO_MANY_REQUESTS, format!("{e}."))
+            }
             other if other.is_unavailable() => {
                 tracing::warn!(error = %other, "the store does not answer");
                 ApiError::unavailable(
@@ -178,4 +182,21 @@ fn capitalize(s: &str) -> String {
     c.next()
         .map(|f| f.to_uppercase().chain(c).collect())
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Review: a stopped store was answered 503 with Retry-After, so the SDKs retried a request
+    // that could never succeed; it is an internal error.
+    #[test]
+    fn a_stopped_store_is_an_internal_error_not_a_retry() {
+        let e = ApiError::from(hookbox_store::Error::Stopped);
+        assert_eq!(e.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(e.retry_after, None);
+        let e = ApiError::from(hookbox_store::Error::Pool("no connection".into()));
+        assert_eq!(e.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(e.retry_after.is_some());
+    }
 }

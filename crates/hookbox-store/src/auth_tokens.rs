@@ -4,7 +4,13 @@
 //! token, so a reader of the database cannot use one; every replica reads the same rows, so a
 //! deletion is effective everywhere at once (nothing caches them). Expired rows are deleted in
 //! bulk by [`crate::Store::purge_expired_auth_tokens`] (the server calls it from its periodic
-//! expiry sweep, with a grace period).
+//! expiry sweep, with a grace period; an index on `expires_at` serves it).
+//!
+//! An interaction has at most [`MAX_LIVE_AUTH_TOKENS`] live tokens: creating one more is
+//! refused with [`crate::Error::TooManyAuthTokens`] until one is deleted or expires, so a
+//! caller cannot grow the table (and every sweep) without bound. The count and the insert are
+//! one atomic step on both backends (SQLite's single writer; a transaction-scoped advisory lock
+//! per interaction on PostgreSQL, so replicas creating tokens at once do not overshoot).
 
 use crate::error::Result;
 use crate::row::Columns;
@@ -28,6 +34,9 @@ impl AuthTokenRecord {
         now < self.expires_at.as_str()
     }
 }
+
+/// How many live (unexpired) auth tokens one interaction may have at once.
+pub const MAX_LIVE_AUTH_TOKENS: u32 = 100;
 
 pub(crate) const AUTH_TOKEN_COLUMNS: &str = "id, project, interaction_id, expires_at, created";
 

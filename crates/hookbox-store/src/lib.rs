@@ -1,11 +1,12 @@
 //! Durable storage for hookbox: interactions with their steps, environment metadata, credentials
 //! (secrets encrypted at rest), agents, calls paused for a reviewer ([`approvals`]: settled
 //! once, by a conditional update), and ephemeral auth tokens ([`AuthTokenRecord`]: kept as
-//! their SHA-256 only, purged by [`Store::purge_expired_auth_tokens`] once expired).
+//! their SHA-256 only, at most [`MAX_LIVE_AUTH_TOKENS`] live per interaction, purged by
+//! [`Store::purge_expired_auth_tokens`] once expired).
 //!
 //! The [`Store`] trait is the only thing the rest of hookbox sees. [`sqlite::SqliteStore`] is the
 //! default backend (one file in the data dir, WAL, one thread owning the connection that runs
-//! the calls queued together in one transaction); [`postgres::PostgresStore`] lets several
+//! the writes queued together in one transaction, and reads without taking the write lock); [`postgres::PostgresStore`] lets several
 //! hookbox servers share one database, over TLS as libpq's `sslmode` says ([`pg_tls`]), and
 //! coordinates them through the [`Cluster`] trait (leases, heartbeats, quota places, request
 //! buckets). Both backends migrate their own schema, seal credentials the same way and pass the
@@ -47,7 +48,7 @@ pub mod triggers;
 pub mod webhooks;
 
 pub use approvals::{ApprovalFilter, ApprovalRecord, ApprovalState, Settle, Settled, Settlement};
-pub use auth_tokens::AuthTokenRecord;
+pub use auth_tokens::{AuthTokenRecord, MAX_LIVE_AUTH_TOKENS};
 pub use cluster::{Claim, Cluster, Replica, TokenGrant};
 pub use credentials::apply_credential_update;
 pub use crypto::SecretKey;

@@ -275,3 +275,39 @@ async fn the_expiry_sweep_purges_tokens_expired_past_the_grace_and_keeps_the_res
     .await;
     assert_eq!(s, StatusCode::OK, "{body}");
 }
+
+// Review: nothing bounded how many live tokens an interaction could hold.
+#[tokio::test]
+async fn minting_past_the_live_token_cap_is_refused_with_a_429_naming_the_cap() {
+    let h = Harness::with_keys(vec![KEY.into()]);
+    let id = interaction(&h.state).await;
+    let uri = format!("/v1beta/interactions/{id}/auth_tokens");
+    let mut first = String::new();
+    for n in 0..hookbox_store::MAX_LIVE_AUTH_TOKENS {
+        let (s, minted) = send(&h.state, Method::POST, &uri, KEY, None).await;
+        assert_eq!(s, StatusCode::OK, "{n}: {minted}");
+        if n == 0 {
+            first = minted["auth_token"].as_str().unwrap().to_owned();
+        }
+    }
+    let (s, body) = send(&h.state, Method::POST, &uri, KEY, None).await;
+    assert_eq!(s, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&hookbox_store::MAX_LIVE_AUTH_TOKENS.to_string()),
+        "{message}"
+    );
+    // Deleting one makes room for one.
+    let token = first.strip_prefix("auth_tokens/").unwrap_or(&first);
+    let (s, body) = send(
+        &h.state,
+        Method::DELETE,
+        &format!("{uri}/{token}"),
+        KEY,
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    let (s, body) = send(&h.state, Method::POST, &uri, KEY, None).await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+}

@@ -1,18 +1,47 @@
 //! Ephemeral auth tokens in PostgreSQL, keyed by their SHA-256 (the token itself is never
 //! stored). Every replica reads these rows directly, so a deletion is seen everywhere at once.
 
-use deadpool_postgres::GenericClient;
+use deadpool_postgres::{GenericClient, Object};
 
 use super::documents::one;
-use crate::auth_tokens::{AUTH_TOKEN_COLUMNS, AuthTokenRecord, auth_token_from_row};
-use crate::error::{Result, inserted};
+use crate::auth_tokens::{
+    AUTH_TOKEN_COLUMNS, AuthTokenRecord, MAX_LIVE_AUTH_TOKENS, auth_token_from_row,
+};
+use crate::error::{Error, Result, inserted};
 
+/// Stores `token` unless its interaction already has [`MAX_LIVE_AUTH_TOKENS`] live at its
+/// creation. The count and the insert run in one transaction holding an advisory lock on the
+/// interaction, so replicas creating its tokens at once take turns and cannot overshoot.
 pub(super) async fn create(
-    c: &impl GenericClient,
+    client: &mut Object,
     token: &AuthTokenRecord,
     sha256: &[u8; 32],
 ) -> Result<()> {
-    let n = c
+    let tx = client.transaction().await?;
+    let key = format!(
+        "hookbox auth_tokens {} {}",
+        token.project, token.interaction_id
+    );
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+        &[&key],
+    )
+    .await?;
+    let live: i64 = tx
+        .query_one(
+            r#"SELECT count(*) FROM auth_tokens
+               WHERE project = $1 AND interaction_id = $2 AND expires_at COLLATE "C" > $3"#,
+            &[&token.project, &token.interaction_id, &token.created],
+        )
+        .await?
+        .get(0);
+    if live >= i64::from(MAX_LIVE_AUTH_TOKENS) {
+        return Err(Error::TooManyAuthTokens {
+            interaction: token.interaction_id.clone(),
+            limit: MAX_LIVE_AUTH_TOKENS,
+        });
+    }
+    let n = tx
         .execute(
             "INSERT INTO auth_tokens (id, project, interaction_id, sha256, expires_at, created)
              VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
@@ -26,6 +55,7 @@ pub(super) async fn create(
             ],
         )
         .await?;
+    tx.commit().await?;
     inserted(n > 0, "auth token", &token.id)
 }
 

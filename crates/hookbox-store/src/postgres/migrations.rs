@@ -229,6 +229,14 @@ CREATE INDEX auth_tokens_interaction ON auth_tokens(project, interaction_id);
 ALTER TABLE interactions ADD COLUMN hooks_json TEXT;
 "#,
     ),
+    // The expiry sweep of auth tokens by index; SQLite's version 8. In the byte order
+    // (`COLLATE "C"`) the sweep compares in, whatever the database's collation.
+    (
+        10,
+        r#"
+CREATE INDEX auth_tokens_expires ON auth_tokens ((expires_at COLLATE "C"));
+"#,
+    ),
 ];
 
 /// The advisory lock migrations run under (an arbitrary constant: "hookbox" in ASCII).

@@ -471,7 +471,8 @@ impl Store for PostgresStore {
     }
 
     async fn create_auth_token(&self, token: &AuthTokenRecord, sha256: &[u8; 32]) -> Result<()> {
-        auth_tokens::create(&self.client().await?, token, sha256).await
+        let mut client = self.client().await?;
+        auth_tokens::create(&mut client, token, sha256).await
     }
 
     async fn find_auth_token(&self, sha256: &[u8; 32]) -> Result<Option<AuthTokenRecord>> {

@@ -3,22 +3,46 @@
 use rusqlite::{Connection, params};
 
 use super::documents::one;
-use crate::auth_tokens::{AUTH_TOKEN_COLUMNS, AuthTokenRecord, auth_token_from_row};
-use crate::error::{Result, inserted};
+use crate::auth_tokens::{
+    AUTH_TOKEN_COLUMNS, AuthTokenRecord, MAX_LIVE_AUTH_TOKENS, auth_token_from_row,
+};
+use crate::error::{Error, Result, inserted};
 
+/// Counts the tokens of `interaction_id` live at `now`.
+const LIVE: &str = "SELECT count(*) FROM auth_tokens
+     WHERE project = ?1 AND interaction_id = ?2 AND expires_at > ?3";
+
+/// Stores `token` unless its interaction already has [`MAX_LIVE_AUTH_TOKENS`] live at its
+/// creation: the count and the insert are one statement.
 pub(super) fn create(conn: &Connection, token: &AuthTokenRecord, sha256: &[u8; 32]) -> Result<()> {
     let n = conn.execute(
-        "INSERT OR IGNORE INTO auth_tokens (id, project, interaction_id, sha256, expires_at, created)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        &format!(
+            "INSERT OR IGNORE INTO auth_tokens (id, project, interaction_id, sha256, expires_at, created)
+             SELECT ?4, ?1, ?2, ?5, ?6, ?3 WHERE ({LIVE}) < ?7"
+        ),
         params![
-            token.id,
             token.project,
             token.interaction_id,
+            token.created,
+            token.id,
             sha256.as_slice(),
             token.expires_at,
-            token.created
+            MAX_LIVE_AUTH_TOKENS
         ],
     )?;
+    if n == 0 {
+        let live: i64 = conn.query_row(
+            LIVE,
+            params![token.project, token.interaction_id, token.created],
+            |r| r.get(0),
+        )?;
+        if live >= i64::from(MAX_LIVE_AUTH_TOKENS) {
+            return Err(Error::TooManyAuthTokens {
+                interaction: token.interaction_id.clone(),
+                limit: MAX_LIVE_AUTH_TOKENS,
+            });
+        }
+    }
     inserted(n > 0, "auth token", &token.id)
 }
 

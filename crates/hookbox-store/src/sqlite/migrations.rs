@@ -220,10 +220,17 @@ CREATE INDEX auth_tokens_interaction ON auth_tokens(project, interaction_id);
 ALTER TABLE interactions ADD COLUMN hooks_json TEXT;
 "#,
     ),
+    // The expiry sweep of auth tokens (`purge_expired_auth_tokens`) by index, not a full scan.
+    (
+        8,
+        r#"
+CREATE INDEX auth_tokens_expires ON auth_tokens(expires_at);
+"#,
+    ),
 ];
 
 /// The latest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 /// Applies the migrations newer than the file's version.
 pub(super) fn migrate(conn: &mut Connection) -> Result<()> {

@@ -8,12 +8,15 @@
 //! `Synchronous::Full` fsyncs every commit and survives power loss too, at a throughput cost.
 //!
 //! Threading: one thread owns the connection (`worker.rs`); every call is queued to it (a
-//! bounded queue: callers wait for a place when it is full) and awaits its answer. Calls it finds
-//! queued together run back to back in one transaction, each in a savepoint of its own (a
-//! failed call undoes only its own changes), and are answered once that transaction has
-//! committed: one commit (and one fsync under `Synchronous::Full`) for the group instead of one
-//! per call. A call that panics is answered with an error and the thread goes on. The thread
-//! ends when the last handle drops.
+//! bounded queue: callers wait for a place when it is full) as a read (`SqliteStore::read`) or
+//! a write (`SqliteStore::with`) and awaits its answer. Reads run under `PRAGMA query_only`,
+//! several together in one deferred transaction, and never wait for the write lock (so they are
+//! answered while another process, such as a `hookbox` CLI command, writes the file). Writes it
+//! finds queued together run back to back in one transaction, each in a savepoint of its own (a
+//! failed call undoes only its own changes; one cannot end the transaction itself), and are
+//! answered once that transaction has committed: one commit (and one fsync under
+//! `Synchronous::Full`) for the group instead of one per call. A call that panics is answered
+//! with an error and the thread goes on. The thread ends when the last handle drops.
 //!
 //! Layout: this file opens the database and hands a call to the thread (`SqliteStore::with`);
 //! `worker.rs` is the thread; `migrations.rs` holds the schema; `store.rs` maps each
@@ -115,10 +118,7 @@ impl SqliteStore {
         // again and again.
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         migrations::migrate(&mut conn)?;
-        let (queue, thread) = worker::start(conn, key).map_err(|source| Error::Io {
-            path: path.display().to_string(),
-            source,
-        })?;
+        let (queue, thread) = worker::start(conn, key, path)?;
         Ok(SqliteStore {
             queue,
             thread: Arc::new(thread),
@@ -133,17 +133,35 @@ impl SqliteStore {
 
     /// The schema version recorded in the file.
     pub async fn schema_version(&self) -> Result<i64> {
-        self.with(|c, _| migrations::version(c)).await
+        self.read(|c, _| migrations::version(c)).await
     }
 
-    /// Runs `f` on the connection (with the credential key) on the store thread: no other call
-    /// interleaves with it. Waits for a place in the queue when it is full.
+    /// Runs `f`, a call that may write, on the connection (with the credential key) on the
+    /// store thread: no other call interleaves with it. Waits for a place in the queue when it
+    /// is full.
     async fn with<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&mut Connection, &SecretKey) -> Result<T> + Send + 'static,
     {
-        let (job, answer) = worker::job(f);
+        self.queue_call(worker::job(worker::Kind::Write, f)).await
+    }
+
+    /// Runs `f`, a call that only reads, as [`SqliteStore::with`] does, but under
+    /// `PRAGMA query_only` (a write in it fails) and never waiting for SQLite's write lock.
+    async fn read<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection, &SecretKey) -> Result<T> + Send + 'static,
+    {
+        let call = move |c: &mut Connection, key: &SecretKey| f(c, key);
+        self.queue_call(worker::job(worker::Kind::Read, call)).await
+    }
+
+    async fn queue_call<T>(
+        &self,
+        (job, answer): (worker::Job, tokio::sync::oneshot::Receiver<Result<T>>),
+    ) -> Result<T> {
         self.queue.send(job).await.map_err(|_| Error::Stopped)?;
         answer.await.map_err(|_| Error::CallPanicked)?
     }

@@ -1,6 +1,7 @@
 //! [`Store`] for SQLite: which resource function serves each method. Each call takes owned
-//! copies of its arguments to the store thread ([`SqliteStore::with`]); what is serialised
-//! before the call is queued stays off that thread.
+//! copies of its arguments to the store thread, as a read ([`SqliteStore::read`]: it runs under
+//! `PRAGMA query_only`, so one marked so by mistake fails its tests) or a write
+//! ([`SqliteStore::with`]); what is serialised before the call is queued stays off that thread.
 
 use async_trait::async_trait;
 use hookbox_protocol::api::{
@@ -59,7 +60,7 @@ impl Store for SqliteStore {
 
     async fn get_interaction(&self, project: &str, id: &str) -> Result<Option<Interaction>> {
         let (project, id) = (project.to_owned(), id.to_owned());
-        self.with(move |c, _| interactions::get(c, &project, &id))
+        self.read(move |c, _| interactions::get(c, &project, &id))
             .await
     }
 
@@ -76,13 +77,13 @@ impl Store for SqliteStore {
         page: &Page,
     ) -> Result<Paged<Interaction>> {
         let (project, filter, page) = (project.to_owned(), filter.clone(), page.clone());
-        self.with(move |c, _| interactions::list(c, &project, &filter, &page))
+        self.read(move |c, _| interactions::list(c, &project, &filter, &page))
             .await
     }
 
     async fn count_running_interactions(&self, project: &str) -> Result<u64> {
         let project = project.to_owned();
-        self.with(move |c, _| interactions::count_running(c, &project))
+        self.read(move |c, _| interactions::count_running(c, &project))
             .await
     }
 
@@ -105,7 +106,7 @@ impl Store for SqliteStore {
         page: &Page,
     ) -> Result<Paged<ApprovalRecord>> {
         let (project, filter, page) = (project.to_owned(), filter.clone(), page.clone());
-        self.with(move |c, _| approvals::list(c, &project, &filter, &page))
+        self.read(move |c, _| approvals::list(c, &project, &filter, &page))
             .await
     }
 
@@ -141,7 +142,7 @@ impl Store for SqliteStore {
 
     async fn get_environment(&self, project: &str, id: &str) -> Result<Option<EnvironmentRecord>> {
         let (project, id) = (project.to_owned(), id.to_owned());
-        self.with(move |c, _| documents::get(c, ENVIRONMENTS, &project, &id))
+        self.read(move |c, _| documents::get(c, ENVIRONMENTS, &project, &id))
             .await
     }
 
@@ -152,7 +153,7 @@ impl Store for SqliteStore {
         page: &Page,
     ) -> Result<Paged<EnvironmentRecord>> {
         let (project, mode, page) = (project.to_owned(), mode.map(str::to_owned), page.clone());
-        self.with(move |c, _| environments::list(c, &project, mode.as_deref(), &page))
+        self.read(move |c, _| environments::list(c, &project, mode.as_deref(), &page))
             .await
     }
 
@@ -164,7 +165,7 @@ impl Store for SqliteStore {
 
     async fn count_environments(&self, project: &str) -> Result<u64> {
         let project = project.to_owned();
-        self.with(move |c, _| documents::count_in_project(c, ENVIRONMENTS.table, &project))
+        self.read(move |c, _| documents::count_in_project(c, ENVIRONMENTS.table, &project))
             .await
     }
 
@@ -184,7 +185,7 @@ impl Store for SqliteStore {
         page: &Page,
     ) -> Result<Paged<(String, EnvironmentRecord)>> {
         let page = page.clone();
-        self.with(move |c, _| environments::list_all(c, &page))
+        self.read(move |c, _| environments::list_all(c, &page))
             .await
     }
 
@@ -201,13 +202,13 @@ impl Store for SqliteStore {
 
     async fn get_credential(&self, project: &str, id: &str) -> Result<Option<Credential>> {
         let (project, id) = (project.to_owned(), id.to_owned());
-        self.with(move |c, _| credentials::get(c, &project, &id))
+        self.read(move |c, _| credentials::get(c, &project, &id))
             .await
     }
 
     async fn credential_secret(&self, project: &str, id: &str) -> Result<Option<CredentialConfig>> {
         let (project, id) = (project.to_owned(), id.to_owned());
-        self.with(move |c, key| credentials::secret(c, key, &project, &id))
+        self.read(move |c, key| credentials::secret(c, key, &project, &id))
             .await
     }
 
@@ -226,7 +227,7 @@ impl Store for SqliteStore {
 
     async fn list_credentials(&self, project: &str, page: &Page) -> Result<Paged<Credential>> {
         let (project, page) = (project.to_owned(), page.clone());
-        self.with(move |c, _| credentials::list(c, &project, &page))
+        self.read(move |c, _| credentials::list(c, &project, &page))
             .await
     }
 
@@ -248,13 +249,13 @@ impl Store for SqliteStore {
 
     async fn get_agent(&self, project: &str, id: &str) -> Result<Option<Agent>> {
         let (project, id) = (project.to_owned(), id.to_owned());
-        self.with(move |c, _| documents::get(c, AGENTS, &project, &id))
+        self.read(move |c, _| documents::get(c, AGENTS, &project, &id))
             .await
     }
 
     async fn list_agents(&self, project: &str, page: &Page) -> Result<Paged<Agent>> {
         let (project, page) = (project.to_owned(), page.clone());
-        self.with(move |c, _| documents::list(c, AGENTS, &project, &page))
+        self.read(move |c, _| documents::list(c, AGENTS, &project, &page))
             .await
     }
 
@@ -282,7 +283,7 @@ impl Store for SqliteStore {
         now: &str,
     ) -> Result<Option<WebhookRecord>> {
         let (project, id, now) = (project.to_owned(), id.to_owned(), now.to_owned());
-        self.with(move |c, key| webhooks::get(c, key, &project, &id, &now))
+        self.read(move |c, key| webhooks::get(c, key, &project, &id, &now))
             .await
     }
 
@@ -293,7 +294,7 @@ impl Store for SqliteStore {
         now: &str,
     ) -> Result<Paged<WebhookRecord>> {
         let (project, page, now) = (project.to_owned(), page.clone(), now.to_owned());
-        self.with(move |c, key| webhooks::list(c, key, &project, &page, &now))
+        self.read(move |c, key| webhooks::list(c, key, &project, &page, &now))
             .await
     }
 
@@ -339,7 +340,7 @@ impl Store for SqliteStore {
         now: &str,
     ) -> Result<Option<Vec<SigningKey>>> {
         let (project, id, now) = (project.to_owned(), id.to_owned(), now.to_owned());
-        self.with(move |c, key| webhooks::signing_keys(c, key, &project, &id, &now))
+        self.read(move |c, key| webhooks::signing_keys(c, key, &project, &id, &now))
             .await
     }
 
@@ -387,12 +388,12 @@ impl Store for SqliteStore {
         page: &Page,
     ) -> Result<Paged<DeliveryRecord>> {
         let (project, webhook_id, page) = (project.to_owned(), webhook_id.to_owned(), page.clone());
-        self.with(move |c, _| deliveries::list(c, &project, &webhook_id, &page))
+        self.read(move |c, _| deliveries::list(c, &project, &webhook_id, &page))
             .await
     }
 
     async fn next_webhook_delivery_ms(&self) -> Result<Option<i64>> {
-        self.with(move |c, _| deliveries::next_due_ms(c)).await
+        self.read(move |c, _| deliveries::next_due_ms(c)).await
     }
 
     async fn create_trigger(&self, project: &str, record: &TriggerRecord) -> Result<()> {
@@ -403,12 +404,12 @@ impl Store for SqliteStore {
 
     async fn get_trigger(&self, project: &str, id: &str) -> Result<Option<TriggerRecord>> {
         let (project, id) = (project.to_owned(), id.to_owned());
-        self.with(move |c, _| triggers::get(c, &project, &id)).await
+        self.read(move |c, _| triggers::get(c, &project, &id)).await
     }
 
     async fn list_triggers(&self, project: &str, page: &Page) -> Result<Paged<TriggerRecord>> {
         let (project, page) = (project.to_owned(), page.clone());
-        self.with(move |c, _| triggers::list(c, &project, &page))
+        self.read(move |c, _| triggers::list(c, &project, &page))
             .await
     }
 
@@ -433,7 +434,7 @@ impl Store for SqliteStore {
     }
 
     async fn due_triggers(&self, now_ms: i64, limit: u32) -> Result<Vec<(String, TriggerRecord)>> {
-        self.with(move |c, _| triggers::due(c, now_ms, limit)).await
+        self.read(move |c, _| triggers::due(c, now_ms, limit)).await
     }
 
     async fn start_trigger_execution(
@@ -498,7 +499,7 @@ impl Store for SqliteStore {
         page: &Page,
     ) -> Result<Paged<TriggerExecution>> {
         let (project, trigger_id, page) = (project.to_owned(), trigger_id.to_owned(), page.clone());
-        self.with(move |c, _| triggers::list_executions(c, &project, &trigger_id, &page))
+        self.read(move |c, _| triggers::list_executions(c, &project, &trigger_id, &page))
             .await
     }
 
@@ -509,11 +510,11 @@ impl Store for SqliteStore {
 
     async fn get_project(&self, name: &str) -> Result<Option<ProjectRecord>> {
         let name = name.to_owned();
-        self.with(move |c, _| projects::get(c, &name)).await
+        self.read(move |c, _| projects::get(c, &name)).await
     }
 
     async fn list_projects(&self) -> Result<Vec<ProjectRecord>> {
-        self.with(move |c, _| projects::list(c)).await
+        self.read(move |c, _| projects::list(c)).await
     }
 
     async fn set_project_quotas(&self, name: &str, quotas: &Map<String, Value>) -> Result<()> {
@@ -524,7 +525,7 @@ impl Store for SqliteStore {
 
     async fn project_usage(&self, name: &str) -> Result<ProjectUsage> {
         let name = name.to_owned();
-        self.with(move |c, _| projects::usage(c, &name)).await
+        self.read(move |c, _| projects::usage(c, &name)).await
     }
 
     async fn delete_project(&self, name: &str) -> Result<bool> {
@@ -539,7 +540,7 @@ impl Store for SqliteStore {
     }
 
     async fn list_api_keys(&self) -> Result<Vec<ApiKeyRecord>> {
-        self.with(move |c, _| projects::list_api_keys(c)).await
+        self.read(move |c, _| projects::list_api_keys(c)).await
     }
 
     async fn revoke_api_key(&self, id: &str, now: &str) -> Result<bool> {
@@ -550,12 +551,12 @@ impl Store for SqliteStore {
 
     async fn find_api_key(&self, sha256: &[u8; 32]) -> Result<Option<ApiKeyRecord>> {
         let sha256 = *sha256;
-        self.with(move |c, _| projects::find_api_key(c, &sha256))
+        self.read(move |c, _| projects::find_api_key(c, &sha256))
             .await
     }
 
     async fn has_api_keys(&self) -> Result<bool> {
-        self.with(move |c, _| projects::has_api_keys(c)).await
+        self.read(move |c, _| projects::has_api_keys(c)).await
     }
 
     async fn create_auth_token(&self, token: &AuthTokenRecord, sha256: &[u8; 32]) -> Result<()> {
@@ -566,7 +567,7 @@ impl Store for SqliteStore {
 
     async fn find_auth_token(&self, sha256: &[u8; 32]) -> Result<Option<AuthTokenRecord>> {
         let sha256 = *sha256;
-        self.with(move |c, _| auth_tokens::find(c, &sha256)).await
+        self.read(move |c, _| auth_tokens::find(c, &sha256)).await
     }
 
     async fn delete_auth_token(

@@ -7,14 +7,27 @@
 //!   sleeping.
 //! - Back-pressure: the queue holds at most [`QUEUE`] calls; a caller beyond that waits for a
 //!   place (asynchronously) instead of the queue growing.
-//! - Group commit: the calls found queued together (at most [`MAX_GROUP`]) run in one
-//!   transaction, each in a savepoint of its own: a call that fails (or panics) rolls back its
-//!   own savepoint only and is answered with its error; the transaction commits once (with its
-//!   fsync under `synchronous=FULL`), and only then are the callers answered, so no caller
-//!   learns of a success that a rollback later undoes. If the transaction itself does not
-//!   survive (its commit fails, SQLite rolled it back on an I/O error), every call of it that
-//!   had succeeded is answered with that error instead. A lone call runs as before, on the
-//!   connection in autocommit mode.
+//! - Reads and writes: each call is queued as a [`Kind::Read`] or a [`Kind::Write`]. Of the
+//!   calls found queued together, the reads run first (any order of calls that were all
+//!   waiting at once is one they could have had), under `PRAGMA query_only` (a "read" that
+//!   writes fails instead of taking the write lock), as one deferred transaction when there
+//!   are several: under WAL a read never waits for the write lock, so reads are answered even
+//!   while another process (a `hookbox` CLI command) holds a write transaction on the same
+//!   file. Then the writes run.
+//! - Group commit: the writes found queued together (at most [`MAX_GROUP`] calls in all) run in
+//!   one `BEGIN IMMEDIATE` transaction, each in a savepoint of its own: a call that fails (or
+//!   panics) rolls back its own savepoint only and is answered with its error; the transaction
+//!   commits once (with its fsync under `synchronous=FULL`), and only then are the callers
+//!   answered, so no caller learns of a success that a rollback later undoes. If the
+//!   transaction itself does not survive (its commit fails, SQLite rolled it back on an I/O
+//!   error), every call of it that had succeeded is answered with that error instead. A lone
+//!   call runs as before, on the connection in autocommit mode.
+//! - A grouped call cannot end the group's transaction: while it runs, an authorizer refuses
+//!   (when the statement is prepared) `BEGIN`, `COMMIT`, `ROLLBACK` and the release or rollback
+//!   of the worker's savepoint, so such a statement fails that call only (its savepoint is
+//!   rolled back, the others commit). A call that still ends the transaction (a statement it
+//!   prepared and cached outside a group) is caught after it returns: the group's calls are
+//!   then answered with [`Error::Undone`] (their outcome is unknown to the thread).
 //! - A call that panics is answered with [`Error::CallPanicked`] (its oneshot is dropped as the
 //!   panic unwinds; the thread catches it); any transaction it left open is rolled back, and
 //!   the thread goes on serving the others.
@@ -23,9 +36,10 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use rusqlite::Connection;
+use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::crypto::SecretKey;
@@ -37,8 +51,26 @@ pub(super) const QUEUE: usize = 256;
 /// At most this many queued calls share one transaction.
 pub(super) const MAX_GROUP: usize = 64;
 
+/// The savepoint each grouped call runs in.
+const SAVEPOINT: &str = "hookbox_call";
+
+/// Whether a call only reads (and may run beside another process's write transaction) or may
+/// write (and takes SQLite's write lock).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    /// Runs under `PRAGMA query_only`: a write in it fails.
+    Read,
+    Write,
+}
+
 /// A call, as the thread runs it: it returns whether it succeeded and how to answer its caller.
-pub(super) type Job = Box<dyn FnOnce(&mut Connection, &SecretKey) -> Ran + Send>;
+type Call = Box<dyn FnOnce(&mut Connection, &SecretKey) -> Ran + Send>;
+
+/// A queued call and its kind.
+pub(super) struct Job {
+    kind: Kind,
+    call: Call,
+}
 
 /// A call that ran: whether it succeeded, and its answer, sent when the thread knows its
 /// changes are committed (or rolled back).
@@ -76,14 +108,14 @@ impl Undone {
     }
 }
 
-/// `f` as a [`Job`], and the receiver of its answer.
-pub(super) fn job<T, F>(f: F) -> (Job, oneshot::Receiver<Result<T>>)
+/// `f` as a [`Job`] of `kind`, and the receiver of its answer.
+pub(super) fn job<T, F>(kind: Kind, f: F) -> (Job, oneshot::Receiver<Result<T>>)
 where
     T: Send + 'static,
     F: FnOnce(&mut Connection, &SecretKey) -> Result<T> + Send + 'static,
 {
     let (tx, rx) = oneshot::channel();
-    let job: Job = Box::new(move |conn: &mut Connection, key: &SecretKey| {
+    let call = Box::new(move |conn: &mut Connection, key: &SecretKey| {
         let result = f(conn, key);
         Ran {
             ok: result.is_ok(),
@@ -99,7 +131,7 @@ where
             }),
         }
     });
-    (job, rx)
+    (Job { kind, call }, rx)
 }
 
 /// What the thread counts (read by tests, and logged at debug level).
@@ -109,6 +141,8 @@ pub(super) struct Stats {
     pub(super) groups: AtomicU64,
     /// Calls run in those transactions.
     pub(super) grouped_calls: AtomicU64,
+    /// Those transactions that held reads only (deferred, never taking the write lock).
+    pub(super) read_groups: AtomicU64,
 }
 
 /// The store thread's handle: joined when the last [`SqliteStore`](super::SqliteStore) drops.
@@ -136,17 +170,32 @@ impl Drop for Thread {
     }
 }
 
-/// Starts the thread owning `conn`; the sender of its queue.
+/// Starts the thread owning `conn` (at `path`); the sender of its queue.
 pub(super) fn start(
-    conn: Connection,
+    mut conn: Connection,
     key: SecretKey,
-) -> std::io::Result<(mpsc::Sender<Job>, Thread)> {
+    path: &std::path::Path,
+) -> Result<(mpsc::Sender<Job>, Thread)> {
     let (tx, rx) = mpsc::channel(QUEUE);
     let stats = Arc::new(Stats::default());
     let counted = Arc::clone(&stats);
+    let grouped = Arc::new(AtomicBool::new(false));
+    guard_groups(&mut conn, Arc::clone(&grouped))?;
     let handle = std::thread::Builder::new()
         .name("hookbox-store".into())
-        .spawn(move || run(conn, &key, rx, &counted))?;
+        .spawn(move || {
+            let mut thread = Worker {
+                conn,
+                key: &key,
+                stats: &counted,
+                grouped: &grouped,
+            };
+            thread.run(rx);
+        })
+        .map_err(|source| Error::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
     Ok((
         tx,
         Thread {
@@ -156,143 +205,235 @@ pub(super) fn start(
     ))
 }
 
-/// The thread: waits for a call, takes whatever else is queued with it (up to [`MAX_GROUP`]),
-/// runs them (alone, or as one group), and waits again; ends when the queue closes.
-fn run(mut conn: Connection, key: &SecretKey, mut queue: mpsc::Receiver<Job>, stats: &Stats) {
-    let mut batch: Vec<Job> = Vec::with_capacity(MAX_GROUP);
-    while let Some(first) = queue.blocking_recv() {
-        batch.push(first);
-        while batch.len() < MAX_GROUP {
-            match queue.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
-            }
+/// Refuses, while `grouped` is set (a grouped call runs), the statements that would end the
+/// group's transaction or the call's savepoint: `BEGIN`, `COMMIT`, `ROLLBACK`, and `RELEASE` or
+/// `ROLLBACK TO` of [`SAVEPOINT`]. SQLite asks when a statement is prepared, so the statement
+/// fails with "not authorized" and the transaction is untouched. Set once: setting an
+/// authorizer expires every prepared statement.
+fn guard_groups(conn: &mut Connection, grouped: Arc<AtomicBool>) -> Result<()> {
+    conn.authorizer(Some(move |ctx: AuthContext<'_>| {
+        if !grouped.load(Ordering::Relaxed) {
+            return Authorization::Allow;
         }
-        if batch.len() == 1 {
-            for job in batch.drain(..) {
-                alone(&mut conn, key, job);
+        match ctx.action {
+            AuthAction::Transaction { .. } => Authorization::Deny,
+            AuthAction::Savepoint { savepoint_name, .. }
+                if savepoint_name.eq_ignore_ascii_case(SAVEPOINT) =>
+            {
+                Authorization::Deny
             }
-        } else {
-            stats.groups.fetch_add(1, Ordering::Relaxed);
-            stats
-                .grouped_calls
-                .fetch_add(batch.len() as u64, Ordering::Relaxed);
-            group(&mut conn, key, &mut batch);
+            _ => Authorization::Allow,
         }
-    }
+    }))?;
+    Ok(())
 }
 
-/// Runs `job` on the connection as it is (autocommit: the call's own transaction, if it opens
-/// one, commits before it returns) and answers it.
-fn alone(conn: &mut Connection, key: &SecretKey, job: Job) {
-    match catch_unwind(AssertUnwindSafe(|| job(conn, key))) {
-        // A call that returned with a transaction still open (a failed outermost `RELEASE`
-        // whose rollback failed too) committed nothing: it is undone, not answered "ok", and
-        // later calls do not pile into its transaction.
-        Ok(ran) if !conn.is_autocommit() => {
-            let undone = match conn.execute_batch("ROLLBACK") {
-                Ok(()) => Undone::Other("the call left its transaction open; rolled back".into()),
-                Err(e) => Undone::of(e),
-            };
-            tracing::error!(error = %undone.error(), "a SQLite store call left a transaction open");
-            (ran.answer)(Some(&undone));
-        }
-        Ok(ran) => (ran.answer)(None),
-        Err(_) => {
-            tracing::error!("a SQLite store call panicked; it was answered with an error");
-            if !conn.is_autocommit() {
-                let _ = conn.execute_batch("ROLLBACK");
-            }
-        }
-    }
+/// The thread's state: the connection and what its calls need.
+struct Worker<'a> {
+    conn: Connection,
+    key: &'a SecretKey,
+    stats: &'a Stats,
+    /// Set while a grouped call runs (read by the authorizer of [`guard_groups`]).
+    grouped: &'a AtomicBool,
 }
 
-/// Runs `jobs` in one transaction, each in its savepoint, commits, then answers them.
-fn group(conn: &mut Connection, key: &SecretKey, jobs: &mut Vec<Job>) {
-    let mut jobs = jobs.drain(..);
-    if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
-        tracing::warn!(error = %e, "could not begin a group transaction; running the calls one by one");
-        for job in jobs {
-            alone(conn, key, job);
+impl Worker<'_> {
+    /// Waits for a call, takes whatever else is queued with it (up to [`MAX_GROUP`]), runs its
+    /// reads then its writes (each alone, or as one group), and waits again; ends when the
+    /// queue closes.
+    fn run(&mut self, mut queue: mpsc::Receiver<Job>) {
+        let mut reads: Vec<Job> = Vec::with_capacity(MAX_GROUP);
+        let mut writes: Vec<Job> = Vec::with_capacity(MAX_GROUP);
+        while let Some(first) = queue.blocking_recv() {
+            let mut taken = 0;
+            let mut next = Some(first);
+            while let Some(job) = next {
+                taken += 1;
+                match job.kind {
+                    Kind::Read => reads.push(job),
+                    Kind::Write => writes.push(job),
+                }
+                next = if taken < MAX_GROUP {
+                    queue.try_recv().ok()
+                } else {
+                    None
+                };
+            }
+            if !reads.is_empty() {
+                self.reads(&mut reads);
+            }
+            self.serve(Kind::Write, &mut writes);
         }
-        return;
     }
-    let mut done: Vec<Ran> = Vec::with_capacity(jobs.len());
-    let mut failure = None;
-    let mut not_run = None;
-    for job in jobs.by_ref() {
-        if let Err((e, job)) = in_savepoint(conn, key, job, &mut done) {
-            failure = Some(e);
-            not_run = job;
-            break;
+
+    /// Runs `jobs` (reads) under `PRAGMA query_only`.
+    fn reads(&mut self, jobs: &mut Vec<Job>) {
+        if let Err(e) = self.conn.execute_batch("PRAGMA query_only = ON") {
+            tracing::warn!(error = %e, "could not make the SQLite connection read-only for reads");
+        }
+        self.serve(Kind::Read, jobs);
+        if let Err(e) = self.conn.execute_batch("PRAGMA query_only = OFF") {
+            tracing::error!(error = %e, "could not make the SQLite connection writable again");
         }
     }
-    let failure = match failure {
-        Some(e) => Some(e),
-        None => conn.execute_batch("COMMIT").err().map(Undone::of),
-    };
-    match failure {
-        None => {
-            for ran in done {
-                (ran.answer)(None);
+
+    /// Runs `jobs`, all of `kind`: one alone, several as a group.
+    fn serve(&mut self, kind: Kind, jobs: &mut Vec<Job>) {
+        match jobs.len() {
+            0 => {}
+            1 => {
+                for job in jobs.drain(..) {
+                    self.alone(job);
+                }
+            }
+            n => {
+                self.stats.groups.fetch_add(1, Ordering::Relaxed);
+                self.stats
+                    .grouped_calls
+                    .fetch_add(n as u64, Ordering::Relaxed);
+                if kind == Kind::Read {
+                    self.stats.read_groups.fetch_add(1, Ordering::Relaxed);
+                }
+                self.group(kind, jobs);
             }
         }
-        Some(undone) => {
-            if !conn.is_autocommit() {
-                let _ = conn.execute_batch("ROLLBACK");
-            }
-            tracing::error!(
-                error = %undone.error(),
-                calls = done.len(),
-                "a SQLite group transaction did not commit; its calls were answered with the error"
-            );
-            for ran in done {
+    }
+
+    /// Runs `job` on the connection as it is (autocommit: the call's own transaction, if it
+    /// opens one, commits before it returns) and answers it.
+    fn alone(&mut self, job: Job) {
+        let conn = &mut self.conn;
+        match catch_unwind(AssertUnwindSafe(|| (job.call)(conn, self.key))) {
+            // A call that returned with a transaction still open (a failed outermost `RELEASE`
+            // whose rollback failed too) committed nothing: it is undone, not answered "ok", and
+            // later calls do not pile into its transaction.
+            Ok(ran) if !conn.is_autocommit() => {
+                let undone = match conn.execute_batch("ROLLBACK") {
+                    Ok(()) => {
+                        Undone::Other("the call left its transaction open; rolled back".into())
+                    }
+                    Err(e) => Undone::of(e),
+                };
+                tracing::error!(error = %undone.error(), "a SQLite store call left a transaction open");
                 (ran.answer)(Some(&undone));
             }
-            // What was not run yet runs on its own.
-            for job in not_run.into_iter().chain(jobs) {
-                alone(conn, key, job);
+            Ok(ran) => (ran.answer)(None),
+            Err(_) => {
+                tracing::error!("a SQLite store call panicked; it was answered with an error");
+                if !conn.is_autocommit() {
+                    let _ = conn.execute_batch("ROLLBACK");
+                }
             }
         }
     }
-}
 
-/// Runs `job` in a savepoint of the open transaction: kept if it succeeded, rolled back if it
-/// failed or panicked; its answer (unless it panicked) goes to `done`. `Err` when the
-/// transaction itself did not survive (with `job`, if it did not run).
-fn in_savepoint(
-    conn: &mut Connection,
-    key: &SecretKey,
-    job: Job,
-    done: &mut Vec<Ran>,
-) -> std::result::Result<(), (Undone, Option<Job>)> {
-    if let Err(e) = conn.execute_batch("SAVEPOINT hookbox_call") {
-        return Err((Undone::of(e), Some(job)));
-    }
-    let keep = match catch_unwind(AssertUnwindSafe(|| job(conn, key))) {
-        Ok(ran) => {
-            let ok = ran.ok;
-            done.push(ran);
-            ok
+    /// Runs `jobs` in one transaction (deferred for reads, immediate for writes), each in its
+    /// savepoint, commits, then answers them.
+    fn group(&mut self, kind: Kind, jobs: &mut Vec<Job>) {
+        let mut jobs = jobs.drain(..);
+        let begin = match kind {
+            Kind::Read => "BEGIN DEFERRED",
+            Kind::Write => "BEGIN IMMEDIATE",
+        };
+        if let Err(e) = self.conn.execute_batch(begin) {
+            tracing::warn!(error = %e, "could not begin a group transaction; running the calls one by one");
+            for job in jobs {
+                self.alone(job);
+            }
+            return;
         }
-        Err(_) => {
-            tracing::error!("a SQLite store call panicked; it was answered with an error");
-            false
+        let mut done: Vec<Ran> = Vec::with_capacity(jobs.len());
+        let mut failure = None;
+        let mut not_run = None;
+        for job in jobs.by_ref() {
+            if let Err((e, job)) = self.in_savepoint(job, &mut done) {
+                failure = Some(e);
+                not_run = job;
+                break;
+            }
         }
-    };
-    let end = if keep {
-        "RELEASE hookbox_call"
-    } else {
-        "ROLLBACK TO hookbox_call; RELEASE hookbox_call"
-    };
-    conn.execute_batch(end).map_err(|e| (Undone::of(e), None))?;
-    if conn.is_autocommit() {
-        return Err((
-            Undone::Other("SQLite rolled back the transaction".to_owned()),
-            None,
-        ));
+        let failure = match failure {
+            Some(e) => Some(e),
+            None => self.conn.execute_batch("COMMIT").err().map(Undone::of),
+        };
+        match failure {
+            None => {
+                for ran in done {
+                    (ran.answer)(None);
+                }
+            }
+            Some(undone) => {
+                if !self.conn.is_autocommit() {
+                    let _ = self.conn.execute_batch("ROLLBACK");
+                }
+                tracing::error!(
+                    error = %undone.error(),
+                    calls = done.len(),
+                    "a SQLite group transaction did not commit; its calls were answered with the error"
+                );
+                for ran in done {
+                    (ran.answer)(Some(&undone));
+                }
+                // What was not run yet runs on its own.
+                for job in not_run.into_iter().chain(jobs) {
+                    self.alone(job);
+                }
+            }
+        }
     }
-    Ok(())
+
+    /// Runs `job` in a savepoint of the open transaction: kept if it succeeded, rolled back if
+    /// it failed or panicked; its answer (unless it panicked) goes to `done`. `Err` when the
+    /// transaction itself did not survive (with `job`, if it did not run).
+    fn in_savepoint(
+        &mut self,
+        job: Job,
+        done: &mut Vec<Ran>,
+    ) -> std::result::Result<(), (Undone, Option<Job>)> {
+        if let Err(e) = self.conn.execute_batch("SAVEPOINT hookbox_call") {
+            return Err((Undone::of(e), Some(job)));
+        }
+        let conn = &mut self.conn;
+        self.grouped.store(true, Ordering::Relaxed);
+        let ran = catch_unwind(AssertUnwindSafe(|| (job.call)(conn, self.key)));
+        self.grouped.store(false, Ordering::Relaxed);
+        let keep = match ran {
+            Ok(ran) => {
+                let ok = ran.ok;
+                done.push(ran);
+                ok
+            }
+            Err(_) => {
+                tracing::error!("a SQLite store call panicked; it was answered with an error");
+                false
+            }
+        };
+        // The guard let a statement end the transaction (one prepared before it was set):
+        // whatever the group did is committed or rolled back, and no longer this thread's to
+        // answer for as one.
+        if self.conn.is_autocommit() {
+            tracing::error!("a grouped SQLite store call ended the group's transaction itself");
+            return Err((
+                Undone::Other("a call ended the group's transaction itself".to_owned()),
+                None,
+            ));
+        }
+        let end = if keep {
+            "RELEASE hookbox_call"
+        } else {
+            "ROLLBACK TO hookbox_call; RELEASE hookbox_call"
+        };
+        self.conn
+            .execute_batch(end)
+            .map_err(|e| (Undone::of(e), None))?;
+        if self.conn.is_autocommit() {
+            return Err((
+                Undone::Other("SQLite rolled back the transaction".to_owned()),
+                None,
+            ));
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -557,6 +698,148 @@ mod tests {
         assert_eq!(committed(dir.path(), 20), 0);
         store.with(|c, _| insert(c, 21)).await.unwrap();
         assert_eq!(committed(dir.path(), 21), 1);
+    }
+
+    /// How long a test waits for an answer that comes at once unless the store is stuck: it
+    /// fails only a hung test.
+    const BOUND: std::time::Duration = std::time::Duration::from_secs(60);
+
+    /// Reads how many rows of `numbers` hold `n`, as a read call.
+    fn count(c: &Connection, n: i64) -> Result<i64> {
+        Ok(c.query_row(
+            "SELECT count(*) FROM numbers WHERE n = ?1",
+            params![n],
+            |r| r.get(0),
+        )?)
+    }
+
+    // Review: a group of reads ran in `BEGIN IMMEDIATE`, so it waited for the write lock (up to
+    // the busy timeout) behind another process writing the file, where WAL lets reads through.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reads_are_answered_while_another_connection_holds_a_write_transaction() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        numbers(&store).await;
+        store.with(|c, _| insert(c, 1)).await.unwrap();
+        // A call that waited for the write lock would wait past the test's bound.
+        store
+            .with(|c, _| Ok(c.busy_timeout(std::time::Duration::from_secs(3600))?))
+            .await
+            .unwrap();
+        let other = Connection::open(dir.path().join("hookbox.db")).unwrap();
+        other
+            .execute_batch("BEGIN IMMEDIATE; INSERT INTO numbers (n) VALUES (99)")
+            .unwrap();
+
+        // Alone.
+        let lone = tokio::time::timeout(BOUND, store.read(|c, _| count(c, 1))).await;
+        assert_eq!(lone.expect("a lone read hung").unwrap(), 1);
+
+        // A group of reads, and reads queued together with a write: the reads are answered
+        // while the other connection still holds its write transaction; the write waits for it.
+        let release = hold(&store).await;
+        let mut r1: Call<'_, i64> = Box::pin(store.read(|c, _| count(c, 1)));
+        let mut r2: Call<'_, i64> = Box::pin(store.read(|c, _| count(c, 99)));
+        let mut w: Call<'_, ()> = Box::pin(store.with(|c, _| insert(c, 2)));
+        let mut r3: Call<'_, i64> = Box::pin(async {
+            let got = store.get_interaction(P, "int_x").await?;
+            Ok(i64::from(got.is_some()))
+        });
+        for call in [&mut r1, &mut r2, &mut r3] {
+            assert!(!poll_once(call));
+        }
+        assert!(!poll_once(&mut w));
+        release.send(()).unwrap();
+        for (call, expected) in [(r1, 1), (r2, 0), (r3, 0)] {
+            let got = tokio::time::timeout(BOUND, call).await;
+            assert_eq!(got.expect("a grouped read hung").unwrap(), expected);
+        }
+        assert_eq!(store.thread.stats.read_groups.load(Ordering::Relaxed), 1);
+        assert!(
+            !other.is_autocommit(),
+            "the other writer still holds its transaction"
+        );
+        other.execute_batch("COMMIT").unwrap();
+        tokio::time::timeout(BOUND, w)
+            .await
+            .expect("the write hung")
+            .unwrap();
+        assert_eq!(committed(dir.path(), 2), 1);
+        assert_eq!(committed(dir.path(), 99), 1);
+    }
+
+    #[tokio::test]
+    async fn a_read_call_that_writes_fails_and_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        numbers(&store).await;
+        assert!(store.read(|c, _| insert(c, 30)).await.is_err());
+        let release = hold(&store).await;
+        let mut a: Call<'_, i64> = Box::pin(store.read(|c, _| count(c, 30)));
+        let mut b: Call<'_, ()> = Box::pin(store.read(|c, _| insert(c, 31)));
+        assert!(!poll_once(&mut a));
+        assert!(!poll_once(&mut b));
+        release.send(()).unwrap();
+        assert_eq!(a.await.unwrap(), 0);
+        assert!(b.await.is_err());
+        assert_eq!(store.thread.stats.read_groups.load(Ordering::Relaxed), 1);
+        // Writes work again after reads.
+        store.with(|c, _| insert(c, 32)).await.unwrap();
+        assert_eq!(committed(dir.path(), 30), 0);
+        assert_eq!(committed(dir.path(), 31), 0);
+        assert_eq!(committed(dir.path(), 32), 1);
+    }
+
+    // Review: only convention kept a grouped call from running `COMMIT` (or `ROLLBACK`) itself,
+    // which committed (or undid) the calls before it and broke the group's answers.
+    #[tokio::test]
+    async fn a_grouped_call_cannot_end_the_groups_transaction() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        numbers(&store).await;
+        let release = hold(&store).await;
+        let mut a: Call<'_, ()> = Box::pin(store.with(|c, _| insert(c, 40)));
+        let mut b: Call<'_, ()> = Box::pin(store.with(|c, _| {
+            insert(c, 41)?;
+            Ok(c.execute_batch("COMMIT")?)
+        }));
+        let mut c: Call<'_, ()> = Box::pin(store.with(|c, _| insert(c, 42)));
+        let mut d: Call<'_, ()> = Box::pin(store.with(|c, _| {
+            insert(c, 43)?;
+            Ok(c.execute_batch("ROLLBACK")?)
+        }));
+        let mut e: Call<'_, ()> = Box::pin(store.with(|c, _| {
+            insert(c, 44)?;
+            Ok(c.execute_batch("RELEASE hookbox_call")?)
+        }));
+        let mut f: Call<'_, ()> = Box::pin(store.with(|c, _| insert(c, 45)));
+        for call in [&mut a, &mut b, &mut c, &mut d, &mut e, &mut f] {
+            assert!(!poll_once(call));
+        }
+        release.send(()).unwrap();
+        a.await.unwrap();
+        assert!(b.await.is_err(), "a grouped COMMIT was allowed");
+        c.await.unwrap();
+        assert!(d.await.is_err(), "a grouped ROLLBACK was allowed");
+        assert!(
+            e.await.is_err(),
+            "a grouped release of the call's savepoint was allowed"
+        );
+        f.await.unwrap();
+        assert_eq!(store.thread.stats.groups.load(Ordering::Relaxed), 1);
+        for (n, expected) in [(40, 1), (41, 0), (42, 1), (43, 0), (44, 0), (45, 1)] {
+            assert_eq!(committed(dir.path(), n), expected, "{n}");
+        }
+        // Alone, a call may still run its own transaction.
+        store
+            .with(|c, _| {
+                c.execute_batch("BEGIN")?;
+                insert(c, 46)?;
+                Ok(c.execute_batch("COMMIT")?)
+            })
+            .await
+            .unwrap();
+        assert_eq!(committed(dir.path(), 46), 1);
     }
 
     #[tokio::test]

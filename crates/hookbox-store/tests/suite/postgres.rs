@@ -19,7 +19,7 @@ async fn replicas_starting_together_apply_each_migration_once() {
     let url = super::fresh_database().await;
     let stores = futures_join(&url).await;
     for store in &stores {
-        assert_eq!(store.schema_version().await.unwrap(), 9);
+        assert_eq!(store.schema_version().await.unwrap(), 10);
         assert!(!store.has_api_keys().await.unwrap());
     }
     let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
@@ -31,7 +31,7 @@ async fn replicas_starting_together_apply_each_migration_once() {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(applied, 8, "each of the eight migrations, once");
+    assert_eq!(applied, 9, "each of the nine migrations, once");
 }
 
 /// Four stores connecting to `url` at the same time.
@@ -454,4 +454,42 @@ async fn a_replica_knows_which_leases_it_holds_and_fences_only_grow() {
         cc.fence("env:z") == Some(1)
     })
     .await;
+}
+
+// Replicas minting tokens for one interaction at once take turns: the live-token cap holds
+// exactly, not the cap plus however many raced past the count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs HOOKBOX_TEST_POSTGRES_URL (scripts/test.sh starts a cluster)"]
+async fn replicas_minting_auth_tokens_at_once_never_pass_the_cap() {
+    use hookbox_store::keys::hash_key;
+    use hookbox_store::{AuthTokenRecord, Error, MAX_LIVE_AUTH_TOKENS};
+    const EXTRA: u32 = 40;
+    let url = super::fresh_database().await;
+    let stores = futures_join(&url).await;
+    let tasks: Vec<_> = (0..MAX_LIVE_AUTH_TOKENS + EXTRA)
+        .map(|n| {
+            let store = stores[n as usize % stores.len()].clone();
+            tokio::spawn(async move {
+                let record = AuthTokenRecord {
+                    id: format!("atk_{n}"),
+                    project: super::P.into(),
+                    interaction_id: "int_1".into(),
+                    expires_at: "2026-12-05T11:00:00Z".into(),
+                    created: "2026-12-05T10:00:00Z".into(),
+                };
+                store
+                    .create_auth_token(&record, &hash_key(&format!("auth_tokens/{n}")))
+                    .await
+            })
+        })
+        .collect();
+    let (mut created, mut refused) = (0, 0);
+    for task in tasks {
+        match task.await.unwrap() {
+            Ok(()) => created += 1,
+            Err(Error::TooManyAuthTokens { .. }) => refused += 1,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!((created, refused), (MAX_LIVE_AUTH_TOKENS, EXTRA));
 }

@@ -382,3 +382,65 @@ async fn touch_never_moves_last_accessed_back() {
         Some("2026-12-05T10:00:06Z")
     );
 }
+
+// Review: nothing bounded how many live tokens an interaction could hold, so a caller could
+// grow the table (and every expiry sweep) without end.
+#[tokio::test]
+async fn an_interaction_holds_at_most_its_cap_of_live_auth_tokens() {
+    use hookbox_store::keys::hash_key;
+    use hookbox_store::{AuthTokenRecord, Error, MAX_LIVE_AUTH_TOKENS};
+    let (_dir, store) = temp_store().await;
+    let now = "2026-12-05T10:00:00Z";
+    let token = |n: u32, interaction: &str, expires_at: &str| {
+        let record = AuthTokenRecord {
+            id: format!("atk_{interaction}_{n}"),
+            project: P.into(),
+            interaction_id: interaction.into(),
+            expires_at: expires_at.into(),
+            created: now.into(),
+        };
+        let sha = hash_key(&format!("auth_tokens/{interaction}/{n}"));
+        (record, sha)
+    };
+    // Expired ones do not count.
+    for n in 0..3 {
+        let (t, sha) = token(1000 + n, "int_1", "2026-12-05T09:00:00Z");
+        store.create_auth_token(&t, &sha).await.unwrap();
+    }
+    for n in 0..MAX_LIVE_AUTH_TOKENS {
+        let (t, sha) = token(n, "int_1", "2026-12-05T11:00:00Z");
+        store.create_auth_token(&t, &sha).await.unwrap();
+    }
+    let (over, over_sha) = token(MAX_LIVE_AUTH_TOKENS, "int_1", "2026-12-05T11:00:00Z");
+    let refused = store.create_auth_token(&over, &over_sha).await;
+    assert!(
+        matches!(
+            &refused,
+            Err(Error::TooManyAuthTokens { interaction, limit })
+                if interaction == "int_1" && *limit == MAX_LIVE_AUTH_TOKENS
+        ),
+        "{refused:?}"
+    );
+    assert!(!refused.unwrap_err().is_unavailable());
+    assert_eq!(store.find_auth_token(&over_sha).await.unwrap(), None);
+    // Another interaction has a cap of its own.
+    let (other, other_sha) = token(0, "int_2", "2026-12-05T11:00:00Z");
+    store.create_auth_token(&other, &other_sha).await.unwrap();
+    // A deleted token makes room.
+    let (_, first_sha) = token(0, "int_1", "2026-12-05T11:00:00Z");
+    assert!(
+        store
+            .delete_auth_token(P, "int_1", &first_sha)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    store.create_auth_token(&over, &over_sha).await.unwrap();
+    assert!(store.find_auth_token(&over_sha).await.unwrap().is_some());
+    // A taken id is still "already exists", not the cap.
+    let (_, fresh_sha) = token(7777, "int_2", "2026-12-05T11:00:00Z");
+    assert!(matches!(
+        store.create_auth_token(&other, &fresh_sha).await,
+        Err(Error::AlreadyExists { .. })
+    ));
+}
