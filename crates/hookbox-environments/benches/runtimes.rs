@@ -13,8 +13,13 @@
 //! whether each waited for the init's spare call, and from the init reading it to its program's
 //! start.
 //!
+//! `--warm-vs-fresh` measures only issue 35's third gVisor goal, a warm `true` tool call
+//! against a fresh `runsc do true`, interleaved: per round, `--runs N` of each alternating one by
+//! one, so that the load of a shared machine falls on both alike; it prints each round's p50s
+//! and ratio, and the ratios' spread over `--rounds R` rounds.
+//!
 //! Run: `cargo bench -p hookbox-environments --bench runtimes [-- --runs N]
-//! [--gvisor-breakdown]`. Needs root and `runsc` on PATH (scripts/setup.sh). Prints numbers;
+//! [--gvisor-breakdown | --warm-vs-fresh [--rounds R]]`. Needs root and `runsc` on PATH (scripts/setup.sh). Prints numbers;
 //! asserts nothing. `HOOKBOX_SANDBOX_EXEC=PATH` launches the sandboxes with that launcher.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark binary may panic
@@ -429,6 +434,75 @@ async fn gvisor_breakdown(runs: usize) {
     let _ = store.remove(&meta.id);
 }
 
+/// `--warm-vs-fresh` (see the module doc).
+async fn warm_vs_fresh(runs: usize, rounds: usize) {
+    let data = tempfile::tempdir().unwrap();
+    let mut options = SandboxOptions::new(launcher());
+    options.runtime = RuntimeKind::Gvisor;
+    options.gvisor = GvisorSettings::new(None, Default::default());
+    let credentials =
+        Arc::new(hookbox_egress::credentials::FileCredentialStore::open(data.path()).unwrap());
+    let store = Environments::open(
+        data.path(),
+        options,
+        hookbox_environments::network::EgressOptions::new(credentials),
+    )
+    .unwrap();
+    let meta = store
+        .create(
+            &EnvironmentSpec::default(),
+            hookbox_environments::source::SourceOrigin::Operator,
+            &mut |_| {},
+            false,
+        )
+        .unwrap();
+    let env = store.open_env(&meta.id).unwrap();
+    for _ in 0..5 {
+        ok(&env, "true").await;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let fresh = || {
+        let t = Instant::now();
+        let status = std::process::Command::new("runsc")
+            .arg(format!("--root={}", root.path().display()))
+            .args(["--network=none", "--platform=systrap", "do", "/bin/true"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "runsc do true failed");
+        t.elapsed()
+    };
+    println!(
+        "round  warm_true_ms  runsc_do_true_ms  warm/fresh  ({runs} of each per round, alternating)"
+    );
+    let mut ratios = Vec::new();
+    for round in 1..=rounds {
+        let (mut warm, mut cold) = (Vec::new(), Vec::new());
+        for i in 0..runs {
+            if (i + round) % 2 == 0 {
+                warm.push(ok(&env, "true").await);
+                cold.push(fresh());
+            } else {
+                cold.push(fresh());
+                warm.push(ok(&env, "true").await);
+            }
+        }
+        let (w, c) = (ms(p50(&mut warm)), ms(p50(&mut cold)));
+        println!("{round:>5}  {w:>12.2}  {c:>16.2}  {:>9.3}x", w / c);
+        ratios.push(w / c);
+    }
+    ratios.sort_by(f64::total_cmp);
+    println!(
+        "warm gVisor call / fresh runsc do true: median {:.3}x (min {:.3}, max {:.3}; goal <= 0.25x)",
+        ratios[ratios.len() / 2],
+        ratios[0],
+        ratios[ratios.len() - 1]
+    );
+    drop(env);
+    let _ = store.remove(&meta.id);
+}
+
 fn main() {
     let runs: usize = std::env::args()
         .skip_while(|a| a != "--runs")
@@ -440,6 +514,15 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    if std::env::args().any(|a| a == "--warm-vs-fresh") {
+        let rounds: usize = std::env::args()
+            .skip_while(|a| a != "--rounds")
+            .nth(1)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(5);
+        rt.block_on(warm_vs_fresh(runs, rounds));
+        return;
+    }
     if std::env::args().any(|a| a == "--gvisor-breakdown") {
         rt.block_on(gvisor_breakdown(runs));
         return;

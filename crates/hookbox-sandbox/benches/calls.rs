@@ -10,8 +10,15 @@
 //! exec BENCH ...)`. Prints CPU per call and wall p50 per round and launcher, and the ratios
 //! with their spread. `--gvisor` runs the same under gVisor (root and `runsc`).
 //!
+//! `--paired N` instead alternates N pairs of calls one by one (the order flipping each pair)
+//! between a sandbox of each launcher, each in a v1 cpuacct cgroup of its own (the launcher or
+//! runsc, and under gVisor the sentry, are accounted there), so that the load of a shared
+//! machine falls on both alike; in six parts, each with fresh sandboxes built in flipping order
+//! (two sandboxes of the same launcher differ by up to 1.2x in one run). It prints, per part,
+//! each side's wall p50 and its sandbox's CPU per call, and their ratios with the spread.
+//!
 //! Run: `cargo bench -p hookbox-sandbox --bench calls -- --baseline PATH [--rounds R]
-//! [--calls N] [--gvisor]`. Prints numbers; asserts nothing.
+//! [--calls N] [--paired N] [--gvisor]`. Prints numbers; asserts nothing.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark binary may panic
 
@@ -150,6 +157,128 @@ async fn measure(
     (cpu, walls[walls.len() / 2])
 }
 
+/// A cpuacct cgroup of this bench's, removed when dropped (once its processes are gone).
+struct CpuGroup(PathBuf);
+
+impl CpuGroup {
+    fn new(name: &str) -> Self {
+        let dir = PathBuf::from(format!(
+            "/sys/fs/cgroup/cpuacct/hookbox-bench-calls-{}-{name}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).expect("a v1 cpuacct hierarchy at /sys/fs/cgroup/cpuacct");
+        Self(dir)
+    }
+
+    fn ms(&self) -> f64 {
+        let ns: f64 = std::fs::read_to_string(self.0.join("cpuacct.usage"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        ns / 1e6
+    }
+}
+
+impl Drop for CpuGroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// One side of `--paired`: a warm sandbox of one launcher in its own cpuacct cgroup.
+async fn paired_side(
+    dir: &std::path::Path,
+    name: &str,
+    launcher: &str,
+    runtime: RuntimeKind,
+    runsc: Option<&Runsc>,
+) -> (CpuGroup, WarmSandbox, hookbox_sandbox::spec::CallSpec) {
+    let group = CpuGroup::new(name);
+    let mut spec = spec(&dir.join(name), runtime);
+    spec.cgroups = vec![group.0.clone()];
+    let (key, call) = spec.split_call();
+    let launcher = Launcher::standalone(launcher);
+    let sandbox = match runsc {
+        Some(runsc) => WarmSandbox::start_gvisor(runsc, &launcher, key, None).await,
+        None => WarmSandbox::start(&launcher, key, None).await,
+    }
+    .unwrap();
+    for _ in 0..10 {
+        one(&sandbox, &call).await;
+    }
+    (group, sandbox, call)
+}
+
+/// `--paired` (see the module doc): six parts, each with a fresh sandbox per launcher (built
+/// in the order that flips each part, since two sandboxes of one launcher differ too).
+async fn paired(baseline: &str, runtime: RuntimeKind, runsc: Option<&Runsc>, pairs: usize) {
+    const PARTS: usize = 6;
+    println!(
+        "{runtime}: {pairs} pairs of /bin/true calls, alternating, in {PARTS} parts with fresh sandboxes; wall p50 (ms) and the sandbox's CPU per call (ms)"
+    );
+    println!("part  p50_new  p50_base  p50_ratio  cpu_new  cpu_base  cpu_ratio");
+    let per_part = pairs.div_ceil(PARTS);
+    let (mut wall_ratios, mut cpu_ratios) = (Vec::new(), Vec::new());
+    let mut faster = 0;
+    for part in 0..PARTS {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sides = Vec::new();
+        let order = if part % 2 == 0 { [0, 1] } else { [1, 0] };
+        for side in order {
+            let (name, launcher) = [("new", THIS), ("base", baseline)][side];
+            sides.push((
+                side,
+                paired_side(dir.path(), name, launcher, runtime, runsc).await,
+            ));
+        }
+        sides.sort_by_key(|(side, _)| *side);
+        let mut walls = [Vec::new(), Vec::new()];
+        let mut cpu = [0.0, 0.0];
+        for i in 0..per_part {
+            let order = if i % 2 == 0 { [0, 1] } else { [1, 0] };
+            let mut pair = [Duration::ZERO; 2];
+            for side in order {
+                let (group, sandbox, call) = &sides[side].1;
+                let before = group.ms();
+                pair[side] = one(sandbox, call).await;
+                cpu[side] += group.ms() - before;
+                walls[side].push(pair[side]);
+            }
+            faster += usize::from(pair[0] < pair[1]);
+        }
+        let p50 = |w: &mut Vec<Duration>| {
+            w.sort();
+            w[w.len() / 2].as_secs_f64() * 1e3
+        };
+        let (new, base) = (p50(&mut walls[0]), p50(&mut walls[1]));
+        let (cpu_new, cpu_base) = (cpu[0] / per_part as f64, cpu[1] / per_part as f64);
+        println!(
+            "{:>4}  {new:>7.3}  {base:>8.3}  {:>9.3}  {cpu_new:>7.3}  {cpu_base:>8.3}  {:>9.3}",
+            part + 1,
+            new / base,
+            cpu_new / cpu_base
+        );
+        wall_ratios.push(new / base);
+        cpu_ratios.push(cpu_new / cpu_base);
+        for (_, (group, sandbox, _)) in sides {
+            tokio::task::spawn_blocking(move || drop(sandbox))
+                .await
+                .unwrap();
+            drop(group);
+        }
+    }
+    println!("wall p50, new / baseline: {}", spread(wall_ratios));
+    println!(
+        "sandbox CPU per call, new / baseline: {}",
+        spread(cpu_ratios)
+    );
+    println!(
+        "pairs in which the new launcher's call was faster: {faster} of {}",
+        PARTS * per_part
+    );
+}
+
 fn spread(mut values: Vec<f64>) -> String {
     values.sort_by(f64::total_cmp);
     format!(
@@ -180,6 +309,10 @@ async fn main() {
     } else {
         RuntimeKind::Namespaces
     };
+    if let Some(pairs) = arg("--paired") {
+        paired(&baseline, runtime, runsc.as_ref(), pairs.parse().unwrap()).await;
+        return;
+    }
     println!("{runtime}: {calls} calls of /bin/true per launcher and round; CPU per call in ms");
     println!("round  cpu_new  cpu_base  cpu_ratio  p50_new_ms  p50_base_ms  p50_ratio");
     let (mut cpu_ratios, mut wall_ratios) = (Vec::new(), Vec::new());

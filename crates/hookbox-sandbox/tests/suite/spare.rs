@@ -587,3 +587,35 @@ async fn under_gvisor_spare_and_fresh_calls_are_confined_as_every_program() {
     assert_eq!(confinement_lines(fresh.as_bytes()), expected, "fresh clone");
     g.stop().await;
 }
+
+/// Under gVisor a call handed to its spare and one cloned on arrival (its spare killed) both
+/// run exactly the spec they were given, short or long, and read their stdin (an empty one as
+/// end of file). A spare receives the call's descriptors at the lowest free numbers, which
+/// include 0 (it closed the init's request socket there): whatever lands there must not cost
+/// the program its stdin.
+#[tokio::test]
+async fn under_gvisor_spare_and_fresh_calls_run_their_spec_short_or_long_with_their_stdin() {
+    let Some(runsc) = runsc() else { return };
+    let t = tree(&[]);
+    let g = Gvisor::start(&runsc, &t).await;
+    for len in super::handover::lengths() {
+        for (fresh, stdin) in [
+            (false, ""),
+            (false, "given\n"),
+            (true, ""),
+            (true, "given\n"),
+        ] {
+            if fresh {
+                g.kill(g.spare());
+            }
+            let (mut spec, pad) = super::handover::padded(&t.spec, len);
+            spec.runtime = RuntimeKind::Gvisor;
+            assert_eq!(
+                super::handover::call_with_stdin(&g.sandbox, &spec, stdin.as_bytes()).await,
+                format!("{pad}|{stdin}|"),
+                "spec of {len} bytes, fresh clone {fresh}"
+            );
+        }
+    }
+    g.stop().await;
+}
