@@ -133,9 +133,11 @@ impl From<hookbox_store::Error> for ApiError {
             E::CredentialTypeMismatch { id, stored, update } => ApiError::bad_request(format!(
                 "Credential `{id}` is of type `{stored}`; the update has type `{update}`."
             )),
-            // A bound, not an outage: no Retry-After (a token must be deleted or expire first).
+            // A bound, not an outage: room comes only when a token is deleted or expires, so the
+            // Retry-After every 429 carries is long (as for the environments quota).
             e @ E::TooManyAuthTokens { .. } => {
                 ApiError::new(axum::http::StatusCode::TOO_MANY_REQUESTS, format!("{e}."))
+                    .retry_after(AUTH_TOKEN_CAP_RETRY_AFTER_SECS)
             }
             other if other.is_unavailable() => {
                 tracing::warn!(error = %other, "the store does not answer");
@@ -151,6 +153,9 @@ impl From<hookbox_store::Error> for ApiError {
 
 /// What a client is told to wait while the store does not answer.
 pub const STORE_RETRY_AFTER_SECS: u32 = 2;
+
+/// What a client is told to wait when its interaction holds its cap of live auth tokens.
+pub const AUTH_TOKEN_CAP_RETRY_AFTER_SECS: u32 = 60;
 
 impl From<ProviderError> for ApiError {
     fn from(e: ProviderError) -> Self {
@@ -198,5 +203,17 @@ mod tests {
         let e = ApiError::from(hookbox_store::Error::Pool("no connection".into()));
         assert_eq!(e.status, StatusCode::SERVICE_UNAVAILABLE);
         assert!(e.retry_after.is_some());
+    }
+
+    // Review: the token cap's 429 had no Retry-After though every other 429 carries one, so an
+    // SDK retried at once and failed again.
+    #[test]
+    fn the_token_caps_429_carries_a_long_retry_after() {
+        let e = ApiError::from(hookbox_store::Error::TooManyAuthTokens {
+            interaction: "i".into(),
+            limit: hookbox_store::MAX_LIVE_AUTH_TOKENS,
+        });
+        assert_eq!(e.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(e.retry_after, Some(AUTH_TOKEN_CAP_RETRY_AFTER_SECS));
     }
 }

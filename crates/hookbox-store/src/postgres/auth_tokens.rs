@@ -17,7 +17,13 @@ pub(super) async fn create(
     token: &AuthTokenRecord,
     sha256: &[u8; 32],
 ) -> Result<()> {
-    let tx = client.transaction().await?;
+    // READ COMMITTED whatever the database's default: the count must see the rows committed
+    // while this waited for the lock (a snapshot taken before the wait would undercount).
+    let tx = client
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::ReadCommitted)
+        .start()
+        .await?;
     let key = format!(
         "hookbox auth_tokens {} {}",
         token.project, token.interaction_id

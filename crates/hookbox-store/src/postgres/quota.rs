@@ -31,10 +31,12 @@ pub(super) async fn hold(
     );
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     // One round trip: under a lock per (quota, project), count the places live replicas
-    // hold and take one if there is room (a stopped replica's places do not count).
+    // hold and take one if there is room (a stopped replica's places do not count). READ
+    // COMMITTED whatever the database's default, so the count sees the places committed while
+    // this waited for the lock.
     let sent = client
         .simple_query(&format!(
-            "BEGIN;
+            "BEGIN ISOLATION LEVEL READ COMMITTED;
              SELECT pg_advisory_xact_lock(hashtextextended('quota:' || {quota} || ':' || {project}, 0));
              INSERT INTO quota_holds (id, project, quota, replica)
              SELECT '{id}', {project}, {quota}, {replica}

@@ -9,9 +9,10 @@
 //!
 //! Threading: one thread owns the connection (`worker.rs`); every call is queued to it (a
 //! bounded queue: callers wait for a place when it is full) as a read (`SqliteStore::read`) or
-//! a write (`SqliteStore::with`) and awaits its answer. Reads run under `PRAGMA query_only`,
-//! several together in one deferred transaction, and never wait for the write lock (so they are
-//! answered while another process, such as a `hookbox` CLI command, writes the file). Writes it
+//! a write (`SqliteStore::with`) and awaits its answer. Reads run in a deferred transaction
+//! (several together in one), each in a savepoint, and never take the write lock (so a batch of
+//! reads is answered while another process, such as a `hookbox` CLI command, writes the file; a
+//! "read" that changed a row is rolled back and fails). Writes it
 //! finds queued together run back to back in one transaction, each in a savepoint of its own (a
 //! failed call undoes only its own changes; one cannot end the transaction itself), and are
 //! answered once that transaction has committed: one commit (and one fsync under
@@ -147,8 +148,9 @@ impl SqliteStore {
         self.queue_call(worker::job(worker::Kind::Write, f)).await
     }
 
-    /// Runs `f`, a call that only reads, as [`SqliteStore::with`] does, but under
-    /// `PRAGMA query_only` (a write in it fails) and never waiting for SQLite's write lock.
+    /// Runs `f`, a call that only reads, as [`SqliteStore::with`] does, but in a deferred
+    /// transaction (a row it changes is rolled back and it fails), never taking SQLite's write
+    /// lock.
     async fn read<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,

@@ -1,6 +1,6 @@
 //! [`Store`] for SQLite: which resource function serves each method. Each call takes owned
-//! copies of its arguments to the store thread, as a read ([`SqliteStore::read`]: it runs under
-//! `PRAGMA query_only`, so one marked so by mistake fails its tests) or a write
+//! copies of its arguments to the store thread, as a read ([`SqliteStore::read`]: a row it changes is
+//! rolled back and it fails, so one marked so by mistake fails its tests) or a write
 //! ([`SqliteStore::with`]); what is serialised before the call is queued stays off that thread.
 
 use async_trait::async_trait;

@@ -9,11 +9,13 @@
 //!   place (asynchronously) instead of the queue growing.
 //! - Reads and writes: each call is queued as a [`Kind::Read`] or a [`Kind::Write`]. Of the
 //!   calls found queued together, the reads run first (any order of calls that were all
-//!   waiting at once is one they could have had), under `PRAGMA query_only` (a "read" that
-//!   writes fails instead of taking the write lock), as one deferred transaction when there
-//!   are several: under WAL a read never waits for the write lock, so reads are answered even
-//!   while another process (a `hookbox` CLI command) holds a write transaction on the same
-//!   file. Then the writes run.
+//!   waiting at once is one they could have had), as one deferred transaction, each in a
+//!   savepoint: under WAL a read never takes or waits for the write lock, so reads are
+//!   answered even while another process (a `hookbox` CLI command) holds a write transaction
+//!   on the same file. A "read" that changed a row anyway (SQLite's change counter moved) is
+//!   rolled back to its savepoint and answered with an error. (Not `PRAGMA query_only`:
+//!   switching it expires every prepared statement of the connection.) Then the writes run;
+//!   reads queued behind a write that waits for the lock wait with it.
 //! - Group commit: the writes found queued together (at most [`MAX_GROUP`] calls in all) run in
 //!   one `BEGIN IMMEDIATE` transaction, each in a savepoint of its own: a call that fails (or
 //!   panics) rolls back its own savepoint only and is answered with its error; the transaction
@@ -58,7 +60,7 @@ const SAVEPOINT: &str = "hookbox_call";
 /// write (and takes SQLite's write lock).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Kind {
-    /// Runs under `PRAGMA query_only`: a write in it fails.
+    /// Runs in a deferred transaction: a row it changes is rolled back and the call fails.
     Read,
     Write,
 }
@@ -259,28 +261,17 @@ impl Worker<'_> {
                     None
                 };
             }
-            if !reads.is_empty() {
-                self.reads(&mut reads);
-            }
+            self.serve(Kind::Read, &mut reads);
             self.serve(Kind::Write, &mut writes);
         }
     }
 
-    /// Runs `jobs` (reads) under `PRAGMA query_only`.
-    fn reads(&mut self, jobs: &mut Vec<Job>) {
-        if let Err(e) = self.conn.execute_batch("PRAGMA query_only = ON") {
-            tracing::warn!(error = %e, "could not make the SQLite connection read-only for reads");
-        }
-        self.serve(Kind::Read, jobs);
-        if let Err(e) = self.conn.execute_batch("PRAGMA query_only = OFF") {
-            tracing::error!(error = %e, "could not make the SQLite connection writable again");
-        }
-    }
-
-    /// Runs `jobs`, all of `kind`: one alone, several as a group.
+    /// Runs `jobs`, all of `kind`: one write alone, several writes as a group; reads always
+    /// in a transaction (so one that writes can be undone).
     fn serve(&mut self, kind: Kind, jobs: &mut Vec<Job>) {
         match jobs.len() {
             0 => {}
+            1 if kind == Kind::Read => self.group(kind, jobs),
             1 => {
                 for job in jobs.drain(..) {
                     self.alone(job);
@@ -342,11 +333,11 @@ impl Worker<'_> {
             }
             return;
         }
-        let mut done: Vec<Ran> = Vec::with_capacity(jobs.len());
+        let mut done: Vec<(Ran, Option<Undone>)> = Vec::with_capacity(jobs.len());
         let mut failure = None;
         let mut not_run = None;
         for job in jobs.by_ref() {
-            if let Err((e, job)) = self.in_savepoint(job, &mut done) {
+            if let Err((e, job)) = self.in_savepoint(kind, job, &mut done) {
                 failure = Some(e);
                 not_run = job;
                 break;
@@ -358,8 +349,8 @@ impl Worker<'_> {
         };
         match failure {
             None => {
-                for ran in done {
-                    (ran.answer)(None);
+                for (ran, own) in done {
+                    (ran.answer)(own.as_ref());
                 }
             }
             Some(undone) => {
@@ -371,7 +362,7 @@ impl Worker<'_> {
                     calls = done.len(),
                     "a SQLite group transaction did not commit; its calls were answered with the error"
                 );
-                for ran in done {
+                for (ran, _) in done {
                     (ran.answer)(Some(&undone));
                 }
                 // What was not run yet runs on its own.
@@ -383,24 +374,34 @@ impl Worker<'_> {
     }
 
     /// Runs `job` in a savepoint of the open transaction: kept if it succeeded, rolled back if
-    /// it failed or panicked; its answer (unless it panicked) goes to `done`. `Err` when the
-    /// transaction itself did not survive (with `job`, if it did not run).
+    /// it failed or panicked, or if it is a read that changed a row; its answer (unless it
+    /// panicked) goes to `done`, with its own error when it was a read that wrote. `Err` when
+    /// the transaction itself did not survive (with `job`, if it did not run).
     fn in_savepoint(
         &mut self,
+        kind: Kind,
         job: Job,
-        done: &mut Vec<Ran>,
+        done: &mut Vec<(Ran, Option<Undone>)>,
     ) -> std::result::Result<(), (Undone, Option<Job>)> {
         if let Err(e) = self.conn.execute_batch("SAVEPOINT hookbox_call") {
             return Err((Undone::of(e), Some(job)));
         }
+        let changes = self.conn.total_changes();
         let conn = &mut self.conn;
         self.grouped.store(true, Ordering::Relaxed);
         let ran = catch_unwind(AssertUnwindSafe(|| (job.call)(conn, self.key)));
         self.grouped.store(false, Ordering::Relaxed);
+        let wrote = kind == Kind::Read && self.conn.total_changes() != changes;
         let keep = match ran {
+            Ok(ran) if wrote => {
+                tracing::error!("a SQLite store call queued as a read changed rows; it was undone");
+                let own = Undone::Other("a read call changed the database; undone".to_owned());
+                done.push((ran, Some(own)));
+                false
+            }
             Ok(ran) => {
                 let ok = ran.ok;
-                done.push(ran);
+                done.push((ran, None));
                 ok
             }
             Err(_) => {
@@ -788,6 +789,28 @@ mod tests {
         assert_eq!(committed(dir.path(), 30), 0);
         assert_eq!(committed(dir.path(), 31), 0);
         assert_eq!(committed(dir.path(), 32), 1);
+    }
+
+    // Review: reads ran under `PRAGMA query_only`, switched on and off per batch; switching a
+    // flag pragma expires every prepared statement, so each batch with a read made every cached
+    // statement of the store compile again.
+    #[tokio::test]
+    async fn reads_do_not_expire_the_cached_statements() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        numbers(&store).await;
+        const SQL: &str = "SELECT count(*) FROM numbers WHERE n = ?1";
+        let reprepared = |c: &Connection| -> Result<i32> {
+            let mut statement = c.prepare_cached(SQL)?;
+            let _: i64 = statement.query_row(params![1], |r| r.get(0))?;
+            Ok(statement.get_status(rusqlite::StatementStatus::RePrepare))
+        };
+        assert_eq!(store.with(move |c, _| reprepared(c)).await.unwrap(), 0);
+        for n in 0..3 {
+            store.read(move |c, _| count(c, n)).await.unwrap();
+            store.with(move |c, _| insert(c, n)).await.unwrap();
+        }
+        assert_eq!(store.with(move |c, _| reprepared(c)).await.unwrap(), 0);
     }
 
     // Review: only convention kept a grouped call from running `COMMIT` (or `ROLLBACK`) itself,
