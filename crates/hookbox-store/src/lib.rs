@@ -29,6 +29,7 @@ mod auth_tokens;
 mod cluster;
 mod credentials;
 pub mod crypto;
+pub mod data_dir;
 mod documents;
 pub mod env_vars;
 mod environments;
@@ -68,7 +69,8 @@ pub use webhooks::{
 
 /// Opens the store hookbox serves from: `database` a `postgres://` or `postgresql://` URL for
 /// PostgreSQL (the credential key from [`SecretKey::load_or_create`] in `data_dir`, which
-/// replicas share), else SQLite's file in `data_dir`.
+/// replicas share), else SQLite's file in `data_dir`. `data_dir` is created or kept owner-only
+/// ([`data_dir::prepare`]).
 pub async fn open_store(
     data_dir: &std::path::Path,
     database: Option<&str>,
@@ -76,10 +78,7 @@ pub async fn open_store(
 ) -> Result<std::sync::Arc<dyn Store>> {
     match database.filter(|d| !d.is_empty()) {
         Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
-            std::fs::create_dir_all(data_dir).map_err(|source| Error::Io {
-                path: data_dir.display().to_string(),
-                source,
-            })?;
+            data_dir::prepare(data_dir)?;
             let key = SecretKey::load_or_create(data_dir)?;
             Ok(std::sync::Arc::new(
                 PostgresStore::connect(url, key, &PostgresOptions::default()).await?,
