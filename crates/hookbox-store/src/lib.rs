@@ -22,7 +22,8 @@
 //! file of their own, and its `Store` implementation (`store.rs`) naming which function serves
 //! each method; PostgreSQL's `Cluster` implementation lives beside it (`postgres/cluster.rs`,
 //! `postgres/quota.rs`, and `postgres/replica.rs` for what a replica's store remembers). Nothing
-//! here imports from the crate root, and the shared modules never import a backend.
+//! here imports from the crate root, and the shared modules never import a backend. [`data_dir`]
+//! keeps the data directory and SQLite's files owner-only (0700 and 0600).
 
 pub mod approvals;
 mod auth_tokens;
