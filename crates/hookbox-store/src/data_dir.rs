@@ -7,8 +7,9 @@
 //! is made 0700, with a warning naming it and its old mode, only when everything in it is
 //! hookbox's ([`OWN_ENTRIES`]): a directory given by mistake (`--data-dir /`, `$HOME`) is never
 //! changed, only warned about. Either way hookbox's own entries in it are made owner-only
-//! (files 0600, directories 0700), each with a warning. The process umask is never changed:
-//! sandboxed programs inherit it.
+//! (files 0600, directories 0700), each with a warning. Best effort: what hookbox may not change
+//! (another user's) is warned about, not fatal. The process umask is never changed: sandboxed
+//! programs inherit it.
 //!
 //! Nothing else needs to enter the data directory: the sandbox launchers run as root and bind
 //! what a sandbox sees before it drops to the environment's uid, and runsc's gofer is handed
@@ -70,7 +71,7 @@ pub fn prepare(dir: &Path) -> Result<()> {
             let mode = meta.permissions().mode() & 0o7777;
             if mode & 0o077 != 0 {
                 if only_own_entries(dir).map_err(io)? {
-                    tighten(dir, mode, 0o700)?;
+                    tighten(dir, mode, 0o700);
                 } else {
                     tracing::warn!(
                         path = %dir.display(),
@@ -93,7 +94,7 @@ pub fn prepare(dir: &Path) -> Result<()> {
         };
         let mode = meta.permissions().mode() & 0o7777;
         if is_kind && mode & 0o077 != 0 {
-            tighten(&path, mode, kind.private_mode())?;
+            tighten(&path, mode, kind.private_mode());
         }
     }
     Ok(())
@@ -116,19 +117,22 @@ fn only_own_entries(dir: &Path) -> std::io::Result<bool> {
     Ok(true)
 }
 
-fn tighten(path: &Path, old: u32, new: u32) -> Result<()> {
-    tracing::warn!(
-        path = %path.display(),
-        mode = format!("{old:o}"),
-        new_mode = format!("{new:o}"),
-        "was readable by other local users; made owner-only"
-    );
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(new)).map_err(|source| {
-        Error::Io {
-            path: path.display().to_string(),
-            source,
-        }
-    })
+/// Best effort: a path hookbox may not change (another user's) is named, not fatal.
+fn tighten(path: &Path, old: u32, new: u32) {
+    match std::fs::set_permissions(path, std::fs::Permissions::from_mode(new)) {
+        Ok(()) => tracing::warn!(
+            path = %path.display(),
+            mode = format!("{old:o}"),
+            new_mode = format!("{new:o}"),
+            "was readable by other local users; made owner-only"
+        ),
+        Err(e) => tracing::warn!(
+            path = %path.display(),
+            mode = format!("{old:o}"),
+            error = %e,
+            "is readable by other local users and could not be made owner-only"
+        ),
+    }
 }
 
 #[cfg(test)]
