@@ -4,8 +4,8 @@
 //!
 //! [`prepare`] creates a missing data directory (and its missing parents, as the XDG base
 //! directory rules ask) with mode 0700. An existing one readable or enterable by group or others
-//! is made 0700, with a warning naming it and its old mode, only when everything in it is
-//! hookbox's ([`OWN_ENTRIES`]): a directory given by mistake (`--data-dir /`, `$HOME`) is never
+//! is made 0700, with a warning naming it and its old mode (none if it was empty), only when
+//! everything in it is hookbox's ([`OWN_ENTRIES`]): a directory given by mistake (`--data-dir /`, `$HOME`) is never
 //! changed, only warned about. Either way hookbox's own entries in it are made owner-only
 //! (files 0600, directories 0700), each with a warning. Best effort: what hookbox may not change
 //! (another user's) is warned about, not fatal. The process umask is never changed: sandboxed
@@ -70,7 +70,21 @@ pub fn prepare(dir: &Path) -> Result<()> {
         Ok(meta) => {
             let mode = meta.permissions().mode() & 0o7777;
             if mode & 0o077 != 0 {
-                if only_own_entries(dir).map_err(io)? {
+                let entries = own_entries(dir).map_err(io)?;
+                if entries == Some(0) {
+                    // Nothing of hookbox's was exposed yet (a directory made for it, as a
+                    // temporary directory is): made private without a warning.
+                    if let Err(e) =
+                        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+                    {
+                        tracing::warn!(
+                            path = %dir.display(),
+                            mode = format!("{mode:o}"),
+                            error = %e,
+                            "the data directory is open to other local users and could not be made owner-only"
+                        );
+                    }
+                } else if entries.is_some() {
                     tighten(dir, mode, 0o700);
                 } else {
                     tracing::warn!(
@@ -100,21 +114,23 @@ pub fn prepare(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Whether every entry of `dir` is one hookbox creates there.
-fn only_own_entries(dir: &Path) -> std::io::Result<bool> {
+/// How many entries `dir` has if every one is one hookbox creates there, else `None`.
+fn own_entries(dir: &Path) -> std::io::Result<Option<usize>> {
+    let mut count = 0;
     for entry in std::fs::read_dir(dir)? {
         let name = entry?.file_name();
         let Some(name) = name.to_str() else {
-            return Ok(false);
+            return Ok(None);
         };
         let own = OWN_ENTRIES.iter().any(|(own, _)| *own == name)
             // A key being written (crypto::SecretKey::load_or_create).
             || (name.starts_with(crate::crypto::KEY_FILE) && name.ends_with(".tmp"));
         if !own {
-            return Ok(false);
+            return Ok(None);
         }
+        count += 1;
     }
-    Ok(true)
+    Ok(Some(count))
 }
 
 /// Best effort: a path hookbox may not change (another user's) is named, not fatal.
