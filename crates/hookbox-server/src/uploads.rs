@@ -19,6 +19,7 @@
 
 use std::collections::HashMap;
 use std::io::Write as _;
+use std::os::unix::fs::DirBuilderExt as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -281,7 +282,12 @@ pub async fn upload_start(
     let uploads = &state.inner.uploads;
     let o = &uploads.options;
     uploads.sweep();
-    let spool = std::fs::create_dir_all(&o.spool_dir)
+    // Owner-only: unfinished uploads are the environments' files (the spool's files are
+    // anonymous, 0600, and the data dir 0700 too).
+    let spool = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&o.spool_dir)
         .and_then(|()| tempfile::tempfile_in(&o.spool_dir))
         .map_err(|e| {
             ApiError::internal(&format!(

@@ -23,13 +23,15 @@
 //! file of their own, and its `Store` implementation (`store.rs`) naming which function serves
 //! each method; PostgreSQL's `Cluster` implementation lives beside it (`postgres/cluster.rs`,
 //! `postgres/quota.rs`, and `postgres/replica.rs` for what a replica's store remembers). Nothing
-//! here imports from the crate root, and the shared modules never import a backend.
+//! here imports from the crate root, and the shared modules never import a backend. [`data_dir`]
+//! keeps the data directory and SQLite's files owner-only (0700 and 0600).
 
 pub mod approvals;
 mod auth_tokens;
 mod cluster;
 mod credentials;
 pub mod crypto;
+pub mod data_dir;
 mod documents;
 pub mod env_vars;
 mod environments;
@@ -69,7 +71,8 @@ pub use webhooks::{
 
 /// Opens the store hookbox serves from: `database` a `postgres://` or `postgresql://` URL for
 /// PostgreSQL (the credential key from [`SecretKey::load_or_create`] in `data_dir`, which
-/// replicas share), else SQLite's file in `data_dir`.
+/// replicas share), else SQLite's file in `data_dir`. `data_dir` is created or kept owner-only
+/// ([`data_dir::prepare`]).
 pub async fn open_store(
     data_dir: &std::path::Path,
     database: Option<&str>,
@@ -77,10 +80,7 @@ pub async fn open_store(
 ) -> Result<std::sync::Arc<dyn Store>> {
     match database.filter(|d| !d.is_empty()) {
         Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
-            std::fs::create_dir_all(data_dir).map_err(|source| Error::Io {
-                path: data_dir.display().to_string(),
-                source,
-            })?;
+            data_dir::prepare(data_dir)?;
             let key = SecretKey::load_or_create(data_dir)?;
             Ok(std::sync::Arc::new(
                 PostgresStore::connect(url, key, &PostgresOptions::default()).await?,

@@ -333,9 +333,17 @@ impl Environments {
 
     /// Opens (creating if needed) the store under `data_dir`. `egress` is the credential store
     /// and operator options every environment's network uses (sandbox traffic and http hooks).
+    /// What it creates (`environments/`, and `data_dir` itself if missing) is owner-only (0700):
+    /// the environments' disks and trees hold their files. Nothing but root needs to enter it:
+    /// the launcher binds what a sandbox sees before it drops to the environment's uid.
     pub fn open(data_dir: &Path, options: SandboxOptions, egress: EgressOptions) -> Result<Self> {
+        use std::os::unix::fs::DirBuilderExt;
         let root = data_dir.join("environments");
-        std::fs::create_dir_all(&root).map_err(io(&root))?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&root)
+            .map_err(io(&root))?;
         Ok(Self {
             root,
             options: Arc::new(options),

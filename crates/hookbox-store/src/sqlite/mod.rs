@@ -56,6 +56,25 @@ pub use migrations::SCHEMA_VERSION;
 /// Database file name inside the data dir.
 pub const DB_FILE: &str = "hookbox.db";
 
+/// Creates an empty database file at `path` with mode 0600 unless one exists (SQLite makes an
+/// empty file a new database; left to SQLite, the file takes 0644 less the umask).
+fn create_private(path: &Path) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(source) => Err(Error::Io {
+            path: path.display().to_string(),
+            source,
+        }),
+    }
+}
+
 /// How many prepared statements the connection keeps (each is a few KiB).
 const STATEMENT_CACHE: usize = 256;
 
@@ -90,18 +109,19 @@ pub struct SqliteStore {
 
 impl SqliteStore {
     /// Opens (creating if needed) `<data_dir>/hookbox.db` with the key from
-    /// [`SecretKey::load_or_create`].
+    /// [`SecretKey::load_or_create`]; `data_dir` is created or kept owner-only
+    /// ([`crate::data_dir::prepare`]).
     pub fn open_in(data_dir: &Path, options: &SqliteOptions) -> Result<Self> {
-        std::fs::create_dir_all(data_dir).map_err(|source| Error::Io {
-            path: data_dir.display().to_string(),
-            source,
-        })?;
+        crate::data_dir::prepare(data_dir)?;
         let key = SecretKey::load_or_create(data_dir)?;
         Self::open(&data_dir.join(DB_FILE), key, options)
     }
 
-    /// Opens the database file at `path` and runs pending migrations.
+    /// Opens the database file at `path` and runs pending migrations. A new file is created
+    /// owner-only (0600) before SQLite opens it, so its `-wal` and `-shm` files are too: SQLite's
+    /// unix VFS gives them the database file's mode.
     pub fn open(path: &Path, key: SecretKey, options: &SqliteOptions) -> Result<Self> {
+        create_private(path)?;
         let mut conn = Connection::open(path)?;
         conn.busy_timeout(std::time::Duration::from_secs(10))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;

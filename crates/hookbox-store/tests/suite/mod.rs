@@ -1,6 +1,7 @@
 mod approvals;
 mod crash;
 mod credentials;
+mod file_modes;
 mod interactions;
 mod postgres;
 mod projects;

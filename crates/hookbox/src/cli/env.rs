@@ -261,6 +261,7 @@ impl StoreArgs {
             self.database.database.as_deref(),
         );
         let egress = EgressOptions::new(Arc::new(credentials)).with_operator(operator);
+        hookbox_store::data_dir::prepare(&data_dir)?;
         Ok(Environments::open(&data_dir, options, egress)?)
     }
 }

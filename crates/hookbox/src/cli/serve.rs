@@ -419,8 +419,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             if secret.len() < 16 {
                 bail!("--cluster-secret must be at least 16 characters");
             }
-            std::fs::create_dir_all(&data_dir)
-                .with_context(|| format!("cannot create {}", data_dir.display()))?;
+            hookbox_store::data_dir::prepare(&data_dir)?;
             let replica = hookbox_store::Replica {
                 id: format!("r_{:012x}", rand::random::<u64>() >> 16),
                 url: args

@@ -215,7 +215,7 @@ fn a_remote_mcp_server_cannot_take_the_servers_memory() {
 }
 
 /// One HTTP/1.1 request with a body of raw bytes; returns the status line, headers and body.
-fn http_bytes(
+pub(super) fn http_bytes(
     addr: &str,
     method: &str,
     path: &str,

@@ -5,6 +5,7 @@ mod browser_cli;
 mod convert_cli;
 mod drain_cli;
 mod env_cli;
+mod file_modes_cli;
 mod first_hour_cli;
 mod gate_cli;
 mod gvisor_cli;

@@ -1,0 +1,137 @@
+//! Regression: the data dir was created 0755 and `hookbox.db` (with its `-wal` and `-shm`) 0644
+//! with the umask, so every local user could read every interaction's content. `hookbox serve`
+//! and the CLI create them owner-only, and make an older data dir so when they start.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command;
+
+use super::bounds_cli::http_bytes;
+use super::serve_cli::{post_json, start_with};
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+fn set_mode(path: &Path, mode: u32) {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+fn cli(data_dir: &Path, args: &[&str]) -> std::process::Output {
+    let output = Command::new(env!("CARGO_BIN_EXE_hookbox"))
+        .args(args)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .env_remove("RUST_LOG")
+        .env_remove("HOOKBOX_SECRET_KEY")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{args:?}: {output:?}");
+    output
+}
+
+/// Every entry hookbox made directly in `data`, and `data` itself, are owner-only.
+fn assert_owner_only(data: &Path, expected: &[&str]) {
+    assert_eq!(mode(data), 0o700, "the data dir {}", data.display());
+    for name in expected {
+        let path = data.join(name);
+        let want = if path.is_dir() { 0o700 } else { 0o600 };
+        assert_eq!(mode(&path), want, "{name}");
+    }
+    for entry in std::fs::read_dir(data).unwrap() {
+        let path = entry.unwrap().path();
+        assert_eq!(
+            mode(&path) & 0o077,
+            0,
+            "{} is open to others",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn data_dir_and_database_are_not_readable_by_other_local_users() {
+    let dir = hookbox_test_support::DataDir::new();
+    // A CLI command that creates the data dir (and a parent of it) with the database in it.
+    let data = dir.path().join("share").join("cli");
+    cli(&data, &["project", "list"]);
+    assert_eq!(mode(&dir.path().join("share")), 0o700);
+    assert_owner_only(&data, &["hookbox.db", "secret.key"]);
+    // One that creates an environment.
+    let data = dir.path().join("env");
+    cli(&data, &["env", "create"]);
+    assert_owner_only(&data, &["hookbox.db", "secret.key", "environments"]);
+
+    // The server, with an upload under way (its spool).
+    let data = dir.path().join("serve");
+    let server = start_with(&data, &[]);
+    let env = post_json(&server.addr, "/v1beta/environments", &serde_json::json!({}));
+    let env = env["id"].as_str().unwrap();
+    let resp = http_bytes(
+        &server.addr,
+        "PUT",
+        &format!("/upload/v1beta/environments/{env}/files/workspace/a.bin"),
+        &[
+            ("x-goog-upload-protocol", "resumable"),
+            ("x-goog-upload-command", "start"),
+        ],
+        b"",
+    );
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    assert_owner_only(
+        &data,
+        &[
+            "hookbox.db",
+            "hookbox.db-wal",
+            "hookbox.db-shm",
+            "secret.key",
+            "environments",
+            "uploads",
+        ],
+    );
+}
+
+#[test]
+fn an_older_world_readable_data_dir_and_database_are_made_owner_only_at_start() {
+    let dir = hookbox_test_support::DataDir::new();
+    let data = dir.path().join("data");
+    cli(&data, &["env", "create"]);
+    // What an older release left, with the umask's modes.
+    for (name, old) in [
+        ("", 0o755),
+        ("hookbox.db", 0o644),
+        ("secret.key", 0o644),
+        ("environments", 0o755),
+    ] {
+        set_mode(&data.join(name), old);
+    }
+    let output = cli(&data, &["env", "list"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let db = data.join("hookbox.db");
+    assert!(
+        stderr.contains(&db.display().to_string()) && stderr.contains("644"),
+        "no warning naming {} and its old mode: {stderr}",
+        db.display()
+    );
+    assert_owner_only(&data, &["hookbox.db", "secret.key", "environments"]);
+
+    // The same through `hookbox serve`.
+    set_mode(&data, 0o755);
+    set_mode(&db, 0o644);
+    let server = start_with(&data, &[]);
+    post_json(&server.addr, "/v1beta/environments", &serde_json::json!({}));
+    assert_owner_only(
+        &data,
+        &[
+            "hookbox.db",
+            "hookbox.db-wal",
+            "hookbox.db-shm",
+            "secret.key",
+            "environments",
+        ],
+    );
+}
