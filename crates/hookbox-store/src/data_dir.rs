@@ -109,6 +109,7 @@ pub fn prepare(dir: &Path) -> Result<()> {
     }
     if mode & 0o077 != 0 {
         match entries {
+            Err(_) => {} // warned about above
             _ if shared => tracing::warn!(
                 path = %dir.display(),
                 mode = format!("{mode:o}"),
@@ -135,7 +136,6 @@ pub fn prepare(dir: &Path) -> Result<()> {
                 "the data directory {} (mode {mode:o}) is open to other local users and holds files hookbox did not create, so it is left as it is; only hookbox's own files in it are made owner-only (give hookbox a directory of its own)",
                 dir.display()
             ),
-            Err(_) => {} // warned about above
         }
     }
     let own_dir = !shared && matches!(entries, Ok(Some(_)));
