@@ -5,19 +5,27 @@
 //! [`prepare`] creates a missing data directory (and its missing parents, as the XDG base
 //! directory rules ask) with mode 0700. An existing one readable or enterable by group or others
 //! is made 0700, with a warning naming it and its old mode (none if it was empty), only when
-//! everything in it is hookbox's ([`OWN_ENTRIES`]): a directory given by mistake (`--data-dir /`, `$HOME`) is never
-//! changed, only warned about. Either way hookbox's own entries in it are made owner-only
-//! (files 0600, directories 0700), each with a warning. Best effort: what hookbox may not change
-//! (another user's) is warned about, not fatal. The process umask is never changed: sandboxed
-//! programs inherit it.
+//! everything in it is hookbox's ([`OWN_ENTRIES`]) and it is hookbox's user's and not shared
+//! (sticky or world-writable, as `/tmp` is): any other directory (`--data-dir /`, `$HOME`,
+//! `/tmp`, one hookbox may not list) is never changed, only warned about. hookbox's own entries
+//! in it are made owner-only (files 0600, directories 0700), each with a warning; in a directory
+//! not hookbox's own, only its distinctively named files (the database files, `secret.key`), not
+//! `environments/`, `uploads/` or `credentials/`. An entry is changed only through a descriptor
+//! opened without following a symbolic link, and only if it is of the expected type, owned by
+//! hookbox's user and, for a file, has no other hard link (one could name a file elsewhere).
+//! Best effort: what hookbox may not change is warned about, not fatal. The process umask is
+//! never changed: sandboxed programs inherit it.
 //!
 //! Nothing else needs to enter the data directory: the sandbox launchers run as root and bind
 //! what a sandbox sees before it drops to the environment's uid, and runsc's gofer is handed
 //! bind-mounted sources (see docs/runtimes.md), which is why the .deb's unit has used a 0700
 //! `StateDirectory` all along.
 
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
+
+use rustix::fs::{FileType, Mode, OFlags};
 
 use crate::error::{Error, Result};
 
@@ -36,7 +44,9 @@ pub const OWN_ENTRIES: &[(&str, Kind)] = &[
 /// What an entry of [`OWN_ENTRIES`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
+    /// A file: its name is hookbox's alone, so it is made owner-only in any directory.
     File,
+    /// A directory: a generic name, made owner-only only in a data directory of hookbox's own.
     Dir,
 }
 
@@ -45,6 +55,13 @@ impl Kind {
         match self {
             Kind::File => 0o600,
             Kind::Dir => 0o700,
+        }
+    }
+
+    fn file_type(self) -> FileType {
+        match self {
+            Kind::File => FileType::RegularFile,
+            Kind::Dir => FileType::Directory,
         }
     }
 }
@@ -67,59 +84,86 @@ pub fn prepare(dir: &Path) -> Result<()> {
         }
         Err(e) => return Err(io(e)),
         Ok(meta) if !meta.is_dir() => return Ok(()), // opening the store names the problem
-        Ok(meta) => {
-            let mode = meta.permissions().mode() & 0o7777;
-            if mode & 0o077 != 0 {
-                let entries = own_entries(dir).map_err(io)?;
-                if entries == Some(0) {
-                    // Nothing of hookbox's was exposed yet (a directory made for it, as a
-                    // temporary directory is): made private without a warning.
-                    if let Err(e) =
-                        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-                    {
-                        tracing::warn!(
-                            path = %dir.display(),
-                            mode = format!("{mode:o}"),
-                            error = %e,
-                            "the data directory is open to other local users and could not be made owner-only"
-                        );
-                    }
-                } else if entries.is_some() {
-                    tighten(dir, mode, 0o700);
-                } else {
+        Ok(_) => {}
+    }
+    // The operator's path may be a symbolic link: followed for the directory itself only.
+    let dir_fd = rustix::fs::open(
+        dir,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| io(e.into()))?;
+    let stat = rustix::fs::fstat(&dir_fd).map_err(|e| io(e.into()))?;
+    let mode = stat.st_mode & 0o7777;
+    let euid = rustix::process::geteuid().as_raw();
+    let shared = mode & 0o1002 != 0 || stat.st_uid != euid;
+    let entries = own_entries(dir_fd.as_fd());
+    if let Err(e) = &entries {
+        tracing::warn!(
+            path = %dir.display(),
+            mode = format!("{mode:o}"),
+            error = %e,
+            "the data directory {} could not be listed ({e}), so it is left as it is; only hookbox's own files in it are made owner-only",
+            dir.display()
+        );
+    }
+    if mode & 0o077 != 0 {
+        match entries {
+            Err(_) => {} // warned about above
+            _ if shared => tracing::warn!(
+                path = %dir.display(),
+                mode = format!("{mode:o}"),
+                "the data directory {} (mode {mode:o}) is open to other local users and is shared (sticky or world-writable) or another user's, so it is left as it is; only hookbox's own files in it are made owner-only (give hookbox a directory of its own)",
+                dir.display()
+            ),
+            Ok(Some(0)) => {
+                // Nothing of hookbox's was exposed yet (a directory made for it, as a
+                // temporary directory is): made private without a warning.
+                if let Err(e) = chmod_fd(dir_fd.as_fd(), 0o700) {
                     tracing::warn!(
                         path = %dir.display(),
                         mode = format!("{mode:o}"),
-                        "the data directory is open to other users and holds files hookbox did not create, so it is left as it is; hookbox's own files in it are made owner-only (give hookbox a directory of its own)"
+                        error = %e,
+                        "the data directory {} (mode {mode:o}) is open to other local users and could not be made owner-only: {e}",
+                        dir.display()
                     );
                 }
             }
+            Ok(Some(_)) => tighten(dir_fd.as_fd(), dir, mode, 0o700),
+            Ok(None) => tracing::warn!(
+                path = %dir.display(),
+                mode = format!("{mode:o}"),
+                "the data directory {} (mode {mode:o}) is open to other local users and holds files hookbox did not create, so it is left as it is; only hookbox's own files in it are made owner-only (give hookbox a directory of its own)",
+                dir.display()
+            ),
         }
     }
+    let own_dir = !shared && matches!(entries, Ok(Some(_)));
     for (name, kind) in OWN_ENTRIES {
-        let path = dir.join(name);
-        // Not following a symbolic link: only hookbox's own files and directories are changed.
-        let Ok(meta) = std::fs::symlink_metadata(&path) else {
-            continue;
-        };
-        let is_kind = match kind {
-            Kind::File => meta.is_file(),
-            Kind::Dir => meta.is_dir(),
-        };
-        let mode = meta.permissions().mode() & 0o7777;
-        if is_kind && mode & 0o077 != 0 {
-            tighten(&path, mode, kind.private_mode());
+        if *kind == Kind::File || own_dir {
+            tighten_entry(dir_fd.as_fd(), dir, name, *kind, euid);
         }
     }
     Ok(())
 }
 
-/// How many entries `dir` has if every one is one hookbox creates there, else `None`.
-fn own_entries(dir: &Path) -> std::io::Result<Option<usize>> {
+/// How many entries the directory `dir_fd` has if every one is one hookbox creates there, else
+/// `None`.
+fn own_entries(dir_fd: BorrowedFd<'_>) -> std::io::Result<Option<usize>> {
+    let fd = rustix::fs::openat(
+        dir_fd,
+        ".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
     let mut count = 0;
-    for entry in std::fs::read_dir(dir)? {
-        let name = entry?.file_name();
-        let Some(name) = name.to_str() else {
+    for entry in rustix::fs::Dir::new(fd)? {
+        let entry = entry?;
+        let name = entry.file_name().to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        let Ok(name) = std::str::from_utf8(name) else {
             return Ok(None);
         };
         let own = OWN_ENTRIES.iter().any(|(own, _)| *own == name)
@@ -133,20 +177,78 @@ fn own_entries(dir: &Path) -> std::io::Result<Option<usize>> {
     Ok(Some(count))
 }
 
-/// Best effort: a path hookbox may not change (another user's) is named, not fatal.
-fn tighten(path: &Path, old: u32, new: u32) {
-    match std::fs::set_permissions(path, std::fs::Permissions::from_mode(new)) {
+/// Makes `name` in `dir_fd` owner-only if it is open to others and is what hookbox made: of
+/// `kind`'s type (not a symbolic link: never followed), owned by `euid`, and for a file with no
+/// other hard link (one would make the mode of a file elsewhere change). Else warns.
+fn tighten_entry(dir_fd: BorrowedFd<'_>, dir: &Path, name: &str, kind: Kind, euid: u32) {
+    let path = dir.join(name);
+    let fd: OwnedFd = match rustix::fs::openat(
+        dir_fd,
+        name,
+        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::NOENT) => return,
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "{} could not be checked: {e}", path.display());
+            return;
+        }
+    };
+    let stat = match rustix::fs::fstat(&fd) {
+        Ok(stat) => stat,
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "{} could not be checked: {e}", path.display());
+            return;
+        }
+    };
+    let mode = stat.st_mode & 0o7777;
+    if mode & 0o077 == 0 {
+        return;
+    }
+    let why = if FileType::from_raw_mode(stat.st_mode) != kind.file_type() {
+        "is not what hookbox makes there (a symbolic link, or another type)"
+    } else if stat.st_uid != euid {
+        "is another user's"
+    } else if kind == Kind::File && stat.st_nlink != 1 {
+        "has another hard link (its mode would change a file elsewhere)"
+    } else {
+        tighten(fd.as_fd(), &path, mode, kind.private_mode());
+        return;
+    };
+    tracing::warn!(
+        path = %path.display(),
+        mode = format!("{mode:o}"),
+        "{} (mode {mode:o}) is open to other local users but {why}, so it is left as it is",
+        path.display()
+    );
+}
+
+/// Changes the mode of the file `fd` (an `O_PATH` descriptor) refers to, through the descriptor
+/// (no path is resolved again).
+fn chmod_fd(fd: BorrowedFd<'_>, mode: u32) -> std::io::Result<()> {
+    // fchmod refuses an O_PATH descriptor; its /proc link names exactly the file it holds.
+    let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    rustix::fs::chmod(link.as_str(), Mode::from_raw_mode(mode))?;
+    Ok(())
+}
+
+/// Best effort: a path hookbox may not change is named, not fatal.
+fn tighten(fd: BorrowedFd<'_>, path: &Path, old: u32, new: u32) {
+    match chmod_fd(fd, new) {
         Ok(()) => tracing::warn!(
             path = %path.display(),
             mode = format!("{old:o}"),
             new_mode = format!("{new:o}"),
-            "was readable by other local users; made owner-only"
+            "{} was open to other local users (mode {old:o}); made owner-only ({new:o})",
+            path.display()
         ),
         Err(e) => tracing::warn!(
             path = %path.display(),
             mode = format!("{old:o}"),
             error = %e,
-            "is readable by other local users and could not be made owner-only"
+            "{} is open to other local users (mode {old:o}) and could not be made owner-only: {e}",
+            path.display()
         ),
     }
 }
@@ -154,6 +256,100 @@ fn tighten(path: &Path, old: u32, new: u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+    /// The uid of `nobody`: files of another user (these tests run as root, as the suite does).
+    const NOBODY: u32 = 65534;
+
+    fn set_mode(path: &Path, mode: u32) {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    fn chown_nobody(path: &Path) {
+        std::os::unix::fs::chown(path, Some(NOBODY), Some(NOBODY))
+            .unwrap_or_else(|e| panic!("chown {} (these tests need root): {e}", path.display()));
+    }
+
+    #[test]
+    fn a_hard_link_in_the_data_dir_does_not_change_the_mode_of_a_file_outside() {
+        let top = tempfile::tempdir().unwrap();
+        let dir = top.path().join("data");
+        std::fs::create_dir(&dir).unwrap();
+        set_mode(&dir, 0o700);
+        let outside = top.path().join("outside.conf");
+        std::fs::write(&outside, "shared").unwrap();
+        set_mode(&outside, 0o644);
+        // Only a name of hookbox's in it, so the directory counts as hookbox's own.
+        std::fs::hard_link(&outside, dir.join("hookbox.db-journal")).unwrap();
+        // And a symbolic link: not followed.
+        let linked = top.path().join("linked.conf");
+        std::fs::write(&linked, "shared").unwrap();
+        set_mode(&linked, 0o644);
+        std::os::unix::fs::symlink(&linked, dir.join("secret.key")).unwrap();
+        prepare(&dir).unwrap();
+        assert_eq!(mode(&outside), 0o644);
+        assert_eq!(mode(&linked), 0o644);
+        assert_eq!(mode(&dir), 0o700);
+    }
+
+    #[test]
+    fn another_users_file_in_the_data_dir_is_left_alone() {
+        let top = tempfile::tempdir().unwrap();
+        let dir = top.path();
+        set_mode(dir, 0o700);
+        std::fs::write(dir.join("hookbox.db"), "").unwrap();
+        set_mode(&dir.join("hookbox.db"), 0o644);
+        chown_nobody(&dir.join("hookbox.db"));
+        std::fs::create_dir(dir.join("environments")).unwrap();
+        set_mode(&dir.join("environments"), 0o755);
+        chown_nobody(&dir.join("environments"));
+        prepare(dir).unwrap();
+        assert_eq!(mode(&dir.join("hookbox.db")), 0o644);
+        assert_eq!(mode(&dir.join("environments")), 0o755);
+    }
+
+    #[test]
+    fn an_empty_shared_or_sticky_or_other_users_directory_is_not_made_owner_only() {
+        for (old, other_owner) in [
+            (0o1777, false),
+            (0o777, false),
+            (0o1755, false),
+            (0o755, true),
+        ] {
+            let top = tempfile::tempdir().unwrap();
+            let dir = top.path().join("tmp");
+            std::fs::create_dir(&dir).unwrap();
+            set_mode(&dir, old);
+            if other_owner {
+                chown_nobody(&dir);
+            }
+            prepare(&dir).unwrap();
+            assert_eq!(mode(&dir), old, "{old:o}, another user's: {other_owner}");
+        }
+    }
+
+    #[test]
+    fn generic_names_in_a_directory_holding_other_files_are_not_changed() {
+        let top = tempfile::tempdir().unwrap();
+        let dir = top.path();
+        set_mode(dir, 0o700);
+        std::fs::write(dir.join(".profile"), "").unwrap();
+        for name in ["uploads", "credentials", "environments"] {
+            std::fs::create_dir(dir.join(name)).unwrap();
+            set_mode(&dir.join(name), 0o755);
+        }
+        std::fs::write(dir.join("secret.key"), "").unwrap();
+        set_mode(&dir.join("secret.key"), 0o644);
+        prepare(dir).unwrap();
+        for name in ["uploads", "credentials", "environments"] {
+            assert_eq!(mode(&dir.join(name)), 0o755, "{name}");
+        }
+        assert_eq!(mode(&dir.join("secret.key")), 0o600);
+        assert_eq!(
+            std::fs::metadata(dir.join("secret.key")).unwrap().uid(),
+            rustix::process::geteuid().as_raw()
+        );
+    }
 
     fn mode(path: &Path) -> u32 {
         std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
@@ -199,7 +395,8 @@ mod tests {
         assert_eq!(mode(dir), 0o755);
         assert_eq!(mode(&dir.join("notes.txt")), 0o644);
         assert_eq!(mode(&dir.join("hookbox.db")), 0o600);
-        assert_eq!(mode(&dir.join("environments")), 0o700);
+        // A generic name in a directory not hookbox's own: not changed.
+        assert_eq!(mode(&dir.join("environments")), 0o755);
         assert_eq!(mode(outside.path()), 0o644);
     }
 }

@@ -385,6 +385,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     // A keyless server may listen on loopback only, refused before anything listens. Managed
     // keys live in the store, so without a static key a non-loopback address opens it first.
+    // Kept for serving: opened (and the data dir checked, with its warnings) once.
+    let mut probed = None;
     if api_keys.is_empty() && !args.listen.ip().is_loopback() {
         let probe = hookbox_store::open_store(&data_dir, args.database.as_deref(), &options)
             .await
@@ -393,6 +395,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
                 None => format!("cannot open the store in {}", data_dir.display()),
             })?;
         hookbox_server::check_listen_addr(args.listen, probe.has_api_keys().await?)?;
+        probed = Some(probe);
     }
     // Bound next: a replica's address is part of its identity in the cluster.
     let listener = tokio::net::TcpListener::bind(args.listen)
@@ -401,13 +404,16 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let addr = listener.local_addr().context("listener address")?;
     let (store, cluster): (Arc<dyn Store>, Option<ClusterConfig>) = match &args.cluster_secret {
         None => (
-            hookbox_store::open_store(&data_dir, args.database.as_deref(), &options)
-                .await
-                .with_context(|| match args.database {
-                    // Never the URL: it may hold a password.
-                    Some(_) => "cannot open the PostgreSQL store (--database)".to_owned(),
-                    None => format!("cannot open the store in {}", data_dir.display()),
-                })?,
+            match probed {
+                Some(store) => store,
+                None => hookbox_store::open_store(&data_dir, args.database.as_deref(), &options)
+                    .await
+                    .with_context(|| match args.database {
+                        // Never the URL: it may hold a password.
+                        Some(_) => "cannot open the PostgreSQL store (--database)".to_owned(),
+                        None => format!("cannot open the store in {}", data_dir.display()),
+                    })?,
+            },
             None,
         ),
         Some(secret) => {

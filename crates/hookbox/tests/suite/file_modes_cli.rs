@@ -117,6 +117,14 @@ fn an_older_world_readable_data_dir_and_database_are_made_owner_only_at_start() 
         "no warning naming {} and its old mode: {stderr}",
         db.display()
     );
+    // The path in the message's text, and what the mode allowed (not always reading).
+    assert!(
+        stderr.contains(&format!(
+            "{} was open to other local users (mode 644)",
+            db.display()
+        )),
+        "{stderr}"
+    );
     assert_owner_only(&data, &["hookbox.db", "secret.key", "environments"]);
 
     // The same through `hookbox serve`.
@@ -134,4 +142,69 @@ fn an_older_world_readable_data_dir_and_database_are_made_owner_only_at_start() 
             "environments",
         ],
     );
+}
+
+/// A data dir hookbox may not list (here root's 0733, hookbox run as `nobody`) made every
+/// command fail once the data dir was kept owner-only; before, it was used. It is used again,
+/// left as it is, with a warning naming it.
+#[test]
+fn a_data_dir_that_cannot_be_listed_is_used_with_a_warning() {
+    use std::os::unix::process::CommandExt;
+    let dir = hookbox_test_support::DataDir::new();
+    set_mode(dir.path(), 0o755);
+    let data = dir.path().join("shared");
+    std::fs::create_dir(&data).unwrap();
+    set_mode(&data, 0o733);
+    // Needs root (to run as another user): fails, never skipped, without it.
+    let output = Command::new(env!("CARGO_BIN_EXE_hookbox"))
+        .args(["project", "list", "--data-dir"])
+        .arg(&data)
+        .env_remove("RUST_LOG")
+        .env_remove("HOOKBOX_SECRET_KEY")
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{output:?}");
+    assert!(
+        stderr.contains(&format!("{} could not be listed", data.display())),
+        "{stderr}"
+    );
+    assert_eq!(mode(&data), 0o733);
+}
+
+/// `hookbox serve` on a non-loopback address opens the store to check for keys before it
+/// listens, then again to serve: the warning about a data dir open to others was printed twice.
+#[test]
+fn serve_warns_about_an_open_data_dir_once() {
+    let dir = hookbox_test_support::DataDir::new();
+    let data = dir.path().join("home");
+    // A managed key, so a keyless server may listen on a public address.
+    cli(&data, &["project", "create", "ops"]);
+    cli(&data, &["key", "create", "--project", "ops"]);
+    std::fs::write(data.join("notes.txt"), "not hookbox's").unwrap();
+    set_mode(&data, 0o755);
+    let stderr_path = dir.path().join("serve.stderr");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hookbox"))
+        .args(["serve", "--listen", "0.0.0.0:0", "--data-dir"])
+        .arg(&data)
+        .env_remove("RUST_LOG")
+        .env_remove("HOOKBOX_API_KEYS")
+        .env_remove("HOOKBOX_SECRET_KEY")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&stderr_path).unwrap())
+        .spawn()
+        .unwrap();
+    // The banner is printed once the store is open and the socket bound.
+    let stdout = child.stdout.take().unwrap();
+    let listening = std::io::BufRead::lines(std::io::BufReader::new(stdout))
+        .map_while(Result::ok)
+        .any(|line| line.starts_with("hookbox is listening on"));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let stderr = std::fs::read_to_string(&stderr_path).unwrap();
+    assert!(listening, "serve did not start: {stderr}");
+    let warned = stderr.matches("holds files hookbox did not create").count();
+    assert_eq!(warned, 1, "{stderr}");
 }
