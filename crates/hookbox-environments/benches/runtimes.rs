@@ -169,25 +169,7 @@ fn runsc_do_true(runs: usize) -> Duration {
 /// differ).
 async fn gvisor_breakdown(runs: usize) {
     let data = tempfile::tempdir().unwrap();
-    let mut options = SandboxOptions::new(launcher());
-    options.runtime = RuntimeKind::Gvisor;
-    options.gvisor = GvisorSettings::new(None, Default::default());
-    let credentials =
-        Arc::new(hookbox_egress::credentials::FileCredentialStore::open(data.path()).unwrap());
-    let store = Environments::open(
-        data.path(),
-        options,
-        hookbox_environments::network::EgressOptions::new(credentials),
-    )
-    .unwrap();
-    let meta = store
-        .create(
-            &EnvironmentSpec::default(),
-            hookbox_environments::source::SourceOrigin::Operator,
-            &mut |_| {},
-            false,
-        )
-        .unwrap();
+    let (store, meta) = gvisor_environment(data.path());
     let env = store.open_env(&meta.id).unwrap();
     ok(&env, "true").await;
     let timeout = Duration::from_secs(60);
@@ -434,16 +416,20 @@ async fn gvisor_breakdown(runs: usize) {
     let _ = store.remove(&meta.id);
 }
 
-/// `--warm-vs-fresh` (see the module doc).
-async fn warm_vs_fresh(runs: usize, rounds: usize) {
-    let data = tempfile::tempdir().unwrap();
+/// A store under `data` whose sandboxes run under gVisor, and an empty environment in it.
+fn gvisor_environment(
+    data: &std::path::Path,
+) -> (
+    Environments,
+    hookbox_environments::environment::EnvironmentMeta,
+) {
     let mut options = SandboxOptions::new(launcher());
     options.runtime = RuntimeKind::Gvisor;
     options.gvisor = GvisorSettings::new(None, Default::default());
     let credentials =
-        Arc::new(hookbox_egress::credentials::FileCredentialStore::open(data.path()).unwrap());
+        Arc::new(hookbox_egress::credentials::FileCredentialStore::open(data).unwrap());
     let store = Environments::open(
-        data.path(),
+        data,
         options,
         hookbox_environments::network::EgressOptions::new(credentials),
     )
@@ -456,6 +442,13 @@ async fn warm_vs_fresh(runs: usize, rounds: usize) {
             false,
         )
         .unwrap();
+    (store, meta)
+}
+
+/// `--warm-vs-fresh` (see the module doc).
+async fn warm_vs_fresh(runs: usize, rounds: usize) {
+    let data = tempfile::tempdir().unwrap();
+    let (store, meta) = gvisor_environment(data.path());
     let env = store.open_env(&meta.id).unwrap();
     for _ in 0..5 {
         ok(&env, "true").await;
