@@ -400,11 +400,20 @@ mod tests {
             libc::SIGHUP,
             libc::SIGALRM,
         ] {
-            let out = std::process::Command::new("/bin/sh")
+            let mut shell = std::process::Command::new("/bin/sh");
+            shell
                 .args(["-c", &format!("/bin/sh -c 'kill -{signal} $$'")])
-                .env_clear()
-                .output()
-                .unwrap();
+                .env_clear();
+            // The shell would inherit the test's own dispositions (SIGHUP ignored under nohup,
+            // which a shell cannot undo): each signal starts at its default.
+            // SAFETY: signal(2) is async-signal-safe; nothing else runs between fork and exec.
+            unsafe {
+                std::os::unix::process::CommandExt::pre_exec(&mut shell, move || {
+                    libc::signal(signal, libc::SIG_DFL);
+                    Ok(())
+                });
+            }
+            let out = shell.output().unwrap();
             assert_eq!(out.status.code(), Some(128 + signal));
             assert_eq!(
                 String::from_utf8(out.stderr).unwrap(),

@@ -58,15 +58,41 @@ impl Schedule {
     }
 
     /// The first run strictly after `after_ms` (unix milliseconds), if there is one.
+    ///
+    /// In the hour that repeats when the clocks go back, croner maps a local time to its first
+    /// occurrence, which may lie before `after_ms` (asked at 02:15 the second time round, a
+    /// `30 2 * * *` schedule answers 02:30 the first time round). Such a run already had its
+    /// turn: the search goes on from that local time's second occurrence, until a run after
+    /// `after_ms` (each step moves past one local time; bounded).
     pub fn next_after(&self, after_ms: i64) -> Option<i64> {
-        let after = Utc
+        let mut from = Utc
             .timestamp_millis_opt(after_ms)
             .single()?
             .with_timezone(&self.tz);
-        let next = self.cron.find_next_occurrence(&after, false).ok()?;
-        Some(next.timestamp_millis())
+        for _ in 0..FOLD_STEPS {
+            let next = self.cron.find_next_occurrence(&from, false).ok()?;
+            let next_ms = next.timestamp_millis();
+            if next_ms > after_ms {
+                return Some(next_ms);
+            }
+            let later = match self.tz.from_local_datetime(&next.naive_local()) {
+                chrono::MappedLocalTime::Ambiguous(_, later) => later,
+                _ => next,
+            };
+            // Always forward, even if the zone did not say "twice" for this local time.
+            from = if later > from {
+                later
+            } else {
+                from + chrono::TimeDelta::seconds(1)
+            };
+        }
+        None
     }
 }
+
+/// How many runs in a repeated hour [`Schedule::next_after`] steps past at most: one a minute
+/// for the longest fold (two hours), and then some.
+const FOLD_STEPS: usize = 256;
 
 /// An IANA time zone from the bundled database, as a `chrono::TimeZone` for croner.
 #[derive(Debug, Clone)]
@@ -78,11 +104,23 @@ impl Zone {
     /// a name is accepted only if it is spelled as one of the database's names. `Factory` (a
     /// placeholder, not a place; `chrono-tz` did not have it) is the one name refused on top.
     pub fn named(name: &str) -> Option<Self> {
-        let db = jiff::tz::TimeZoneDatabase::bundled();
-        if name == "Factory" || !db.available().any(|known| known.as_str() == name) {
+        // The database's names, sorted, read once: listing them copies each (~600) into a new
+        // `String`, and a schedule is parsed per request and per due trigger.
+        static NAMES: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
+            let mut names: Vec<String> = jiff::tz::TimeZoneDatabase::bundled()
+                .available()
+                .map(|name| name.as_str().to_owned())
+                .collect();
+            names.sort_unstable();
+            names
+        });
+        if name == "Factory" || NAMES.binary_search_by(|n| n.as_str().cmp(name)).is_err() {
             return None;
         }
-        db.get(name).ok().map(Self)
+        jiff::tz::TimeZoneDatabase::bundled()
+            .get(name)
+            .ok()
+            .map(Self)
     }
 
     fn at(&self, offset: jiff::tz::Offset) -> ZoneOffset {
@@ -232,6 +270,37 @@ mod tests {
         assert_eq!(spring[1], "2026-03-30T00:30:00Z");
         let autumn = runs(&s, "2026-10-24T12:00:00Z", 2);
         assert_eq!(autumn, ["2026-10-25T00:30:00Z", "2026-10-26T01:30:00Z"]);
+    }
+
+    // Review: asked inside the repeated hour's second pass (02:15 CET, 01:15 UTC), the next run
+    // was 02:30 CEST (00:30 UTC), before the instant asked about, so a trigger created, resumed
+    // or caught up there had its next run in the past and fired at every tick until 01:30 UTC.
+    #[test]
+    fn asked_in_the_repeated_hour_the_next_run_is_never_in_the_past() {
+        let daily = Schedule::parse("30 2 * * *", "Europe/Berlin").unwrap();
+        assert_eq!(
+            runs(&daily, "2026-10-25T01:15:00Z", 1),
+            ["2026-10-26T01:30:00Z"] // 02:30 ran at its first occurrence, 00:30 UTC
+        );
+        // Every ten minutes: the local times of the second pass already ran; 03:00 CET is new.
+        let often = Schedule::parse("*/10 * * * *", "Europe/Berlin").unwrap();
+        assert_eq!(
+            runs(&often, "2026-10-25T01:15:00Z", 2),
+            ["2026-10-25T02:00:00Z", "2026-10-25T02:10:00Z"]
+        );
+        // Every minute, asked as the second pass begins: still forward, within the bound.
+        let minutely = Schedule::parse("* * * * *", "Europe/Berlin").unwrap();
+        assert_eq!(
+            runs(&minutely, "2026-10-25T01:00:00Z", 1),
+            ["2026-10-25T02:00:00Z"]
+        );
+        // Sydney's repeated hour (02:00-03:00 AEST on 2026-04-05, 16:00-17:00 UTC the day
+        // before).
+        let sydney = Schedule::parse("30 2 * * *", "Australia/Sydney").unwrap();
+        assert_eq!(
+            runs(&sydney, "2026-04-04T16:45:00Z", 1),
+            ["2026-04-05T16:30:00Z"]
+        );
     }
 
     #[test]

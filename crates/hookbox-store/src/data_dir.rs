@@ -140,9 +140,8 @@ pub fn prepare(dir: &Path) -> Result<()> {
     }
     let own_dir = !shared && matches!(entries, Ok(Some(_)));
     for (name, kind) in OWN_ENTRIES {
-        if *kind == Kind::File || own_dir {
-            tighten_entry(dir_fd.as_fd(), dir, name, *kind, euid);
-        }
+        let change = *kind == Kind::File || own_dir;
+        tighten_entry(dir_fd.as_fd(), dir, name, *kind, euid, change);
     }
     Ok(())
 }
@@ -160,7 +159,8 @@ fn own_entries(dir_fd: BorrowedFd<'_>) -> std::io::Result<Option<usize>> {
     for entry in rustix::fs::Dir::new(fd)? {
         let entry = entry?;
         let name = entry.file_name().to_bytes();
-        if name == b"." || name == b".." {
+        // A dedicated volume mounted as the data directory has its `lost+found`.
+        if name == b"." || name == b".." || name == b"lost+found" {
             continue;
         }
         let Ok(name) = std::str::from_utf8(name) else {
@@ -179,8 +179,16 @@ fn own_entries(dir_fd: BorrowedFd<'_>) -> std::io::Result<Option<usize>> {
 
 /// Makes `name` in `dir_fd` owner-only if it is open to others and is what hookbox made: of
 /// `kind`'s type (not a symbolic link: never followed), owned by `euid`, and for a file with no
-/// other hard link (one would make the mode of a file elsewhere change). Else warns.
-fn tighten_entry(dir_fd: BorrowedFd<'_>, dir: &Path, name: &str, kind: Kind, euid: u32) {
+/// other hard link (one would make the mode of a file elsewhere change). Else, or when
+/// `change` is false (a generic name in a directory that is not hookbox's own), warns.
+fn tighten_entry(
+    dir_fd: BorrowedFd<'_>,
+    dir: &Path,
+    name: &str,
+    kind: Kind,
+    euid: u32,
+    change: bool,
+) {
     let path = dir.join(name);
     let fd: OwnedFd = match rustix::fs::openat(
         dir_fd,
@@ -212,6 +220,8 @@ fn tighten_entry(dir_fd: BorrowedFd<'_>, dir: &Path, name: &str, kind: Kind, eui
         "is another user's"
     } else if kind == Kind::File && stat.st_nlink != 1 {
         "has another hard link (its mode would change a file elsewhere)"
+    } else if !change {
+        "the data directory holds files hookbox did not create (give hookbox a directory of its own)"
     } else {
         tighten(fd.as_fd(), &path, mode, kind.private_mode());
         return;
@@ -349,6 +359,26 @@ mod tests {
             std::fs::metadata(dir.join("secret.key")).unwrap().uid(),
             rustix::process::geteuid().as_raw()
         );
+    }
+
+    // Review: a dedicated volume mounted as the data directory holds `lost+found`, which made
+    // it look like a directory that is not hookbox's own: it and its `environments/` and
+    // `uploads/` stayed open.
+    #[test]
+    fn a_volume_with_lost_and_found_is_still_hookboxs_own() {
+        let top = tempfile::tempdir().unwrap();
+        let dir = top.path();
+        set_mode(dir, 0o755);
+        std::fs::create_dir(dir.join("lost+found")).unwrap();
+        set_mode(&dir.join("lost+found"), 0o700);
+        std::fs::create_dir(dir.join("environments")).unwrap();
+        set_mode(&dir.join("environments"), 0o755);
+        std::fs::write(dir.join("hookbox.db"), "").unwrap();
+        set_mode(&dir.join("hookbox.db"), 0o644);
+        prepare(dir).unwrap();
+        assert_eq!(mode(dir), 0o700);
+        assert_eq!(mode(&dir.join("environments")), 0o700);
+        assert_eq!(mode(&dir.join("hookbox.db")), 0o600);
     }
 
     fn mode(path: &Path) -> u32 {

@@ -425,7 +425,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             if secret.len() < 16 {
                 bail!("--cluster-secret must be at least 16 characters");
             }
-            hookbox_store::data_dir::prepare(&data_dir)?;
+            // A replica opens its own store below: the probe's pool is let go now, not held
+            // for the server's life; it prepared the data dir already (warnings once).
+            if probed.take().is_none() {
+                hookbox_store::data_dir::prepare(&data_dir)?;
+            }
             let replica = hookbox_store::Replica {
                 id: format!("r_{:012x}", rand::random::<u64>() >> 16),
                 url: args
