@@ -25,7 +25,8 @@ if [[ -z "${HOOKBOX_BIN:-}" ]]; then
   HOOKBOX_BIN="$target_dir/debug/hookbox"
 fi
 clis="$("$root/scripts/tools.sh" agent-clis)"
-[[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"
+# pip is the last thing venv makes: without it, a set-up cut short is made again.
+[[ -x "$venv/bin/pip" ]] || python3 -m venv --clear "$venv"
 "$venv/bin/pip" install --quiet --disable-pip-version-check "google-genai>=3.3.0"
 data="$(mktemp -d /tmp/hookbox-agent-clis.XXXXXX)"
 cleanup() {

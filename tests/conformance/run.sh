@@ -38,8 +38,9 @@ fi
 venv_of() { echo "${CONFORMANCE_VENV:-$target_dir/conformance-venv}-$1"; }
 for version in "${versions[@]}"; do
   venv="$(venv_of "$version")"
-  if [[ ! -x "$venv/bin/python" ]]; then
-    python3 -m venv "$venv"
+  # pip is the last thing venv makes: without it, a set-up cut short is made again.
+  if [[ ! -x "$venv/bin/pip" ]]; then
+    python3 -m venv --clear "$venv"
   fi
   "$venv/bin/pip" install --quiet --disable-pip-version-check "google-genai==$version" cryptography
   "$venv/bin/python" -c 'import google.genai as g; print("google-genai", g.__version__)'

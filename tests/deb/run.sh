@@ -140,7 +140,8 @@ serve_as_unit() {
     rm -rf "$state"
 }
 
-[[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"
+# pip is the last thing venv makes: without it, a set-up cut short is made again.
+[[ -x "$venv/bin/pip" ]] || python3 -m venv --clear "$venv"
 "$venv/bin/pip" install --quiet --disable-pip-version-check "google-genai>=3.3.0"
 serve_as_unit namespaces
 # The same unit with gVisor, as /etc/default/hookbox would ask for it (HOOKBOX_RUNTIME).

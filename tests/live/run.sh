@@ -14,7 +14,8 @@ if [[ -z "${HOOKBOX_BIN:-}" ]]; then
   cargo build --quiet --locked --manifest-path "$root/Cargo.toml" -p hookbox
   HOOKBOX_BIN="$target_dir/debug/hookbox"
 fi
-[[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"
+# pip is the last thing venv makes: without it, a set-up cut short is made again.
+[[ -x "$venv/bin/pip" ]] || python3 -m venv --clear "$venv"
 # The live API is in 3.5.0 and later; 3.6.1 is the newest 3.x this test was written against.
 "$venv/bin/pip" install --quiet --disable-pip-version-check "google-genai==3.6.1"
 data="$(mktemp -d)"

@@ -11,7 +11,8 @@ if [[ -z "${HOOKBOX_BIN:-}" ]]; then
   cargo build --quiet --locked --manifest-path "$root/Cargo.toml" -p hookbox
   HOOKBOX_BIN="$target_dir/debug/hookbox"
 fi
-[[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"
+# pip is the last thing venv makes: without it, a set-up cut short is made again.
+[[ -x "$venv/bin/pip" ]] || python3 -m venv --clear "$venv"
 "$venv/bin/pip" install --quiet --disable-pip-version-check "mcp>=1.20"
 data="$(mktemp -d)"
 cleanup() {
