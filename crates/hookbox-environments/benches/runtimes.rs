@@ -80,25 +80,7 @@ struct Row {
 
 async fn measure(runtime: RuntimeKind, runs: usize) -> Row {
     let data = tempfile::tempdir().unwrap();
-    let mut options = SandboxOptions::new(launcher());
-    options.runtime = runtime;
-    options.gvisor = GvisorSettings::new(None, Default::default());
-    let credentials =
-        Arc::new(hookbox_egress::credentials::FileCredentialStore::open(data.path()).unwrap());
-    let store = Environments::open(
-        data.path(),
-        options,
-        hookbox_environments::network::EgressOptions::new(credentials),
-    )
-    .unwrap();
-    let meta = store
-        .create(
-            &EnvironmentSpec::default(),
-            hookbox_environments::source::SourceOrigin::Operator,
-            &mut |_| {},
-            false,
-        )
-        .unwrap();
+    let (store, meta) = environment(data.path(), runtime);
 
     let mut opens = Vec::new();
     for _ in 0..runs.min(10) {
@@ -169,7 +151,7 @@ fn runsc_do_true(runs: usize) -> Duration {
 /// differ).
 async fn gvisor_breakdown(runs: usize) {
     let data = tempfile::tempdir().unwrap();
-    let (store, meta) = gvisor_environment(data.path());
+    let (store, meta) = environment(data.path(), RuntimeKind::Gvisor);
     let env = store.open_env(&meta.id).unwrap();
     ok(&env, "true").await;
     let timeout = Duration::from_secs(60);
@@ -416,15 +398,16 @@ async fn gvisor_breakdown(runs: usize) {
     let _ = store.remove(&meta.id);
 }
 
-/// A store under `data` whose sandboxes run under gVisor, and an empty environment in it.
-fn gvisor_environment(
+/// A store under `data` whose sandboxes run under `runtime`, and an empty environment in it.
+fn environment(
     data: &std::path::Path,
+    runtime: RuntimeKind,
 ) -> (
     Environments,
     hookbox_environments::environment::EnvironmentMeta,
 ) {
     let mut options = SandboxOptions::new(launcher());
-    options.runtime = RuntimeKind::Gvisor;
+    options.runtime = runtime;
     options.gvisor = GvisorSettings::new(None, Default::default());
     let credentials =
         Arc::new(hookbox_egress::credentials::FileCredentialStore::open(data).unwrap());
@@ -448,7 +431,7 @@ fn gvisor_environment(
 /// `--warm-vs-fresh` (see the module doc).
 async fn warm_vs_fresh(runs: usize, rounds: usize) {
     let data = tempfile::tempdir().unwrap();
-    let (store, meta) = gvisor_environment(data.path());
+    let (store, meta) = environment(data.path(), RuntimeKind::Gvisor);
     let env = store.open_env(&meta.id).unwrap();
     for _ in 0..5 {
         ok(&env, "true").await;
