@@ -128,20 +128,24 @@ async fn measure(runtime: RuntimeKind, runs: usize) -> Row {
 /// A fresh gVisor sandbox for one `true`: `runsc do`, the way one would without hookbox.
 fn runsc_do_true(runs: usize) -> Duration {
     let root = tempfile::tempdir().unwrap();
-    let mut samples = Vec::new();
-    for _ in 0..runs.min(20) {
-        let t = Instant::now();
-        let status = std::process::Command::new("runsc")
-            .arg(format!("--root={}", root.path().display()))
-            .args(["--network=none", "--platform=systrap", "do", "/bin/true"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status()
-            .unwrap();
-        assert!(status.success(), "runsc do true failed");
-        samples.push(t.elapsed());
-    }
+    let mut samples: Vec<Duration> = (0..runs.min(20))
+        .map(|_| runsc_do_true_once(root.path()))
+        .collect();
     p50(&mut samples)
+}
+
+/// One `runsc do /bin/true` with its state under `root`, timed.
+fn runsc_do_true_once(root: &std::path::Path) -> Duration {
+    let t = Instant::now();
+    let status = std::process::Command::new("runsc")
+        .arg(format!("--root={}", root.display()))
+        .args(["--network=none", "--platform=systrap", "do", "/bin/true"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "runsc do true failed");
+    t.elapsed()
 }
 
 /// Where a warm gVisor call's time goes, in one run: each program's start inside the running
@@ -437,18 +441,7 @@ async fn warm_vs_fresh(runs: usize, rounds: usize) {
         ok(&env, "true").await;
     }
     let root = tempfile::tempdir().unwrap();
-    let fresh = || {
-        let t = Instant::now();
-        let status = std::process::Command::new("runsc")
-            .arg(format!("--root={}", root.path().display()))
-            .args(["--network=none", "--platform=systrap", "do", "/bin/true"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status()
-            .unwrap();
-        assert!(status.success(), "runsc do true failed");
-        t.elapsed()
-    };
+    let fresh = || runsc_do_true_once(root.path());
     println!(
         "round  warm_true_ms  runsc_do_true_ms  warm/fresh  ({runs} of each per round, alternating)"
     );

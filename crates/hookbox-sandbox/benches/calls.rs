@@ -134,16 +134,7 @@ async fn measure(
     calls: usize,
 ) -> (f64, Duration) {
     let dir = tempfile::tempdir().unwrap();
-    let (key, call) = spec(dir.path(), runtime).split_call();
-    let launcher = Launcher::standalone(launcher);
-    let sandbox = match runsc {
-        Some(runsc) => WarmSandbox::start_gvisor(runsc, &launcher, key, None).await,
-        None => WarmSandbox::start(&launcher, key, None).await,
-    }
-    .unwrap();
-    for _ in 0..10 {
-        one(&sandbox, &call).await;
-    }
+    let (sandbox, call) = warm(launcher, runsc, spec(dir.path(), runtime)).await;
     let before = cgroup_cpu_ms();
     let mut walls = Vec::with_capacity(calls);
     for _ in 0..calls {
@@ -197,6 +188,17 @@ async fn paired_side(
     let group = CpuGroup::new(name);
     let mut spec = spec(&dir.join(name), runtime);
     spec.cgroups = vec![group.0.clone()];
+    let (sandbox, call) = warm(launcher, runsc, spec).await;
+    (group, sandbox, call)
+}
+
+/// A warm sandbox of `launcher` for `spec` (under gVisor with `runsc`), after ten calls of
+/// warm-up, and the call it runs.
+async fn warm(
+    launcher: &str,
+    runsc: Option<&Runsc>,
+    spec: LaunchSpec,
+) -> (WarmSandbox, hookbox_sandbox::spec::CallSpec) {
     let (key, call) = spec.split_call();
     let launcher = Launcher::standalone(launcher);
     let sandbox = match runsc {
@@ -207,7 +209,7 @@ async fn paired_side(
     for _ in 0..10 {
         one(&sandbox, &call).await;
     }
-    (group, sandbox, call)
+    (sandbox, call)
 }
 
 /// `--paired` (see the module doc): six parts, each with a fresh sandbox per launcher (built

@@ -137,10 +137,15 @@ impl Gvisor {
     /// `/proc/PID/status` inside the container says `Seccomp: 2`): spares that are confined.
     fn wait_confined(&self, pids: &[u32]) {
         let files: Vec<String> = pids.iter().map(|p| format!("/proc/{p}/status")).collect();
-        let wait = format!(
+        self.wait_inside(&format!(
             "for f in {}; do until grep -q '^Seccomp:[[:space:]]*2' $f; do :; done; done",
             files.join(" ")
-        );
+        ));
+    }
+
+    /// Runs the loop `wait` with `sh -c` inside the container until it ends (bounded: only a
+    /// hung wait reaches the 60 s).
+    fn wait_inside(&self, wait: &str) {
         self.runsc_command(&[
             "exec",
             &self.id,
@@ -148,7 +153,7 @@ impl Gvisor {
             "60",
             "/bin/sh",
             "-c",
-            &wait,
+            wait,
         ]);
     }
 
@@ -158,18 +163,9 @@ impl Gvisor {
         let pid = pid.to_string();
         self.runsc_command(&["kill", &format!("--pid={pid}"), &self.id, "KILL"]);
         // Waits inside the sandbox, on its own /proc (bounded: only a hung kill reaches it).
-        let wait = format!(
+        self.wait_inside(&format!(
             "until [ ! -e /proc/{pid} ] || grep -q '^State:.*Z' /proc/{pid}/status; do :; done"
-        );
-        self.runsc_command(&[
-            "exec",
-            &self.id,
-            "/usr/bin/timeout",
-            "60",
-            "/bin/sh",
-            "-c",
-            &wait,
-        ]);
+        ));
     }
 
     /// Runs `script` with `sh -c` as one call and returns its stdout; it must succeed.

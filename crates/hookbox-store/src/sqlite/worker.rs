@@ -23,7 +23,8 @@
 //!   answered, so no caller learns of a success that a rollback later undoes. If the
 //!   transaction itself does not survive (its commit fails, SQLite rolled it back on an I/O
 //!   error), every call of it that had succeeded is answered with that error instead. A lone
-//!   call runs as before, on the connection in autocommit mode.
+//!   write runs as before, on the connection in autocommit mode (a lone read still runs in its
+//!   deferred transaction and savepoint, so that one that writes can be undone).
 //! - A grouped call cannot end the group's transaction: while it runs, an authorizer refuses
 //!   (when the statement is prepared) `BEGIN`, `COMMIT`, `ROLLBACK` and the release or rollback
 //!   of the worker's savepoint, so such a statement fails that call only (its savepoint is
@@ -241,8 +242,8 @@ struct Worker<'a> {
 
 impl Worker<'_> {
     /// Waits for a call, takes whatever else is queued with it (up to [`MAX_GROUP`]), runs its
-    /// reads then its writes (each alone, or as one group), and waits again; ends when the
-    /// queue closes.
+    /// reads (in one deferred transaction) then its writes (one alone, several as one group),
+    /// and waits again; ends when the queue closes.
     fn run(&mut self, mut queue: mpsc::Receiver<Job>) {
         let mut reads: Vec<Job> = Vec::with_capacity(MAX_GROUP);
         let mut writes: Vec<Job> = Vec::with_capacity(MAX_GROUP);

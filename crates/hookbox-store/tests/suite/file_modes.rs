@@ -15,6 +15,18 @@ fn set_mode(path: &Path, mode: u32) {
 }
 
 /// A write, so the write-ahead log and its index are in use.
+/// The database's files (WAL and shared memory too) and the credential key in `dir` are 0600.
+fn assert_own_files_owner_only(dir: &Path) {
+    for name in [
+        "hookbox.db",
+        "hookbox.db-wal",
+        "hookbox.db-shm",
+        "secret.key",
+    ] {
+        assert_eq!(mode(&dir.join(name)), 0o600, "{name}");
+    }
+}
+
 async fn write_something(store: &SqliteStore) {
     let project = hookbox_store::ProjectRecord {
         name: "modes".into(),
@@ -35,14 +47,7 @@ async fn data_dir_and_database_files_are_not_readable_by_other_users() {
     write_something(&store).await;
     assert_eq!(mode(&dir), 0o700, "the data dir");
     assert_eq!(mode(&top.path().join("share")), 0o700, "its new parent");
-    for name in [
-        "hookbox.db",
-        "hookbox.db-wal",
-        "hookbox.db-shm",
-        "secret.key",
-    ] {
-        assert_eq!(mode(&dir.join(name)), 0o600, "{name}");
-    }
+    assert_own_files_owner_only(&dir);
 }
 
 #[tokio::test]
@@ -60,14 +65,7 @@ async fn an_old_world_readable_data_dir_and_database_are_made_owner_only() {
     write_something(&store).await;
     assert_eq!(mode(&dir), 0o700, "the data dir");
     assert_eq!(mode(&dir.join("environments")), 0o700, "environments/");
-    for name in [
-        "hookbox.db",
-        "hookbox.db-wal",
-        "hookbox.db-shm",
-        "secret.key",
-    ] {
-        assert_eq!(mode(&dir.join(name)), 0o600, "{name}");
-    }
+    assert_own_files_owner_only(&dir);
 }
 
 #[tokio::test]
@@ -84,12 +82,5 @@ async fn a_data_dir_holding_other_files_is_left_as_is_but_the_database_is_owner_
     write_something(&store).await;
     assert_eq!(mode(dir), 0o755);
     assert_eq!(mode(&dir.join(".profile")), 0o644);
-    for name in [
-        "hookbox.db",
-        "hookbox.db-wal",
-        "hookbox.db-shm",
-        "secret.key",
-    ] {
-        assert_eq!(mode(&dir.join(name)), 0o600, "{name}");
-    }
+    assert_own_files_owner_only(dir);
 }
