@@ -69,6 +69,17 @@ impl Injected {
         self.headers.is_empty()
     }
 
+    /// The injected values that are secrets, for masking what an upstream echoes of them
+    /// ([`crate::scrub`]): a credential's value, and a `transform` value whose header name says
+    /// it carries one ([`names_a_secret`]). Other `transform` values (`Accept:
+    /// application/json`, an API version) are ordinary text a response may well contain.
+    pub fn secret_values(&self) -> impl Iterator<Item = &[u8]> {
+        self.headers
+            .iter()
+            .filter(|(n, v)| v.is_sensitive() || names_a_secret(n.as_str()))
+            .map(|(_, v)| v.as_bytes())
+    }
+
     /// Names only, for traces.
     pub fn names(&self) -> Vec<&str> {
         self.headers.iter().map(|(n, _)| n.as_str()).collect()
@@ -85,6 +96,25 @@ impl Injected {
             headers.append(name.clone(), value.clone());
         }
     }
+}
+
+/// Whether a header of this name carries a secret: `Authorization`, `Cookie`, or a name with
+/// `key`, `token`, `secret`, `auth`, `password`, `session` or `signature` in it (`X-Api-Key`,
+/// `X-Auth-Token`, `Private-Token`).
+pub fn names_a_secret(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    name == "cookie"
+        || [
+            "auth",
+            "key",
+            "token",
+            "secret",
+            "password",
+            "session",
+            "signature",
+        ]
+        .iter()
+        .any(|part| name.contains(part))
 }
 
 /// Removes hop-by-hop headers, including any listed in `Connection`.
@@ -131,5 +161,33 @@ mod tests {
         assert!(h.get("connection").is_none());
         assert!(h.get("proxy-authorization").is_none());
         assert!(!format!("{h:?}").contains("real"));
+    }
+
+    #[test]
+    fn credentials_and_secret_looking_transforms_are_the_secret_values() {
+        let mut injected = Injected::default();
+        let mut credential = HeaderValue::from_static("Bearer from-the-store");
+        credential.set_sensitive(true);
+        injected.push(HeaderName::from_static("x-custom"), credential);
+        for (name, value) in [
+            ("x-api-key", "team-key-55555"),
+            ("authorization", "Basic dXNlcjpwYXNz"),
+            ("accept", "application/json"),
+            ("anthropic-version", "2023-06-01"),
+        ] {
+            injected.push(
+                HeaderName::from_static(name),
+                HeaderValue::from_static(value),
+            );
+        }
+        let values: Vec<&[u8]> = injected.secret_values().collect();
+        assert_eq!(
+            values,
+            vec![
+                b"Bearer from-the-store".as_slice(),
+                b"team-key-55555".as_slice(),
+                b"Basic dXNlcjpwYXNz".as_slice()
+            ]
+        );
     }
 }

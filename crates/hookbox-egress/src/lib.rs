@@ -5,7 +5,8 @@
 //! connection, whether from the sandbox or from an http hook ([`EgressPoster`]), goes through
 //! one [`Egress`]: the `network` policy ([`policy`]), the always-on SSRF defences ([`ssrf`]),
 //! resolve-once-dial-the-checked-address, verified upstream TLS, and header/credential injection
-//! ([`inject`], [`credentials`]) with TLS interception by a per-environment CA ([`tls`]).
+//! ([`inject`], [`credentials`]) with TLS interception by a per-environment CA ([`tls`]). What an
+//! upstream echoes of an injected value is masked before the sandbox reads it ([`scrub`]).
 //!
 //! This crate must not create sandboxes or processes (hookbox-environments does) nor store
 //! environments; it is handed a policy and a listener.
@@ -21,6 +22,7 @@ pub mod policy;
 mod poster;
 mod proxy;
 mod relay;
+pub mod scrub;
 pub mod sni;
 pub mod ssrf;
 pub mod tls;

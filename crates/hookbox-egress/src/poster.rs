@@ -153,12 +153,12 @@ impl EgressPoster {
                 .await
                 .map_err(to_http_error)?;
             let mut sender = open_http1(egress, stream).await.map_err(to_http_error)?;
-            send(egress, &mut sender, out)
+            send(egress, &mut sender, out, None)
                 .await
                 .map_err(to_http_error)?
         } else {
             let mut sender = open_http1(egress, tcp).await.map_err(to_http_error)?;
-            send(egress, &mut sender, out)
+            send(egress, &mut sender, out, None)
                 .await
                 .map_err(to_http_error)?
         };

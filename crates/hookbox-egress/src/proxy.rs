@@ -32,6 +32,7 @@ use crate::audit::{Mode, Origin};
 use crate::egress::{Denial, DenyRule, Egress, EgressError, Target, deny};
 use crate::inject::{Injected, strip_hop_by_hop};
 use crate::relay::{IdleIo, splice_bidirectional};
+use crate::scrub::Secrets;
 use crate::sni::read_client_hello;
 use crate::ssrf::HostKind;
 
@@ -491,10 +492,32 @@ async fn intercepted_request(
         Ok(r) => r,
         Err(d) => return denied_response(&d),
     };
-    match send(egress, sender, out).await {
+    let (out, secrets) = ask_for_readable(out, &injected);
+    match send(egress, sender, out, secrets).await {
         Ok(resp) => resp,
         Err(e) => error_response(&e),
     }
+}
+
+/// When `injected` put secrets into the request that an upstream could echo, asks for a body
+/// that can be read as it is sent (`Accept-Encoding: identity`) and whole (no `Range`, which
+/// would let the sandbox cut a secret into pieces too short to recognise), and returns what to
+/// mask in the response ([`crate::scrub`]).
+fn ask_for_readable<B>(
+    mut req: Request<B>,
+    injected: &crate::inject::Injected,
+) -> (Request<B>, Option<Secrets>) {
+    let secrets = Secrets::new(injected.secret_values());
+    if secrets.is_some() {
+        let headers = req.headers_mut();
+        headers.insert(
+            http::header::ACCEPT_ENCODING,
+            HeaderValue::from_static("identity"),
+        );
+        headers.remove(http::header::RANGE);
+        headers.remove(http::header::IF_RANGE);
+    }
+    (req, secrets)
 }
 
 async fn reconnect(egress: &Egress, target: &Target) -> Upstream {
@@ -556,11 +579,15 @@ where
     Ok(sender)
 }
 
-/// Sends one request and waits (bounded) for the response head; the body streams back.
+/// Sends one request and waits (bounded) for the response head; the body streams back. With
+/// `secrets` (what was injected into a sandbox's request), the response's header values,
+/// reason phrase and body are masked of them ([`crate::scrub`]), and a body that could not be
+/// read for them (a content or transfer coding) is answered 502 instead.
 pub(crate) async fn send<B>(
     egress: &Egress,
     sender: &mut SendRequest<B>,
     req: Request<B>,
+    secrets: Option<Secrets>,
 ) -> Result<Response<ProxyBody>, EgressError>
 where
     B: Body + Send + 'static,
@@ -580,8 +607,37 @@ where
         .await
         .map_err(|_| EgressError::Timeout("upstream response"))??;
     let (mut parts, body) = resp.into_parts();
+    let Some(secrets) = secrets else {
+        strip_hop_by_hop(&mut parts.headers);
+        return Ok(Response::from_parts(parts, body.boxed()));
+    };
+    // Read before hop-by-hop headers go: `Connection: content-encoding` must not hide one.
+    if !crate::scrub::readable(&parts.headers) {
+        return Ok(text(
+            StatusCode::BAD_GATEWAY,
+            "hookbox egress: the upstream sent an encoded body (a content or transfer coding) \
+             to a request carrying an injected secret, although asked for identity; it is not \
+             passed on, since what it echoes of the secret could not be masked\n"
+                .to_owned(),
+        ));
+    }
     strip_hop_by_hop(&mut parts.headers);
-    Ok(Response::from_parts(parts, body.boxed()))
+    secrets.mask_headers(&mut parts.headers);
+    if let Some(reason) = parts.extensions.get::<hyper::ext::ReasonPhrase>() {
+        let masked = secrets.mask_whole(reason.as_bytes());
+        if masked != reason.as_bytes() {
+            // Masking only turns visible bytes into `*`; if it could not be kept, the status's
+            // own reason is sent.
+            match hyper::ext::ReasonPhrase::try_from(masked) {
+                Ok(masked) => parts.extensions.insert(masked),
+                Err(_) => parts.extensions.remove::<hyper::ext::ReasonPhrase>(),
+            };
+        }
+    }
+    Ok(Response::from_parts(
+        parts,
+        crate::scrub::ScrubBody::new(body.boxed(), secrets).boxed(),
+    ))
 }
 
 async fn handle_absolute(egress: Arc<Egress>, req: Request<Incoming>) -> Response<ProxyBody> {
@@ -629,7 +685,8 @@ async fn handle_absolute(egress: Arc<Egress>, req: Request<Incoming>) -> Respons
     let result = async {
         let mut sender = open_http1::<_, Incoming>(&egress, tcp).await?;
         let out = outbound_request(req, &authority, &injected)?;
-        send(&egress, &mut sender, out).await
+        let (out, secrets) = ask_for_readable(out, &injected);
+        send(&egress, &mut sender, out, secrets).await
     }
     .await;
     match result {

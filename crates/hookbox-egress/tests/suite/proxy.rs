@@ -573,3 +573,158 @@ async fn a_refusal_names_the_rule_not_the_address_a_name_resolves_to() {
         "{details:?}"
     );
 }
+
+#[tokio::test]
+async fn what_an_upstream_echoes_of_an_injected_value_never_reaches_the_sandbox() {
+    let ca = Arc::new(TestCa::new());
+    let recv = receiver(Some(ca.server_config(&["echo.example.test"]))).await;
+    let env = EnvBuilder::new(
+        json!({"allowlist": [{
+            "domain": "echo.example.test",
+            "credential": "telemetry",
+            "transform": {"X-Api-Key": "team-key-55555"},
+        }]}),
+        ca.clone(),
+    )
+    .pin("echo.example.test")
+    .build();
+    let proxy = start_proxy(env.egress.clone()).await;
+    let authority = format!("echo.example.test:{}", recv.addr.port());
+    let tcp = connect_via(proxy, &authority).await.unwrap();
+    let tls = tls(
+        tcp,
+        "echo.example.test",
+        client_trusting(env.egress.ca_cert_pem().unwrap()),
+    )
+    .await
+    .unwrap();
+    let mut sender = client(tls).await.unwrap();
+    let bearer = format!("Bearer {SECRET}");
+    let masked = |text: &str| "*".repeat(text.len());
+
+    // The whole echo in one frame, and again one byte per frame: masked either way, with every
+    // length kept (hyper checks the body against Content-Length).
+    for path in ["/echo", "/echo-trickle"] {
+        let got = send_on(
+            &mut sender,
+            get(path, &authority, &[("accept-encoding", "gzip, br")]),
+        )
+        .await
+        .unwrap();
+        assert_eq!(got.status, 200, "{path}");
+        let body = String::from_utf8(got.body).unwrap();
+        assert!(!body.contains(SECRET), "{path}: {body}");
+        assert!(!body.contains("team-key-55555"), "{path}: {body}");
+        assert!(
+            body.contains(&format!("authorization: {}\n", masked(&bearer))),
+            "{path}: {body}"
+        );
+        assert!(
+            body.contains(&format!("x-api-key: {}\n", masked("team-key-55555"))),
+            "{path}: {body}"
+        );
+        assert_eq!(
+            got.headers["x-echo-authorization"],
+            masked(&bearer).as_str()
+        );
+    }
+    {
+        // The upstream got the real values, and was asked for a body it can be read in.
+        let seen = recv.seen.lock().unwrap();
+        assert_eq!(seen.len(), 2);
+        for s in seen.iter() {
+            assert_eq!(s.header("authorization"), vec![bearer.as_str()]);
+            assert_eq!(s.header("accept-encoding"), vec!["identity"]);
+        }
+    }
+
+    // An error quoting the key in its status line: the reason phrase is masked too.
+    let got = send_on(&mut sender, get("/echo-reason", &authority, &[]))
+        .await
+        .unwrap();
+    assert_eq!(got.status, 401);
+    assert_eq!(
+        got.reason.as_deref(),
+        Some(format!("invalid key {}", masked(&bearer)).as_str())
+    );
+
+    // The sandbox cannot have the echo cut into pieces too short to recognise: no Range goes
+    // upstream with an injected secret.
+    let got = send_on(
+        &mut sender,
+        get(
+            "/echo",
+            &authority,
+            &[("range", "bytes=0-40"), ("if-range", "\"x\"")],
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(got.status, 200);
+    {
+        let seen = recv.seen.lock().unwrap();
+        let last = seen.last().unwrap();
+        assert!(last.header("range").is_empty() && last.header("if-range").is_empty());
+    }
+
+    // A body encoded anyway cannot be read for the values: refused, not passed on, also when
+    // the upstream names its coding as a hop-by-hop header.
+    for path in ["/echo-gzip", "/echo-hidden-gzip"] {
+        let got = send_on(&mut sender, get(path, &authority, &[]))
+            .await
+            .unwrap();
+        assert_eq!(got.status, 502, "{path}");
+        let body = String::from_utf8(got.body).unwrap();
+        assert!(body.contains("encoded"), "{path}: {body}");
+        assert!(!body.contains(SECRET) && !got.headers.contains_key("x-echo-authorization"));
+    }
+}
+
+#[tokio::test]
+async fn plain_http_echoes_of_a_transform_value_are_masked_and_other_hosts_untouched() {
+    let ca = Arc::new(TestCa::new());
+    let recv = receiver(None).await;
+    let env = EnvBuilder::new(
+        json!({"allowlist": [
+            {"domain": "plain.test", "transform": {"X-Api-Key": "team-key-55555", "Accept": "application/json"}},
+            {"domain": "open.test"},
+        ]}),
+        ca.clone(),
+    )
+    .pin("plain.test")
+    .pin("open.test")
+    .build();
+    let proxy = start_proxy(env.egress.clone()).await;
+    let port = recv.addr.port();
+
+    let tcp = tokio::net::TcpStream::connect(proxy).await.unwrap();
+    let got = send(
+        tcp,
+        get(&format!("http://plain.test:{port}/echo"), "plain.test", &[]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(got.status, 200);
+    let body = String::from_utf8(got.body).unwrap();
+    assert!(body.contains("x-api-key: **************\n"), "{body}");
+    // A transform whose name says no secret is ordinary text, left as it is.
+    assert!(body.contains("accept: application/json\n"), "{body}");
+
+    // Nothing injected, nothing masked: the sandbox's own header comes back as it sent it,
+    // and its Accept-Encoding goes upstream unchanged.
+    let tcp = tokio::net::TcpStream::connect(proxy).await.unwrap();
+    let got = send(
+        tcp,
+        get(
+            &format!("http://open.test:{port}/echo"),
+            "open.test",
+            &[("x-api-key", "team-key-55555"), ("accept-encoding", "gzip")],
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(got.status, 200);
+    let body = String::from_utf8(got.body).unwrap();
+    assert!(body.contains("x-api-key: team-key-55555\n"), "{body}");
+    assert!(body.contains("accept-encoding: gzip\n"), "{body}");
+}

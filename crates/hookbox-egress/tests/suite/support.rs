@@ -121,13 +121,40 @@ pub struct Receiver {
     pub seen: SeenLog,
 }
 
-async fn respond(req: Request<Incoming>, seen: SeenLog) -> Response<Full<Bytes>> {
+/// A response body sent one byte per frame (a trickling stream).
+struct Trickle(std::collections::VecDeque<u8>);
+
+impl hyper::body::Body for Trickle {
+    type Data = Bytes;
+    type Error = Infallible;
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+        std::task::Poll::Ready(
+            self.0
+                .pop_front()
+                .map(|b| Ok(hyper::body::Frame::data(Bytes::copy_from_slice(&[b])))),
+        )
+    }
+}
+
+type ReceiverBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+async fn respond(req: Request<Incoming>, seen: SeenLog) -> Response<ReceiverBody> {
     let path = req.uri().path().to_owned();
-    let headers = req
+    let headers: Vec<(String, String)> = req
         .headers()
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_owned()))
         .collect();
+    // What an echo endpoint sends back: every request header, one per line.
+    let echo: String = headers.iter().map(|(k, v)| format!("{k}: {v}\n")).collect();
+    let authorization = headers
+        .iter()
+        .find(|(k, _)| k == "authorization")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
     let body = req.into_body().collect().await.unwrap().to_bytes().to_vec();
     seen.lock().unwrap().push(Seen {
         path: path.clone(),
@@ -137,12 +164,46 @@ async fn respond(req: Request<Incoming>, seen: SeenLog) -> Response<Full<Bytes>>
     let body = match path.as_str() {
         "/big" => Bytes::from(vec![b'x'; 1024 * 1024]),
         "/ingest" => Bytes::from_static(b"{}"),
+        "/echo" | "/echo-gzip" | "/echo-hidden-gzip" | "/echo-reason" => Bytes::from(echo.clone()),
+        "/echo-trickle" => {
+            let mut resp = Response::new(Trickle(echo.into_bytes().into()).boxed());
+            resp.headers_mut().insert(
+                "x-echo-authorization",
+                http::HeaderValue::from_str(&authorization).unwrap(),
+            );
+            return resp;
+        }
         _ => Bytes::from(format!("hello from {path}")),
     };
-    let mut resp = Response::new(Full::new(body));
+    let mut resp = Response::new(Full::new(body).boxed());
     if path == "/close" {
         resp.headers_mut()
             .insert("connection", http::HeaderValue::from_static("close"));
+    }
+    if path.starts_with("/echo") {
+        resp.headers_mut().insert(
+            "x-echo-authorization",
+            http::HeaderValue::from_str(&authorization).unwrap(),
+        );
+    }
+    if path == "/echo-gzip" || path == "/echo-hidden-gzip" {
+        // Encoded whatever the request asked for.
+        resp.headers_mut()
+            .insert("content-encoding", http::HeaderValue::from_static("gzip"));
+    }
+    if path == "/echo-hidden-gzip" {
+        // ... and the coding named as hop-by-hop, which a proxy strips.
+        resp.headers_mut().insert(
+            "connection",
+            http::HeaderValue::from_static("content-encoding"),
+        );
+    }
+    if path == "/echo-reason" {
+        // An error that quotes the key it refused in its status line.
+        *resp.status_mut() = http::StatusCode::UNAUTHORIZED;
+        resp.extensions_mut().insert(
+            hyper::ext::ReasonPhrase::try_from(format!("invalid key {authorization}")).unwrap(),
+        );
     }
     resp
 }
@@ -370,7 +431,10 @@ where
 #[derive(Debug)]
 pub struct Got {
     pub status: u16,
+    /// The status line's reason phrase when it is not the status's own.
+    pub reason: Option<String>,
     pub rule: Option<String>,
+    pub headers: http::HeaderMap,
     pub body: Vec<u8>,
 }
 
@@ -404,8 +468,19 @@ pub async fn send_on(
         .headers()
         .get("x-hookbox-egress-rule")
         .map(|v| v.to_str().unwrap().to_owned());
+    let headers = resp.headers().clone();
+    let reason = resp
+        .extensions()
+        .get::<hyper::ext::ReasonPhrase>()
+        .map(|r| String::from_utf8_lossy(r.as_bytes()).into_owned());
     let body = resp.into_body().collect().await?.to_bytes().to_vec();
-    Ok(Got { status, rule, body })
+    Ok(Got {
+        status,
+        reason,
+        rule,
+        headers,
+        body,
+    })
 }
 
 pub fn get(uri: &str, host: &str, headers: &[(&str, &str)]) -> Request<Empty<Bytes>> {
