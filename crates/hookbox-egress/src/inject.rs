@@ -98,23 +98,34 @@ impl Injected {
     }
 }
 
-/// Whether a header of this name carries a secret: `Authorization`, `Cookie`, or a name with
-/// `key`, `token`, `secret`, `auth`, `password`, `session` or `signature` in it (`X-Api-Key`,
-/// `X-Auth-Token`, `Private-Token`).
+/// Whether a header of this name carries a secret, by its words (split at `-` and `_`):
+/// `Authorization`, `Cookie`, `X-Api-Key`, `X-Auth-Token`, `Private-Token`, `X-Client-Secret`,
+/// `X-Session-Id`, `X-Signature`. A word must be one of these, or end in `apikey`, `token` or
+/// `secret`: `Author` or `X-Monkey-Id` is no secret's name.
 pub fn names_a_secret(name: &str) -> bool {
-    let name = name.to_ascii_lowercase();
-    name == "cookie"
-        || [
-            "auth",
-            "key",
-            "token",
-            "secret",
-            "password",
-            "session",
-            "signature",
-        ]
-        .iter()
-        .any(|part| name.contains(part))
+    const WORDS: &[&str] = &[
+        "auth",
+        "authorization",
+        "bearer",
+        "cookie",
+        "credential",
+        "credentials",
+        "jwt",
+        "key",
+        "pass",
+        "passwd",
+        "password",
+        "session",
+        "sessionid",
+        "sig",
+        "signature",
+    ];
+    name.to_ascii_lowercase().split(['-', '_']).any(|word| {
+        WORDS.contains(&word)
+            || ["apikey", "token", "secret"]
+                .iter()
+                .any(|end| word.ends_with(end))
+    })
 }
 
 /// Removes hop-by-hop headers, including any listed in `Connection`.
@@ -174,6 +185,8 @@ mod tests {
             ("authorization", "Basic dXNlcjpwYXNz"),
             ("accept", "application/json"),
             ("anthropic-version", "2023-06-01"),
+            ("author", "someone-somewhere"),
+            ("x-monkey-id", "monkey-4711"),
         ] {
             injected.push(
                 HeaderName::from_static(name),

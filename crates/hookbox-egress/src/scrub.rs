@@ -5,7 +5,7 @@
 //! back: an echo endpoint, a debug page, an error that quotes the key it refused. Every
 //! response to a request that carried an injected value is therefore masked before the sandbox
 //! reads it: each occurrence of an injected value (and of its token, after a `Bearer `-style
-//! prefix) in the response's header values and body becomes as many `*` bytes, so lengths and
+//! prefix, and of each `name=value` of a cookie list and its value) in the response's header values and body becomes as many `*` bytes, so lengths and
 //! `Content-Length` hold and a streamed body still streams ([`ScrubBody`] withholds only the
 //! bytes at a frame's end that could start a secret, never more than the longest secret).
 //!
@@ -61,6 +61,15 @@ impl Secrets {
                 let token = value[space + 1..].trim_ascii();
                 all.push(token.to_vec());
             }
+            // A cookie list: each `name=value` pair, and each value, on its own.
+            if value.contains(&b';') || value.contains(&b'=') {
+                for pair in value.split(|b| *b == b';').map(<[u8]>::trim_ascii) {
+                    all.push(pair.to_vec());
+                    if let Some(eq) = pair.iter().position(|b| *b == b'=') {
+                        all.push(pair[eq + 1..].trim_ascii().to_vec());
+                    }
+                }
+            }
         }
         all.retain(|v| v.len() >= MIN_SECRET_LEN);
         // Longest first, so a whole value is masked before its token is.
@@ -83,14 +92,14 @@ impl Secrets {
     /// end bytes a value found here covers (to be masked when they are sent).
     fn scan(&self, raw: &[u8]) -> (Vec<u8>, usize, usize) {
         let mut out = raw.to_vec();
-        let mut ends = Vec::new();
+        let mut found = Vec::new();
         for finder in self.finders.iter() {
             let len = finder.needle().len();
             let mut from = 0;
             while let Some(at) = finder.find(&raw[from..]) {
                 let start = from + at;
                 out[start..start + len].fill(MASK);
-                ends.push(start + len);
+                found.push((start, start + len));
                 from = start + 1;
             }
         }
@@ -106,9 +115,12 @@ impl Secrets {
             }
         }
         let boundary = raw.len() - open;
-        let covered = ends
+        // Only a match that starts before the boundary reaches into the held bytes from
+        // outside them; one that starts inside is found again with the next frame.
+        let covered = found
             .into_iter()
-            .map(|end| end.saturating_sub(boundary))
+            .filter(|(start, _)| *start < boundary)
+            .map(|(_, end)| end.saturating_sub(boundary))
             .max()
             .unwrap_or(0);
         (out, open, covered)
@@ -442,5 +454,23 @@ mod tests {
         body.held = b"tok-12".to_vec();
         let hint = body.size_hint();
         assert_eq!(hint.exact(), Some(6));
+    }
+
+    #[tokio::test]
+    async fn a_match_inside_the_held_bytes_does_not_mask_what_comes_before_it() {
+        let s = secrets(&["aaaaaaaa", "baaaaaaaaab"]);
+        let (_, all) = scrubbed(&[b"baaaaaaaa", b"x"], &s).await;
+        assert_eq!(all, s.mask_whole(b"baaaaaaaax"));
+        assert_eq!(all, b"b********x");
+    }
+
+    #[test]
+    fn each_cookie_of_a_cookie_list_is_masked_on_its_own() {
+        let s = secrets(&["sid=s3cr3t-v4lue; theme=dark"]);
+        assert_eq!(
+            s.mask_whole(b"set-cookie: sid=s3cr3t-v4lue; Path=/"),
+            b"set-cookie: ****************; Path=/"
+        );
+        assert_eq!(s.mask_whole(b"v=s3cr3t-v4lue."), b"v=************.");
     }
 }
