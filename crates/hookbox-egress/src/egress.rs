@@ -645,8 +645,9 @@ impl Egress {
     }
 
     /// Every header value this environment's egress may inject (its allowlist's `transform`
-    /// values and its credentials' values, read fresh from the credential store), and the token
-    /// part of each (after a `Bearer `-style prefix): what must be scrubbed from anything
+    /// values and its credentials' values, read fresh from the credential store), with the
+    /// parts of each that count on their own ([`crate::scrub::parts`]: the token after a
+    /// `Bearer `-style prefix, each cookie of a list): what must be scrubbed from anything
     /// recorded about the environment, since an upstream may echo what it was sent. Credentials
     /// that cannot be read are left out (nothing of theirs was injected).
     pub fn injected_values(&self) -> Vec<String> {
@@ -664,11 +665,11 @@ impl Egress {
                 values.push(value.expose().to_owned());
             }
         }
-        let tokens: Vec<String> = values
+        let mut values: Vec<String> = values
             .iter()
-            .filter_map(|v| v.split_once(' ').map(|(_, token)| token.trim().to_owned()))
+            .flat_map(|v| crate::scrub::parts(v.as_bytes()))
+            .filter_map(|part| String::from_utf8(part).ok())
             .collect();
-        values.extend(tokens);
         values.sort();
         values.dedup();
         values

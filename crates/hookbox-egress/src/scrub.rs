@@ -35,6 +35,27 @@ pub const MIN_SECRET_LEN: usize = 8;
 /// What every byte of a masked value becomes.
 pub const MASK: u8 = b'*';
 
+/// What of one injected value counts as secret on its own: the value, its token after the
+/// first space (`Bearer TOKEN`), and for a cookie list each `name=value` pair and each value;
+/// only those of [`MIN_SECRET_LEN`] bytes or more. The hook engine's scrubber is given the same
+/// ([`crate::Egress::injected_values`]).
+pub fn parts(value: &[u8]) -> Vec<Vec<u8>> {
+    let mut all = vec![value.to_vec()];
+    if let Some(space) = value.iter().position(|b| *b == b' ') {
+        all.push(value[space + 1..].trim_ascii().to_vec());
+    }
+    if value.contains(&b';') || value.contains(&b'=') {
+        for pair in value.split(|b| *b == b';').map(<[u8]>::trim_ascii) {
+            all.push(pair.to_vec());
+            if let Some(eq) = pair.iter().position(|b| *b == b'=') {
+                all.push(pair[eq + 1..].trim_ascii().to_vec());
+            }
+        }
+    }
+    all.retain(|v| v.len() >= MIN_SECRET_LEN);
+    all
+}
+
 /// The values to mask in one response: what was injected into its request.
 #[derive(Clone)]
 pub struct Secrets {
@@ -54,24 +75,7 @@ impl Secrets {
     /// The values (each whole, and its part after the first space) that are at least
     /// [`MIN_SECRET_LEN`] bytes long; `None` when nothing is left to mask.
     pub fn new<'a>(values: impl IntoIterator<Item = &'a [u8]>) -> Option<Self> {
-        let mut all: Vec<Vec<u8>> = Vec::new();
-        for value in values {
-            all.push(value.to_vec());
-            if let Some(space) = value.iter().position(|b| *b == b' ') {
-                let token = value[space + 1..].trim_ascii();
-                all.push(token.to_vec());
-            }
-            // A cookie list: each `name=value` pair, and each value, on its own.
-            if value.contains(&b';') || value.contains(&b'=') {
-                for pair in value.split(|b| *b == b';').map(<[u8]>::trim_ascii) {
-                    all.push(pair.to_vec());
-                    if let Some(eq) = pair.iter().position(|b| *b == b'=') {
-                        all.push(pair[eq + 1..].trim_ascii().to_vec());
-                    }
-                }
-            }
-        }
-        all.retain(|v| v.len() >= MIN_SECRET_LEN);
+        let mut all: Vec<Vec<u8>> = values.into_iter().flat_map(parts).collect();
         // Longest first, so a whole value is masked before its token is.
         all.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
         all.dedup();
@@ -472,5 +476,30 @@ mod tests {
             b"set-cookie: ****************; Path=/"
         );
         assert_eq!(s.mask_whole(b"v=s3cr3t-v4lue."), b"v=************.");
+    }
+
+    #[test]
+    fn the_parts_of_a_value_that_count_on_their_own() {
+        let as_text = |v: &str| -> Vec<String> {
+            parts(v.as_bytes())
+                .into_iter()
+                .map(|p| String::from_utf8(p).unwrap())
+                .collect()
+        };
+        assert_eq!(
+            as_text("Bearer tok-1234567890"),
+            ["Bearer tok-1234567890", "tok-1234567890"]
+        );
+        assert_eq!(
+            as_text("sid=s3cr3t-v4lue; theme=dark"),
+            [
+                "sid=s3cr3t-v4lue; theme=dark",
+                "sid=s3cr3t-v4lue; theme=dark".split_once(' ').unwrap().1,
+                "sid=s3cr3t-v4lue",
+                "s3cr3t-v4lue",
+                "theme=dark"
+            ]
+        );
+        assert!(as_text("short").is_empty());
     }
 }

@@ -66,8 +66,35 @@ impl Kind {
     }
 }
 
+/// Whether this process has not yet warned about `path` at this place (`site`: the line of the
+/// warning). One command prepares the data dir more than once (the environments, the store,
+/// `serve`'s key probe): a warning about what is left as it is says nothing new the second
+/// time. What is changed (a mode made owner-only) is told each time it happens.
+fn first_time(path: &Path, site: u32) -> bool {
+    static WARNED: std::sync::Mutex<Vec<(std::path::PathBuf, u32)>> =
+        std::sync::Mutex::new(Vec::new());
+    let mut warned = WARNED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if warned.iter().any(|(p, l)| p == path && *l == site) {
+        return false;
+    }
+    warned.push((path.to_path_buf(), site));
+    true
+}
+
+/// `tracing::warn!` once per path and place in this process ([`first_time`]).
+macro_rules! warn_once {
+    ($path:expr, $($arg:tt)+) => {
+        if first_time($path, line!()) {
+            tracing::warn!($($arg)+)
+        }
+    };
+}
+
 /// Creates `dir` owner-only (0700, missing parents too), or makes an existing one and
-/// hookbox's entries in it so (see the module doc).
+/// hookbox's entries in it so (see the module doc). Each warning about what is left as it is
+/// is printed once per path and process.
 pub fn prepare(dir: &Path) -> Result<()> {
     let io = |source| Error::Io {
         path: dir.display().to_string(),
@@ -99,7 +126,7 @@ pub fn prepare(dir: &Path) -> Result<()> {
     let shared = mode & 0o1002 != 0 || stat.st_uid != euid;
     let entries = own_entries(dir_fd.as_fd());
     if let Err(e) = &entries {
-        tracing::warn!(
+        warn_once!(dir,
             path = %dir.display(),
             mode = format!("{mode:o}"),
             error = %e,
@@ -110,7 +137,7 @@ pub fn prepare(dir: &Path) -> Result<()> {
     if mode & 0o077 != 0 {
         match entries {
             Err(_) => {} // warned about above
-            _ if shared => tracing::warn!(
+            _ if shared => warn_once!(dir,
                 path = %dir.display(),
                 mode = format!("{mode:o}"),
                 "the data directory {} (mode {mode:o}) is open to other local users and is shared (sticky or world-writable) or another user's, so it is left as it is; only hookbox's own files in it are made owner-only (give hookbox a directory of its own)",
@@ -120,7 +147,7 @@ pub fn prepare(dir: &Path) -> Result<()> {
                 // Nothing of hookbox's was exposed yet (a directory made for it, as a
                 // temporary directory is): made private without a warning.
                 if let Err(e) = chmod_fd(dir_fd.as_fd(), 0o700) {
-                    tracing::warn!(
+                    warn_once!(dir,
                         path = %dir.display(),
                         mode = format!("{mode:o}"),
                         error = %e,
@@ -130,7 +157,7 @@ pub fn prepare(dir: &Path) -> Result<()> {
                 }
             }
             Ok(Some(_)) => tighten(dir_fd.as_fd(), dir, mode, 0o700),
-            Ok(None) => tracing::warn!(
+            Ok(None) => warn_once!(dir,
                 path = %dir.display(),
                 mode = format!("{mode:o}"),
                 "the data directory {} (mode {mode:o}) is open to other local users and holds files hookbox did not create, so it is left as it is; only hookbox's own files in it are made owner-only (give hookbox a directory of its own)",
@@ -199,14 +226,14 @@ fn tighten_entry(
         Ok(fd) => fd,
         Err(rustix::io::Errno::NOENT) => return,
         Err(e) => {
-            tracing::warn!(path = %path.display(), error = %e, "{} could not be checked: {e}", path.display());
+            warn_once!(&path, path = %path.display(), error = %e, "{} could not be checked: {e}", path.display());
             return;
         }
     };
     let stat = match rustix::fs::fstat(&fd) {
         Ok(stat) => stat,
         Err(e) => {
-            tracing::warn!(path = %path.display(), error = %e, "{} could not be checked: {e}", path.display());
+            warn_once!(&path, path = %path.display(), error = %e, "{} could not be checked: {e}", path.display());
             return;
         }
     };
@@ -226,7 +253,7 @@ fn tighten_entry(
         tighten(fd.as_fd(), &path, mode, kind.private_mode());
         return;
     };
-    tracing::warn!(
+    warn_once!(&path,
         path = %path.display(),
         mode = format!("{mode:o}"),
         "{} (mode {mode:o}) is open to other local users but {why}, so it is left as it is",
@@ -253,7 +280,7 @@ fn tighten(fd: BorrowedFd<'_>, path: &Path, old: u32, new: u32) {
             "{} was open to other local users (mode {old:o}); made owner-only ({new:o})",
             path.display()
         ),
-        Err(e) => tracing::warn!(
+        Err(e) => warn_once!(path,
             path = %path.display(),
             mode = format!("{old:o}"),
             error = %e,

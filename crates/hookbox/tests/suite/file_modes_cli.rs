@@ -208,3 +208,20 @@ fn serve_warns_about_an_open_data_dir_once() {
     let warned = stderr.matches("holds files hookbox did not create").count();
     assert_eq!(warned, 1, "{stderr}");
 }
+
+/// A CLI command opens the environments and the store, each of which prepared the data dir:
+/// the warning about a data dir open to others was printed twice by `env create`.
+#[test]
+fn a_cli_command_warns_about_an_open_data_dir_once() {
+    let dir = hookbox_test_support::DataDir::new();
+    let data = dir.path().join("home");
+    std::fs::create_dir(&data).unwrap();
+    std::fs::write(data.join("notes.txt"), "not hookbox's").unwrap();
+    set_mode(&data, 0o755);
+    let output = cli(&data, &["env", "create"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let warned = stderr.matches("holds files hookbox did not create").count();
+    assert_eq!(warned, 1, "{stderr}");
+    // Its files are owner-only all the same.
+    assert_eq!(mode(&data.join("hookbox.db")), 0o600);
+}
