@@ -503,10 +503,7 @@ async fn intercepted_request(
 /// that can be read as it is sent (`Accept-Encoding: identity`) and whole (no `Range`, which
 /// would let the sandbox cut a secret into pieces too short to recognise), and returns what to
 /// mask in the response ([`crate::scrub`]).
-fn ask_for_readable<B>(
-    mut req: Request<B>,
-    injected: &crate::inject::Injected,
-) -> (Request<B>, Option<Secrets>) {
+fn ask_for_readable<B>(mut req: Request<B>, injected: &Injected) -> (Request<B>, Option<Secrets>) {
     let secrets = Secrets::new(injected.secret_values());
     if secrets.is_some() {
         let headers = req.headers_mut();

@@ -3,11 +3,12 @@
 //! The proxy injects an allowlist entry's `transform` headers and its credential into a
 //! sandbox's request, so the sandbox never holds the secret. An upstream may still send it
 //! back: an echo endpoint, a debug page, an error that quotes the key it refused. Every
-//! response to a request that carried an injected value is therefore masked before the sandbox
-//! reads it: each occurrence of an injected value (and of its token, after a `Bearer `-style
-//! prefix, and of each `name=value` of a cookie list and its value) in the response's header values and body becomes as many `*` bytes, so lengths and
-//! `Content-Length` hold and a streamed body still streams ([`ScrubBody`] withholds only the
-//! bytes at a frame's end that could start a secret, never more than the longest secret).
+//! response to a request that carried an injected secret is therefore masked before the
+//! sandbox reads it: each occurrence of the secret (and of its [`parts`]: its token after a
+//! `Bearer `-style prefix, each `name=value` of a cookie list and its value) in the response's
+//! header values and body becomes as many `*` bytes, so lengths and `Content-Length` hold and
+//! a streamed body still streams ([`ScrubBody`] withholds only the bytes at a frame's end that
+//! could start a secret, never more than the longest secret).
 //!
 //! The reason phrase is masked like a header value, and a header value, reason phrase or body
 //! that ends with four or more bytes of a value's start has those masked too.
@@ -72,12 +73,12 @@ impl std::fmt::Debug for Secrets {
 }
 
 impl Secrets {
-    /// The values (each whole, and its part after the first space) that are at least
-    /// [`MIN_SECRET_LEN`] bytes long; `None` when nothing is left to mask.
+    /// The [`parts`] of the values (each at least [`MIN_SECRET_LEN`] bytes long); `None` when
+    /// nothing is left to mask. Their order does not matter: [`Self::scan`] finds every one in
+    /// the raw bytes and masks the union.
     pub fn new<'a>(values: impl IntoIterator<Item = &'a [u8]>) -> Option<Self> {
         let mut all: Vec<Vec<u8>> = values.into_iter().flat_map(parts).collect();
-        // Longest first, so a whole value is masked before its token is.
-        all.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+        all.sort();
         all.dedup();
         if all.is_empty() {
             return None;
