@@ -53,6 +53,7 @@ unit=/lib/systemd/system/hookbox.service
 check "dpkg says hookbox is installed" sh -c 'dpkg-query -W -f "\${Status}" hookbox | grep -q "install ok installed"'
 check "/usr/bin/hookbox runs" /usr/bin/hookbox --version
 check "the sandbox launcher is installed beside it" test -x /usr/bin/hookbox-sandbox-exec
+check "the whole CLI, which hookbox execs for serve, is installed beside it" test -x /usr/bin/hookbox-full
 check "man page hookbox(1)" test -s /usr/share/man/man1/hookbox.1.gz
 check "man page hookbox-serve(1) documents --shutdown-grace" sh -c 'zcat /usr/share/man/man1/hookbox-serve.1.gz | grep -q shutdown\\\\-grace'
 check "bash completion loads" bash -c 'source /usr/share/bash-completion/completions/hookbox && complete -p hookbox'

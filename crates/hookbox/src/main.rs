@@ -1,43 +1,44 @@
-//! The `hookbox` command line. Parses arguments, sets up logging and hands each subcommand to its
-//! module under `cli/`. Library crates do the work; this crate only wires them together and is
-//! the one place where errors become `anyhow` and exit codes.
-
-mod cli;
+//! `hookbox`: the small front. It parses the arguments and runs the one-shot commands (`tool`,
+//! `hooks`, `env`, `credential`) and the sandbox launcher itself; for the rest, or when spans
+//! are to be exported, it execs `hookbox-full` (see `hookbox::cli::full`). What it runs itself
+//! names none of the server's routes, the MCP server, the agents' clients or the OTLP exporter,
+//! so they are not linked into it.
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use hookbox::cli;
 
 fn main() -> ExitCode {
-    let args = match cli::Cli::try_parse() {
+    let args = match cli::parse() {
         Ok(args) => args,
-        // --help and --version print on stdout and succeed; a usage error has its own status,
-        // so that a script can tell it from a denied call (2).
-        Err(err) => {
-            let _ = err.print();
-            return match err.use_stderr() {
-                true => ExitCode::from(cli::exit::USAGE),
-                false => ExitCode::SUCCESS,
+        Err(code) => return code,
+    };
+    if let Some(command) = &args.command {
+        if command.needs_full() {
+            return match cli::full::find() {
+                Ok(full) => cli::full::exec(&full),
+                Err(why) => {
+                    eprintln!(
+                        "error: this command runs in {}: {why}",
+                        cli::full::FULL_NAME
+                    );
+                    ExitCode::FAILURE
+                }
             };
         }
-    };
-    let quiet = matches!(args.command, Some(cli::Command::Hooks(_)));
-    let traces = cli::init_logging(args.verbose, quiet);
-    let code = match cli::run(args) {
-        Ok(code) => code,
-        // The reader of stdout went away (`| head`): end quietly, as ripgrep does.
-        Err(err) if cli::output::is_reader_gone(&err) => ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("error: {err:#}");
-            match err.downcast_ref::<cli::UsageError>() {
-                Some(_) => ExitCode::from(cli::exit::USAGE),
-                None => ExitCode::FAILURE,
+        if command.exports_spans() {
+            match cli::full::find() {
+                Ok(full) => return cli::full::exec(&full),
+                // A gate must still decide: the command runs here, its spans not exported.
+                Err(why) => eprintln!(
+                    "hookbox: OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is set, but only {} exports \
+                     spans: {why}; this command's spans are not exported",
+                    cli::full::FULL_NAME
+                ),
             }
         }
-    };
-    // Spans still in the batch go out before the process does.
-    if let Some(provider) = traces {
-        let _ = provider.shutdown();
     }
-    code
+    let quiet = args.command.as_ref().is_some_and(cli::Command::quiet_logs);
+    cli::init_logging(args.verbose, quiet, None);
+    cli::finish(cli::run_front(args))
 }

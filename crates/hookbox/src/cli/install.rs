@@ -49,7 +49,8 @@ pub struct InstallArgs {
     /// The project directory (whose settings a project-level install writes).
     #[arg(long, default_value = ".")]
     root: PathBuf,
-    /// The hookbox the gate entry runs (default: this executable, by its absolute path).
+    /// The hookbox the gate entry runs (default: this executable, by its absolute path; the
+    /// `hookbox` front beside it when this is `hookbox-full`).
     #[arg(long, value_name = "PATH")]
     binary: Option<String>,
     /// Print the diff without writing anything.
@@ -82,10 +83,12 @@ pub fn run(args: InstallArgs) -> anyhow::Result<ExitCode> {
     };
     let binary = match &args.binary {
         Some(b) => b.clone(),
-        None => std::env::current_exe()
-            .context("cannot find this executable's path (give --binary)")?
-            .to_string_lossy()
-            .into_owned(),
+        None => super::full::front_for(
+            std::env::current_exe()
+                .context("cannot find this executable's path (give --binary)")?,
+        )
+        .to_string_lossy()
+        .into_owned(),
     };
     let before = match std::fs::read_to_string(&path) {
         Ok(text) => Some(text),

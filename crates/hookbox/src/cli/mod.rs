@@ -4,6 +4,7 @@ mod args;
 mod convert;
 mod credential;
 mod env;
+pub mod full;
 mod gate;
 mod hook_runtime;
 mod hooks;
@@ -123,37 +124,96 @@ pub enum Command {
     SandboxExec,
 }
 
+impl Command {
+    /// Whether only the whole CLI (`hookbox-full`) runs this command: the server, the MCP server
+    /// and what manages the server's projects and keys, and the generated completions and man
+    /// pages. The one-shot commands (`tool`, `hooks`, `env`, `credential`) and the launcher run
+    /// in the small front (`hookbox`), which does not link the server's crates.
+    pub fn needs_full(&self) -> bool {
+        match self {
+            Command::Serve(_)
+            | Command::Mcp(_)
+            | Command::Project(_)
+            | Command::Key(_)
+            | Command::Completions { .. }
+            | Command::Manpage { .. } => true,
+            Command::Hooks(_)
+            | Command::Credential(_)
+            | Command::Env(_)
+            | Command::Tool(_)
+            | Command::SandboxExec => false,
+        }
+    }
+
+    /// Whether its spans are to be exported ([`otel_wanted`]), which only `hookbox-full` does:
+    /// the front hands it over then, if `hookbox-full` is there. Never the launcher, which is
+    /// started with an empty environment and must stay single-threaded.
+    pub fn exports_spans(&self) -> bool {
+        !matches!(self, Command::SandboxExec) && otel_wanted()
+    }
+
+    /// Whether its logs default to errors only (`hooks`, whose output reports every failure).
+    pub fn quiet_logs(&self) -> bool {
+        matches!(self, Command::Hooks(_))
+    }
+}
+
+/// Parses the process's arguments; `Err` holds the exit code once clap printed the help, the
+/// version or a usage error.
+pub fn parse() -> Result<Cli, ExitCode> {
+    match Cli::try_parse() {
+        Ok(args) => Ok(args),
+        // --help and --version print on stdout and succeed; a usage error has its own status,
+        // so that a script can tell it from a denied call (2).
+        Err(err) => {
+            let _ = err.print();
+            Err(match err.use_stderr() {
+                true => ExitCode::from(exit::USAGE),
+                false => ExitCode::SUCCESS,
+            })
+        }
+    }
+}
+
+/// The exit code of a command's result, its error printed on stderr.
+pub fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {
+    match result {
+        Ok(code) => code,
+        // The reader of stdout went away (`| head`): end quietly, as ripgrep does.
+        Err(err) if output::is_reader_gone(&err) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            match err.downcast_ref::<UsageError>() {
+                Some(_) => ExitCode::from(exit::USAGE),
+                None => ExitCode::FAILURE,
+            }
+        }
+    }
+}
+
+/// Runs any command (`hookbox-full`).
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    let Some(command) = cli.command else {
-        let help = <Cli as clap::CommandFactory>::command().render_help();
-        eprintln!("error: a command is needed\n\n{help}");
-        return Ok(ExitCode::from(exit::USAGE));
-    };
-    match command {
-        Command::Hooks(cmd) => hooks::run(cmd),
-        Command::Credential(args) => credential::run(args),
-        Command::Env(cmd) => env::run(cmd),
-        Command::Tool(args) => tool::run(args),
-        Command::Serve(args) => serve::run(*args),
-        Command::Mcp(args) => mcp::run(args),
-        Command::Project(args) => project::run_project(args),
-        Command::Key(args) => project::run_key(args),
-        Command::Completions { shell } => {
+    match cli.command {
+        Some(Command::Serve(args)) => serve::run(*args),
+        Some(Command::Mcp(args)) => mcp::run(args),
+        Some(Command::Project(args)) => project::run_project(args),
+        Some(Command::Key(args)) => project::run_key(args),
+        Some(Command::Completions { shell }) => {
             let mut command = <Cli as clap::CommandFactory>::command();
             let mut out = Vec::new();
             clap_complete::generate(shell, &mut command, "hookbox", &mut out);
             print_all(&out)
         }
-        Command::Manpage {
+        Some(Command::Manpage {
             dir: None,
             out_dir: None,
-        } => {
+        }) => {
             let command = <Cli as clap::CommandFactory>::command();
             let mut out = Vec::new();
             clap_mangen::Man::new(command).render(&mut out)?;
             print_all(&out)
         }
-        Command::Manpage { dir, out_dir } => {
+        Some(Command::Manpage { dir, out_dir }) => {
             let Some(dir) = dir.or(out_dir) else {
                 return Ok(ExitCode::SUCCESS);
             };
@@ -165,7 +225,31 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("cannot write the man pages into {}", dir.display()))?;
             Ok(ExitCode::SUCCESS)
         }
+        command => run_front(Cli { command, ..cli }),
+    }
+}
+
+/// Runs a command of the small front (`hookbox`): every command but those for which
+/// [`Command::needs_full`] holds, which the front hands to `hookbox-full` ([`full::exec`])
+/// before it gets here. It names none of the server's code, so that the front links none of it.
+pub fn run_front(cli: Cli) -> anyhow::Result<ExitCode> {
+    let Some(command) = cli.command else {
+        let help = <Cli as clap::CommandFactory>::command().render_help();
+        eprintln!("error: a command is needed\n\n{help}");
+        return Ok(ExitCode::from(exit::USAGE));
+    };
+    match command {
+        Command::Hooks(cmd) => hooks::run(cmd),
+        Command::Credential(args) => credential::run(args),
+        Command::Env(cmd) => env::run(cmd),
+        Command::Tool(args) => tool::run(args),
         Command::SandboxExec => tool::sandbox_exec(),
+        Command::Serve(_)
+        | Command::Mcp(_)
+        | Command::Project(_)
+        | Command::Key(_)
+        | Command::Completions { .. }
+        | Command::Manpage { .. } => anyhow::bail!("internal: this command runs in hookbox-full"),
     }
 }
 
@@ -175,17 +259,15 @@ fn print_all(bytes: &[u8]) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// A layer that sends spans elsewhere ([`otel_export`]), placed first on the registry.
+pub type ExportLayer =
+    Box<dyn tracing_subscriber::Layer<tracing_subscriber::Registry> + Send + Sync>;
+
 /// Logs go to stderr only; stdout is for the command's result. Commands whose output already
 /// reports every failure (`hooks`) log only errors by default. Metrics and the audit log get
-/// their events whatever the level. With `OTEL_EXPORTER_OTLP_ENDPOINT` (or `..._TRACES_ENDPOINT`)
-/// set, spans go to that OTLP/HTTP receiver too (the standard `OTEL_*` variables apply); the
-/// returned provider must be shut down at exit to flush them. Only spans are exported, with the
-/// fields each declares: log events (which may carry a deny reason) stay in the log and are
-/// never sent as span events.
-pub fn init_logging(
-    verbose: u8,
-    quiet: bool,
-) -> Option<opentelemetry_sdk::trace::SdkTracerProvider> {
+/// their events whatever the level. `export` is [`otel_export`]'s layer when spans go to an
+/// OTLP receiver too.
+pub fn init_logging(verbose: u8, quiet: bool, export: Option<ExportLayer>) {
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
     use tracing_subscriber::{Layer as _, fmt};
@@ -198,21 +280,8 @@ pub fn init_logging(
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let (provider, otel) = match otel_tracer() {
-        Some((provider, tracer)) => (
-            Some(provider),
-            Some(
-                tracing_opentelemetry::layer()
-                    .with_tracer(tracer)
-                    .with_filter(tracing_subscriber::filter::FilterExt::and(
-                        hookbox_server::metrics::layer_targets(),
-                        tracing_subscriber::filter::filter_fn(|meta| meta.is_span()),
-                    )),
-            ),
-        ),
-        None => (None, None),
-    };
     let _ = tracing_subscriber::registry()
+        .with(export)
         .with(
             fmt::layer()
                 .with_writer(std::io::stderr)
@@ -235,25 +304,30 @@ pub fn init_logging(
                     .with_target("hookbox::cli::gate", tracing::Level::INFO),
             ),
         )
-        .with(otel)
         .try_init();
-    provider
 }
 
-/// An OTLP/HTTP (protobuf) span exporter when the standard variables ask for one.
-fn otel_tracer() -> Option<(
-    opentelemetry_sdk::trace::SdkTracerProvider,
-    opentelemetry_sdk::trace::SdkTracer,
-)> {
-    use opentelemetry::trace::TracerProvider as _;
-    use opentelemetry_otlp::WithExportConfig as _;
-    let wanted = [
+/// Whether the standard variables ask for spans to go to an OTLP receiver
+/// (`OTEL_EXPORTER_OTLP_ENDPOINT` or `..._TRACES_ENDPOINT` set and not empty). Only
+/// `hookbox-full` exports them, so the front hands every command to it then.
+pub fn otel_wanted() -> bool {
+    [
         "OTEL_EXPORTER_OTLP_ENDPOINT",
         "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
     ]
     .iter()
-    .any(|v| std::env::var_os(v).is_some_and(|s| !s.is_empty()));
-    if !wanted {
+    .any(|v| std::env::var_os(v).is_some_and(|s| !s.is_empty()))
+}
+
+/// With [`otel_wanted`], an OTLP/HTTP (protobuf) span exporter (the standard `OTEL_*` variables
+/// apply) and the layer for [`init_logging`]; the provider must be shut down at exit to flush
+/// the spans still in its batch. Only spans are exported, with the fields each declares: log
+/// events (which may carry a deny reason) stay in the log and are never sent as span events.
+pub fn otel_export() -> Option<(opentelemetry_sdk::trace::SdkTracerProvider, ExportLayer)> {
+    use opentelemetry::trace::TracerProvider as _;
+    use opentelemetry_otlp::WithExportConfig as _;
+    use tracing_subscriber::Layer as _;
+    if !otel_wanted() {
         return None;
     }
     let exporter = match opentelemetry_otlp::SpanExporter::builder()
@@ -278,6 +352,12 @@ fn otel_tracer() -> Option<(
             }
         })
         .build();
-    let tracer = provider.tracer("hookbox");
-    Some((provider, tracer))
+    let layer = tracing_opentelemetry::layer()
+        .with_tracer(provider.tracer("hookbox"))
+        .with_filter(tracing_subscriber::filter::FilterExt::and(
+            hookbox_server::metrics::layer_targets(),
+            tracing_subscriber::filter::filter_fn(|meta| meta.is_span()),
+        ))
+        .boxed();
+    Some((provider, layer))
 }

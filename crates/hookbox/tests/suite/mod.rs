@@ -7,6 +7,7 @@ mod drain_cli;
 mod env_cli;
 mod file_modes_cli;
 mod first_hour_cli;
+mod front_cli;
 mod gate_cli;
 mod gvisor_cli;
 mod hooks_cli;

@@ -1,0 +1,179 @@
+//! The two binaries (issue 35, goal 2): `hookbox`, the small front that runs the one-shot
+//! commands and the launcher itself, and `hookbox-full`, which it execs for the rest.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use super::support::{text, tree};
+
+const DENY: &str = r#"{"code":"rm -rf /tmp/forbidden","language":"bash"}"#;
+
+/// `hookbox serve` is the same process as before (pid, arguments and name as `ps` shows them),
+/// its program `hookbox-full` from beside the front.
+#[test]
+fn serve_runs_in_hookbox_full_in_the_same_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = super::serve_cli::start(dir.path());
+    let pid = server.child.id();
+    let front = Path::new(env!("CARGO_BIN_EXE_hookbox"));
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap();
+    assert_eq!(
+        exe,
+        front.with_file_name("hookbox-full").canonicalize().unwrap()
+    );
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    let argv: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+    assert_eq!(argv[0], front.as_os_str().as_encoded_bytes());
+    assert_eq!(argv[1], b"serve");
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap();
+    assert_eq!(comm.trim_end(), "hookbox");
+    let resp = super::serve_cli::http(&server.addr, "GET", "/v1/environments", "");
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+}
+
+/// A directory holding only the front (no `hookbox-full`, no standalone launcher), on the
+/// target's file system (a hard link: no copy of a large binary, none still open for writing).
+fn front_alone() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let front = dir.path().join("hookbox");
+    std::fs::hard_link(env!("CARGO_BIN_EXE_hookbox"), &front).unwrap();
+    (dir, front)
+}
+
+fn run(front: &Path, data: &Path, args: &[&str], envs: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(front);
+    cmd.args(args)
+        .env("HOOKBOX_DATA_DIR", data)
+        .env_remove("RUST_LOG")
+        .env_remove("HOOKBOX_SANDBOX_EXEC")
+        .env_remove("HOOKBOX_HANDED_OVER_BY")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+/// The front alone runs the one-shot commands, sandbox included, by itself; for a command of
+/// the whole CLI, or spans to export, it says what is missing and where it looked.
+#[test]
+fn the_front_alone_runs_one_shot_commands_and_names_what_the_rest_needs() {
+    let (dir, front) = front_alone();
+    let data = tempfile::tempdir().unwrap();
+    let root = tree("security-gate");
+    let r = root.path().to_str().unwrap();
+    let deny = [
+        "hooks",
+        "test",
+        "--root",
+        r,
+        "--tool",
+        "code_execution",
+        "--args",
+        DENY,
+        "--expect",
+        "deny",
+    ];
+    let out = run(&front, data.path(), &deny, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+
+    let missing = dir.path().join("hookbox-full").display().to_string();
+    // A data dir that is a file: were the front to serve by itself, it would fail at once
+    // rather than serve until killed.
+    let file = dir.path().join("not-a-dir");
+    std::fs::write(&file, b"").unwrap();
+    let serve = ["serve", "--data-dir", file.to_str().unwrap()];
+    for args in [&serve[..], &["mcp", "--env-id", "x"], &["manpage"]] {
+        let out = run(&front, data.path(), args, &[]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(&missing), "{args:?}: {err}");
+    }
+    // A usage error is the front's to report, before any hand-over.
+    let out = run(&front, data.path(), &["serve", "--no-such-flag"], &[]);
+    assert_eq!(out.status.code(), Some(64), "{}", text(&out.stderr));
+    // Spans are exported only by the whole CLI; without it a one-shot command (a gate) still
+    // decides, and says that its spans are not exported.
+    let otel = [("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")];
+    let out = run(&front, data.path(), &deny, &otel);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains(&missing) && err.contains("spans are not exported"),
+        "{err}"
+    );
+
+    // A `hookbox-full` that is the front itself would hand the command back forever.
+    std::os::unix::fs::symlink("hookbox", dir.path().join("hookbox-full")).unwrap();
+    let out = run(&front, data.path(), &serve, &[]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("handed the command back"), "{err}");
+}
+
+/// With OTLP export asked for, a one-shot command runs in `hookbox-full`, which exports its
+/// spans and keeps the command's exit status.
+#[test]
+fn a_one_shot_command_exports_its_spans_through_the_whole_cli() {
+    let (otlp_port, spans) = super::serve_cli::otlp_receiver();
+    let data = tempfile::tempdir().unwrap();
+    let root = tree("security-gate");
+    let r = root.path().to_str().unwrap();
+    let endpoint = format!("http://127.0.0.1:{otlp_port}");
+    let out = run(
+        Path::new(env!("CARGO_BIN_EXE_hookbox")),
+        data.path(),
+        &[
+            "hooks",
+            "test",
+            "--root",
+            r,
+            "--tool",
+            "code_execution",
+            "--args",
+            DENY,
+            "--expect",
+            "deny",
+        ],
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ],
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let mut names = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !names.iter().any(|n: &String| n == "hook_handler") {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match spans.recv_timeout(left) {
+            Ok(batch) => names.extend(batch.into_iter().map(|s| s.name)),
+            Err(_) => panic!("no hook_handler span arrived: {names:?}"),
+        }
+    }
+}
+
+/// `hookbox-full` refuses a command a front of another version handed over (it parsed the
+/// arguments by its own rules), and tells how to mend it.
+#[test]
+fn the_whole_cli_refuses_a_front_of_another_version() {
+    let data = tempfile::tempdir().unwrap();
+    let full = Path::new(env!("CARGO_BIN_EXE_hookbox-full"));
+    let out = run(full, data.path(), &["--version"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = run(
+        full,
+        data.path(),
+        &["--version"],
+        &[("HOOKBOX_HANDED_OVER_BY", "0.0.0-other")],
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("hookbox 0.0.0-other") && err.contains("reinstall"),
+        "{err}"
+    );
+}
