@@ -6,7 +6,21 @@ use std::process::{Command, Output};
 
 use super::support::{text, tree};
 
-const DENY: &str = r#"{"code":"rm -rf /tmp/forbidden","language":"bash"}"#;
+/// `hooks test` of an `rm -rf` in fixture tree `root` (security-gate), expecting its deny.
+fn deny_test(root: &str) -> [&str; 10] {
+    [
+        "hooks",
+        "test",
+        "--root",
+        root,
+        "--tool",
+        "code_execution",
+        "--args",
+        r#"{"code":"rm -rf /tmp/forbidden","language":"bash"}"#,
+        "--expect",
+        "deny",
+    ]
+}
 
 /// `hookbox serve` is the same process as before (pid, arguments and name as `ps` shows them),
 /// its program `hookbox-full` from beside the front.
@@ -65,18 +79,7 @@ fn the_front_alone_runs_one_shot_commands_and_names_what_the_rest_needs() {
     let data = tempfile::tempdir().unwrap();
     let root = tree("security-gate");
     let r = root.path().to_str().unwrap();
-    let deny = [
-        "hooks",
-        "test",
-        "--root",
-        r,
-        "--tool",
-        "code_execution",
-        "--args",
-        DENY,
-        "--expect",
-        "deny",
-    ];
+    let deny = deny_test(r);
     let out = run(&front, data.path(), &deny, &[]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 
@@ -126,18 +129,7 @@ fn a_one_shot_command_exports_its_spans_through_the_whole_cli() {
     let out = run(
         Path::new(env!("CARGO_BIN_EXE_hookbox")),
         data.path(),
-        &[
-            "hooks",
-            "test",
-            "--root",
-            r,
-            "--tool",
-            "code_execution",
-            "--args",
-            DENY,
-            "--expect",
-            "deny",
-        ],
+        &deny_test(r),
         &[
             ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
             ("OTEL_BSP_SCHEDULE_DELAY", "100"),
