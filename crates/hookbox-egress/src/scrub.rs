@@ -7,18 +7,26 @@
 //! sandbox reads it: each occurrence of the secret (and of its [`parts`]: its token after a
 //! `Bearer `-style prefix, each `name=value` of a cookie list and its value) in the response's
 //! header values and body becomes as many `*` bytes, so lengths and `Content-Length` hold and
-//! a streamed body still streams ([`ScrubBody`] withholds only the bytes at a frame's end that
-//! could start a secret, never more than the longest secret).
+//! a streamed body still streams ([`ScrubBody`]).
 //!
-//! The reason phrase is masked like a header value, and a header value, reason phrase or body
-//! that ends with four or more bytes of a value's start has those masked too.
+//! What the sandbox gets must not tell it anything about a secret it does not echo whole: it
+//! can have an upstream reflect text of its choosing (a request header copied into a response
+//! header, an error quoting its input, a streaming echo), so masking the *start* of a value
+//! where a text ends would answer "is this a prefix of the secret?", one guessed byte at a
+//! time. Only whole occurrences are masked, and a streamed body is held back by the same rule
+//! whatever its content: the last bytes of each frame, as many as the longest value less one,
+//! go out with the next frame, at the end, or [`FLUSH_AFTER`] after the upstream paused, so
+//! neither the framing nor the timing of what the sandbox reads depends on what it matched.
+//! The reason phrase is masked like a header value.
 //!
 //! Only the bytes as sent can be matched: the request asks for `Accept-Encoding: identity`
 //! (and loses any `Range`, with which the sandbox could have a value cut into short pieces),
 //! and a response that is encoded anyway (a content coding, or a transfer coding other than
-//! `chunked`) is refused with a 502 rather than passed on unread. A value transformed by the
-//! upstream (base64, escaped) is not recognised; values under [`MIN_SECRET_LEN`] bytes are not
-//! masked (they cannot be told apart from ordinary text). Which injected values count as
+//! `chunked`) is refused with a 502 rather than passed on unread. Not recognised: a value the
+//! upstream transformed (base64, escaped) or cut short, the start of one it split across a
+//! pause longer than [`FLUSH_AFTER`] (counted from when the upstream went silent; that start
+//! has gone out by then), and values under [`MIN_SECRET_LEN`] bytes (they cannot be told apart
+//! from ordinary text). Which injected values count as
 //! secrets is [`crate::inject::Injected::secret_values`]'s. This module must not decide
 //! whether a request is allowed.
 
@@ -90,12 +98,10 @@ impl Secrets {
         Some(Self { finders })
     }
 
-    /// Scans `raw`: a copy with every occurrence of every value masked (overlapping ones
-    /// and values inside others too: each is found in the raw bytes, and their union masked),
-    /// how many bytes at its end could start a value that goes on past it (the longest proper
-    /// prefix of a value that `raw` ends with, found in the raw bytes), and how many of those
-    /// end bytes a value found here covers (to be masked when they are sent).
-    fn scan(&self, raw: &[u8]) -> (Vec<u8>, usize, usize) {
+    /// `raw` with every occurrence of every value masked (overlapping ones and values inside
+    /// others too: each is found in the raw bytes, and their union masked), and where each
+    /// occurrence starts and ends.
+    fn scan(&self, raw: &[u8]) -> (Vec<u8>, Vec<(usize, usize)>) {
         let mut out = raw.to_vec();
         let mut found = Vec::new();
         for finder in self.finders.iter() {
@@ -108,39 +114,21 @@ impl Secrets {
                 from = start + 1;
             }
         }
-        let mut open = 0;
-        for finder in self.finders.iter() {
-            let needle = finder.needle();
-            let most = (needle.len() - 1).min(raw.len());
-            if let Some(n) = (open + 1..=most)
-                .rev()
-                .find(|n| raw.ends_with(&needle[..*n]))
-            {
-                open = n;
-            }
-        }
-        let boundary = raw.len() - open;
-        // Only a match that starts before the boundary reaches into the held bytes from
-        // outside them; one that starts inside is found again with the next frame.
-        let covered = found
-            .into_iter()
-            .filter(|(start, _)| *start < boundary)
-            .map(|(_, end)| end.saturating_sub(boundary))
-            .max()
-            .unwrap_or(0);
-        (out, open, covered)
+        (out, found)
     }
 
-    /// `text`, whole (a header value, a reason phrase): every value masked, and an end that is
-    /// the start of a value, [`MIN_CUT_PREFIX`] bytes or more, masked too (what was cut there
-    /// still shows the value's start).
+    /// The length of the longest value.
+    fn longest(&self) -> usize {
+        self.finders
+            .iter()
+            .map(|f| f.needle().len())
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// `text`, whole (a header value, a reason phrase), with every value masked.
     pub fn mask_whole(&self, text: &[u8]) -> Vec<u8> {
-        let (mut out, open, _) = self.scan(text);
-        if open >= MIN_CUT_PREFIX {
-            let len = out.len();
-            out[len - open..].fill(MASK);
-        }
-        out
+        self.scan(text).0
     }
 
     /// Masks the values in every header value of `headers`.
@@ -157,8 +145,8 @@ impl Secrets {
     }
 }
 
-/// The shortest start of a value masked where a text ends (the hook engine's bound too).
-pub const MIN_CUT_PREFIX: usize = 4;
+/// How long held bytes wait for the upstream's next frame before they go out anyway.
+pub const FLUSH_AFTER: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Whether a response with these (raw, not yet stripped) headers can be masked: its body as
 /// hyper hands it over is its content, with no content coding (`Content-Encoding` absent or
@@ -181,11 +169,15 @@ pub fn readable(headers: &HeaderMap) -> bool {
 pub struct ScrubBody<B> {
     inner: B,
     secrets: Secrets,
-    /// The raw bytes at the end of the last frame that could start a value: sent once the next
-    /// frame shows whether they do. Never longer than the longest value.
-    held: Vec<u8>,
-    /// How many of `held`'s first bytes a value already found covers: masked when sent.
+    /// The last raw bytes seen, at most the longest value less one: where a value the next
+    /// frame completes would start.
+    tail: Vec<u8>,
+    /// How many of `tail`'s last bytes are not sent yet.
+    held: usize,
+    /// How many of the held bytes' first ones a value already found covers: masked when sent.
     covered: usize,
+    /// Armed while bytes are held and the upstream is silent: they go out when it fires.
+    flush: Option<Pin<Box<tokio::time::Sleep>>>,
     /// Trailers that came while bytes were still held: sent after them.
     trailers: Option<HeaderMap>,
     done: bool,
@@ -196,36 +188,50 @@ impl<B> ScrubBody<B> {
         Self {
             inner,
             secrets,
-            held: Vec::new(),
+            tail: Vec::new(),
+            held: 0,
             covered: 0,
+            flush: None,
             trailers: None,
             done: false,
         }
     }
 
-    /// `data` after the held bytes, masked: what can be sent now, keeping back an open end.
+    /// The held bytes and `data`, masked, less what is held back for the next frame: as many
+    /// of the last bytes not sent as the longest value less one, whatever they are.
     fn take(&mut self, data: &[u8]) -> Bytes {
-        let mut raw = std::mem::take(&mut self.held);
+        let keep = self.secrets.longest().saturating_sub(1);
+        let mut raw = std::mem::take(&mut self.tail);
+        let sent = raw.len() - self.held;
         raw.extend_from_slice(data);
-        let (mut out, open, covered) = self.secrets.scan(&raw);
-        out[..self.covered].fill(MASK);
-        let boundary = raw.len() - open;
-        self.covered = covered.max(self.covered.saturating_sub(boundary));
-        self.held = raw.split_off(boundary);
-        out.truncate(boundary);
-        Bytes::from(out)
+        let (mut out, found) = self.secrets.scan(&raw);
+        out[sent..sent + self.covered].fill(MASK);
+        let held = keep.min(raw.len() - sent);
+        let boundary = raw.len() - held;
+        // A value found before the boundary that reaches past it covers held bytes; one that
+        // starts after it is found again with the next frame (the tail keeps its start).
+        self.covered = found
+            .into_iter()
+            .filter(|(start, _)| *start < boundary)
+            .map(|(_, end)| end.saturating_sub(boundary))
+            .chain([(sent + self.covered).saturating_sub(boundary)])
+            .max()
+            .unwrap_or(0);
+        self.held = held;
+        self.tail = raw.split_off(raw.len() - keep.min(raw.len()));
+        Bytes::from(out[sent..boundary].to_vec())
     }
 
-    /// The held bytes at the end of the body: what a value found covers, and the whole if it
-    /// is a start of a value long enough to tell ([`MIN_CUT_PREFIX`]), masked.
-    fn rest(&mut self) -> Bytes {
-        let mut out = std::mem::take(&mut self.held);
-        let covered = std::mem::take(&mut self.covered).min(out.len());
-        out[..covered].fill(MASK);
-        if out.len() >= MIN_CUT_PREFIX {
-            out.fill(MASK);
-        }
-        Bytes::from(out)
+    /// The held bytes, masked (what a value found covers, and every value inside them), sent
+    /// now: at the end of the body or after the upstream's pause. The tail stays, so a value
+    /// the next frame completes is still masked from there on.
+    fn release(&mut self) -> Bytes {
+        let sent = self.tail.len() - self.held;
+        let (mut out, _) = self.secrets.scan(&self.tail);
+        out[sent..sent + self.covered].fill(MASK);
+        self.held = 0;
+        self.covered = 0;
+        Bytes::from(out.split_off(sent))
     }
 }
 
@@ -243,17 +249,30 @@ where
         let this = &mut *self;
         loop {
             if this.done {
-                if !this.held.is_empty() {
-                    return Poll::Ready(Some(Ok(Frame::data(this.rest()))));
+                if this.held > 0 {
+                    return Poll::Ready(Some(Ok(Frame::data(this.release()))));
                 }
                 return Poll::Ready(this.trailers.take().map(|t| Ok(Frame::trailers(t))));
             }
             match Pin::new(&mut this.inner).poll_frame(cx) {
-                Poll::Pending => return Poll::Pending,
+                Poll::Pending => {
+                    if this.held == 0 {
+                        return Poll::Pending;
+                    }
+                    let flush = this
+                        .flush
+                        .get_or_insert_with(|| Box::pin(tokio::time::sleep(FLUSH_AFTER)));
+                    if flush.as_mut().poll(cx).is_pending() {
+                        return Poll::Pending;
+                    }
+                    this.flush = None;
+                    return Poll::Ready(Some(Ok(Frame::data(this.release()))));
+                }
                 Poll::Ready(None) => this.done = true,
                 Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
                 Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
                     Ok(data) => {
+                        this.flush = None;
                         let out = this.take(&data);
                         if !out.is_empty() {
                             return Poll::Ready(Some(Ok(Frame::data(out))));
@@ -273,19 +292,19 @@ where
     }
 
     fn is_end_stream(&self) -> bool {
-        self.done && self.held.is_empty() && self.trailers.is_none()
+        self.done && self.held == 0 && self.trailers.is_none()
     }
 
     fn size_hint(&self) -> SizeHint {
         // Masking keeps every length: what is held comes on top of what the inner body has
         // left (upper bound first, so the lower never passes it).
         let inner = self.inner.size_hint();
-        let held = self.held.len() as u64;
+        let held = self.held as u64;
         let mut hint = SizeHint::new();
         if let Some(upper) = inner.upper() {
-            hint.set_upper(upper + held);
+            hint.set_upper(upper.saturating_add(held));
         }
-        hint.set_lower(inner.lower() + held);
+        hint.set_lower(inner.lower().saturating_add(held));
         hint
     }
 }
@@ -310,6 +329,22 @@ mod tests {
             _: &mut Context<'_>,
         ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
             Poll::Ready(self.0.pop_front().map(Ok))
+        }
+    }
+
+    /// A body whose frames come from a channel, pending until the next one is sent.
+    struct Channel(tokio::sync::mpsc::Receiver<Bytes>);
+
+    impl Body for Channel {
+        type Data = Bytes;
+        type Error = std::convert::Infallible;
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+            self.0
+                .poll_recv(cx)
+                .map(|data| data.map(|d| Ok(Frame::data(d))))
         }
     }
 
@@ -351,15 +386,71 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_value_split_across_frames_is_masked_and_nothing_else_is_held() {
+    async fn a_value_split_across_frames_is_masked() {
         let s = secrets(&["Bearer tok-1234567890"]);
-        let (each, all) = scrubbed(&[b"echo: Bearer tok-12", b"34567890 end"], &s).await;
+        let (_, all) = scrubbed(&[b"echo: Bearer tok-12", b"34567890 end"], &s).await;
         assert_eq!(all, b"echo: ********************* end");
-        // The first frame went out at once, up to where the value might start.
-        assert_eq!(each[0], b"echo: ");
-        // A frame that cannot start a value is not held back at all.
-        let (each, _) = scrubbed(&[b"data: 1\n\n", b"data: 2\n\n"], &s).await;
-        assert_eq!(each, vec![b"data: 1\n\n".to_vec(), b"data: 2\n\n".to_vec()]);
+    }
+
+    /// The sandbox can have an upstream echo text of its choosing, frame by frame: what it gets
+    /// back, and in which pieces, must not say whether that text starts a secret.
+    #[tokio::test]
+    async fn neither_the_bytes_nor_the_framing_say_whether_a_guess_starts_a_value() {
+        let s = secrets(&["Bearer tok-1234567890"]);
+        let right = [
+            b"x: Bearer tok-12".as_slice(),
+            b"9 and more text after it",
+            b".",
+        ];
+        let wrong = [
+            b"x: Bearer tak-12".as_slice(),
+            b"9 and more text after it",
+            b".",
+        ];
+        let (right_each, right_all) = scrubbed(&right, &s).await;
+        let (wrong_each, wrong_all) = scrubbed(&wrong, &s).await;
+        assert_eq!(right_all, right.concat());
+        assert_eq!(wrong_all, wrong.concat());
+        let lengths = |each: &[Vec<u8>]| each.iter().map(Vec::len).collect::<Vec<_>>();
+        assert_eq!(lengths(&right_each), lengths(&wrong_each));
+        // Whole texts: a header value or reason phrase that ends with a guess.
+        assert_eq!(s.mask_whole(b"said: Bearer tok-1"), b"said: Bearer tok-1");
+        // The longest value less one byte is held at each frame's end, whatever it is.
+        let frame = b"data: 1 and twenty-four more\n\n";
+        let (each, _) = scrubbed(&[frame, b"data: 2\n\n"], &s).await;
+        assert_eq!(
+            each[0],
+            frame[..frame.len() - ("Bearer tok-1234567890".len() - 1)]
+        );
+    }
+
+    /// Held bytes go out once the upstream has been silent for [`FLUSH_AFTER`] (a stream that
+    /// pauses is not held up), and a value the next frame completes is still masked from there.
+    #[tokio::test(start_paused = true)]
+    async fn held_bytes_go_out_when_the_upstream_pauses() {
+        let s = secrets(&["Bearer tok-1234567890"]);
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        let mut body = ScrubBody::new(Channel(rx), s);
+        tx.send(Bytes::from_static(b"event one; Bearer tok-1"))
+            .await
+            .unwrap();
+        let started = tokio::time::Instant::now();
+        let first = body.frame().await.unwrap().unwrap().into_data().unwrap();
+        // 23 bytes, of which the longest value's length less one (20) is held.
+        assert_eq!(first.as_ref(), b"eve");
+        let held = tokio::time::timeout(FLUSH_AFTER * 10, body.frame())
+            .await
+            .expect("the held bytes never went out")
+            .unwrap()
+            .unwrap()
+            .into_data()
+            .unwrap();
+        assert_eq!(held.as_ref(), b"nt one; Bearer tok-1");
+        assert!(started.elapsed() >= FLUSH_AFTER);
+        tx.send(Bytes::from_static(b"234567890 two")).await.unwrap();
+        drop(tx);
+        let rest = body.collect().await.unwrap().to_bytes();
+        assert_eq!(rest.as_ref(), b"********* two");
     }
 
     #[tokio::test]
@@ -371,7 +462,7 @@ mod tests {
         assert_eq!(all.len(), text.len());
         assert_eq!(
             String::from_utf8(all).unwrap(),
-            "a ********************* b *************** c ****************"
+            "a ********************* b *************** c Bearer tok-12345"
         );
     }
 
@@ -389,8 +480,7 @@ mod tests {
         let collected = ScrubBody::new(Frames(frames), s).collect().await.unwrap();
         let trailers = collected.trailers().cloned().unwrap();
         assert_eq!(trailers["x-echo"], "**************");
-        // The cut start of the value at the end is masked too.
-        assert_eq!(collected.to_bytes().as_ref(), b"ends with *****");
+        assert_eq!(collected.to_bytes().as_ref(), b"ends with tok-1");
     }
 
     #[test]
@@ -442,21 +532,12 @@ mod tests {
         assert_eq!(all, b"k=************************;");
     }
 
-    #[tokio::test]
-    async fn a_value_cut_at_the_end_of_a_body_or_header_is_masked_from_four_bytes_on() {
-        let s = secrets(&["Bearer tok-1234567890"]);
-        let (_, all) = scrubbed(&[b"said: Bearer tok-123"], &s).await;
-        assert_eq!(all, b"said: **************");
-        assert_eq!(s.mask_whole(b"said: Bearer tok-1"), b"said: ************");
-        // Three bytes cannot be told from text.
-        assert_eq!(s.mask_whole(b"said: Bea"), b"said: Bea");
-    }
-
     #[test]
     fn the_size_hint_counts_held_bytes_without_panicking() {
         let s = secrets(&["tok-1234567890"]);
         let mut body = ScrubBody::new(http_body_util::Full::new(Bytes::new()), s);
-        body.held = b"tok-12".to_vec();
+        body.tail = b"tok-12".to_vec();
+        body.held = 6;
         let hint = body.size_hint();
         assert_eq!(hint.exact(), Some(6));
     }

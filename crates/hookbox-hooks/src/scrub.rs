@@ -20,12 +20,11 @@ pub const MIN_SECRET_LEN: usize = 8;
 /// What a scrubbed value is replaced with.
 pub const REDACTED: &str = "[redacted]";
 
-/// The shortest start of a secret recognised at the end of a text that was cut (an excerpt
-/// that stops inside a secret still leaks its start).
-const MIN_CUT_PREFIX: usize = 4;
-
-/// `text` with every occurrence of each secret replaced by [`REDACTED`] (longest first), and an
-/// excerpt (a text cut with `…`) that ends with the start of a secret cut there.
+/// `text` with every occurrence of each secret replaced by [`REDACTED`] (longest first). An
+/// excerpt (a text cut with `…`) loses its last characters too, as many as the longest secret
+/// less one, whatever they are: an excerpt that stops inside a secret would still show its
+/// start, and redacting only an end that matches one would tell whoever chose the text (an
+/// upstream reflecting the sandbox's input) whether it guessed a secret's start.
 pub fn scrub(text: &str, secrets: &[String]) -> String {
     let mut secrets: Vec<&String> = secrets
         .iter()
@@ -38,24 +37,15 @@ pub fn scrub(text: &str, secrets: &[String]) -> String {
             out = out.replace(secret.as_str(), REDACTED);
         }
     }
-    let Some(body) = out.strip_suffix('…') else {
+    let (Some(longest), Some(body)) = (secrets.first(), out.strip_suffix('…')) else {
         return out;
     };
-    let mut cut = None;
-    for secret in &secrets {
-        // The longest proper start of the secret that the text ends with.
-        let found = (MIN_CUT_PREFIX..secret.len())
-            .rev()
-            .filter(|n| secret.is_char_boundary(*n))
-            .find(|n| body.ends_with(&secret[..*n]));
-        if let Some(n) = found {
-            cut = Some(cut.map_or(n, |c: usize| c.max(n)));
-        }
+    // The last `longest - 1` bytes, widened to a character boundary.
+    let mut keep = body.len().saturating_sub(longest.len() - 1);
+    while !body.is_char_boundary(keep) {
+        keep -= 1;
     }
-    match cut {
-        Some(n) => format!("{}{REDACTED}…", &body[..body.len() - n]),
-        None => out,
-    }
+    format!("{}{REDACTED}…", &body[..keep])
 }
 
 #[cfg(test)]
@@ -63,22 +53,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn whole_values_and_cut_starts_are_scrubbed_short_ones_kept() {
+    fn whole_values_and_the_end_of_an_excerpt_are_scrubbed_short_ones_kept() {
         let secrets = vec!["Bearer s3cr3t-token".to_owned(), "s3cr3t-token".to_owned()];
         assert_eq!(
             scrub("echo: authorization: Bearer s3cr3t-token!", &secrets),
             "echo: authorization: [redacted]!"
         );
         assert_eq!(scrub("x s3cr3t-token y", &secrets), "x [redacted] y");
-        // An excerpt cut inside the secret.
-        assert_eq!(
-            scrub("header: Bearer s3cr…", &secrets),
-            "header: [redacted]…"
-        );
-        assert_eq!(scrub("cut at s3cr3…", &secrets), "cut at [redacted]…");
+        // An excerpt loses its last 18 bytes (the longest secret less one), cut inside a
+        // secret or not: what is left says nothing about whether its end started one.
+        assert_eq!(scrub("a header: Bearer s3cr…", &secrets), "a h[redacted]…");
+        assert_eq!(scrub("a header: Bearer x9y8…", &secrets), "a h[redacted]…");
+        assert_eq!(scrub("short…", &secrets), "[redacted]…");
+        // Cut on a character boundary.
+        assert_eq!(scrub("ééééééééééééé…", &secrets), "éééé[redacted]…");
         // Only an excerpt is taken to be cut.
         assert_eq!(scrub("a polar Bear", &secrets), "a polar Bear");
         assert_eq!(scrub("nothing here", &secrets), "nothing here");
+        // Without secrets nothing changes, excerpts neither.
+        assert_eq!(scrub("cut…", &[]), "cut…");
         // Values too short to be told apart from text are left alone.
         assert_eq!(scrub("a 1 b", &["1".to_owned()]), "a 1 b");
     }
