@@ -202,11 +202,7 @@ impl McpSession {
     /// injected into the requests to it: a server that echoes its `Authorization` header must
     /// not hand the credential to the model, the steps or the log.
     fn scrubbed(&self, text: String) -> String {
-        let secrets = self.env.network().egress().injected_values();
-        if secrets.is_empty() {
-            return text;
-        }
-        hookbox_hooks::scrub::scrub(&text, &secrets)
+        scrub(text, &self.env.network().egress().injected_values())
     }
 
     /// Closes every connection.
@@ -220,8 +216,9 @@ impl McpSession {
     /// cut to the output limit, or why there is none.
     async fn call_server(&self, server: &str, tool: &str, args: &Value) -> RemoteReply {
         let (text, is_error) = self.answer(server, tool, args).await;
+        let secrets = self.env.network().egress().injected_values();
         RemoteReply {
-            text: self.scrubbed(text),
+            text: reply_text(text, &secrets, self.options.output_limit),
             is_error,
         }
     }
@@ -267,10 +264,7 @@ impl McpSession {
                 {
                     text = structured.to_string();
                 }
-                (
-                    cut(text, self.options.output_limit),
-                    result.is_error == Some(true),
-                )
+                (text, result.is_error == Some(true))
             }
         }
     }
@@ -434,6 +428,20 @@ fn plain_error(e: &dyn std::fmt::Display) -> String {
     text
 }
 
+/// What the model gets of a server's answer: scrubbed whole, then cut to `limit`, so a value
+/// the limit falls inside is replaced rather than cut with its start left in the text.
+fn reply_text(text: String, secrets: &[String], limit: usize) -> String {
+    cut(scrub(text, secrets), limit)
+}
+
+/// `text` without the values `secrets` names (`hookbox_hooks::scrub`).
+fn scrub(text: String, secrets: &[String]) -> String {
+    if secrets.is_empty() {
+        return text;
+    }
+    hookbox_hooks::scrub::scrub(&text, secrets)
+}
+
 fn cut(mut text: String, limit: usize) -> String {
     if text.len() <= limit {
         return text;
@@ -460,6 +468,22 @@ mod tests {
         );
         assert_eq!(cut("héllo".into(), 2), "h\n(output truncated)");
         assert_eq!(cut("hi".into(), 2), "hi");
+    }
+
+    /// A server's answer is scrubbed before it is cut to the limit: an injected value the
+    /// limit falls inside must not reach the model with its start.
+    #[test]
+    fn a_value_cut_by_the_output_limit_leaves_nothing_of_itself() {
+        let secrets = vec!["Bearer sk-live-0123456789".to_owned()];
+        let answer = format!(
+            "{}auth: Bearer sk-live-0123456789 {}",
+            "x".repeat(40),
+            "y".repeat(40)
+        );
+        let limit = 40 + "auth: Bearer sk-live".len();
+        let text = reply_text(answer, &secrets, limit);
+        assert!(!text.contains("sk-live"), "{text}");
+        assert!(text.ends_with("(output truncated)"), "{text}");
     }
 
     #[test]
