@@ -26,9 +26,9 @@
 //! upstream transformed (base64, escaped) or cut short, the start of one it split across a
 //! pause longer than [`FLUSH_AFTER`] (counted from when the upstream went silent; that start
 //! has gone out by then), and values under [`MIN_SECRET_LEN`] bytes (they cannot be told apart
-//! from ordinary text). Which injected values count as
-//! secrets is [`crate::inject::Injected::secret_values`]'s. This module must not decide
-//! whether a request is allowed.
+//! from ordinary text). Which injected values count as secrets is
+//! [`crate::inject::Injected::secret_values`]'s. This module must not decide whether a request
+//! is allowed.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -43,6 +43,9 @@ pub const MIN_SECRET_LEN: usize = 8;
 
 /// What every byte of a masked value becomes.
 pub const MASK: u8 = b'*';
+
+/// How long held bytes wait for the upstream's next frame before they go out anyway.
+pub const FLUSH_AFTER: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// What of one injected value counts as secret on its own: the value, its token after the
 /// first space (`Bearer TOKEN`), and for a cookie list each `name=value` pair and each value;
@@ -145,9 +148,6 @@ impl Secrets {
     }
 }
 
-/// How long held bytes wait for the upstream's next frame before they go out anyway.
-pub const FLUSH_AFTER: std::time::Duration = std::time::Duration::from_millis(50);
-
 /// Whether a response with these (raw, not yet stripped) headers can be masked: its body as
 /// hyper hands it over is its content, with no content coding (`Content-Encoding` absent or
 /// `identity`) and no transfer coding but `chunked`, which hyper removes.
@@ -197,16 +197,19 @@ impl<B> ScrubBody<B> {
         }
     }
 
-    /// The held bytes and `data`, masked, less what is held back for the next frame: as many
-    /// of the last bytes not sent as the longest value less one, whatever they are.
-    fn take(&mut self, data: &[u8]) -> Bytes {
+    /// The held bytes and `data`, masked, less the last `hold` bytes not sent yet, held for
+    /// later: as many as the longest value less one after a frame ([`Self::take`]), none at
+    /// the end of the body or after the upstream's pause ([`Self::release`]). The tail of the
+    /// last bytes seen stays either way, so a value a later frame completes is still masked
+    /// from there on.
+    fn emit(&mut self, data: &[u8], hold: usize) -> Bytes {
         let keep = self.secrets.longest().saturating_sub(1);
         let mut raw = std::mem::take(&mut self.tail);
         let sent = raw.len() - self.held;
         raw.extend_from_slice(data);
         let (mut out, found) = self.secrets.scan(&raw);
         out[sent..sent + self.covered].fill(MASK);
-        let held = keep.min(raw.len() - sent);
+        let held = hold.min(raw.len() - sent);
         let boundary = raw.len() - held;
         // A value found before the boundary that reaches past it covers held bytes; one that
         // starts after it is found again with the next frame (the tail keeps its start).
@@ -222,16 +225,14 @@ impl<B> ScrubBody<B> {
         Bytes::from(out[sent..boundary].to_vec())
     }
 
-    /// The held bytes, masked (what a value found covers, and every value inside them), sent
-    /// now: at the end of the body or after the upstream's pause. The tail stays, so a value
-    /// the next frame completes is still masked from there on.
+    /// What can go out after a frame of `data`, whatever its content.
+    fn take(&mut self, data: &[u8]) -> Bytes {
+        self.emit(data, self.secrets.longest().saturating_sub(1))
+    }
+
+    /// The held bytes, all of them.
     fn release(&mut self) -> Bytes {
-        let sent = self.tail.len() - self.held;
-        let (mut out, _) = self.secrets.scan(&self.tail);
-        out[sent..sent + self.covered].fill(MASK);
-        self.held = 0;
-        self.covered = 0;
-        Bytes::from(out.split_off(sent))
+        self.emit(&[], 0)
     }
 }
 
