@@ -190,6 +190,10 @@ pub struct SandboxOptions {
     /// (the launcher is not reaped), and so must one that unmounts disks when closed (the
     /// sandbox's mount namespace may still hold the disk).
     pub one_shot: bool,
+    /// A launcher started before the first sandbox's spec is known, which that sandbox takes
+    /// under namespaces when it joins no network namespace ([`hookbox_sandbox::early`]). A
+    /// one-shot command fills it as it starts ([`Self::start_launcher_early`]); empty by default.
+    pub early: Arc<hookbox_sandbox::early::EarlySlot>,
 }
 
 /// Where `runsc` is and how to run it; checked once, on first use (or by [`Self::check`]).
@@ -240,6 +244,18 @@ impl SandboxOptions {
             gvisor: GvisorSettings::default(),
             unmount_when_closed: true,
             one_shot: false,
+            early: Arc::default(),
+        }
+    }
+
+    /// Starts the launcher of the first warm sandbox now, before its spec is known, when that
+    /// sandbox will be one (namespaces, full isolation, warm): its start then overlaps what
+    /// comes before the first launch. For a one-shot command that will launch soon; wasted (a
+    /// process started, then killed) if it does not.
+    pub fn start_launcher_early(&self) {
+        if self.warm && self.isolation == Isolation::Full && self.runtime == RuntimeKind::Namespaces
+        {
+            self.early.fill(&self.launcher);
         }
     }
 
@@ -247,7 +263,10 @@ impl SandboxOptions {
     pub fn runtime_for(&self, kind: RuntimeKind) -> Result<Arc<dyn Runtime>, SandboxError> {
         let launcher = self.launcher.clone();
         Ok(match kind {
-            RuntimeKind::Namespaces => Arc::new(hookbox_sandbox::runtime::Namespaces { launcher }),
+            RuntimeKind::Namespaces => Arc::new(hookbox_sandbox::runtime::Namespaces {
+                launcher,
+                early: self.early.clone(),
+            }),
             RuntimeKind::Gvisor => Arc::new(hookbox_sandbox::runtime::Gvisor {
                 launcher,
                 runsc: self

@@ -1,7 +1,8 @@
 //! Handing a launch over to the launcher program: which program it is ([`Launcher`]), the spec
-//! in a memfd ([`spec_memfd`]), and descriptors placed at their agreed numbers between fork and
-//! exec ([`place_fds`]). Shared by cold launches ([`crate::runtime::launch_cold`]) and warm
-//! sandboxes ([`crate::warm`]); what comes back is [`crate::status`]'s.
+//! in a sealed memfd ([`spec_memfd`]), and descriptors placed at their agreed numbers between
+//! fork and exec ([`place_fds`]). Shared by cold launches ([`crate::runtime::launch_cold`]),
+//! warm sandboxes ([`crate::warm`]) and launchers started before their spec
+//! ([`crate::early`]); what comes back is [`crate::status`]'s.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
@@ -73,13 +74,22 @@ fn standalone_beside(exe: &std::path::Path) -> Option<PathBuf> {
     (meta.is_file() && meta.permissions().mode() & 0o111 != 0).then_some(candidate)
 }
 
-/// `spec` as JSON in a close-on-exec memfd, rewound, for the launcher to read at its fd.
+/// `spec` as JSON in a close-on-exec memfd, rewound and sealed (nothing can write, grow or
+/// shrink it any more, even through a reopened `/proc/<pid>/fd/N`), for the launcher to read.
 pub fn spec_memfd(spec: &impl serde::Serialize) -> std::io::Result<OwnedFd> {
+    use rustix::fs::{MemfdFlags, SealFlags};
     use std::io::{Seek, Write};
-    let fd = rustix::fs::memfd_create("hookbox-launch-spec", rustix::fs::MemfdFlags::CLOEXEC)?;
+    let fd = rustix::fs::memfd_create(
+        "hookbox-launch-spec",
+        MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
+    )?;
     let mut file = std::fs::File::from(fd);
     file.write_all(&serde_json::to_vec(spec).map_err(std::io::Error::other)?)?;
     file.rewind()?;
+    rustix::fs::fcntl_add_seals(
+        &file,
+        SealFlags::WRITE | SealFlags::GROW | SealFlags::SHRINK | SealFlags::SEAL,
+    )?;
     Ok(OwnedFd::from(file))
 }
 

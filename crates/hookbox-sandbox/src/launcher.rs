@@ -3,7 +3,9 @@
 //!
 //! Sequence (each step has its own error, naming the kernel feature it needs, and reported to
 //! hookbox on the status channel as its [`Stage`] and errno, see [`crate::status`]):
-//! 1. read the spec from fd [`SPEC_FD`]; arm `PR_SET_PDEATHSIG` and check the parent is alive;
+//! 1. read the spec from fd [`SPEC_FD`] (a launcher started early waits for it there, and reads
+//!    end of file if hookbox went away first); arm `PR_SET_PDEATHSIG` and check the parent is
+//!    alive;
 //! 2. join the environment's cgroups (pids, memory);
 //! 3. optionally `setns` into an inherited network namespace ([`Network::Join`]);
 //! 4. with an [`Identity`] (hookbox runs as host root): stage the host paths the sandbox needs
@@ -116,14 +118,51 @@ fn read_spec() -> Result<LaunchSpec> {
     read_json()
 }
 
-/// Reads the JSON at [`SPEC_FD`] (a launch spec, or the runsc wrapper's).
+/// Reads the JSON at [`SPEC_FD`] (a launch spec, or the runsc wrapper's): a memfd, or, for a
+/// launcher started before its spec was known ([`crate::early`]), a socket on which the spec
+/// arrives as one memfd (waiting for it; the socket's end of file, when hookbox went away
+/// first, is a failure like any unreadable spec).
 pub(crate) fn read_json<T: serde::de::DeserializeOwned>() -> Result<T> {
     // SAFETY: fcntl only reads the flags of fd 3, failing with EBADF when it is not open.
     if unsafe { libc::fcntl(SPEC_FD, libc::F_GETFD) } < 0 {
         return Err(LaunchError::ReadSpec("not open".into()));
     }
     // SAFETY: fd 3 is open (checked above) and was placed there by our parent for us alone.
-    read_json_from(File::from(unsafe { OwnedFd::from_raw_fd(SPEC_FD) }))
+    let fd = unsafe { OwnedFd::from_raw_fd(SPEC_FD) };
+    let is_socket = rustix::fs::fstat(&fd).is_ok_and(|stat| {
+        rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::Socket
+    });
+    if !is_socket {
+        return read_json_from(File::from(fd));
+    }
+    // An early launcher may wait a while: meanwhile it holds nothing it was not given (an fd of
+    // hookbox's that some library left without close-on-exec, or one hookbox's own caller
+    // passed down), as a launcher given its spec closes it at once ([`run`]). An early launcher
+    // has no network namespace to join at NETNS_FD.
+    // SAFETY: close_range only closes descriptors; the agreed ones (0-4, WARM_FD) stay.
+    unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            NETNS_FD as libc::c_uint,
+            NETNS_FD as libc::c_uint,
+            0,
+        );
+        libc::syscall(
+            libc::SYS_close_range,
+            (WARM_FD + 1) as libc::c_uint,
+            libc::c_uint::MAX,
+            0,
+        );
+    }
+    let message = loop {
+        match crate::fdpass::recv(&fd) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            other => break other.map_err(|e| LaunchError::ReadSpec(e.to_string()))?,
+        }
+    };
+    let [spec] = <[OwnedFd; 1]>::try_from(message.fds)
+        .map_err(|_| LaunchError::ReadSpec("no spec came on the socket".into()))?;
+    read_json_from(File::from(spec))
 }
 
 /// Reads `file` to its end as one JSON value (a launch or call spec).

@@ -18,8 +18,9 @@
 //! `linux-sandbox` apart from the code that uses it the same way.
 //!
 //! Module order, bottom up: [`env_vars`], [`spec`], [`direct`], [`fdpass`], [`seccomp`], [`error`], [`status`],
-//! [`cgroup`] → [`launcher`] → [`gvisor`], `gvisor_init` → [`handoff`] → [`warm`] →
-//! [`runtime`]; no module imports one above it.
+//! [`cgroup`] → [`launcher`] → [`gvisor`], `gvisor_init` → [`handoff`] → [`warm`] with
+//! [`early`] (a warm sandbox's launcher started before its spec; each names the other's types)
+//! → [`runtime`]; no module imports one above it.
 //!
 //! # Decisions
 //! - One sandbox per open environment, built by a re-executed single-threaded launcher
@@ -31,9 +32,10 @@
 //!   with its words ([`spec::LaunchSpec::direct`]); the init execs them itself instead of
 //!   `/bin/sh -c` (one program start fewer), exactly as dash would, or runs the shell on anything
 //!   it cannot do identically ([`direct`]). With `SandboxOptions::warm` off, one sandbox per
-//!   call. The spec travels as JSON in a memfd on fd 3; a failure comes back on fd 4 as one
-//!   line naming its stage and errno ([`status`]), so whether to try again is decided on types,
-//!   never on words.
+//!   call. The spec travels as JSON in a sealed memfd on fd 3 (or, to a launcher started before
+//!   its spec was known, as one sent on a socket there: [`early`]); a failure comes back on fd
+//!   4 as one line naming its stage and errno ([`status`]), so whether to try again is decided
+//!   on types, never on words.
 //! - Namespaces: user (uid/gid 0 inside mapped to hookbox's own uid/gid), mount, PID, IPC, UTS,
 //!   and a network namespace (see Network below).
 //! - Root: a tmpfs, read-only after setup, with the host's `/usr`, `/bin`, `/sbin`, `/lib*` bound
@@ -66,6 +68,7 @@
 
 pub mod cgroup;
 pub mod direct;
+pub mod early;
 pub mod env_vars;
 pub mod error;
 pub mod fdpass;

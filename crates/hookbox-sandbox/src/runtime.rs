@@ -56,6 +56,9 @@ pub trait Runtime: Send + Sync + std::fmt::Debug {
 #[derive(Debug, Clone)]
 pub struct Namespaces {
     pub launcher: Launcher,
+    /// A launcher started early, which the next sandbox that joins no network namespace takes
+    /// (see [`crate::early`]); usually empty.
+    pub early: Arc<crate::early::EarlySlot>,
 }
 
 #[async_trait]
@@ -65,7 +68,11 @@ impl Runtime for Namespaces {
     }
 
     async fn start(&self, key: LaunchSpec, net: SandboxNet) -> Result<WarmSandbox, SandboxError> {
-        WarmSandbox::start(&self.launcher, key, net.netns).await
+        let early = match net.netns {
+            None => self.early.take(&self.launcher),
+            Some(_) => None,
+        };
+        WarmSandbox::start_with(&self.launcher, key, net.netns, early).await
     }
 }
 

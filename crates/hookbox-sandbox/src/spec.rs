@@ -1,8 +1,9 @@
 //! The launch spec: everything the launcher needs to build one sandbox and exec one program.
 //!
 //! The spec travels from the hookbox process to the launcher as JSON in a sealed memfd at
-//! [`SPEC_FD`], never in environment variables (those would leak into the sandbox) nor argv (size
-//! limits, visible in `ps`). This module owns the shape only; it must not do I/O.
+//! [`SPEC_FD`] (or sent as one on a socket there, to a launcher started before its spec:
+//! [`crate::early`]), never in environment variables (those would leak into the sandbox) nor argv
+//! (size limits, visible in `ps`). This module owns the shape only; it must not do I/O.
 
 use std::path::PathBuf;
 

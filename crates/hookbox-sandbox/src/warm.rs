@@ -1,8 +1,9 @@
 //! Warm sandboxes: one environment's sandbox built once and kept while the environment is open,
 //! each call started inside it (see the launcher's `serve`).
 //!
-//! [`WarmSandbox::start`] spawns the launcher with [`LaunchSpec::warm`] and waits until its init
-//! says it is ready; [`WarmSandbox::call`] hands it one call (spec memfd, stdio, status channel,
+//! [`WarmSandbox::start`] spawns the launcher with [`LaunchSpec::warm`] (or hands the spec to
+//! one started before it was known, [`WarmSandbox::start_with`] and [`crate::early`]) and waits
+//! until its init says it is ready; [`WarmSandbox::call`] hands it one call (spec memfd, stdio, status channel,
 //! reply socket) and returns a [`Call`], which [`Call::supervise`] runs to its end with
 //! `hookbox_process`'s bounds: its end is the call's pidfd becoming readable and its kill is
 //! `pidfd_send_signal` ([`hookbox_process::pidfd`]). A sandbox that does not start, or a call
@@ -27,6 +28,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncWrite, Interest};
 use tokio::net::unix::pipe;
 
+use crate::early::EarlyLauncher;
 use crate::error::{LaunchFailure, SandboxError, Stage};
 use crate::fdpass;
 use crate::handoff::{Launcher, LauncherChild, place_fds, spawn_launcher, spec_memfd};
@@ -98,26 +100,30 @@ impl WarmSandbox {
         key: LaunchSpec,
         netns: Option<Arc<OwnedFd>>,
     ) -> Result<Self, SandboxError> {
-        let spec_fd = spec_memfd(&key).map_err(SandboxError::spawn)?;
-        let (status_read, status_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
-            .map_err(SandboxError::spawn)?;
-        let (ours, theirs) = fdpass::pair().map_err(SandboxError::spawn)?;
-        let mut inherited: Vec<(OwnedFd, i32)> = vec![
-            (spec_fd, SPEC_FD),
-            (status_write, STATUS_FD),
-            (theirs, WARM_FD),
-        ];
-        if let Some(ns) = &netns {
-            inherited.push((
-                ns.try_clone().map_err(SandboxError::spawn)?,
-                crate::spec::NETNS_FD,
-            ));
-        }
-        let child = Unowned(Some(
-            spawn_launcher(launcher, &inherited).map_err(SandboxError::spawn)?,
-        ));
-        // Only the launcher may hold these now.
-        drop(inherited);
+        Self::start_with(launcher, key, netns, None).await
+    }
+
+    /// [`Self::start`], by handing `key` to `early` (a launcher of `launcher` started before
+    /// the spec was known, see [`crate::early`]) when it can take it, else by spawning one.
+    pub async fn start_with(
+        launcher: &Launcher,
+        key: LaunchSpec,
+        netns: Option<Arc<OwnedFd>>,
+        early: Option<EarlyLauncher>,
+    ) -> Result<Self, SandboxError> {
+        // One that cannot take `key` is killed and reaped here, not kept until the end.
+        let handed = match early {
+            Some(early) if netns.is_none() => early.hand(&key),
+            Some(early) => {
+                drop(early);
+                None
+            }
+            None => None,
+        };
+        let (child, status_read, ours) = match handed {
+            Some(handed) => handed,
+            None => Self::spawn(launcher, &key, &netns).map_err(SandboxError::spawn)?,
+        };
         rustix::io::ioctl_fionbio(&ours, true).map_err(SandboxError::spawn)?;
         let sandbox = Self {
             socket: register(ours, Interest::READABLE | Interest::WRITABLE)
@@ -129,6 +135,31 @@ impl WarmSandbox {
             detached_stop: false,
         };
         sandbox.ready(status_read).await
+    }
+
+    /// Spawns the launcher for `key` (in `netns`): the launcher, our end of its status pipe and
+    /// our end of its request socket.
+    fn spawn(
+        launcher: &Launcher,
+        key: &LaunchSpec,
+        netns: &Option<Arc<OwnedFd>>,
+    ) -> std::io::Result<crate::early::Handed> {
+        let spec_fd = spec_memfd(key)?;
+        let (status_read, status_write) =
+            rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+        let (ours, theirs) = fdpass::pair()?;
+        let mut inherited: Vec<(OwnedFd, i32)> = vec![
+            (spec_fd, SPEC_FD),
+            (status_write, STATUS_FD),
+            (theirs, WARM_FD),
+        ];
+        if let Some(ns) = netns {
+            inherited.push((ns.try_clone()?, crate::spec::NETNS_FD));
+        }
+        let child = Unowned::new(spawn_launcher(launcher, &inherited)?);
+        // Only the launcher may hold these now.
+        drop(inherited);
+        Ok((child, status_read, ours))
     }
 
     /// Builds the sandbox for `key` as a gVisor container (see [`crate::gvisor`]): writes its
@@ -489,9 +520,19 @@ impl WarmSandbox {
 /// A launcher (or `runsc run`) spawned for a sandbox not built yet: killed with its process
 /// group and reaped should building the sandbox fail before it owns it, so that a server that
 /// keeps running is left no zombie.
-struct Unowned(Option<LauncherChild>);
+#[derive(Debug)]
+pub(crate) struct Unowned(Option<LauncherChild>);
 
 impl Unowned {
+    pub(crate) fn new(child: LauncherChild) -> Self {
+        Self(Some(child))
+    }
+
+    /// The launcher's process id (0 once owned).
+    pub(crate) fn id(&self) -> u32 {
+        self.0.as_ref().map_or(0, LauncherChild::id)
+    }
+
     /// Hands the launcher to the sandbox that now owns it.
     fn own(mut self) -> Option<LauncherChild> {
         self.0.take()

@@ -8,10 +8,10 @@
 //! shares a disk: each open holds it shared from before it makes the cgroups until its close;
 //! a closing open that then gets it exclusively (without waiting) is the last, and removes them
 //! while holding it, so no open makes or joins them while they are removed. A cgroup whose
-//! processes are still exiting is tried again for about two seconds, off the closing thread. A
-//! cgroup that still has processes (a sandbox some clone of the runner keeps alive) cannot be
-//! removed, and a process
-//! that dies with the environment open never closes it, and a one-shot command (`hookbox tool`)
+//! processes are still exiting is tried again for about two seconds, off the closing thread
+//! (not in a one-shot process: that thread would die with it at once). A cgroup that still has
+//! processes (a sandbox some clone of the runner keeps alive) cannot be removed, a process that
+//! dies with the environment open never closes it, and a one-shot command (`hookbox tool`)
 //! returns before its launcher has left them: such cgroups are left for the next open to reuse
 //! (its last close removes them), for the idle sweep that unmounts a disk nobody holds
 //! ([`remove_if_unused`]) and for the environment's removal.
@@ -39,16 +39,22 @@ pub(super) struct CgroupHold {
     users: Option<std::fs::File>,
     dir: PathBuf,
     cgroups: EnvCgroups,
+    /// Try a busy removal again off the closing thread: not in a one-shot process, which
+    /// exits right after its close (the retry thread would die with it) and whose detached
+    /// sandbox still holds the cgroups then.
+    retry_busy: bool,
 }
 
 impl CgroupHold {
     /// Makes (or reuses) the cgroups of environment `id` in `dir` with a cap of `tasks`
-    /// processes and `memory_bytes` of memory, and holds them.
+    /// processes and `memory_bytes` of memory, and holds them. `one_shot`: this process exits
+    /// right after it closes the environment (see [`Self::retry_busy`]).
     pub(super) fn new(
         dir: &Path,
         id: &str,
         tasks: u64,
         memory_bytes: u64,
+        one_shot: bool,
     ) -> std::result::Result<Self, super::EnvError> {
         // Waits only while a last close removes them (a few rmdirs).
         let users = locked(dir, rustix::fs::FlockOperation::LockShared)?;
@@ -57,6 +63,7 @@ impl CgroupHold {
             users: Some(users),
             dir: dir.to_path_buf(),
             cgroups,
+            retry_busy: !one_shot,
         })
     }
 
@@ -71,8 +78,8 @@ impl Drop for CgroupHold {
         drop(self.users.take());
         // Busy: a process of the sandbox is still exiting (a gVisor sandbox's, reaped by whoever
         // inherited it, or a launcher a one-shot close did not wait for). That passes within
-        // moments, so a few more tries follow, off this thread.
-        if remove_unused(&self.dir, &self.cgroups.dirs) == Removal::Busy {
+        // moments, so a few more tries follow, off this thread (not in a one-shot process).
+        if remove_unused(&self.dir, &self.cgroups.dirs) == Removal::Busy && self.retry_busy {
             let (dir, dirs) = (self.dir.clone(), self.cgroups.dirs.clone());
             let spawned = std::thread::Builder::new()
                 .name("cgroup-remove".into())

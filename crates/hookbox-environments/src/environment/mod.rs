@@ -771,6 +771,7 @@ impl Environments {
                     id,
                     tasks,
                     limits.memory_bytes,
+                    self.options.one_shot,
                 )?)
             }
             Isolation::InsecureNone => None,

@@ -1,5 +1,6 @@
 mod bounds;
 mod confinement;
+mod early;
 mod handover;
 mod seccomp;
 mod spare;

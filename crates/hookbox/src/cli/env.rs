@@ -220,18 +220,20 @@ impl StoreArgs {
     }
 
     pub fn open(&self) -> anyhow::Result<Environments> {
-        self.open_with(None, EgressOperator::default(), false)
+        self.open_with(None, EgressOperator::default(), false, false)
     }
 
     /// Opens the store; `tool_timeout` overrides code_execution's wall-clock limit, `operator`
     /// sets the egress operator options. `keep_disks_mounted`: an environment's disk stays
     /// mounted when this process closes it (a one-shot call, which the next one would pay a
-    /// mount for; `hookbox serve` unmounts it once idle).
+    /// mount for; `hookbox serve` unmounts it once idle). `launches_soon`: a sandbox will be
+    /// built, so its launcher starts now ([`SandboxOptions::start_launcher_early`]).
     pub fn open_with(
         &self,
         tool_timeout: Option<std::time::Duration>,
         operator: EgressOperator,
         keep_disks_mounted: bool,
+        launches_soon: bool,
     ) -> anyhow::Result<Environments> {
         let data_dir = self.data_dir()?;
         let launcher = Launcher::from_env_or_current_exe(SANDBOX_EXEC_SUBCOMMAND)
@@ -255,6 +257,9 @@ impl StoreArgs {
             options.isolation = Isolation::InsecureNone;
         }
         self.runtime.apply(&mut options)?;
+        if launches_soon {
+            options.start_launcher_early();
+        }
         // Opened only if an environment's egress reads a credential: most calls never do.
         let credentials = hookbox_credentials::LazyStoreCredentials::new(
             &data_dir,

@@ -307,9 +307,21 @@ async fn evaluate(args: &GateArgs, root: &Path) -> Result<(Verdict, Vec<String>)
     let network =
         super::hook_runtime::read_network(args.network.as_deref()).map_err(|e| format!("{e:#}"))?;
     let engine = HookEngine::new(
-        super::hook_runtime::command_runner(root, false, &args.runtime, !args.writable)
-            .map(|(runner, _)| runner)
-            .map_err(|e| format!("{e:#}"))?,
+        super::hook_runtime::command_runner(
+            root,
+            false,
+            &args.runtime,
+            !args.writable,
+            sandbox_calls.iter().any(|call| {
+                super::hook_runtime::may_run_commands(
+                    config,
+                    HookEvent::PreToolExecution,
+                    Some(&call.tool),
+                )
+            }),
+        )
+        .map(|(runner, _)| runner)
+        .map_err(|e| format!("{e:#}"))?,
         super::hook_runtime::http_poster(
             &args.environment_id,
             network.as_ref(),

@@ -10,6 +10,8 @@ use hookbox_egress::policy::NetworkPolicy;
 use hookbox_egress::{Egress, EgressConfig, EgressPoster};
 use hookbox_environments::runner::{Launcher, SandboxLayout, SandboxOptions, SandboxRunner};
 use hookbox_hooks::command::CommandRunner;
+use hookbox_hooks::config::{HandlerKind, HooksConfig};
+use hookbox_protocol::HookEvent;
 use hookbox_sandbox::spec::Isolation;
 
 /// Where `hooks test` runs command handlers: a sandbox whose `/` is `root`, built exactly as
@@ -22,6 +24,7 @@ pub(super) fn command_runner(
     insecure_no_isolation: bool,
     runtime: &super::env::RuntimeArgs,
     read_only: bool,
+    launches_soon: bool,
 ) -> anyhow::Result<(
     Arc<dyn CommandRunner>,
     Option<hookbox_sandbox::spec::Identity>,
@@ -46,6 +49,9 @@ pub(super) fn command_runner(
         );
     }
     runtime.apply(&mut options)?;
+    if launches_soon {
+        options.start_launcher_early();
+    }
     let mut layout = SandboxLayout::for_tree(root.clone(), options.identities())
         .with_context(|| format!("preparing a sandbox for {}", root.display()))?;
     layout.runtime = options.runtime;
@@ -57,6 +63,22 @@ pub(super) fn command_runner(
     let runner = SandboxRunner::new(Arc::new(options), layout)
         .with_context(|| format!("preparing a sandbox for {}", root.display()))?;
     Ok((Arc::new(runner), identity))
+}
+
+/// Whether `config` has a command handler that a call of `tool` (of any tool: `None`) may run
+/// at `event`: then the sandbox's launcher is started early ([`command_runner`]'s
+/// `launches_soon`). Another agent CLI's rules count whatever their matcher (the engine matches
+/// those with the whole payload).
+pub(super) fn may_run_commands(config: &HooksConfig, event: HookEvent, tool: Option<&str>) -> bool {
+    config.groups.iter().filter(|g| g.enabled).any(|g| {
+        g.rules(event).iter().any(|rule| {
+            (rule.vendor.is_some() || tool.is_none_or(|tool| rule.matcher.matches(tool)))
+                && rule
+                    .handlers
+                    .iter()
+                    .any(|h| matches!(h.kind, HandlerKind::Command { .. }))
+        })
+    })
 }
 
 pub(super) fn read_network(arg: Option<&str>) -> anyhow::Result<Option<serde_json::Value>> {
@@ -107,4 +129,42 @@ pub(super) fn http_poster(
     Ok(Arc::new(hookbox_environments::network::HookPoster(
         EgressPoster::new(Arc::new(egress)),
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(json: &str) -> HooksConfig {
+        let (groups, diagnostics) =
+            hookbox_hooks::config::parse(".agents/hooks.json", json.as_bytes());
+        assert!(
+            diagnostics
+                .iter()
+                .all(|d| d.severity != hookbox_hooks::Severity::Error),
+            "{diagnostics:?}"
+        );
+        HooksConfig { groups }
+    }
+
+    #[test]
+    fn a_launcher_starts_early_only_for_a_command_handler_the_call_may_run() {
+        let pre = HookEvent::PreToolExecution;
+        let command = config(
+            r#"{"hooks":{"pre_tool_execution":[{"matcher":"code_execution","hooks":[{"type":"command","command":"true"}]}]}}"#,
+        );
+        assert!(may_run_commands(&command, pre, Some("code_execution")));
+        assert!(may_run_commands(&command, pre, None));
+        assert!(!may_run_commands(&command, pre, Some("view_file")));
+        assert!(!may_run_commands(
+            &command,
+            HookEvent::PostToolExecution,
+            Some("code_execution")
+        ));
+        let http = config(
+            r#"{"hooks":{"pre_tool_execution":[{"matcher":"","hooks":[{"type":"http","url":"https://hooks.example/"}]}]}}"#,
+        );
+        assert!(!may_run_commands(&http, pre, Some("code_execution")));
+        assert!(!may_run_commands(&config(r#"{"hooks":{}}"#), pre, None));
+    }
 }

@@ -25,7 +25,10 @@ use hookbox_hooks::{HookEngine, Loaded};
 use hookbox_protocol::{HookEvent, ToolCall, ToolName};
 use hookbox_rootfs::RootDir;
 
-use super::hook_runtime::{NoHttpHandlers, command_runner, http_poster, read_network};
+use super::hook_runtime::{
+    NoHttpHandlers, command_runner, http_poster, may_run_commands, read_network,
+};
+use super::lazy::Lazy;
 
 #[derive(Debug, Subcommand)]
 pub enum HooksCommand {
@@ -41,13 +44,13 @@ pub enum HooksCommand {
     /// unknown event, a matcher (or an alternative in it) naming no tool, a misspelt
     /// on_failure, a handler script missing or not executable, a vendor trap that opens a gate.
     /// Warnings (nothing lost) exit 0.
-    Check(CheckArgs),
+    Check(Lazy<CheckArgs>),
     /// Run the hooks of one tool call (or, with --event pre-interaction|post-interaction, of one
     /// interaction) for real and print the decision trace.
     ///
     /// Command handlers run in a sandbox whose `/` is --root, so paths such as
     /// `/.agents/hooks-scripts/gate.py` work unchanged. The tool itself is not run.
-    Test(Box<TestArgs>),
+    Test(Lazy<Box<TestArgs>>),
     /// The hook an agent CLI runs before each tool call: reads the CLI's hook payload on stdin,
     /// decides with the project's hookbox policy, answers in that CLI's protocol.
     ///
@@ -56,11 +59,11 @@ pub enum HooksCommand {
     /// read-only (--writable lifts that). With --hook-dialects other CLIs' files join the
     /// policy, never the files of the CLI the gate answers (it runs those itself). A failure of
     /// the gate itself is a deny. `hookbox hooks install` writes the command that runs this.
-    Gate(Box<super::gate::GateArgs>),
+    Gate(Lazy<Box<super::gate::GateArgs>>),
     /// Put `hookbox hooks gate` into an agent CLI's own settings (or take it out): the project's
     /// by default, the user's with --user. Shows the diff; other hooks and keys stay. Prints
     /// the trust step the CLI still needs (for Codex, the trust lines for its config.toml).
-    Install(super::install::InstallArgs),
+    Install(Lazy<super::install::InstallArgs>),
     /// Write one dialect's hooks file in another dialect, where the mapping is exact.
     ///
     /// Refuses (exit 1), naming each entry, handler or field and why, whatever cannot be
@@ -68,7 +71,7 @@ pub enum HooksCommand {
     /// not expressible in the target's unit, handler types or fields the target lacks, and a
     /// command's answer protocol (exit codes and JSON are read differently by each CLI, so a
     /// command converts only to its own dialect). It never writes a weaker gate.
-    Convert(super::convert::ConvertArgs),
+    Convert(Lazy<super::convert::ConvertArgs>),
 }
 
 #[derive(Debug, Args)]
@@ -196,11 +199,11 @@ fn parse_tool(s: &str) -> Result<ToolName, String> {
 
 pub fn run(cmd: HooksCommand) -> anyhow::Result<ExitCode> {
     match cmd {
-        HooksCommand::Check(args) => check(args),
-        HooksCommand::Test(args) => test(*args),
-        HooksCommand::Gate(args) => super::gate::run(*args),
-        HooksCommand::Install(args) => super::install::run(args),
-        HooksCommand::Convert(args) => super::convert::run(args),
+        HooksCommand::Check(Lazy(args)) => check(args),
+        HooksCommand::Test(Lazy(args)) => test(*args),
+        HooksCommand::Gate(Lazy(args)) => super::gate::run(*args),
+        HooksCommand::Install(Lazy(args)) => super::install::run(args),
+        HooksCommand::Convert(Lazy(args)) => super::convert::run(args),
     }
 }
 
@@ -624,8 +627,17 @@ fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
         )?,
         false => Arc::new(NoHttpHandlers),
     };
-    let (runner, identity) =
-        command_runner(&args.root, args.insecure_no_isolation, &args.runtime, false)?;
+    let (runner, identity) = command_runner(
+        &args.root,
+        args.insecure_no_isolation,
+        &args.runtime,
+        false,
+        may_run_commands(
+            &loaded.config,
+            event,
+            event.is_tool_event().then(|| call.name.as_str()),
+        ),
+    )?;
     // #31: a hook that could not write the tree got a bare PermissionError. Hooks run as the
     // tree's owner, or as an unprivileged uid when root owns it.
     let mut notes = notes;

@@ -68,7 +68,9 @@ pub fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
     for origin in &args.allow_origins {
         guard.allow_origin(origin).context("--allow-origin")?;
     }
-    let store = args.store.open_with(None, args.egress.operator(), false)?;
+    let store = args
+        .store
+        .open_with(None, args.egress.operator(), false, false)?;
     let env_id = match args.env_id {
         Some(id) => id,
         None => {

@@ -9,6 +9,7 @@ mod gate;
 mod hook_runtime;
 mod hooks;
 mod install;
+mod lazy;
 mod mcp;
 pub mod output;
 mod project;
@@ -18,6 +19,8 @@ mod tool;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+use lazy::{Lazy, LazySub};
 
 /// The exit statuses every command shares, in `--help` and the man page.
 pub const EXIT_STATUS_HELP: &str = "\
@@ -83,23 +86,23 @@ pub struct Cli {
 pub enum Command {
     /// Check and try out hooks configurations.
     #[command(subcommand)]
-    Hooks(hooks::HooksCommand),
+    Hooks(LazySub<hooks::HooksCommand>),
     /// Manage the named secrets the egress proxy injects (values are never shown).
-    Credential(credential::CredentialArgs),
+    Credential(Lazy<credential::CredentialArgs>),
     /// Create, list, show and delete sandboxed environments.
     #[command(subcommand)]
-    Env(env::EnvCommand),
+    Env(LazySub<env::EnvCommand>),
     /// Run one tool call in an environment through its hooks; prints the result and hook trace.
-    Tool(tool::ToolArgs),
+    Tool(Lazy<tool::ToolArgs>),
     /// Serve the Interactions API for the google-genai SDK (the main command).
-    Serve(Box<serve::ServeArgs>),
+    Serve(Lazy<Box<serve::ServeArgs>>),
     /// Serve one environment's tools over MCP (stdio, or streamable HTTP with --listen), every
     /// call through its hooks.
-    Mcp(mcp::McpArgs),
+    Mcp(Lazy<mcp::McpArgs>),
     /// Manage projects (tenants of the API) and their quota overrides.
-    Project(project::ProjectArgs),
+    Project(Lazy<project::ProjectArgs>),
     /// Manage API keys of projects (shown once at creation, stored hashed).
-    Key(project::KeyArgs),
+    Key(Lazy<project::KeyArgs>),
     /// Print shell completions for SHELL (bash, zsh, fish, elvish, powershell) on stdout.
     Completions {
         #[arg(value_enum)]
@@ -194,12 +197,12 @@ pub fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {
 /// Runs any command (`hookbox-full`).
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Some(Command::Serve(args)) => serve::run(*args),
-        Some(Command::Mcp(args)) => mcp::run(args),
-        Some(Command::Project(args)) => project::run_project(args),
-        Some(Command::Key(args)) => project::run_key(args),
+        Some(Command::Serve(Lazy(args))) => serve::run(*args),
+        Some(Command::Mcp(Lazy(args))) => mcp::run(args),
+        Some(Command::Project(Lazy(args))) => project::run_project(args),
+        Some(Command::Key(Lazy(args))) => project::run_key(args),
         Some(Command::Completions { shell }) => {
-            let mut command = <Cli as clap::CommandFactory>::command();
+            let mut command = whole_command();
             let mut out = Vec::new();
             clap_complete::generate(shell, &mut command, "hookbox", &mut out);
             print_all(&out)
@@ -208,9 +211,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             dir: None,
             out_dir: None,
         }) => {
-            let command = <Cli as clap::CommandFactory>::command();
             let mut out = Vec::new();
-            clap_mangen::Man::new(command).render(&mut out)?;
+            clap_mangen::Man::new(whole_command()).render(&mut out)?;
             print_all(&out)
         }
         Some(Command::Manpage { dir, out_dir }) => {
@@ -220,13 +222,20 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             use anyhow::Context as _;
             std::fs::create_dir_all(&dir)
                 .with_context(|| format!("cannot create {}", dir.display()))?;
-            let command = <Cli as clap::CommandFactory>::command();
-            clap_mangen::generate_to(command, &dir)
+            clap_mangen::generate_to(whole_command(), &dir)
                 .with_context(|| format!("cannot write the man pages into {}", dir.display()))?;
             Ok(ExitCode::SUCCESS)
         }
         command => run_front(Cli { command, ..cli }),
     }
+}
+
+/// The whole command tree, every subcommand's arguments defined at once ([`lazy`] otherwise
+/// defers them until a subcommand is built): for the generated completions and man pages, which
+/// read them all.
+fn whole_command() -> clap::Command {
+    lazy::eager();
+    <Cli as clap::CommandFactory>::command()
 }
 
 /// Runs a command of the small front (`hookbox`): every command but those for which
@@ -239,10 +248,10 @@ pub fn run_front(cli: Cli) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(exit::USAGE));
     };
     match command {
-        Command::Hooks(cmd) => hooks::run(cmd),
-        Command::Credential(args) => credential::run(args),
-        Command::Env(cmd) => env::run(cmd),
-        Command::Tool(args) => tool::run(args),
+        Command::Hooks(LazySub(cmd)) => hooks::run(cmd),
+        Command::Credential(Lazy(args)) => credential::run(args),
+        Command::Env(LazySub(cmd)) => env::run(cmd),
+        Command::Tool(Lazy(args)) => tool::run(args),
         Command::SandboxExec => tool::sandbox_exec(),
         Command::Serve(_)
         | Command::Mcp(_)

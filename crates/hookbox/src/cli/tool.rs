@@ -40,10 +40,13 @@ pub fn run(args: ToolArgs) -> anyhow::Result<ExitCode> {
             "--args must be a JSON object, like '{\"path\": \"/workspace/a.txt\"}'",
         ));
     }
+    // code_execution runs in the environment's sandbox: its launcher starts while the
+    // environment is opened (the other tools launch only for command hooks).
     let store = args.store.open_with(
         Some(Duration::from_secs(args.timeout)),
         args.egress.operator(),
         true,
+        args.name == ToolName::CodeExecution,
     )?;
     let env = args.store.located(store.open_env(&args.env_id))?;
     let runtime = tokio::runtime::Builder::new_current_thread()

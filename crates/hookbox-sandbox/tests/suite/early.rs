@@ -1,0 +1,170 @@
+//! A warm sandbox's launcher started before its spec is known ([`hookbox_sandbox::early`]):
+//! handed a spec, however long, it builds the sandbox the spec describes, whose calls run as in
+//! one spawned with it; waiting, it holds only the descriptors it was given; not handed one (a
+//! spec it cannot build, a slot dropped, another launcher asked for), it is killed and reaped,
+//! and the sandbox is spawned as usual.
+//!
+//! Which launcher built the sandbox is seen from the host: the early launcher's process is
+//! alive while its sandbox is (a launcher lives as long as its sandbox's init), and gone, reaped,
+//! once it was not used (a process not reaped stays in `/proc` as a zombie).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use hookbox_sandbox::early::EarlySlot;
+use hookbox_sandbox::runtime::Launcher;
+use hookbox_sandbox::spec::{SPEC_FD, STATUS_FD, WARM_FD};
+use hookbox_sandbox::warm::WarmSandbox;
+
+use super::support::*;
+
+const LIMIT: usize = 64 * 1024;
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+fn alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// An early launcher of [`launcher`] from a slot, and its pid.
+fn started() -> (hookbox_sandbox::early::EarlyLauncher, u32) {
+    let slot = EarlySlot::default();
+    slot.fill(&launcher());
+    let early = slot
+        .take(&launcher())
+        .expect("the slot holds the early launcher");
+    let pid = early.pid();
+    (early, pid)
+}
+
+#[tokio::test]
+async fn an_early_launcher_handed_its_spec_builds_the_sandbox_and_runs_its_calls() {
+    let t = tree(&[
+        "/bin/sh",
+        "-c",
+        "echo \"$0 ran\"; cat /proc/1/cmdline | tr '\\0' ' '",
+    ]);
+    let (key, _) = t.spec.split_call();
+    let (early, pid) = started();
+    let sandbox = WarmSandbox::start_with(&launcher(), key, None, Some(early))
+        .await
+        .unwrap();
+    assert!(alive(pid), "the early launcher is the sandbox's launcher");
+    for _ in 0..2 {
+        let out = warm_call(&sandbox, &t.spec, TIMEOUT, LIMIT).await.unwrap();
+        let stdout = text(&out.stdout);
+        assert!(stdout.starts_with("/bin/sh ran\n"), "{stdout}");
+        // The call's PID 1 is the warm init, a fork of a launcher (`alive(pid)` above says
+        // which).
+        assert!(stdout.contains(LAUNCHER), "{stdout}");
+    }
+    stop(sandbox).await;
+    assert!(
+        !alive(pid),
+        "the launcher exits (and is reaped) with its sandbox"
+    );
+}
+
+#[tokio::test]
+async fn a_long_spec_is_handed_whole() {
+    let mut t = tree(&["/bin/sh", "-c", "echo built"]);
+    // Entries under /etc that do not exist are skipped: they only lengthen the spec, far past
+    // one message or a pipe's capacity.
+    t.spec
+        .etc_entries
+        .extend((0..20_000).map(|i| format!("hookbox-test-absent-{i:05}-{}", "x".repeat(40))));
+    let (key, _) = t.spec.split_call();
+    assert!(serde_json::to_vec(&key).unwrap().len() > 1 << 20);
+    let (early, pid) = started();
+    let sandbox = WarmSandbox::start_with(&launcher(), key, None, Some(early))
+        .await
+        .unwrap();
+    assert!(alive(pid), "the early launcher is the sandbox's launcher");
+    let out = warm_call(&sandbox, &t.spec, TIMEOUT, LIMIT).await.unwrap();
+    assert_eq!(text(&out.stdout), "built\n", "{}", text(&out.stderr));
+    stop(sandbox).await;
+}
+
+#[tokio::test]
+async fn a_spec_it_cannot_build_is_not_handed_and_the_launcher_is_spawned_instead() {
+    let t = tree(&["/bin/sh", "-c", "echo spawned"]);
+    let (key, _) = t.spec.split_call();
+    // A cold spec: its launcher would need the program's stdio where an early one has
+    // /dev/null (the same refusal covers a spec without full isolation, or one that joins a
+    // network namespace, whose fd an early launcher was not given).
+    let mut cold = key.clone();
+    cold.warm = false;
+    let (early, pid) = started();
+    assert!(
+        WarmSandbox::start_with(&launcher(), cold, None, Some(early))
+            .await
+            .is_err(),
+        "a warm sandbox needs a warm spec"
+    );
+    assert!(!alive(pid), "refused: killed and reaped");
+    let (early, pid) = started();
+    let sandbox = WarmSandbox::start_with(&launcher(), key, None, Some(early))
+        .await
+        .unwrap();
+    assert!(alive(pid));
+    let out = warm_call(&sandbox, &t.spec, TIMEOUT, LIMIT).await.unwrap();
+    assert_eq!(text(&out.stdout), "spawned\n", "{}", text(&out.stderr));
+    stop(sandbox).await;
+}
+
+#[test]
+fn a_waiting_early_launcher_holds_only_its_agreed_descriptors() {
+    let (early, pid) = started();
+    // Once it waits for its spec (in recvmsg on fd 3), its descriptors are what it was given.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let recvmsg = format!("{} 0x3 ", libc::SYS_recvmsg);
+    loop {
+        let syscall = std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap();
+        if syscall.starts_with(&recvmsg) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not waiting for its spec: {syscall}"
+        );
+        std::thread::yield_now();
+    }
+    let mut fds: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_str().unwrap().parse().unwrap())
+        .collect();
+    fds.sort();
+    assert_eq!(fds, [0, 1, 2, SPEC_FD, STATUS_FD, WARM_FD]);
+    drop(early);
+    assert!(!alive(pid));
+}
+
+#[test]
+fn an_unused_early_launcher_is_killed_and_reaped() {
+    // Dropped with its slot.
+    let slot = EarlySlot::default();
+    slot.fill(&launcher());
+    let first = slot.pid().unwrap();
+    assert!(alive(first));
+    drop(slot);
+    assert!(!alive(first), "dropped with its slot");
+    // Replaced by another.
+    let slot = EarlySlot::default();
+    slot.fill(&launcher());
+    let replaced = slot.pid().unwrap();
+    slot.fill(&launcher());
+    let second = slot.pid().unwrap();
+    assert_ne!(replaced, second);
+    assert!(!alive(replaced), "replaced");
+    // Taken, then dropped.
+    let taken = slot.take(&launcher()).unwrap();
+    assert_eq!(taken.pid(), second);
+    assert!(slot.pid().is_none(), "taken out of the slot");
+    drop(taken);
+    assert!(!alive(second), "taken and dropped");
+    // Asked for by another launcher: the slot's is not that one's, and goes.
+    slot.fill(&launcher());
+    let other = slot.pid().unwrap();
+    assert!(slot.take(&Launcher::standalone("/bin/true")).is_none());
+    assert!(slot.pid().is_none(), "the slot was emptied");
+    assert!(!alive(other), "not that launcher's: killed and reaped");
+}
