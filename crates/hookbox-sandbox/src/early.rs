@@ -9,9 +9,10 @@
 //! a pipe, cannot be reopened through `/proc/<pid>/fd` by another process of the same user to
 //! slip bytes in while the launcher waits), then closes its end. From then on the launcher is
 //! exactly one spawned with its spec ([`crate::warm::WarmSandbox`]): its status pipe and request
-//! socket were made with it. It builds only a warm sandbox under full isolation in a network
-//! namespace of its own ([`EarlyLauncher::hand`] refuses any other spec: a namespace to join
-//! is an fd placed at spawn, before it is known). An early launcher not handed a spec is killed
+//! socket were made with it; a network namespace to join comes with the spec, and the launcher
+//! puts it where a spawn would have. It builds only a warm sandbox under full isolation
+//! ([`EarlyLauncher::hand`] refuses any other spec, and so does the launcher: a cold one needs
+//! the program's stdio at spawn). An early launcher not handed a spec is killed
 //! with its process group and reaped when dropped (it would otherwise exit at its socket's end
 //! of file, on a failure nobody reads). If hookbox dies first, the launcher gets that end of
 //! file.
@@ -74,16 +75,23 @@ impl EarlyLauncher {
         self.child.id()
     }
 
-    /// Hands the launcher `key`, a warm sandbox's spec under full isolation with a network
-    /// namespace of its own; `None` for any other spec, or when the launcher is gone (the early
-    /// launcher is then dropped: killed and reaped).
-    pub(crate) fn hand(self, key: &LaunchSpec) -> Option<Handed> {
-        if !key.warm || key.isolation != Isolation::Full || key.network != Network::Isolated {
+    /// Hands the launcher `key`, a warm sandbox's spec under full isolation, with `netns`, the
+    /// network namespace it joins (`Network::Join`; none for a namespace of its own); `None` for
+    /// any other spec, or when the launcher is gone (the early launcher is then dropped: killed
+    /// and reaped).
+    pub(crate) fn hand(self, key: &LaunchSpec, netns: Option<&OwnedFd>) -> Option<Handed> {
+        let network_agrees = match key.network {
+            Network::Isolated => netns.is_none(),
+            Network::Join => netns.is_some(),
+        };
+        if !key.warm || key.isolation != Isolation::Full || !network_agrees {
             return None;
         }
         let spec = spec_memfd(key).ok()?;
+        let mut fds = vec![spec.as_fd()];
+        fds.extend(netns.map(AsFd::as_fd));
         // One small message on an empty socket: it never waits (`fdpass::send` does not).
-        fdpass::send(self.spec.as_fd(), b"S", &[spec.as_fd()]).ok()?;
+        fdpass::send(self.spec.as_fd(), b"S", &fds).ok()?;
         let Self {
             child,
             status_read,
@@ -127,5 +135,86 @@ impl EarlySlot {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<EarlyLauncher>> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::{Limits, RuntimeKind};
+
+    /// A warm sandbox's spec under full isolation in a namespace of its own (what is built from
+    /// it does not matter: the launcher here is `sleep`, which never reads it).
+    fn key() -> LaunchSpec {
+        LaunchSpec {
+            isolation: Isolation::Full,
+            argv: Vec::new(),
+            direct: None,
+            env: Vec::new(),
+            cwd: "/".into(),
+            tree: "/nonexistent".into(),
+            mountpoint: "/nonexistent".into(),
+            host_read_only: Vec::new(),
+            etc_entries: Vec::new(),
+            binds: Vec::new(),
+            files: Vec::new(),
+            network: Network::Isolated,
+            limits: Limits {
+                address_space_bytes: None,
+                nproc: None,
+                open_files: 64,
+                file_size_bytes: None,
+            },
+            cgroups: Vec::new(),
+            hostname: "h".into(),
+            identity: None,
+            stage_timings: false,
+            parent_pid: 1,
+            warm: true,
+            runtime: RuntimeKind::Namespaces,
+            egress_port: None,
+        }
+    }
+
+    /// `hand` of `key` with `netns` to an early "launcher" that only waits: whether it was
+    /// handed (sent) or refused.
+    fn handed(key: &LaunchSpec, netns: Option<&OwnedFd>) -> bool {
+        let sleeper = Launcher {
+            program: "/bin/sleep".into(),
+            args: vec!["60".into()],
+        };
+        EarlyLauncher::start(&sleeper)
+            .unwrap()
+            .hand(key, netns)
+            .is_some()
+    }
+
+    #[test]
+    fn only_a_warm_fully_isolated_spec_with_the_namespace_it_names_is_handed() {
+        let namespace = OwnedFd::from(std::fs::File::open("/dev/null").unwrap());
+        assert!(handed(&key(), None));
+        let join = LaunchSpec {
+            network: Network::Join,
+            ..key()
+        };
+        assert!(handed(&join, Some(&namespace)));
+        assert!(!handed(&join, None), "a namespace to join, none sent");
+        assert!(
+            !handed(&key(), Some(&namespace)),
+            "a namespace of its own, one sent"
+        );
+        let cold = LaunchSpec {
+            warm: false,
+            ..key()
+        };
+        assert!(
+            !handed(&cold, None),
+            "a cold spec needs the program's stdio at spawn"
+        );
+        let insecure = LaunchSpec {
+            isolation: Isolation::InsecureNone,
+            ..key()
+        };
+        assert!(!handed(&insecure, None));
     }
 }

@@ -20,7 +20,8 @@ use crate::spec::{FAIL_MARK, SPEC_FD, WARM_FD};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Stage {
-    /// Reading the launch spec (the memfd at fd 3, a warm call's, gVisor's first message).
+    /// Reading the launch spec (the memfd at fd 3, or the one sent on the socket there to a
+    /// launcher started early; a warm call's; gVisor's first message).
     Spec,
     /// Arming the parent-death signal, or finding the parent already gone.
     Parent,

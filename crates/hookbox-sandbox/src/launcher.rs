@@ -4,8 +4,8 @@
 //! Sequence (each step has its own error, naming the kernel feature it needs, and reported to
 //! hookbox on the status channel as its [`Stage`] and errno, see [`crate::status`]):
 //! 1. read the spec from fd [`SPEC_FD`] (a launcher started early waits for it there, and reads
-//!    end of file if hookbox went away first); arm `PR_SET_PDEATHSIG` and check the parent is
-//!    alive;
+//!    end of file if hookbox went away first: [`early_spec`]); arm `PR_SET_PDEATHSIG` and check
+//!    the parent is alive;
 //! 2. join the environment's cgroups (pids, memory);
 //! 3. optionally `setns` into an inherited network namespace ([`Network::Join`]);
 //! 4. with an [`Identity`] (hookbox runs as host root): stage the host paths the sandbox needs
@@ -114,31 +114,29 @@ pub fn monotonic_ns() -> i128 {
     now.tv_sec as i128 * 1_000_000_000 + now.tv_nsec as i128
 }
 
+/// Reads the launch spec at [`SPEC_FD`]: a memfd, or, for a launcher started before its spec
+/// was known ([`crate::early`]), a socket on which it waits for the spec (see [`early_spec`]).
 fn read_spec() -> Result<LaunchSpec> {
-    read_json()
-}
-
-/// Reads the JSON at [`SPEC_FD`] (a launch spec, or the runsc wrapper's): a memfd, or, for a
-/// launcher started before its spec was known ([`crate::early`]), a socket on which the spec
-/// arrives as one memfd (waiting for it; the socket's end of file, when hookbox went away
-/// first, is a failure like any unreadable spec).
-pub(crate) fn read_json<T: serde::de::DeserializeOwned>() -> Result<T> {
-    // SAFETY: fcntl only reads the flags of fd 3, failing with EBADF when it is not open.
-    if unsafe { libc::fcntl(SPEC_FD, libc::F_GETFD) } < 0 {
-        return Err(LaunchError::ReadSpec("not open".into()));
-    }
-    // SAFETY: fd 3 is open (checked above) and was placed there by our parent for us alone.
-    let fd = unsafe { OwnedFd::from_raw_fd(SPEC_FD) };
+    let fd = spec_fd()?;
     let is_socket = rustix::fs::fstat(&fd).is_ok_and(|stat| {
         rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::Socket
     });
-    if !is_socket {
-        return read_json_from(File::from(fd));
+    match is_socket {
+        true => early_spec(fd),
+        false => read_json_from(File::from(fd)),
     }
-    // An early launcher may wait a while: meanwhile it holds nothing it was not given (an fd of
-    // hookbox's that some library left without close-on-exec, or one hookbox's own caller
-    // passed down), as a launcher given its spec closes it at once ([`run`]). An early launcher
-    // has no network namespace to join at NETNS_FD.
+}
+
+/// A spec sent to a launcher started early ([`crate::early`]): one `S` message carrying the
+/// spec's sealed memfd and, for a sandbox that joins a network namespace, that namespace, which
+/// is placed at [`NETNS_FD`] as if it had been given at spawn. Meanwhile the launcher holds
+/// nothing it was not given (an fd of hookbox's that some library left without close-on-exec,
+/// or one hookbox's own caller passed down), as a launcher given its spec closes them at once
+/// ([`run`]). End of file (hookbox went away first), any other message, or a spec such a
+/// launcher cannot build (a cold one, or one without isolation, which need what only a spawn
+/// places) is a failure to read the spec.
+fn early_spec(socket: OwnedFd) -> Result<LaunchSpec> {
+    let failed = |why: &str| LaunchError::ReadSpec(why.to_owned());
     // SAFETY: close_range only closes descriptors; the agreed ones (0-4, WARM_FD) stay.
     unsafe {
         libc::syscall(
@@ -155,14 +153,71 @@ pub(crate) fn read_json<T: serde::de::DeserializeOwned>() -> Result<T> {
         );
     }
     let message = loop {
-        match crate::fdpass::recv(&fd) {
+        match crate::fdpass::recv(&socket) {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             other => break other.map_err(|e| LaunchError::ReadSpec(e.to_string()))?,
         }
     };
-    let [spec] = <[OwnedFd; 1]>::try_from(message.fds)
-        .map_err(|_| LaunchError::ReadSpec("no spec came on the socket".into()))?;
-    read_json_from(File::from(spec))
+    if message.payload.is_empty() {
+        return Err(failed("hookbox went away before sending the spec"));
+    }
+    if message.payload != b"S" {
+        return Err(failed("not a spec message"));
+    }
+    let mut fds = message.fds.into_iter();
+    let (Some(spec), netns, None) = (fds.next(), fds.next(), fds.next()) else {
+        return Err(failed(
+            "a spec message carries the spec and at most a namespace",
+        ));
+    };
+    let spec: LaunchSpec = read_json_from(File::from(spec))?;
+    if !spec.warm || spec.isolation != Isolation::Full {
+        return Err(failed(
+            "a launcher started early builds only warm sandboxes with full isolation",
+        ));
+    }
+    match (&spec.network, netns) {
+        (Network::Isolated, None) => {}
+        (Network::Join, Some(netns)) => place_netns(netns)?,
+        _ => return Err(failed("the spec's network and the namespace sent disagree")),
+    }
+    Ok(spec)
+}
+
+/// Puts `netns` (received close-on-exec, wherever the kernel put it: maybe at NETNS_FD itself,
+/// which [`early_spec`] freed) at [`NETNS_FD`] without close-on-exec, where [`run`] takes it.
+fn place_netns(netns: OwnedFd) -> Result<()> {
+    use std::os::fd::IntoRawFd;
+    let placing =
+        |e: std::io::Error| LaunchError::ReadSpec(format!("placing the network namespace: {e}"));
+    if netns.as_raw_fd() == NETNS_FD {
+        rustix::io::fcntl_setfd(&netns, rustix::io::FdFlags::empty())
+            .map_err(|e| placing(e.into()))?;
+        // Owned from now on by `run`, which takes NETNS_FD.
+        let _ = netns.into_raw_fd();
+        return Ok(());
+    }
+    // SAFETY: dup2 onto NETNS_FD, which is free (closed by early_spec and not `netns`); the copy
+    // has no close-on-exec, as a namespace placed at spawn would not. `netns` is closed after.
+    if unsafe { libc::dup2(netns.as_raw_fd(), NETNS_FD) } < 0 {
+        return Err(placing(std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// Takes [`SPEC_FD`] if it is open.
+fn spec_fd() -> Result<OwnedFd> {
+    // SAFETY: fcntl only reads the flags of fd 3, failing with EBADF when it is not open.
+    if unsafe { libc::fcntl(SPEC_FD, libc::F_GETFD) } < 0 {
+        return Err(LaunchError::ReadSpec("not open".into()));
+    }
+    // SAFETY: fd 3 is open (checked above) and was placed there by our parent for us alone.
+    Ok(unsafe { OwnedFd::from_raw_fd(SPEC_FD) })
+}
+
+/// Reads the JSON in the memfd at [`SPEC_FD`] (the runsc wrapper's spec).
+pub(crate) fn read_json<T: serde::de::DeserializeOwned>() -> Result<T> {
+    read_json_from(File::from(spec_fd()?))
 }
 
 /// Reads `file` to its end as one JSON value (a launch or call spec).

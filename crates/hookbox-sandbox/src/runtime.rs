@@ -56,8 +56,8 @@ pub trait Runtime: Send + Sync + std::fmt::Debug {
 #[derive(Debug, Clone)]
 pub struct Namespaces {
     pub launcher: Launcher,
-    /// A launcher started early, which the next sandbox that joins no network namespace takes
-    /// (see [`crate::early`]); usually empty.
+    /// A launcher started early, which the next sandbox takes (see [`crate::early`]); usually
+    /// empty.
     pub early: Arc<crate::early::EarlySlot>,
 }
 
@@ -68,10 +68,7 @@ impl Runtime for Namespaces {
     }
 
     async fn start(&self, key: LaunchSpec, net: SandboxNet) -> Result<WarmSandbox, SandboxError> {
-        let early = match net.netns {
-            None => self.early.take(&self.launcher),
-            Some(_) => None,
-        };
+        let early = self.early.take(&self.launcher);
         WarmSandbox::start_with(&self.launcher, key, net.netns, early).await
     }
 }

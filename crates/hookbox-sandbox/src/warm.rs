@@ -111,15 +111,8 @@ impl WarmSandbox {
         netns: Option<Arc<OwnedFd>>,
         early: Option<EarlyLauncher>,
     ) -> Result<Self, SandboxError> {
-        // One that cannot take `key` is killed and reaped here, not kept until the end.
-        let handed = match early {
-            Some(early) if netns.is_none() => early.hand(&key),
-            Some(early) => {
-                drop(early);
-                None
-            }
-            None => None,
-        };
+        // One that cannot take `key` is killed and reaped by `hand`.
+        let handed = early.and_then(|early| early.hand(&key, netns.as_deref()));
         let (child, status_read, ours) = match handed {
             Some(handed) => handed,
             None => Self::spawn(launcher, &key, &netns).map_err(SandboxError::spawn)?,

@@ -444,3 +444,38 @@ fn wait_cgroups_gone(dirs: &[std::path::PathBuf]) {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+#[tokio::test]
+async fn the_first_warm_sandbox_takes_the_launcher_started_early() {
+    let options = options();
+    options.start_launcher_early();
+    let slot = options.early.clone();
+    let alive = |pid: u32| std::path::Path::new(&format!("/proc/{pid}")).exists();
+    if gvisor() {
+        // Started only for the namespaces runtime (gVisor's launcher is runsc's child).
+        assert!(slot.pid().is_none());
+        return;
+    }
+    let early = slot
+        .pid()
+        .expect("started: namespaces, full isolation, warm");
+    let env = env_with(options, |_| {});
+    let out = sh(&env, "echo ran").await;
+    assert_eq!(text(&out.stdout), "ran\n", "{}", text(&out.stderr));
+    assert!(slot.pid().is_none(), "taken by the sandbox");
+    // Not dropped (which kills and reaps it): it is the running sandbox's launcher.
+    assert!(alive(early), "the sandbox's launcher");
+    drop(env);
+}
+
+#[test]
+fn no_launcher_starts_early_for_cold_sandboxes_or_without_isolation() {
+    let mut cold = options();
+    cold.warm = false;
+    cold.start_launcher_early();
+    assert!(cold.early.pid().is_none());
+    let mut insecure = options();
+    insecure.isolation = hookbox_sandbox::spec::Isolation::InsecureNone;
+    insecure.start_launcher_early();
+    assert!(insecure.early.pid().is_none());
+}

@@ -797,7 +797,10 @@ fn handler_span(event: HookEvent, subject: &str, group: &Group) -> tracing::Span
 }
 
 /// Every (group, rule) whose matcher accepts `subject`, in dispatch order.
-fn matching_rules<'a>(
+/// The rules of `config` at `event` that a call of `subject` (a tool's name, or an MCP tool's
+/// `mcp:<server>/<tool>`) matches, in order, with their groups (enabled or not: a disabled
+/// group's rules are traced as skipped).
+pub fn matching_rules<'a>(
     config: &'a HooksConfig,
     event: HookEvent,
     subject: &'a str,

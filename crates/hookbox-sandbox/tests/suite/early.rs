@@ -9,11 +9,12 @@
 //! once it was not used (a process not reaped stays in `/proc` as a zombie).
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hookbox_sandbox::early::EarlySlot;
 use hookbox_sandbox::runtime::Launcher;
-use hookbox_sandbox::spec::{SPEC_FD, STATUS_FD, WARM_FD};
+use hookbox_sandbox::spec::{Network, SPEC_FD, STATUS_FD, WARM_FD};
 use hookbox_sandbox::warm::WarmSandbox;
 
 use super::support::*;
@@ -48,13 +49,16 @@ async fn an_early_launcher_handed_its_spec_builds_the_sandbox_and_runs_its_calls
     let sandbox = WarmSandbox::start_with(&launcher(), key, None, Some(early))
         .await
         .unwrap();
-    assert!(alive(pid), "the early launcher is the sandbox's launcher");
+    assert_eq!(
+        sandbox.launcher_pid(),
+        Some(pid),
+        "built by the early launcher"
+    );
     for _ in 0..2 {
         let out = warm_call(&sandbox, &t.spec, TIMEOUT, LIMIT).await.unwrap();
         let stdout = text(&out.stdout);
         assert!(stdout.starts_with("/bin/sh ran\n"), "{stdout}");
-        // The call's PID 1 is the warm init, a fork of a launcher (`alive(pid)` above says
-        // which).
+        // The call's PID 1 is the warm init, a fork of the launcher.
         assert!(stdout.contains(LAUNCHER), "{stdout}");
     }
     stop(sandbox).await;
@@ -78,7 +82,11 @@ async fn a_long_spec_is_handed_whole() {
     let sandbox = WarmSandbox::start_with(&launcher(), key, None, Some(early))
         .await
         .unwrap();
-    assert!(alive(pid), "the early launcher is the sandbox's launcher");
+    assert_eq!(
+        sandbox.launcher_pid(),
+        Some(pid),
+        "built by the early launcher"
+    );
     let out = warm_call(&sandbox, &t.spec, TIMEOUT, LIMIT).await.unwrap();
     assert_eq!(text(&out.stdout), "built\n", "{}", text(&out.stderr));
     stop(sandbox).await;
@@ -88,9 +96,8 @@ async fn a_long_spec_is_handed_whole() {
 async fn a_spec_it_cannot_build_is_not_handed_and_the_launcher_is_spawned_instead() {
     let t = tree(&["/bin/sh", "-c", "echo spawned"]);
     let (key, _) = t.spec.split_call();
-    // A cold spec: its launcher would need the program's stdio where an early one has
-    // /dev/null (the same refusal covers a spec without full isolation, or one that joins a
-    // network namespace, whose fd an early launcher was not given).
+    // A cold spec: its launcher needs the program's stdio where an early one has /dev/null
+    // (`hand`'s own test covers the other refusals).
     let mut cold = key.clone();
     cold.warm = false;
     let (early, pid) = started();
@@ -101,19 +108,54 @@ async fn a_spec_it_cannot_build_is_not_handed_and_the_launcher_is_spawned_instea
         "a warm sandbox needs a warm spec"
     );
     assert!(!alive(pid), "refused: killed and reaped");
+}
+
+#[tokio::test]
+async fn a_network_namespace_to_join_comes_with_the_spec() {
+    if !hookbox_test_require::root("a network namespace of the test's own (unshare as root)") {
+        return;
+    }
+    let namespace = std::thread::spawn(|| {
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
+        std::fs::File::open("/proc/thread-self/ns/net").unwrap()
+    })
+    .join()
+    .unwrap();
+    let inode = std::os::unix::fs::MetadataExt::ino(&namespace.metadata().unwrap());
+    let netns = Arc::new(std::os::fd::OwnedFd::from(namespace));
+    let mut t = tree(&["/bin/sh", "-c", "readlink /proc/self/ns/net"]);
+    t.spec.network = Network::Join;
+    let (key, _) = t.spec.split_call();
     let (early, pid) = started();
-    let sandbox = WarmSandbox::start_with(&launcher(), key, None, Some(early))
+    let sandbox = WarmSandbox::start_with(&launcher(), key, Some(netns), Some(early))
         .await
         .unwrap();
-    assert!(alive(pid));
+    assert_eq!(
+        sandbox.launcher_pid(),
+        Some(pid),
+        "built by the early launcher"
+    );
     let out = warm_call(&sandbox, &t.spec, TIMEOUT, LIMIT).await.unwrap();
-    assert_eq!(text(&out.stdout), "spawned\n", "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        format!("net:[{inode}]\n"),
+        "{}",
+        text(&out.stderr)
+    );
     stop(sandbox).await;
 }
 
 #[test]
 fn a_waiting_early_launcher_holds_only_its_agreed_descriptors() {
+    // One of ours without close-on-exec (as a library might leave one) reaches the launcher's
+    // exec, and must be closed before it waits.
+    let null = std::fs::File::open("/dev/null").unwrap();
+    // Above the agreed numbers, where spawning the launcher does not cover it.
+    let stray = rustix::io::fcntl_dupfd_cloexec(&null, 100).unwrap();
+    rustix::io::fcntl_setfd(&stray, rustix::io::FdFlags::empty()).unwrap();
+    let stray_fd = std::os::fd::AsRawFd::as_raw_fd(&stray);
     let (early, pid) = started();
+    drop(stray);
     // Once it waits for its spec (in recvmsg on fd 3), its descriptors are what it was given.
     let deadline = Instant::now() + Duration::from_secs(30);
     let recvmsg = format!("{} 0x3 ", libc::SYS_recvmsg);
@@ -133,7 +175,11 @@ fn a_waiting_early_launcher_holds_only_its_agreed_descriptors() {
         .map(|e| e.unwrap().file_name().to_str().unwrap().parse().unwrap())
         .collect();
     fds.sort();
-    assert_eq!(fds, [0, 1, 2, SPEC_FD, STATUS_FD, WARM_FD]);
+    assert_eq!(
+        fds,
+        [0, 1, 2, SPEC_FD, STATUS_FD, WARM_FD],
+        "{stray_fd} was ours"
+    );
     drop(early);
     assert!(!alive(pid));
 }

@@ -66,19 +66,27 @@ pub(super) fn command_runner(
 }
 
 /// Whether `config` has a command handler that a call of `tool` (of any tool: `None`) may run
-/// at `event`: then the sandbox's launcher is started early ([`command_runner`]'s
-/// `launches_soon`). Another agent CLI's rules count whatever their matcher (the engine matches
-/// those with the whole payload).
+/// at `event`, matched as the engine matches rules ([`hookbox_hooks::engine::matching_rules`]):
+/// then the sandbox's launcher is started early ([`command_runner`]'s `launches_soon`).
 pub(super) fn may_run_commands(config: &HooksConfig, event: HookEvent, tool: Option<&str>) -> bool {
-    config.groups.iter().filter(|g| g.enabled).any(|g| {
-        g.rules(event).iter().any(|rule| {
-            (rule.vendor.is_some() || tool.is_none_or(|tool| rule.matcher.matches(tool)))
-                && rule
-                    .handlers
-                    .iter()
-                    .any(|h| matches!(h.kind, HandlerKind::Command { .. }))
-        })
-    })
+    let runs_commands = |group: &hookbox_hooks::config::Group,
+                         rule: &hookbox_hooks::config::Rule| {
+        group.enabled
+            && rule
+                .handlers
+                .iter()
+                .any(|h| matches!(h.kind, HandlerKind::Command { .. }))
+    };
+    match tool {
+        Some(tool) => hookbox_hooks::engine::matching_rules(config, event, tool)
+            .any(|(group, rule)| runs_commands(group, rule)),
+        None => config.groups.iter().any(|group| {
+            group
+                .rules(event)
+                .iter()
+                .any(|rule| runs_commands(group, rule))
+        }),
+    }
 }
 
 pub(super) fn read_network(arg: Option<&str>) -> anyhow::Result<Option<serde_json::Value>> {
@@ -166,5 +174,19 @@ mod tests {
         );
         assert!(!may_run_commands(&http, pre, Some("code_execution")));
         assert!(!may_run_commands(&config(r#"{"hooks":{}}"#), pre, None));
+        // A remote MCP tool is matched only by a matcher written for one, as the engine does.
+        let all = config(
+            r#"{"hooks":{"pre_tool_execution":[{"matcher":"","hooks":[{"type":"command","command":"true"}]}]}}"#,
+        );
+        assert!(may_run_commands(&all, pre, Some("view_file")));
+        assert!(!may_run_commands(&all, pre, Some("mcp:docs/search")));
+        let mcp = config(
+            r#"{"hooks":{"pre_tool_execution":[{"matcher":"mcp:docs/.*","hooks":[{"type":"command","command":"true"}]}]}}"#,
+        );
+        assert!(may_run_commands(&mcp, pre, Some("mcp:docs/search")));
+        // A disabled group runs nothing.
+        let mut disabled = command;
+        disabled.groups[0].enabled = false;
+        assert!(!may_run_commands(&disabled, pre, Some("code_execution")));
     }
 }

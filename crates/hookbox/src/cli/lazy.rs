@@ -21,7 +21,11 @@ static DEFER: AtomicBool = AtomicBool::new(true);
 /// Makes every later definition of the command tree whole at once, as clap's derive alone would
 /// (for `hookbox completions` and `hookbox manpage`, which read every subcommand).
 pub fn eager() {
-    DEFER.store(false, Ordering::Relaxed);
+    set_defer(false);
+}
+
+fn set_defer(on: bool) {
+    DEFER.store(on, Ordering::Relaxed);
 }
 
 /// `define` applied to `cmd` now, or when clap builds `cmd` (see the module doc).
@@ -139,44 +143,51 @@ impl<T: clap::FromArgMatches> clap::FromArgMatches for LazySub<T> {
 mod tests {
     use clap::CommandFactory;
 
-    /// Each subcommand's name, help lines and arguments, depth first (without clap's generated
-    /// `help` subcommands, which mirror the tree as it was when their parent was built).
-    fn outline(cmd: &clap::Command, path: &str, out: &mut Vec<String>) {
+    /// Each subcommand's name, arguments and whole `--help`, depth first (without clap's
+    /// generated `help` subcommands, which mirror the tree as it was when their parent was
+    /// built).
+    fn outline(cmd: &mut clap::Command, path: &str, out: &mut Vec<String>) {
         let mut args: Vec<String> = cmd
             .get_arguments()
             .map(|a| {
                 format!(
-                    "{}:{:?}:{:?}:{}:{:?}",
+                    "{}:{:?}:{:?}:{}",
                     a.get_id(),
                     a.get_long(),
                     a.get_short(),
-                    a.is_global_set(),
-                    a.get_help().map(ToString::to_string)
+                    a.is_global_set()
                 )
             })
             .collect();
+        // Global arguments are added to a deferred subcommand before its own (no change to its
+        // help, which orders them itself).
         args.sort();
-        out.push(format!(
-            "{path}\n  about {:?}\n  long {:?}\n  args {args:?}",
-            cmd.get_about().map(ToString::to_string),
-            cmd.get_long_about().map(ToString::to_string),
-        ));
-        for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
-            outline(sub, &format!("{path} {}", sub.get_name()), out);
+        out.push(format!("{path}\n{args:?}\n{}", cmd.render_long_help()));
+        let names: Vec<String> = cmd
+            .get_subcommands()
+            .map(|s| s.get_name().to_owned())
+            .filter(|name| name != "help")
+            .collect();
+        for name in names {
+            let sub = cmd.find_subcommand_mut(&name).unwrap();
+            outline(sub, &format!("{path} {name}"), out);
         }
+    }
+
+    fn tree(defer: bool) -> Vec<String> {
+        super::set_defer(defer);
+        let mut command = super::super::Cli::command();
+        // Building the whole tree runs every deferred definition.
+        command.build();
+        super::set_defer(true);
+        let mut out = Vec::new();
+        outline(&mut command, "hookbox", &mut out);
+        out
     }
 
     #[test]
     fn every_deferred_subcommand_is_defined_as_clap_defines_it_at_once() {
-        let mut lazy = super::super::Cli::command();
-        // Building the whole tree runs every deferred definition.
-        lazy.build();
-        super::eager();
-        let mut whole = super::super::Cli::command();
-        whole.build();
-        let (mut deferred, mut at_once) = (Vec::new(), Vec::new());
-        outline(&lazy, "hookbox", &mut deferred);
-        outline(&whole, "hookbox", &mut at_once);
+        let (deferred, at_once) = (tree(true), tree(false));
         assert!(at_once.len() > 25, "{at_once:?}");
         for (d, a) in deferred.iter().zip(&at_once) {
             assert_eq!(d, a);
