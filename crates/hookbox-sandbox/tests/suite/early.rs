@@ -26,6 +26,25 @@ fn alive(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
 }
 
+/// The warm sandbox of `spec` (joining `netns`), built by an early launcher, and that
+/// launcher's pid.
+async fn built_early(
+    spec: &hookbox_sandbox::spec::LaunchSpec,
+    netns: Option<Arc<std::os::fd::OwnedFd>>,
+) -> (WarmSandbox, u32) {
+    let (key, _) = spec.split_call();
+    let (early, pid) = started();
+    let sandbox = WarmSandbox::start_with(&launcher(), key, netns, Some(early))
+        .await
+        .unwrap();
+    assert_eq!(
+        sandbox.launcher_pid(),
+        Some(pid),
+        "built by the early launcher"
+    );
+    (sandbox, pid)
+}
+
 /// An early launcher of [`launcher`] from a slot, and its pid.
 fn started() -> (hookbox_sandbox::early::EarlyLauncher, u32) {
     let slot = EarlySlot::default();
@@ -44,16 +63,7 @@ async fn an_early_launcher_handed_its_spec_builds_the_sandbox_and_runs_its_calls
         "-c",
         "echo \"$0 ran\"; cat /proc/1/cmdline | tr '\\0' ' '",
     ]);
-    let (key, _) = t.spec.split_call();
-    let (early, pid) = started();
-    let sandbox = WarmSandbox::start_with(&launcher(), key, None, Some(early))
-        .await
-        .unwrap();
-    assert_eq!(
-        sandbox.launcher_pid(),
-        Some(pid),
-        "built by the early launcher"
-    );
+    let (sandbox, pid) = built_early(&t.spec, None).await;
     for _ in 0..2 {
         let out = warm_call(&sandbox, &t.spec, TIMEOUT, LIMIT).await.unwrap();
         let stdout = text(&out.stdout);
@@ -76,17 +86,8 @@ async fn a_long_spec_is_handed_whole() {
     t.spec
         .etc_entries
         .extend((0..20_000).map(|i| format!("hookbox-test-absent-{i:05}-{}", "x".repeat(40))));
-    let (key, _) = t.spec.split_call();
-    assert!(serde_json::to_vec(&key).unwrap().len() > 1 << 20);
-    let (early, pid) = started();
-    let sandbox = WarmSandbox::start_with(&launcher(), key, None, Some(early))
-        .await
-        .unwrap();
-    assert_eq!(
-        sandbox.launcher_pid(),
-        Some(pid),
-        "built by the early launcher"
-    );
+    assert!(serde_json::to_vec(&t.spec.split_call().0).unwrap().len() > 1 << 20);
+    let (sandbox, _) = built_early(&t.spec, None).await;
     let out = warm_call(&sandbox, &t.spec, TIMEOUT, LIMIT).await.unwrap();
     assert_eq!(text(&out.stdout), "built\n", "{}", text(&out.stderr));
     stop(sandbox).await;
@@ -125,16 +126,7 @@ async fn a_network_namespace_to_join_comes_with_the_spec() {
     let netns = Arc::new(std::os::fd::OwnedFd::from(namespace));
     let mut t = tree(&["/bin/sh", "-c", "readlink /proc/self/ns/net"]);
     t.spec.network = Network::Join;
-    let (key, _) = t.spec.split_call();
-    let (early, pid) = started();
-    let sandbox = WarmSandbox::start_with(&launcher(), key, Some(netns), Some(early))
-        .await
-        .unwrap();
-    assert_eq!(
-        sandbox.launcher_pid(),
-        Some(pid),
-        "built by the early launcher"
-    );
+    let (sandbox, _) = built_early(&t.spec, Some(netns)).await;
     let out = warm_call(&sandbox, &t.spec, TIMEOUT, LIMIT).await.unwrap();
     assert_eq!(
         text(&out.stdout),

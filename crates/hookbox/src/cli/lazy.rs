@@ -77,26 +77,36 @@ impl<T: clap::Args> clap::Args for Lazy<T> {
     }
 }
 
-impl<T: clap::FromArgMatches> clap::FromArgMatches for Lazy<T> {
-    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
-        T::from_arg_matches(matches).map(Lazy)
-    }
+/// `FromArgMatches` of a wrapper: the wrapped type's, wrapped.
+macro_rules! from_arg_matches_of_the_wrapped {
+    ($wrapper:ident) => {
+        impl<T: clap::FromArgMatches> clap::FromArgMatches for $wrapper<T> {
+            fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+                T::from_arg_matches(matches).map($wrapper)
+            }
 
-    fn from_arg_matches_mut(matches: &mut clap::ArgMatches) -> Result<Self, clap::Error> {
-        T::from_arg_matches_mut(matches).map(Lazy)
-    }
+            fn from_arg_matches_mut(matches: &mut clap::ArgMatches) -> Result<Self, clap::Error> {
+                T::from_arg_matches_mut(matches).map($wrapper)
+            }
 
-    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
-        self.0.update_from_arg_matches(matches)
-    }
+            fn update_from_arg_matches(
+                &mut self,
+                matches: &clap::ArgMatches,
+            ) -> Result<(), clap::Error> {
+                self.0.update_from_arg_matches(matches)
+            }
 
-    fn update_from_arg_matches_mut(
-        &mut self,
-        matches: &mut clap::ArgMatches,
-    ) -> Result<(), clap::Error> {
-        self.0.update_from_arg_matches_mut(matches)
-    }
+            fn update_from_arg_matches_mut(
+                &mut self,
+                matches: &mut clap::ArgMatches,
+            ) -> Result<(), clap::Error> {
+                self.0.update_from_arg_matches_mut(matches)
+            }
+        }
+    };
 }
+
+from_arg_matches_of_the_wrapped!(Lazy);
 
 /// A subcommand's own subcommands (`T: Subcommand`), defined when clap builds that subcommand.
 #[derive(Debug)]
@@ -118,26 +128,7 @@ impl<T: clap::Subcommand> clap::Subcommand for LazySub<T> {
     }
 }
 
-impl<T: clap::FromArgMatches> clap::FromArgMatches for LazySub<T> {
-    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
-        T::from_arg_matches(matches).map(LazySub)
-    }
-
-    fn from_arg_matches_mut(matches: &mut clap::ArgMatches) -> Result<Self, clap::Error> {
-        T::from_arg_matches_mut(matches).map(LazySub)
-    }
-
-    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
-        self.0.update_from_arg_matches(matches)
-    }
-
-    fn update_from_arg_matches_mut(
-        &mut self,
-        matches: &mut clap::ArgMatches,
-    ) -> Result<(), clap::Error> {
-        self.0.update_from_arg_matches_mut(matches)
-    }
-}
+from_arg_matches_of_the_wrapped!(LazySub);
 
 #[cfg(test)]
 mod tests {
