@@ -72,6 +72,8 @@ pub fn parts(value: &[u8]) -> Vec<Vec<u8>> {
 #[derive(Clone)]
 pub struct Secrets {
     finders: Arc<[memchr::memmem::Finder<'static>]>,
+    /// The length of the longest value.
+    longest: usize,
 }
 
 impl std::fmt::Debug for Secrets {
@@ -94,11 +96,12 @@ impl Secrets {
         if all.is_empty() {
             return None;
         }
+        let longest = all.iter().map(Vec::len).max().unwrap_or(0);
         let finders = all
             .into_iter()
             .map(|v| memchr::memmem::Finder::new(&v).into_owned())
             .collect();
-        Some(Self { finders })
+        Some(Self { finders, longest })
     }
 
     /// `raw` with every occurrence of every value masked (overlapping ones and values inside
@@ -118,15 +121,6 @@ impl Secrets {
             }
         }
         (out, found)
-    }
-
-    /// The length of the longest value.
-    fn longest(&self) -> usize {
-        self.finders
-            .iter()
-            .map(|f| f.needle().len())
-            .max()
-            .unwrap_or(0)
     }
 
     /// `text`, whole (a header value, a reason phrase), with every value masked.
@@ -203,7 +197,7 @@ impl<B> ScrubBody<B> {
     /// last bytes seen stays either way, so a value a later frame completes is still masked
     /// from there on.
     fn emit(&mut self, data: &[u8], hold: usize) -> Bytes {
-        let keep = self.secrets.longest().saturating_sub(1);
+        let keep = self.secrets.longest.saturating_sub(1);
         let mut raw = std::mem::take(&mut self.tail);
         let sent = raw.len() - self.held;
         raw.extend_from_slice(data);
@@ -227,7 +221,7 @@ impl<B> ScrubBody<B> {
 
     /// What can go out after a frame of `data`, whatever its content.
     fn take(&mut self, data: &[u8]) -> Bytes {
-        self.emit(data, self.secrets.longest().saturating_sub(1))
+        self.emit(data, self.secrets.longest.saturating_sub(1))
     }
 
     /// The held bytes, all of them.

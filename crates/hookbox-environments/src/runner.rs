@@ -191,8 +191,8 @@ pub struct SandboxOptions {
     /// sandbox's mount namespace may still hold the disk).
     pub one_shot: bool,
     /// A launcher started before the first sandbox's spec is known, which that sandbox takes
-    /// under namespaces when it joins no network namespace ([`hookbox_sandbox::early`]). A
-    /// one-shot command fills it as it starts ([`Self::start_launcher_early`]); empty by default.
+    /// under namespaces ([`hookbox_sandbox::early`]). A one-shot command fills it as it starts
+    /// ([`Self::start_launcher_early`]); empty by default.
     pub early: Arc<hookbox_sandbox::early::EarlySlot>,
 }
 

@@ -202,7 +202,7 @@ impl McpSession {
     /// injected into the requests to it: a server that echoes its `Authorization` header must
     /// not hand the credential to the model, the steps or the log.
     fn scrubbed(&self, text: String) -> String {
-        scrub(text, &self.env.network().egress().injected_values())
+        hookbox_hooks::scrub::scrub(&text, &self.env.network().egress().injected_values())
     }
 
     /// Closes every connection.
@@ -431,15 +431,7 @@ fn plain_error(e: &dyn std::fmt::Display) -> String {
 /// What the model gets of a server's answer: scrubbed whole, then cut to `limit`, so a value
 /// the limit falls inside is replaced rather than cut with its start left in the text.
 fn reply_text(text: String, secrets: &[String], limit: usize) -> String {
-    cut(scrub(text, secrets), limit)
-}
-
-/// `text` without the values `secrets` names (`hookbox_hooks::scrub`).
-fn scrub(text: String, secrets: &[String]) -> String {
-    if secrets.is_empty() {
-        return text;
-    }
-    hookbox_hooks::scrub::scrub(&text, secrets)
+    cut(hookbox_hooks::scrub::scrub(&text, secrets), limit)
 }
 
 fn cut(mut text: String, limit: usize) -> String {

@@ -3,7 +3,7 @@
 //! overlap what the command does before its first launch: opening the environment, reading its
 //! hooks, building the spec.
 //!
-//! The launcher reads its spec at [`SPEC_FD`]; an early one finds there one end of a socket pair
+//! The launcher reads its spec at [`crate::spec::SPEC_FD`]; an early one finds there one end of a socket pair
 //! and waits on it. [`EarlyLauncher::hand`] sends the spec once it is known, as a sealed memfd
 //! in one message (as every spec travels: nothing can change it once sent; and a socket, unlike
 //! a pipe, cannot be reopened through `/proc/<pid>/fd` by another process of the same user to
@@ -12,10 +12,9 @@
 //! socket were made with it; a network namespace to join comes with the spec, and the launcher
 //! puts it where a spawn would have. It builds only a warm sandbox under full isolation
 //! ([`EarlyLauncher::hand`] refuses any other spec, and so does the launcher: a cold one needs
-//! the program's stdio at spawn). An early launcher not handed a spec is killed
-//! with its process group and reaped when dropped (it would otherwise exit at its socket's end
-//! of file, on a failure nobody reads). If hookbox dies first, the launcher gets that end of
-//! file.
+//! the program's stdio at spawn). An early launcher not handed a spec is killed with its process
+//! group and reaped when dropped (it would otherwise exit at its socket's end of file, on a
+//! failure nobody reads). If hookbox dies first, the launcher gets that end of file.
 //!
 //! Only a process that builds few sandboxes and soon exits starts one (the one-shot commands):
 //! it is a process that waits, and one start whose sandbox turns out not to take it is wasted.
@@ -25,9 +24,9 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::sync::{Mutex, PoisonError};
 
 use crate::fdpass;
-use crate::handoff::{Launcher, spawn_launcher, spec_memfd};
-use crate::spec::{Isolation, LaunchSpec, Network, SPEC_FD, STATUS_FD, WARM_FD};
-use crate::warm::Unowned;
+use crate::handoff::{Launcher, spec_memfd};
+use crate::spec::{Isolation, LaunchSpec, Network};
+use crate::warm::{Launched, Unowned, spawn_warm_launcher};
 
 /// A launcher waiting for its spec (see the module doc).
 #[derive(Debug)]
@@ -42,25 +41,11 @@ pub struct EarlyLauncher {
     socket: OwnedFd,
 }
 
-/// What a handed early launcher is from then on: the spawned launcher, our end of its status
-/// pipe and our end of its request socket.
-pub(crate) type Handed = (Unowned, OwnedFd, OwnedFd);
-
 impl EarlyLauncher {
     /// Spawns `launcher` with a socket for its spec, its status pipe and its request socket.
     pub fn start(launcher: &Launcher) -> std::io::Result<Self> {
         let (spec_ours, spec_theirs) = fdpass::pair()?;
-        let (status_read, status_write) =
-            rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
-        let (ours, theirs) = fdpass::pair()?;
-        let inherited = [
-            (spec_theirs, SPEC_FD),
-            (status_write, STATUS_FD),
-            (theirs, WARM_FD),
-        ];
-        let child = Unowned::new(spawn_launcher(launcher, &inherited)?);
-        // Only the launcher may hold these now.
-        drop(inherited);
+        let (child, status_read, ours) = spawn_warm_launcher(launcher, spec_theirs, None)?;
         Ok(Self {
             launcher: launcher.clone(),
             child,
@@ -79,7 +64,7 @@ impl EarlyLauncher {
     /// network namespace it joins (`Network::Join`; none for a namespace of its own); `None` for
     /// any other spec, or when the launcher is gone (the early launcher is then dropped: killed
     /// and reaped).
-    pub(crate) fn hand(self, key: &LaunchSpec, netns: Option<&OwnedFd>) -> Option<Handed> {
+    pub(crate) fn hand(self, key: &LaunchSpec, netns: Option<&OwnedFd>) -> Option<Launched> {
         let network_agrees = match key.network {
             Network::Isolated => netns.is_none(),
             Network::Join => netns.is_some(),

@@ -137,21 +137,7 @@ fn read_spec() -> Result<LaunchSpec> {
 /// places) is a failure to read the spec.
 fn early_spec(socket: OwnedFd) -> Result<LaunchSpec> {
     let failed = |why: &str| LaunchError::ReadSpec(why.to_owned());
-    // SAFETY: close_range only closes descriptors; the agreed ones (0-4, WARM_FD) stay.
-    unsafe {
-        libc::syscall(
-            libc::SYS_close_range,
-            NETNS_FD as libc::c_uint,
-            NETNS_FD as libc::c_uint,
-            0,
-        );
-        libc::syscall(
-            libc::SYS_close_range,
-            (WARM_FD + 1) as libc::c_uint,
-            libc::c_uint::MAX,
-            0,
-        );
-    }
+    close_unagreed(true);
     let message = loop {
         match crate::fdpass::recv(&socket) {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
@@ -203,6 +189,24 @@ fn place_netns(netns: OwnedFd) -> Result<()> {
         return Err(placing(std::io::Error::last_os_error()));
     }
     Ok(())
+}
+
+/// Closes every descriptor from [`NETNS_FD`] up but the warm socket at [`WARM_FD`] (when
+/// `keep_warm`): nothing of the hookbox process beyond the agreed fds may reach the sandbox, even
+/// an fd some library forgot to mark close-on-exec or one hookbox's own caller passed down.
+fn close_unagreed(keep_warm: bool) {
+    let max = libc::c_uint::MAX;
+    // SAFETY: close_range only closes descriptors; those it closes are not ours to keep (a
+    // joined netns is consumed before this, an early launcher's comes after).
+    unsafe {
+        if keep_warm {
+            let (netns, warm) = (NETNS_FD as libc::c_uint, WARM_FD as libc::c_uint);
+            libc::syscall(libc::SYS_close_range, netns, warm - 1, 0);
+            libc::syscall(libc::SYS_close_range, warm + 1, max, 0);
+        } else {
+            libc::syscall(libc::SYS_close_range, NETNS_FD as libc::c_uint, max, 0);
+        }
+    }
 }
 
 /// Takes [`SPEC_FD`] if it is open.
@@ -273,26 +277,8 @@ fn run(status: &mut Option<File>) -> Result<i32> {
     } else {
         None
     };
-    // Nothing of the hookbox process beyond our agreed fds may reach the sandbox, even an fd some
-    // library forgot to mark close-on-exec.
-    // SAFETY: close_range only closes descriptors; everything at or above NETNS_FD is either
-    // already consumed (the joined netns), the warm socket (skipped), or not ours to keep.
-    unsafe {
-        let keep = warm.as_ref().map(|s| s.as_raw_fd());
-        let (first, last) = match keep {
-            Some(fd) => (fd as libc::c_uint + 1, libc::c_uint::MAX),
-            None => (NETNS_FD as libc::c_uint, libc::c_uint::MAX),
-        };
-        if keep.is_some() {
-            libc::syscall(
-                libc::SYS_close_range,
-                NETNS_FD as libc::c_uint,
-                (WARM_FD - 1) as libc::c_uint,
-                0,
-            );
-        }
-        libc::syscall(libc::SYS_close_range, first, last, 0);
-    }
+    // Consumed by now: the joined netns.
+    close_unagreed(warm.is_some());
     stage(&spec, status, "network_joined");
     if let Some(identity) = spec.identity {
         stage_host_paths(&mut spec)?;

@@ -3,7 +3,8 @@
 //!
 //! [`WarmSandbox::start`] spawns the launcher with [`LaunchSpec::warm`] (or hands the spec to
 //! one started before it was known, [`WarmSandbox::start_with`] and [`crate::early`]) and waits
-//! until its init says it is ready; [`WarmSandbox::call`] hands it one call (spec memfd, stdio, status channel,
+//! until its init says it is ready; [`WarmSandbox::call`] hands it one call (spec memfd, stdio,
+//! status channel,
 //! reply socket) and returns a [`Call`], which [`Call::supervise`] runs to its end with
 //! `hookbox_process`'s bounds: its end is the call's pidfd becoming readable and its kill is
 //! `pidfd_send_signal` ([`hookbox_process::pidfd`]). A sandbox that does not start, or a call
@@ -130,29 +131,14 @@ impl WarmSandbox {
         sandbox.ready(status_read).await
     }
 
-    /// Spawns the launcher for `key` (in `netns`): the launcher, our end of its status pipe and
-    /// our end of its request socket.
+    /// Spawns the launcher for `key` (in `netns`).
     fn spawn(
         launcher: &Launcher,
         key: &LaunchSpec,
         netns: &Option<Arc<OwnedFd>>,
-    ) -> std::io::Result<crate::early::Handed> {
-        let spec_fd = spec_memfd(key)?;
-        let (status_read, status_write) =
-            rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
-        let (ours, theirs) = fdpass::pair()?;
-        let mut inherited: Vec<(OwnedFd, i32)> = vec![
-            (spec_fd, SPEC_FD),
-            (status_write, STATUS_FD),
-            (theirs, WARM_FD),
-        ];
-        if let Some(ns) = netns {
-            inherited.push((ns.try_clone()?, crate::spec::NETNS_FD));
-        }
-        let child = Unowned::new(spawn_launcher(launcher, &inherited)?);
-        // Only the launcher may hold these now.
-        drop(inherited);
-        Ok((child, status_read, ours))
+    ) -> std::io::Result<Launched> {
+        let netns = netns.as_deref().map(OwnedFd::try_clone).transpose()?;
+        spawn_warm_launcher(launcher, spec_memfd(key)?, netns)
     }
 
     /// Builds the sandbox for `key` as a gVisor container (see [`crate::gvisor`]): writes its
@@ -508,6 +494,32 @@ impl WarmSandbox {
         }
         let _ = child.wait();
     }
+}
+
+/// A warm sandbox's launcher, spawned (or an early one handed its spec): the launcher, our end
+/// of its status pipe and our end of its request socket.
+pub(crate) type Launched = (Unowned, OwnedFd, OwnedFd);
+
+/// Spawns `launcher` for a warm sandbox with `spec` at [`SPEC_FD`] (the spec's memfd, or the
+/// socket an early launcher waits on for it, [`crate::early`]), a status pipe, a request
+/// socket, and `netns` at [`crate::spec::NETNS_FD`].
+pub(crate) fn spawn_warm_launcher(
+    launcher: &Launcher,
+    spec: OwnedFd,
+    netns: Option<OwnedFd>,
+) -> std::io::Result<Launched> {
+    let (status_read, status_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+    let (ours, theirs) = fdpass::pair()?;
+    let mut inherited = vec![
+        (spec, SPEC_FD),
+        (status_write, STATUS_FD),
+        (theirs, WARM_FD),
+    ];
+    inherited.extend(netns.map(|ns| (ns, crate::spec::NETNS_FD)));
+    let child = Unowned::new(spawn_launcher(launcher, &inherited)?);
+    // Only the launcher may hold these now.
+    drop(inherited);
+    Ok((child, status_read, ours))
 }
 
 /// A launcher (or `runsc run`) spawned for a sandbox not built yet: killed with its process
