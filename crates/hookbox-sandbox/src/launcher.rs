@@ -23,11 +23,13 @@
 //!
 //! A warm sandbox ([`LaunchSpec::warm`]) runs steps 1-6 once, and also sets once what no call
 //! can change ([`confine_once`]: the capability bounding set, and the limits that do not bound
-//! the init's own work); its init then serves calls from the socket at [`WARM_FD`] ([`serve`]):
-//! each call is cloned into its own PID, mount and IPC namespace, mounts a fresh `/proc` and
-//! `/dev/shm`, sets its own descriptor and process limits, Landlock and seccomp, and runs as
-//! step 7, reporting its exit status on its status channel, then ends with `_exit`
-//! ([`end_call`]).
+//! the init's own work); its init then serves calls from the socket at [`WARM_FD`] ([`serve`]),
+//! each in a call host ([`crate::call_host`]): a process kept in its own PID, mount and IPC
+//! namespaces with its own `/proc` and `/dev/shm`, which runs one call after another. Each
+//! call's program sets its own descriptor and process limits, Landlock and seccomp before its
+//! `execve`; the host reports its exit status on the call's status channel and leaves nothing
+//! of it for the next call. (gVisor's init clones each call instead, with [`call_init`], and
+//! ends it with [`end_call`].)
 //!
 //! This module must stay free of threads and async: `unshare(CLONE_NEWUSER)` refuses
 //! multithreaded callers and `fork` in a threaded process is unsafe. It knows nothing of hooks.
@@ -98,11 +100,17 @@ fn status_pipe() -> Option<File> {
 
 /// Records that `name` just ended, when the spec asks for stage timings.
 pub(crate) fn stage(spec: &LaunchSpec, status: &mut Option<File>, name: &str) {
+    if spec.stage_timings {
+        stage_at(spec, status, name, monotonic_ns());
+    }
+}
+
+/// Records that `name` ended at `ns` ([`monotonic_ns`]), when the spec asks for stage timings.
+pub(crate) fn stage_at(spec: &LaunchSpec, status: &mut Option<File>, name: &str, ns: i128) {
     if !spec.stage_timings {
         return;
     }
     if let Some(file) = status {
-        let ns = monotonic_ns();
         let _ = file.write_all(format!("{STAGE_MARK}{name} {ns}\n").as_bytes());
     }
 }
@@ -420,7 +428,7 @@ fn write_id_map(file: &'static str, content: &str) -> Result<()> {
 
 /// How a reaped child ended, decoded from its raw wait status. nix's `WaitStatus` cannot hold a
 /// real-time signal: its `waitpid` reaps such a child and then fails with `EINVAL`, losing it.
-enum Ended {
+pub(crate) enum Ended {
     Exited(i32),
     /// The signal's number, and whether the child dumped core.
     Signaled(i32, bool),
@@ -429,7 +437,7 @@ enum Ended {
 }
 
 /// `waitpid(pid, 0)` (`-1` for any child), again after `EINTR`: the pid reaped and how it ended.
-fn wait_raw(pid: libc::pid_t) -> std::result::Result<(libc::pid_t, Ended), nix::Error> {
+pub(crate) fn wait_raw(pid: libc::pid_t) -> std::result::Result<(libc::pid_t, Ended), nix::Error> {
     loop {
         let mut status: libc::c_int = 0;
         // SAFETY: waitpid writes only to `status`, a valid c_int.
@@ -440,14 +448,18 @@ fn wait_raw(pid: libc::pid_t) -> std::result::Result<(libc::pid_t, Ended), nix::
                 err => return Err(err),
             }
         }
-        let ended = if libc::WIFEXITED(status) {
-            Ended::Exited(libc::WEXITSTATUS(status))
-        } else if libc::WIFSIGNALED(status) {
-            Ended::Signaled(libc::WTERMSIG(status), libc::WCOREDUMP(status))
-        } else {
-            Ended::Other
-        };
-        return Ok((reaped, ended));
+        return Ok((reaped, decode_wait(status)));
+    }
+}
+
+/// How a child ended, from `waitpid`'s status word.
+pub(crate) fn decode_wait(status: libc::c_int) -> Ended {
+    if libc::WIFEXITED(status) {
+        Ended::Exited(libc::WEXITSTATUS(status))
+    } else if libc::WIFSIGNALED(status) {
+        Ended::Signaled(libc::WTERMSIG(status), libc::WCOREDUMP(status))
+    } else {
+        Ended::Other
     }
 }
 
@@ -589,9 +601,9 @@ pub(crate) fn spawn_program(
     nix::spawn::posix_spawn(path.as_c_str(), &actions, &attr, argv, envp)
 }
 
-/// PID 1 of a warm sandbox: says it is ready, then starts one call per request until hookbox
-/// closes the socket, and exits once the last call ended. Calls are its only children; it
-/// ignores SIGCHLD so the kernel reaps them (their ends reach hookbox through their pidfds).
+/// PID 1 of a warm sandbox: says it is ready, then hands each call to one of its call hosts
+/// ([`crate::call_host`]) until hookbox closes the socket, and exits once the last host ended.
+/// Hosts are its only children; it ignores SIGCHLD so the kernel reaps them.
 fn serve(
     spec: &LaunchSpec,
     status: &mut Option<File>,
@@ -605,72 +617,7 @@ fn serve(
     crate::fdpass::send(socket.as_fd(), b"R", &[]).map_err(LaunchError::WarmSocket)?;
     // Setup is over: the status pipe reaches EOF for hookbox; each call has its own.
     drop(status.take());
-    loop {
-        let message = match crate::fdpass::recv(&socket) {
-            Ok(message) => message,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => break,
-        };
-        if message.payload.is_empty() && message.fds.is_empty() {
-            break;
-        }
-        if let Ok(fds) = <[OwnedFd; 6]>::try_from(message.fds) {
-            start_call(spec, programs, &socket, fds);
-        }
-    }
-    drop(socket);
-    // With SIGCHLD ignored, wait blocks until every child is gone and then fails with ECHILD
-    // (`wait_raw` retries EINTR and, unlike nix's, decodes a real-time signal's death).
-    while wait_raw(-1).is_ok() {}
-    Ok(0)
-}
-
-/// Clones one call (`fds`: its spec memfd, stdin, stdout, stderr, status channel, reply
-/// socket) into fresh PID, mount and IPC namespaces and sends its pidfd on the reply socket, or
-/// the reason it could not start.
-fn start_call(
-    spec: &LaunchSpec,
-    programs: &seccomp::Programs,
-    socket: &OwnedFd,
-    fds: [OwnedFd; 6],
-) {
-    use std::os::fd::AsFd;
-    let mut pidfd: libc::c_int = -1;
-    let flags = libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC | libc::CLONE_PIDFD;
-    // SAFETY: a fork-like clone (no new stack, no shared memory) of this single-threaded
-    // process; CLONE_PIDFD writes the pidfd into `pidfd`, passed as the parent-tid pointer.
-    let pid = unsafe {
-        libc::syscall(
-            libc::SYS_clone,
-            (flags | libc::SIGCHLD) as libc::c_ulong,
-            0usize,
-            &mut pidfd as *mut libc::c_int,
-            0usize,
-            0usize,
-        )
-    };
-    if pid == 0 {
-        let [call, stdin, stdout, stderr, status, reply] = fds;
-        drop(reply);
-        // SAFETY: closing our copy of the request socket; the call never uses it.
-        unsafe { libc::close(socket.as_raw_fd()) };
-        end_call(call_init(
-            spec,
-            programs,
-            call,
-            [stdin, stdout, stderr],
-            status,
-        ));
-    }
-    let reply = &fds[5];
-    if pid < 0 {
-        let failure = call_clone_failure(std::io::Error::last_os_error());
-        let _ = crate::fdpass::send(reply.as_fd(), &failure.encode(), &[]);
-        return;
-    }
-    // SAFETY: the kernel just returned this pidfd to us; nothing else owns it.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
-    let _ = crate::fdpass::send(reply.as_fd(), b"P", &[pidfd.as_fd()]);
+    crate::call_host::serve(spec, socket, programs)
 }
 
 /// PID 1 of one warm call: own stdio, fresh `/proc` (this PID namespace's) and `/dev/shm`,
@@ -770,6 +717,11 @@ pub(crate) fn remount_per_call() -> Result<()> {
         None::<&str>,
     )
     .map_err(mount_err("proc (PID namespace)", Path::new("/proc")))?;
+    mount_shm()
+}
+
+/// A fresh `/dev/shm` over whatever is there.
+pub(crate) fn mount_shm() -> Result<()> {
     nix::mount::mount(
         Some("tmpfs"),
         "/dev/shm",
@@ -1195,9 +1147,32 @@ fn apply_limits(pairs: Vec<(&'static str, Resource, u64)>) -> Result<()> {
 /// Landlock: read and execute everywhere, write only beneath the environment's writable
 /// directories and the device nodes; signals and abstract sockets scoped to the sandbox.
 fn restrict_filesystem(spec: &LaunchSpec) -> Result<()> {
+    use landlock::{RestrictionStatus, RulesetStatus};
+    let status: RestrictionStatus = ruleset(spec)?
+        .restrict_self()
+        .map_err(|e| LaunchError::Landlock(e.to_string()))?;
+    match status.ruleset {
+        RulesetStatus::FullyEnforced | RulesetStatus::PartiallyEnforced => Ok(()),
+        RulesetStatus::NotEnforced => Err(not_enforced()),
+    }
+}
+
+/// [`restrict_filesystem`]'s ruleset, not applied: what a call host's program clone applies
+/// with `landlock_restrict_self` ([`crate::call_host`]).
+pub(crate) fn landlock_ruleset(spec: &LaunchSpec) -> Result<OwnedFd> {
+    Option::<OwnedFd>::from(ruleset(spec)?).ok_or_else(not_enforced)
+}
+
+fn not_enforced() -> LaunchError {
+    LaunchError::Landlock("the kernel does not enforce Landlock".into())
+}
+
+/// The rules of [`restrict_filesystem`] (paths as this process sees them now: `/dev/shm` is
+/// the one mounted last).
+fn ruleset(spec: &LaunchSpec) -> Result<landlock::RulesetCreated> {
     use landlock::{
-        ABI, Access, AccessFs, CompatLevel, Compatible, RestrictionStatus, Ruleset, RulesetAttr,
-        RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
+        ABI, Access, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr,
+        Scope, path_beneath_rules,
     };
     let abi = ABI::V6;
     let err = |e: landlock::RulesetError| LaunchError::Landlock(e.to_string());
@@ -1209,7 +1184,7 @@ fn restrict_filesystem(spec: &LaunchSpec) -> Result<()> {
         .chain(["/dev/shm"])
         .collect();
     let devices = AccessFs::from_read(abi) | AccessFs::WriteFile | AccessFs::IoctlDev;
-    let status: RestrictionStatus = Ruleset::default()
+    Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(AccessFs::from_all(abi))
         .map_err(err)?
@@ -1225,13 +1200,5 @@ fn restrict_filesystem(spec: &LaunchSpec) -> Result<()> {
             ["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"],
             devices,
         ))
-        .map_err(err)?
-        .restrict_self()
-        .map_err(err)?;
-    match status.ruleset {
-        RulesetStatus::FullyEnforced | RulesetStatus::PartiallyEnforced => Ok(()),
-        RulesetStatus::NotEnforced => Err(LaunchError::Landlock(
-            "the kernel does not enforce Landlock".into(),
-        )),
-    }
+        .map_err(err)
 }

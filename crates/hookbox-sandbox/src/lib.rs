@@ -18,17 +18,20 @@
 //! `linux-sandbox` apart from the code that uses it the same way.
 //!
 //! Module order, bottom up: [`env_vars`], [`spec`], [`direct`], [`fdpass`], [`seccomp`], [`error`], [`status`],
-//! [`cgroup`] → [`launcher`] → [`gvisor`], `gvisor_init` → [`handoff`] → [`warm`] with
+//! [`cgroup`] → [`launcher`] with `call_host` → [`gvisor`], `gvisor_init` → [`handoff`] → [`warm`] with
 //! [`early`] (a warm sandbox's launcher started before its spec; each names the other's types)
 //! → [`runtime`]; no module imports one above it.
 //!
 //! # Decisions
 //! - One sandbox per open environment, built by a re-executed single-threaded launcher
 //!   (`hookbox-sandbox-exec`, or `hookbox __sandbox-exec`) and kept ([`warm`]); each tool call
-//!   and command hook is cloned inside it into its own PID, mount and IPC namespaces with its own
+//!   and command hook runs inside it in its own PID, mount and IPC namespaces with its own
 //!   `/proc`, limits, Landlock and seccomp (the bounding set and the limits no call can change
-//!   are set once, by the init), and handed over with its stdio through a socket ([`fdpass`]); under gVisor the init keeps one such call built ahead (`gvisor_init`'s spare),
-//!   so a call only execs. A command hook's line that is one simple command of plain words comes
+//!   are set once, by the init), handed over with its stdio through a socket ([`fdpass`]).
+//!   Under namespaces those namespaces are a call host's, kept from one call to the next with
+//!   nothing of the last call left in them (`call_host`), so a call costs its program's process;
+//!   under gVisor the init keeps one call process built ahead (`gvisor_init`'s spare), so a call
+//!   only execs. A command hook's line that is one simple command of plain words comes
 //!   with its words ([`spec::LaunchSpec::direct`]); the init execs them itself instead of
 //!   `/bin/sh -c` (one program start fewer), exactly as dash would, or runs the shell on anything
 //!   it cannot do identically ([`direct`]). With `SandboxOptions::warm` off, one sandbox per
@@ -66,6 +69,7 @@
 //!   and kill go over their reply socket (no pidfd crosses out of gVisor). Egress is relayed from
 //!   gVisor's own loopback to the environment's proxy over unix sockets passed in.
 
+mod call_host;
 pub mod cgroup;
 pub mod direct;
 pub mod early;

@@ -6,8 +6,9 @@
 //! until its init says it is ready; [`WarmSandbox::call`] hands it one call (spec memfd, stdio,
 //! status channel,
 //! reply socket) and returns a [`Call`], which [`Call::supervise`] runs to its end with
-//! `hookbox_process`'s bounds: its end is the call's pidfd becoming readable and its kill is
-//! `pidfd_send_signal` ([`hookbox_process::pidfd`]). A sandbox that does not start, or a call
+//! `hookbox_process`'s bounds: its end is `X` on its reply socket (or, from a call host that
+//! died, its host's pidfd becoming readable), and its kill is a shutdown of that socket, which
+//! the call's host (or gVisor's init) answers by killing the call's processes. A sandbox that does not start, or a call
 //! that cannot be handed over, is a typed [`SandboxError`]: the launcher's own report of the
 //! stage that failed, or [`Stage::WarmSocket`] for the socket protocol itself. Dropping the
 //! sandbox closes its socket; its init exits once its last call ended, and the drop waits
@@ -360,6 +361,13 @@ impl WarmSandbox {
             .await
             .map_err(|e| warm_socket(e.raw_os_error(), format!("the call's reply socket: {e}")))?;
         let handle = match (message.payload.as_slice(), message.fds.into_iter().next()) {
+            // Namespaces: a call host ([`crate::call_host`]) with its pidfd.
+            (b"H", Some(pidfd)) => CallHandle::Host {
+                reply,
+                host: Pidfd::from_owned(pidfd),
+            },
+            // A launcher of a build before call hosts (`HOOKBOX_SANDBOX_EXEC` may name one, and
+            // benchmarks compare with one): the call's own process, ended with its namespace.
             (b"P", Some(pidfd)) => CallHandle::Pidfd(Pidfd::from_owned(pidfd)),
             // gVisor: no pidfd crosses out; the reply socket stands in for one.
             (b"P", None) => CallHandle::Reply(reply),
@@ -391,8 +399,9 @@ impl WarmSandbox {
                 Ok(termination)
             }
         };
-        // gVisor: the init reaped the call's PID 1 (so its whole namespace) before saying so.
-        let writers_gone_at_end = matches!(handle, CallHandle::Reply(_));
+        // The call's host (namespaces) or gVisor's init reaped every process of the call before
+        // saying so; a host that died instead is waited for until its namespace is gone.
+        let writers_gone_at_end = !matches!(handle, CallHandle::Pidfd(_));
         let kill = move || handle.kill();
         let spawned = Spawned {
             stdin: Some(Box::new(
@@ -422,10 +431,10 @@ impl WarmSandbox {
     /// each a wait for a core) nor for the launcher's exit, in which the kernel tears the
     /// sandbox's namespaces down (a mount namespace of some fifty mounts, the network, IPC and
     /// user namespaces: most of a one-shot call's wall time on a loaded machine). Nothing
-    /// sandboxed runs by then: every call ended (a call's end is its init's, and with it its
-    /// whole PID namespace; the caller awaited it), no new call can start (the socket is shut
-    /// for writing), and the init and launcher only exit; both die with this process anyway
-    /// (their parent-death signals). The launcher is not reaped here, so a long-lived process
+    /// sandboxed runs by then: every call ended (its host said so once it had killed and
+    /// reaped every process of the call; the caller awaited it), no new call can start (the
+    /// socket is shut for writing), and the init, its idle call hosts and the launcher only
+    /// exit; all die with this process anyway (their parent-death signals). The launcher is not reaped here, so a long-lived process
     /// must not use this. Under gVisor it has no effect (the container is removed once `runsc`
     /// exited).
     pub fn detached_stop(mut self, detached: bool) -> Self {
@@ -591,35 +600,51 @@ impl Call {
     }
 }
 
-/// How hookbox sees one call end and ends it: its pidfd (namespaces), or its reply socket
-/// (gVisor: the init closes it once the call was reaped, and kills the call when hookbox writes
-/// to it or shuts it down).
+/// How hookbox sees one call end and ends it: through its reply socket. Its host (namespaces)
+/// or gVisor's init says `X` there once every process of the call was reaped, and kills the
+/// call when hookbox shuts its end down or closes it. A namespaces call also comes with its
+/// host's pidfd: a host that died without `X` (its end of the socket closed) is waited for
+/// there, since a pidfd reports only once the host's whole PID namespace is gone. The pidfd is
+/// never signalled: the host outlives the call, and may be running another one by then.
 #[derive(Debug, Clone)]
 enum CallHandle {
-    Pidfd(Pidfd),
+    Host {
+        reply: Arc<AsyncFd<OwnedFd>>,
+        host: Pidfd,
+    },
     Reply(Arc<AsyncFd<OwnedFd>>),
+    /// A call process of a launcher from before call hosts: its end is its pidfd's, and its
+    /// kill a signal to it (its whole PID namespace goes with it).
+    Pidfd(Pidfd),
 }
 
 impl CallHandle {
     async fn ended(&self) -> std::io::Result<()> {
-        match self {
-            CallHandle::Pidfd(pidfd) => pidfd.exited().await,
-            CallHandle::Reply(reply) => loop {
-                let message = recv_on(reply).await?;
-                if message.payload == b"X" || (message.payload.is_empty() && message.fds.is_empty())
-                {
-                    return Ok(());
-                }
-            },
+        let (reply, host) = match self {
+            CallHandle::Host { reply, host } => (reply, Some(host)),
+            CallHandle::Reply(reply) => (reply, None),
+            CallHandle::Pidfd(pidfd) => return pidfd.exited().await,
+        };
+        loop {
+            let message = recv_on(reply).await?;
+            if message.payload == b"X" {
+                return Ok(());
+            }
+            if message.payload.is_empty() && message.fds.is_empty() {
+                return match host {
+                    Some(host) => host.exited().await,
+                    None => Ok(()),
+                };
+            }
         }
     }
 
     fn kill(&self) {
         match self {
-            CallHandle::Pidfd(pidfd) => pidfd.kill(),
-            CallHandle::Reply(reply) => {
+            CallHandle::Host { reply, .. } | CallHandle::Reply(reply) => {
                 let _ = rustix::net::shutdown(reply.get_ref(), rustix::net::Shutdown::Write);
             }
+            CallHandle::Pidfd(pidfd) => pidfd.kill(),
         }
     }
 }

@@ -2,6 +2,7 @@ mod bounds;
 mod confinement;
 mod early;
 mod handover;
+mod hosts;
 mod seccomp;
 mod spare;
 mod stages;
