@@ -181,19 +181,7 @@ fn start_host(
             return None;
         }
     };
-    let flags = libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC;
-    // SAFETY: a fork-like clone (no new stack, no shared memory) of this single-threaded
-    // process.
-    let pid = unsafe {
-        libc::syscall(
-            libc::SYS_clone,
-            (flags | libc::SIGCHLD) as libc::c_ulong,
-            0usize,
-            0usize,
-            0usize,
-            0usize,
-        )
-    };
+    let pid = l::clone_call();
     if pid == 0 {
         drop(ours);
         // SAFETY: closing our copies of the request socket and of the other hosts' sockets;

@@ -251,23 +251,6 @@ fn reap(calls: &mut HashMap<i32, Call>, relay: Option<Pid>) {
     }
 }
 
-/// Forks (a fork-like `clone`: no new stack, no shared memory) into fresh PID, mount and IPC
-/// namespaces, as every call runs: 0 in the child, its pid in this process, negative on failure.
-fn clone_call() -> libc::c_long {
-    let flags = libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC;
-    // SAFETY: a fork-like clone of this single-threaded process.
-    unsafe {
-        libc::syscall(
-            libc::SYS_clone,
-            (flags | libc::SIGCHLD) as libc::c_ulong,
-            0usize,
-            0usize,
-            0usize,
-            0usize,
-        )
-    }
-}
-
 /// Clones one call into fresh PID, mount and IPC namespaces; answers `P` on its reply socket
 /// (or why it could not start) and returns its pid with our end of that socket. `others` are
 /// the running calls' reply sockets, which the new call closes: it must not hold them open.
@@ -278,7 +261,7 @@ fn start_call(
     others: &[i32],
     fds: [OwnedFd; 6],
 ) -> Option<(i32, OwnedFd)> {
-    let pid = clone_call();
+    let pid = crate::launcher::clone_call();
     let [call, stdin, stdout, stderr, status, reply] = fds;
     if pid == 0 {
         drop(reply);
@@ -316,7 +299,7 @@ fn start_spare(
     others: &[i32],
 ) -> Option<Spare> {
     let (ours, theirs) = crate::fdpass::pair().ok()?;
-    let pid = clone_call();
+    let pid = crate::launcher::clone_call();
     if pid == 0 {
         drop(ours);
         // SAFETY: closing our copies of the request socket and of the running calls' reply
