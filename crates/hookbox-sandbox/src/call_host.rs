@@ -324,8 +324,9 @@ impl<'a> HostState<'a> {
     fn call(&mut self, fds: CallFds, init: &OwnedFd) -> std::result::Result<(), String> {
         let [call, stdin, stdout, stderr, status, reply] = fds;
         let mut status = Some(File::from(status));
-        if crate::fdpass::send(reply.as_fd(), b"H", &[self.pidfd.as_fd()]).is_ok() {
-            match self.run(call, [stdin, stdout, stderr], &mut status, &reply) {
+        let handed = crate::fdpass::send(reply.as_fd(), b"H", &[self.pidfd.as_fd()]);
+        match &handed {
+            Ok(()) => match self.run(call, [stdin, stdout, stderr], &mut status, &reply) {
                 Ok(Some(code)) => {
                     if let Some(file) = status.as_mut() {
                         let _ = file.write_all(format!("{EXIT_MARK}{code}\n").as_bytes());
@@ -334,16 +335,28 @@ impl<'a> HostState<'a> {
                 // Killed at hookbox's request: no exit status, as a killed call had none.
                 Ok(None) => {}
                 Err(err) => report(&mut status, &err.failure()),
+            },
+            // hookbox gone before the call started (nothing ran), or the pidfd could not be
+            // sent: then why, in place of `H`, as when a call cannot be cloned.
+            Err(err) if !gone(err) => {
+                let failure = l::call_clone_failure(std::io::Error::from(err.kind()));
+                let _ = crate::fdpass::send(reply.as_fd(), &failure.encode(), &[]);
             }
+            Err(_) => {}
         }
-        // hookbox gone before the call started: nothing ran, nothing is left to kill.
         kill_all();
         drop(status);
         let reset = self.reset();
         if reset.is_ok() {
             let _ = crate::fdpass::send(init.as_fd(), b"I", &[]);
         }
-        let _ = crate::fdpass::send(reply.as_fd(), b"X", &[]);
+        if handed.is_ok()
+            && let Err(err) = crate::fdpass::send(reply.as_fd(), b"X", &[])
+            && !gone(&err)
+        {
+            // hookbox still waits, and now on this host's pidfd: it must end.
+            return Err(format!("cannot tell hookbox the call ended: {err}"));
+        }
         reset
     }
 
@@ -516,6 +529,14 @@ impl<'a> HostState<'a> {
         while let Ok(Some(_)) = self.sigchld.read_signal() {}
         Ok(())
     }
+}
+
+/// Whether a send failed because hookbox closed its end (it no longer waits for the call).
+fn gone(err: &std::io::Error) -> bool {
+    matches!(
+        err.raw_os_error(),
+        Some(libc::EPIPE | libc::ECONNRESET | libc::ECONNREFUSED)
+    )
 }
 
 /// What a process of the host's uid may change in the host from outside: its resource limits
