@@ -86,10 +86,7 @@ pub(crate) fn serve(spec: &LaunchSpec, control: OwnedFd, programs: &Programs) ->
                 Ok(_) | Err(nix::Error::EINTR) => {}
                 Err(e) => return Err(LaunchError::Wait(e)),
             }
-            polled
-                .iter()
-                .map(|p| p.revents().is_some_and(|r| !r.is_empty()))
-                .collect()
+            polled.iter().map(l::ready).collect()
         };
         // Hosts first: a host's `I` is sent before its call's `X`, so it is here before any call
         // hookbox sent after that `X`. Backwards, so that `swap_remove` only moves a host that
@@ -459,22 +456,12 @@ impl<'a> HostState<'a> {
     /// `reply`), after killing every process of the namespace.
     fn wait(&mut self, program: libc::pid_t, reply: &OwnedFd) -> Result<Option<Ended>> {
         loop {
-            loop {
-                let mut raw: libc::c_int = 0;
-                // SAFETY: waitpid writes only to `raw`, a valid c_int.
-                let reaped = unsafe { libc::waitpid(-1, &mut raw, libc::WNOHANG) };
-                if reaped == program {
-                    return Ok(Some(l::decode_wait(raw)));
-                }
-                if reaped == 0 {
-                    break;
-                }
-                if reaped < 0 {
-                    match nix::Error::last() {
-                        nix::Error::EINTR => continue,
-                        // No child at all: the program cannot still be running.
-                        err => return Err(LaunchError::Wait(err)),
-                    }
+            // No child at all (an error) means the program cannot still be running.
+            while let Some((pid, ended)) =
+                l::wait_with(-1, libc::WNOHANG).map_err(LaunchError::Wait)?
+            {
+                if pid == program {
+                    return Ok(Some(ended));
                 }
             }
             let mut polled = [
@@ -485,10 +472,10 @@ impl<'a> HostState<'a> {
                 Ok(_) | Err(nix::Error::EINTR) => {}
                 Err(e) => return Err(LaunchError::Wait(e)),
             }
-            if polled[0].revents().is_some_and(|r| !r.is_empty()) {
+            if l::ready(&polled[0]) {
                 while let Ok(Some(_)) = self.sigchld.read_signal() {}
             }
-            if polled[1].revents().is_some_and(|r| !r.is_empty()) {
+            if l::ready(&polled[1]) {
                 // Whatever came (a shutdown, a close, a byte), hookbox wants the call gone; the
                 // program is reaped with the rest.
                 kill_all();
@@ -573,7 +560,8 @@ impl Attributes {
 
 /// Whether `/dev/shm` is as [`l::mount_shm`] left it: nothing in it (its root is its only
 /// inode and no block is used), its mode and owner unchanged, no extended attribute (or ACL) on
-/// it but a security module's label. Its times may differ (a file made and removed); nothing else a call did there shows.
+/// it but a security module's label. Its times may differ (a file made and removed); nothing
+/// else a call did there shows.
 fn shm_untouched() -> bool {
     let Ok(fs) = rustix::fs::statvfs("/dev/shm") else {
         return false;

@@ -137,7 +137,7 @@ fn run() -> Result<i32> {
                 Ok(_) | Err(nix::Error::EINTR) => {}
                 Err(e) => return Err(LaunchError::Wait(e)),
             }
-            let ready = |p: &PollFd| p.revents().is_some_and(|r| !r.is_empty());
+            let ready = crate::launcher::ready;
             let offset = if accepting { 2 } else { 1 };
             (
                 accepting && ready(&polled[1]),
@@ -516,10 +516,7 @@ fn splice(a: OwnedFd, b: OwnedFd) {
             Ok(_) | Err(nix::Error::EINTR) => {}
             Err(_) => return,
         }
-        let ready: Vec<bool> = fds
-            .iter()
-            .map(|p| p.revents().is_some_and(|r| !r.is_empty()))
-            .collect();
+        let ready: Vec<bool> = fds.iter().map(crate::launcher::ready).collect();
         drop(fds);
         for (direction, ready) in directions.iter().zip(ready) {
             if !ready {

@@ -439,28 +439,46 @@ pub(crate) enum Ended {
 /// `waitpid(pid, 0)` (`-1` for any child), again after `EINTR`: the pid reaped and how it ended.
 pub(crate) fn wait_raw(pid: libc::pid_t) -> std::result::Result<(libc::pid_t, Ended), nix::Error> {
     loop {
+        // Without `WNOHANG`, waitpid returns only once a child ended.
+        if let Some(reaped) = wait_with(pid, 0)? {
+            return Ok(reaped);
+        }
+    }
+}
+
+/// `waitpid(pid, flags)`, again after `EINTR`: the pid reaped and how it ended, or None when
+/// `WNOHANG` found no child ended yet.
+pub(crate) fn wait_with(
+    pid: libc::pid_t,
+    flags: libc::c_int,
+) -> std::result::Result<Option<(libc::pid_t, Ended)>, nix::Error> {
+    loop {
         let mut status: libc::c_int = 0;
         // SAFETY: waitpid writes only to `status`, a valid c_int.
-        let reaped = unsafe { libc::waitpid(pid, &mut status, 0) };
+        let reaped = unsafe { libc::waitpid(pid, &mut status, flags) };
         if reaped < 0 {
             match nix::Error::last() {
                 nix::Error::EINTR => continue,
                 err => return Err(err),
             }
         }
-        return Ok((reaped, decode_wait(status)));
+        if reaped == 0 {
+            return Ok(None);
+        }
+        let ended = if libc::WIFEXITED(status) {
+            Ended::Exited(libc::WEXITSTATUS(status))
+        } else if libc::WIFSIGNALED(status) {
+            Ended::Signaled(libc::WTERMSIG(status), libc::WCOREDUMP(status))
+        } else {
+            Ended::Other
+        };
+        return Ok(Some((reaped, ended)));
     }
 }
 
-/// How a child ended, from `waitpid`'s status word.
-pub(crate) fn decode_wait(status: libc::c_int) -> Ended {
-    if libc::WIFEXITED(status) {
-        Ended::Exited(libc::WEXITSTATUS(status))
-    } else if libc::WIFSIGNALED(status) {
-        Ended::Signaled(libc::WTERMSIG(status), libc::WCOREDUMP(status))
-    } else {
-        Ended::Other
-    }
+/// Whether a polled descriptor has anything to say (readable, hung up, or in error).
+pub(crate) fn ready(polled: &nix::poll::PollFd<'_>) -> bool {
+    polled.revents().is_some_and(|r| !r.is_empty())
 }
 
 /// Waits for `child` and turns its end into an exit code (128 + signal when killed).
@@ -688,7 +706,8 @@ pub(crate) fn end_call(code: i32) -> ! {
 }
 
 /// Forks (a fork-like `clone`: no new stack, no shared memory) into fresh PID, mount and IPC
-/// namespaces, as every warm call (or its call host) runs: 0 in the child, its pid in this process, negative on failure.
+/// namespaces, as every warm call (or its call host) runs: 0 in the child, its pid in this
+/// process, negative on failure.
 pub(crate) fn clone_call() -> libc::c_long {
     let flags = libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC;
     // SAFETY: a fork-like clone of this single-threaded process.
