@@ -10,8 +10,7 @@
 //! seen from hookbox, a command hook `sh SCRIPT` exec'd directly against the same written
 //! `sh 'SCRIPT'` (through `/bin/sh -c`), alternating, the launcher's stages of the call
 //! inside gVisor, and an interaction's two calls back to back (a gate, then `bash -c true`):
-//! whether each waited for the init's spare call, and from the init reading it to its program's
-//! start.
+//! from the call host reading each to its program's exec.
 //!
 //! `--warm-vs-fresh` measures only issue 35's third gVisor goal, a warm `true` tool call
 //! against a fresh `runsc do true`, interleaved: per round, `--runs N` of each alternating one by
@@ -338,13 +337,11 @@ async fn gvisor_breakdown(runs: usize) {
         );
     }
     // An interaction's two calls back to back (the gate `sh /tmp/gate.sh`, then `bash -c
-    // true`), with their stages: whether the init had a confined spare when each call arrived
-    // (`call_arrived`, init's clock, against the spare's `seccomp_installed`), how long the
-    // call waited for one, and from its arrival to its program's start.
-    // Per call of the pair: spare build, wait for a spare, arrival to program start (ms),
-    // whole calls, and how many calls waited.
-    type PairRow = (Vec<f64>, Vec<f64>, Vec<f64>, Vec<Duration>, usize);
-    let mut rows: [PairRow; 2] = Default::default();
+    // true`), with their stages: from the call host reading the call (`call_received`) to its
+    // program's clone being confined and about to exec (`seccomp_installed`), both on gVisor's
+    // clock.
+    // Per call of the pair: received to exec (ms), whole calls.
+    let mut rows: [(Vec<f64>, Vec<Duration>); 2] = Default::default();
     for _ in 0..runs {
         for (i, argv) in [
             vec!["/bin/sh", "/tmp/gate.sh"],
@@ -364,38 +361,24 @@ async fn gvisor_breakdown(runs: usize) {
                     .map(|(_, ns)| *ns)
             };
             let row = &mut rows[i];
-            row.3
+            row.1
                 .push(Duration::from_nanos((times.ended - times.started) as u64));
-            if let (Some(cloned), Some(confined), Some(arrived), Some(forked)) = (
-                at("call_cloned"),
-                at("seccomp_installed"),
-                at("call_arrived"),
-                at("program_forked"),
-            ) {
-                row.0.push((confined - cloned) as f64 / 1e6);
-                row.1.push((confined - arrived).max(0) as f64 / 1e6);
-                row.2.push((forked - arrived) as f64 / 1e6);
-                row.4 += usize::from(confined > arrived);
+            if let (Some(received), Some(confined)) = (at("call_received"), at("seccomp_installed"))
+            {
+                row.0.push((confined - received) as f64 / 1e6);
             }
         }
     }
     println!("back-to-back gate + tool calls ({runs} pairs), p50 ms:");
-    for (name, (build, waited, start, whole, late)) in
-        ["gate `sh /tmp/gate.sh`", "tool `bash -c true`"]
-            .iter()
-            .zip(rows.iter_mut())
+    for (name, (start, whole)) in ["gate `sh /tmp/gate.sh`", "tool `bash -c true`"]
+        .iter()
+        .zip(rows.iter_mut())
     {
-        let p = |v: &mut Vec<f64>| {
-            v.sort_by(f64::total_cmp);
-            v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-        };
+        start.sort_by(f64::total_cmp);
         println!(
-            "  {name:<24} whole call {:>7.2}  spare build {:>6.2}  waited for a spare {:>6.2} (in {late} of {runs} calls, max {:.2})  arrival to program start {:>6.2}",
+            "  {name:<24} whole call {:>7.2}  received to exec {:>6.2}",
             ms(p50(whole)),
-            p(build),
-            p(waited),
-            waited.iter().copied().fold(0.0, f64::max),
-            p(start)
+            start.get(start.len() / 2).copied().unwrap_or(f64::NAN)
         );
     }
     drop(env);

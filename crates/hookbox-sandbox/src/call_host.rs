@@ -1,5 +1,6 @@
-//! A warm sandbox's call hosts (namespaces runtime): processes that each run one call after
-//! another, so that a call pays for its program's process and little else.
+//! A warm sandbox's call hosts (both runtimes; under gVisor run by `gvisor_init`): processes
+//! that each run one call after another, so that a call pays for its program's process and
+//! little else.
 //!
 //! Each call runs in its own PID, mount and IPC namespaces, with its own `/proc` and `/dev/shm`.
 //! Cloning those for every call, and tearing them down when it ended, was most of what the
@@ -9,12 +10,16 @@
 //!   [`crate::warm`]) to an idle host. When none is idle it clones a new one into fresh PID,
 //!   mount and IPC namespaces. It keeps at most [`IDLE_HOSTS`] idle and closes the socket of
 //!   any more, which ends them.
-//! - **A host** first answers `H` with its own pidfd on the call's reply socket. It then changes
+//! - **A host** first answers `H` with its own pidfd on the call's reply socket (under gVisor,
+//!   where no descriptor crosses back out, `P` alone: the socket stands in for a pidfd). It then changes
 //!   to the call's directory and starts the program in a `vfork`-like clone ([`Plan`]). That
 //!   clone confines itself (descriptor and process limits, Landlock, seccomp) before `execve`.
 //!   The host stays unconfined, which it must, to reset its namespaces. The program cannot
 //!   reach it: Landlock scopes ptrace and signals to the program's own domain, the bounding set
-//!   leaves it no `CAP_SYS_PTRACE`, seccomp denies `ptrace`, and the host is not dumpable.
+//!   leaves it no `CAP_SYS_PTRACE`, seccomp denies `ptrace`, the host is not dumpable, and the
+//!   kernel drops signals sent to a PID namespace's init from inside it. gVisor has no Landlock
+//!   and delivers those signals, so there seccomp also denies any signal naming PID 1, and the
+//!   program starts its own session (a `kill 0` cannot reach the host's group).
 //! - **A call ends** when its program does. The host kills what is left in its PID namespace
 //!   (`kill(-1, SIGKILL)`, as the kernel did when a call's PID 1 exited) and reaps it, writes the
 //!   exit status, and closes the call's descriptors. It then resets what a call may leave
@@ -28,10 +33,11 @@
 //!   end of the reply socket. The host polls that socket while the program runs, kills the PID
 //!   namespace's processes, and ends the call without an exit status, as a killed call did.
 //!   A host that died says no `X`; hookbox then waits on its pidfd, which reports only once the
-//!   whole PID namespace is gone.
+//!   whole PID namespace is gone (under gVisor, with no pidfd, the init says `X` for it). The
+//!   init watches that socket too, and wakes or kills a host that does not end the call
+//!   ([`KILL_LOOK`]): a program under gVisor can stop its host.
 //!
-//! Single-threaded and free of async, like the launcher. gVisor's init keeps its own call
-//! processes (`gvisor_init`'s spares).
+//! Single-threaded and free of async, like the launcher.
 
 use std::ffi::{CStr, CString};
 use std::fs::File;
@@ -45,7 +51,9 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use crate::error::LaunchFailure;
 use crate::launcher::{self as l, Ended, LaunchError, Result};
 use crate::seccomp::Programs;
-use crate::spec::{CallSpec, EXIT_EXEC_FAILED, EXIT_MARK, EXIT_SETUP_FAILED, LaunchSpec};
+use crate::spec::{
+    CallSpec, EXIT_EXEC_FAILED, EXIT_MARK, EXIT_SETUP_FAILED, LaunchSpec, RuntimeKind,
+};
 use crate::status::report;
 
 /// The most idle hosts a warm sandbox keeps. A host that becomes idle beyond them ends, so a
@@ -62,78 +70,209 @@ const CLONE_STACK: usize = 64 * 1024;
 /// socket.
 type CallFds = [OwnedFd; 6];
 
+/// How often the init looks at a host whose call hookbox asked to be killed (shut down or
+/// closed its end of the call's reply socket) and that has not said it is idle yet. A host
+/// normally answers in milliseconds. Under gVisor a program can stop its host with `SIGIO`
+/// (`F_SETOWN` naming PID 1, `F_SETSIG` a stop signal: seccomp cannot see a file's owner), and a
+/// stopped host would never answer, so hookbox's wait for the call's end would never end: the
+/// init sends the host `SIGCONT` when the kill is asked for and at each look, and kills a host
+/// it finds stopped. Under namespaces the kernel drops such signals (the host is its PID
+/// namespace's init) and this never fires.
+const KILL_LOOK: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// How long a host that is not stopped has to end a call hookbox asked to be killed before the
+/// init kills it anyway (a hung host; a slow one, killing a large tree on a loaded machine, has
+/// this long).
+const KILL_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// The init's end of one host.
 struct Host {
     socket: OwnedFd,
+    pid: libc::pid_t,
     idle: bool,
+    /// The running call's reply socket (the init's copy of the host's end; None while idle, or
+    /// when it could not be copied): readable once hookbox asks for the call to be killed.
+    call: Option<OwnedFd>,
+    /// Since hookbox asked for the running call to be killed: the next look, and when the host
+    /// is killed whatever it is doing ([`KILL_LOOK`], [`KILL_PATIENCE`]).
+    kill: Option<(std::time::Instant, std::time::Instant)>,
+    /// The init killed it; it is dropped once its socket reaches end of stream.
+    killed: bool,
 }
 
-/// The warm init's loop ([`crate::launcher`] has said `R` already): hands each call to an idle
-/// host or a new one, until hookbox closes `control`; then closes every host's socket and
-/// returns once every host ended (a busy one finishes its call first).
-pub(crate) fn serve(spec: &LaunchSpec, control: OwnedFd, programs: &Programs) -> Result<i32> {
+/// What one polled descriptor of [`serve`] belongs to.
+#[derive(Clone, Copy)]
+enum Polled {
+    Control,
+    Host(usize),
+    Call(usize),
+}
+
+/// The warm init's loop (the init has said `R` already): hands each call to an idle host or a
+/// new one, and sees that a call hookbox asked to be killed ends (see [`KILL_LOOK`]); until
+/// hookbox closes `control`. Then idle hosts are let go (closing their socket ends them) and
+/// busy ones finish their call first; it returns once every host ended. It reaps its children
+/// (SIGCHLD must not be ignored: a host's pid stays its own until reaped here, so a signal
+/// never reaches a process that reused it); `relay` is gVisor's egress relay, whose end is
+/// noted. The caller then waits for what is left with [`wait_all`].
+pub(crate) fn serve(
+    spec: &LaunchSpec,
+    control: OwnedFd,
+    programs: &Programs,
+    relay: Option<libc::pid_t>,
+) -> Result<()> {
+    let gvisor = spec.runtime == RuntimeKind::Gvisor;
     let mut hosts: Vec<Host> = Vec::new();
-    'serving: loop {
-        let ready: Vec<bool> = {
-            let mut polled = Vec::with_capacity(hosts.len() + 1);
-            polled.push(PollFd::new(control.as_fd(), PollFlags::POLLIN));
-            polled.extend(
-                hosts
-                    .iter()
-                    .map(|host| PollFd::new(host.socket.as_fd(), PollFlags::POLLIN)),
-            );
-            match nix::poll::poll(&mut polled, PollTimeout::NONE) {
+    let mut accepting = true;
+    while accepting || !hosts.is_empty() {
+        let now = std::time::Instant::now();
+        let (tags, ready): (Vec<Polled>, Vec<bool>) = {
+            let mut tags = Vec::with_capacity(2 * hosts.len() + 1);
+            let mut polled = Vec::with_capacity(2 * hosts.len() + 1);
+            if accepting {
+                tags.push(Polled::Control);
+                polled.push(PollFd::new(control.as_fd(), PollFlags::POLLIN));
+            }
+            for (index, host) in hosts.iter().enumerate() {
+                tags.push(Polled::Host(index));
+                polled.push(PollFd::new(host.socket.as_fd(), PollFlags::POLLIN));
+                // A call whose kill was asked for is not polled again (its socket stays
+                // readable); its host's looks run instead.
+                if let (false, Some(call), None, false) =
+                    (host.idle, &host.call, host.kill, host.killed)
+                {
+                    tags.push(Polled::Call(index));
+                    polled.push(PollFd::new(call.as_fd(), PollFlags::POLLIN));
+                }
+            }
+            let timeout = hosts
+                .iter()
+                .filter_map(|host| host.kill.map(|(look, _)| look))
+                .min()
+                .map_or(PollTimeout::NONE, |look| {
+                    let ms = look.saturating_duration_since(now).as_millis() + 1;
+                    PollTimeout::try_from(ms.min(60_000) as i32).unwrap_or(PollTimeout::MAX)
+                });
+            match nix::poll::poll(&mut polled, timeout) {
                 Ok(_) | Err(nix::Error::EINTR) => {}
                 Err(e) => return Err(LaunchError::Wait(e)),
             }
-            polled.iter().map(l::ready).collect()
+            (tags, polled.iter().map(l::ready).collect())
         };
-        // Hosts first: a host's `I` is sent before its call's `X`, so it is here before any call
+        let now = std::time::Instant::now();
+        // Calls hookbox wants killed: their host is woken in case a call stopped it, and looked
+        // at again until it says it is idle. (Before any host is removed: the tags' indices.)
+        for (tag, ready) in tags.iter().zip(&ready) {
+            if let (Polled::Call(index), true) = (tag, ready) {
+                let host = &mut hosts[*index];
+                // SAFETY: kill(2) of our own child, not reaped yet (see the reaping below).
+                unsafe { libc::kill(host.pid, libc::SIGCONT) };
+                host.kill = Some((now + KILL_LOOK, now + KILL_PATIENCE));
+            }
+        }
+        // Hosts next: a host's `I` is sent before its call's `X`, so it is here before any call
         // hookbox sent after that `X`. Backwards, so that `swap_remove` only moves a host that
         // was already looked at.
-        for index in (0..hosts.len()).rev() {
-            if !ready[index + 1] {
+        for (tag, ready) in tags.iter().zip(&ready).rev() {
+            let (Polled::Host(index), true) = (tag, ready) else {
                 continue;
-            }
+            };
+            let index = *index;
             let said_idle = matches!(
                 crate::fdpass::recv(&hosts[index].socket),
                 Ok(message) if message.payload == b"I"
             );
             let idle = hosts.iter().filter(|host| host.idle).count();
-            if said_idle && idle < IDLE_HOSTS {
+            if said_idle && accepting && !hosts[index].killed && idle < IDLE_HOSTS {
                 hosts[index].idle = true;
+                hosts[index].call = None;
+                hosts[index].kill = None;
             } else {
-                // Gone (end of stream, or anything but `I`), or one idle host too many: closing
-                // its socket ends it once it reads that.
-                hosts.swap_remove(index);
+                // Gone (end of stream, or anything but `I`), killed, one idle host too many,
+                // or no more calls: closing its socket ends it once it reads that.
+                let host = hosts.swap_remove(index);
+                if gvisor
+                    && !said_idle
+                    && let Some(call) = &host.call
+                {
+                    // It died or was killed during its call, which it can no longer end with
+                    // `X`; under gVisor closing the copy is not enough (a descriptor gVisor
+                    // imported from the host may be closed there late). Under namespaces
+                    // hookbox waits on the host's pidfd instead.
+                    let _ = crate::fdpass::send(call.as_fd(), b"X", &[]);
+                }
             }
         }
-        if ready[0] {
-            let message = match crate::fdpass::recv(&control) {
-                Ok(message) => message,
+        // Hosts still busy with a call hookbox wants killed, at their look: one a call stopped
+        // (or that hangs past the patience) is killed; its socket's end of stream removes it.
+        for host in hosts.iter_mut() {
+            let Some((look, patience)) = host.kill else {
+                continue;
+            };
+            if look > now {
+                continue;
+            }
+            if stopped(host.pid) || patience <= now {
+                // SAFETY: as above: our child, not reaped yet.
+                unsafe { libc::kill(host.pid, libc::SIGKILL) };
+                host.kill = None;
+                host.killed = true;
+            } else {
+                // SAFETY: as above.
+                unsafe { libc::kill(host.pid, libc::SIGCONT) };
+                host.kill = Some((now + KILL_LOOK, patience));
+            }
+        }
+        if let Some(true) = tags
+            .iter()
+            .zip(&ready)
+            .find_map(|(tag, ready)| matches!(tag, Polled::Control).then_some(*ready))
+        {
+            match crate::fdpass::recv(&control) {
+                Ok(message) if !message.payload.is_empty() || !message.fds.is_empty() => {
+                    if let Ok(fds) = <CallFds>::try_from(message.fds) {
+                        dispatch(spec, programs, &control, &mut hosts, fds);
+                    }
+                }
                 Err(e)
                     if matches!(
                         e.kind(),
                         std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock
-                    ) =>
-                {
-                    continue;
+                    ) => {}
+                // hookbox is done: no more calls. Idle hosts go now, busy ones once idle.
+                _ => {
+                    accepting = false;
+                    hosts.retain(|host| !host.idle);
                 }
-                Err(_) => break 'serving,
-            };
-            if message.payload.is_empty() && message.fds.is_empty() {
-                break 'serving;
             }
-            if let Ok(fds) = <CallFds>::try_from(message.fds) {
-                dispatch(spec, programs, &control, &mut hosts, fds);
+        }
+        // Children that ended. Only here, after the last signal of this round: a host that
+        // ended is reaped only after its socket told us (its descriptors close before it
+        // becomes a zombie), so its pid is never free while it may still be signalled.
+        while let Ok(Some((pid, _))) = l::wait_with(-1, libc::WNOHANG) {
+            if Some(pid) == relay {
+                crate::status::note("the egress relay ended");
             }
         }
     }
-    drop(hosts);
     drop(control);
-    // With SIGCHLD ignored, wait blocks until every host is gone and then fails with ECHILD.
+    Ok(())
+}
+
+/// Whether process `pid` is stopped (`T`, or `t` under a tracer), from its `/proc` stat line
+/// (the field after the parenthesised command, which may itself hold parentheses).
+fn stopped(pid: libc::pid_t) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .and_then(|(_, rest)| rest.trim_start().chars().next())
+            .is_some_and(|state| state == 'T' || state == 't')
+    })
+}
+
+/// Returns once the caller has no child left: `wait` blocks until every child is gone and
+/// then fails with `ECHILD`.
+pub(crate) fn wait_all() {
     while l::wait_raw(-1).is_ok() {}
-    Ok(0)
 }
 
 /// Hands `fds` to the most recently idle host that takes them, else to a new host.
@@ -144,28 +283,34 @@ fn dispatch(
     hosts: &mut Vec<Host>,
     fds: CallFds,
 ) {
+    // The init's copy of the call's reply socket, to see hookbox ask for a kill. Without one the
+    // call is still served, only without the deadline.
+    let call = fds[5].try_clone().ok();
     while let Some(index) = hosts.iter().rposition(|host| host.idle) {
         let borrowed: Vec<BorrowedFd<'_>> = fds.iter().map(|fd| fd.as_fd()).collect();
         if crate::fdpass::send(hosts[index].socket.as_fd(), b"C", &borrowed).is_ok() {
             hosts[index].idle = false;
+            hosts[index].call = call;
             return;
         }
         // It ended meanwhile.
         hosts.swap_remove(index);
     }
-    if let Some(host) = start_host(spec, programs, control, hosts, fds) {
+    if let Some(host) = start_host(spec, programs, control, hosts, fds, call) {
         hosts.push(host);
     }
 }
 
-/// Clones a new host into fresh PID, mount and IPC namespaces, with `fds` as its first call.
-/// None when it could not be cloned; the call's reply socket then says why.
+/// Clones a new host into fresh PID, mount and IPC namespaces, with `fds` as its first call
+/// (`call`: the init's copy of its reply socket). None when it could not be cloned; the call's
+/// reply socket then says why.
 fn start_host(
     spec: &LaunchSpec,
     programs: &Programs,
     control: &OwnedFd,
     hosts: &[Host],
     fds: CallFds,
+    call: Option<OwnedFd>,
 ) -> Option<Host> {
     let refuse = |fds: &CallFds, err: std::io::Error| {
         let failure = l::call_clone_failure(err);
@@ -181,12 +326,18 @@ fn start_host(
     let pid = l::clone_call();
     if pid == 0 {
         drop(ours);
-        // SAFETY: closing our copies of the request socket and of the other hosts' sockets;
-        // this process never uses them (a host holding another's socket would keep it alive).
+        drop(call);
+        // SAFETY: closing our copies of the request socket, of the other hosts' sockets and of
+        // their calls' reply sockets; this process never uses them (a host holding another's
+        // socket would keep it alive, and hookbox would not see that call end with its host).
         unsafe { libc::close(control.as_raw_fd()) };
         for host in hosts {
             // SAFETY: as above.
             unsafe { libc::close(host.socket.as_raw_fd()) };
+            if let Some(call) = &host.call {
+                // SAFETY: as above.
+                unsafe { libc::close(call.as_raw_fd()) };
+            }
         }
         l::end_call(host_main(spec, programs, theirs, fds));
     }
@@ -196,7 +347,11 @@ fn start_host(
     }
     Some(Host {
         socket: ours,
+        pid: pid as libc::pid_t,
         idle: false,
+        call,
+        kill: None,
+        killed: false,
     })
 }
 
@@ -244,12 +399,14 @@ fn host_main(spec: &LaunchSpec, programs: &Programs, init: OwnedFd, first: CallF
 struct HostState<'a> {
     spec: &'a LaunchSpec,
     programs: &'a Programs,
-    /// Its own pidfd, sent with `H` on each call's reply socket.
-    pidfd: OwnedFd,
+    /// Its own pidfd, sent with `H` on each call's reply socket (namespaces). None under
+    /// gVisor, where no descriptor crosses back out: the host answers `P` alone, and its reply
+    /// socket is all hookbox has of the call.
+    pidfd: Option<OwnedFd>,
     /// SIGCHLD, which stays blocked in the host (its program clone unblocks it before `execve`).
     sigchld: SignalFd,
-    /// The Landlock ruleset for the next call.
-    ruleset: OwnedFd,
+    /// The Landlock ruleset for the next call (none under gVisor, which has no Landlock).
+    ruleset: Option<OwnedFd>,
     /// Its set-up stages (clone, `/proc` and `/dev/shm`), reported with its first call only.
     setup_stages: Vec<(&'static str, i128)>,
     /// Its resource limits and nice value as the init gave them: a call's process has the
@@ -267,15 +424,22 @@ impl<'a> HostState<'a> {
         programs: &'a Programs,
         started: i128,
     ) -> std::result::Result<Self, (LaunchFailure, Option<OwnedFd>)> {
-        let pidfd = rustix::process::pidfd_open(
-            rustix::process::getpid(),
-            rustix::process::PidfdFlags::empty(),
-        )
-        .map_err(|e| {
-            let err = std::io::Error::from_raw_os_error(e.raw_os_error());
-            (l::call_clone_failure(err), None)
-        })?;
-        let setup = || -> Result<(SignalFd, OwnedFd)> {
+        let gvisor = spec.runtime == RuntimeKind::Gvisor;
+        let pidfd = match gvisor {
+            true => None,
+            false => Some(
+                rustix::process::pidfd_open(
+                    rustix::process::getpid(),
+                    rustix::process::PidfdFlags::empty(),
+                )
+                .map_err(|e| {
+                    let err = std::io::Error::from_raw_os_error(e.raw_os_error());
+                    (l::call_clone_failure(err), None)
+                })?,
+            ),
+        };
+        let setup = || -> Result<(SignalFd, Option<OwnedFd>)> {
+            hold_stdio()?;
             nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(LaunchError::Pdeathsig)?;
             nix::unistd::setsid().map_err(LaunchError::Setsid)?;
             // Not dumpable: its `/proc` entries are root's, and no process of its calls may
@@ -293,11 +457,15 @@ impl<'a> HostState<'a> {
                 SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
                     .map_err(LaunchError::Wait)?;
             l::remount_per_call()?;
-            Ok((sigchld, l::landlock_ruleset(spec)?))
+            let ruleset = match gvisor {
+                true => None,
+                false => Some(l::landlock_ruleset(spec)?),
+            };
+            Ok((sigchld, ruleset))
         };
         let (sigchld, ruleset) = match setup() {
             Ok(kept) => kept,
-            Err(err) => return Err((err.failure(), Some(pidfd))),
+            Err(err) => return Err((err.failure(), pidfd)),
         };
         Ok(HostState {
             spec,
@@ -321,7 +489,10 @@ impl<'a> HostState<'a> {
     fn call(&mut self, fds: CallFds, init: &OwnedFd) -> std::result::Result<(), String> {
         let [call, stdin, stdout, stderr, status, reply] = fds;
         let mut status = Some(File::from(status));
-        let handed = crate::fdpass::send(reply.as_fd(), b"H", &[self.pidfd.as_fd()]);
+        let handed = match &self.pidfd {
+            Some(pidfd) => crate::fdpass::send(reply.as_fd(), b"H", &[pidfd.as_fd()]),
+            None => crate::fdpass::send(reply.as_fd(), b"P", &[]),
+        };
         match &handed {
             Ok(()) => match self.run(call, [stdin, stdout, stderr], &mut status, &reply) {
                 Ok(Some(code)) => {
@@ -391,7 +562,8 @@ impl<'a> HostState<'a> {
         let mut plan = Plan {
             nofile: spec.limits.open_files,
             nproc: spec.limits.nproc,
-            ruleset: self.ruleset.as_raw_fd(),
+            ruleset: self.ruleset.as_ref().map(|ruleset| ruleset.as_raw_fd()),
+            own_session: self.spec.runtime == RuntimeKind::Gvisor,
             filter: libc::sock_fprog {
                 len: u16::try_from(self.programs.len()).map_err(|_| {
                     LaunchError::Seccomp(crate::seccomp::SeccompError::Install(
@@ -435,7 +607,9 @@ impl<'a> HostState<'a> {
             .into_iter()
             .zip(plan.times)
         {
-            l::stage_at(&spec, status, name, at);
+            if name != "landlock_applied" || plan.ruleset.is_some() {
+                l::stage_at(&spec, status, name, at);
+            }
         }
         let direct = direct.is_some() && plan.ran == 0;
         let [_stdin, _stdout, stderr] = stdio;
@@ -509,7 +683,9 @@ impl<'a> HostState<'a> {
                 },
             )?;
             l::mount_shm()?;
-            self.ruleset = l::landlock_ruleset(self.spec)?;
+            if self.ruleset.is_some() {
+                self.ruleset = Some(l::landlock_ruleset(self.spec)?);
+            }
         }
         nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWIPC).map_err(LaunchError::Unshare)?;
         // Signals of the last call's processes, already reaped.
@@ -559,8 +735,9 @@ impl Attributes {
 }
 
 /// Whether `/dev/shm` is as [`l::mount_shm`] left it: nothing in it (its root is its only
-/// inode and no block is used), its mode and owner unchanged, no extended attribute (or ACL) on
-/// it but a security module's label. Its times may differ (a file made and removed); nothing
+/// inode, or, where the file system counts no inodes (gVisor's tmpfs), nothing listed in it;
+/// and no block is used), its mode and owner unchanged, no extended attribute (or ACL) on it
+/// but a security module's label. Its times may differ (a file made and removed); nothing
 /// else a call did there shows.
 fn shm_untouched() -> bool {
     let Ok(fs) = rustix::fs::statvfs("/dev/shm") else {
@@ -575,14 +752,45 @@ fn shm_untouched() -> bool {
         Ok(n) => names[..n]
             .split(|b| *b == 0)
             .all(|name| name.is_empty() || name.starts_with(b"security.")),
+        // A file system without extended attributes has none a call could have set.
+        Err(rustix::io::Errno::NOTSUP) => true,
         Err(_) => false,
     };
-    fs.f_files.saturating_sub(fs.f_ffree) == 1
+    let empty = match fs.f_files {
+        0 => std::fs::read_dir("/dev/shm").is_ok_and(|mut entries| entries.next().is_none()),
+        files => files.saturating_sub(fs.f_ffree) == 1,
+    };
+    empty
         && fs.f_blocks == fs.f_bfree
         && root.st_mode == (libc::S_IFDIR | 0o1777)
         && root.st_uid == 0
         && root.st_gid == 0
         && no_xattrs
+}
+
+/// Keeps descriptors 0, 1 and 2 of the host taken (by `/dev/null` where the init had none:
+/// gVisor's init got its request socket at 0 and the host closed its copy), so that a call's
+/// descriptors always arrive above them and the program clone's `dup2` onto 0-2 always makes a
+/// copy, never a no-op that would leave close-on-exec set or overwrite another of the call's.
+/// (Without it only a call's spec, the first descriptor it sends, would land at 0, and the
+/// spec is closed before the program starts; this keeps that from resting on the order.)
+fn hold_stdio() -> Result<()> {
+    loop {
+        let null = rustix::fs::open(
+            "/dev/null",
+            rustix::fs::OFlags::RDWR | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .map_err(|e| LaunchError::Prepare {
+            path: "/dev/null".into(),
+            source: e.into(),
+        })?;
+        if null.as_raw_fd() > 2 {
+            return Ok(());
+        }
+        // Kept for the host's life, at the number it took.
+        std::mem::forget(null);
+    }
 }
 
 /// Kills every process of this PID namespace but its PID 1 (the caller) and reaps them all:
@@ -628,6 +836,7 @@ impl<'a> Exec<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Step {
     None,
+    Session,
     Nofile,
     Nproc,
     NoNewPrivs,
@@ -641,6 +850,7 @@ impl Step {
     fn error(self, errno: nix::Error) -> LaunchError {
         let io = || std::io::Error::from_raw_os_error(errno as i32);
         match self {
+            Step::Session => LaunchError::Setsid(errno),
             Step::Nofile => LaunchError::Rlimit {
                 resource: "RLIMIT_NOFILE",
                 source: errno,
@@ -670,7 +880,10 @@ impl Step {
 struct Plan<'a> {
     nofile: u64,
     nproc: Option<u64>,
-    ruleset: RawFd,
+    /// None: no Landlock (gVisor).
+    ruleset: Option<RawFd>,
+    /// Whether the program starts its own session (gVisor; see [`child`]).
+    own_session: bool,
     filter: libc::sock_fprog,
     stdio: [RawFd; 3],
     /// The direct words' exec (when there are some), then the shell's.
@@ -735,6 +948,15 @@ fn child(plan: &mut Plan<'_>) -> isize {
     };
     // SAFETY (every block below): system calls on values the host prepared, which outlive the
     // clone; none allocates or takes a lock.
+    //
+    // Under gVisor the program gets its own session (and process group): gVisor does not
+    // shield a PID namespace's init from signals sent inside it, so `kill(0, ...)` from the
+    // host's group would reach the host (signals naming PID 1 its seccomp filter denies).
+    // Under namespaces the kernel and Landlock keep the host out of reach, and the program
+    // stays in its host's session, as it was in its call init's.
+    if plan.own_session && unsafe { libc::setsid() } < 0 {
+        return fail(plan, Step::Session);
+    }
     if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit(plan.nofile)) } != 0 {
         return fail(plan, Step::Nofile);
     }
@@ -747,7 +969,9 @@ fn child(plan: &mut Plan<'_>) -> isize {
     if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
         return fail(plan, Step::NoNewPrivs);
     }
-    if unsafe { libc::syscall(libc::SYS_landlock_restrict_self, plan.ruleset, 0) } != 0 {
+    if let Some(ruleset) = plan.ruleset
+        && unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0) } != 0
+    {
         return fail(plan, Step::Landlock);
     }
     plan.times[1] = now();

@@ -56,8 +56,8 @@ use nix::unistd::{ForkResult, Pid};
 use crate::error::{LaunchFailure, Stage};
 use crate::seccomp;
 use crate::spec::{
-    CallSpec, EXIT_EXEC_FAILED, EXIT_MARK, EXIT_SETUP_FAILED, Identity, Isolation, LaunchSpec,
-    NETNS_FD, Network, SPEC_FD, STAGE_MARK, STATUS_FD, WARM_FD,
+    EXIT_EXEC_FAILED, EXIT_SETUP_FAILED, Identity, Isolation, LaunchSpec, NETNS_FD, Network,
+    SPEC_FD, STAGE_MARK, STATUS_FD, WARM_FD,
 };
 use crate::status::report;
 
@@ -510,7 +510,7 @@ fn init(spec: &LaunchSpec, status: &mut Option<File>, warm: Option<OwnedFd>) -> 
         confine_once(spec)?;
         return serve(spec, status, socket, &programs);
     }
-    confine_and_run(spec, status, &programs, false)
+    confine_and_run(spec, status, &programs)
 }
 
 /// What a warm sandbox's init does once for all its calls, because no call can change it
@@ -525,24 +525,20 @@ pub(crate) fn confine_once(spec: &LaunchSpec) -> Result<()> {
     drop_capabilities(spec.runtime)
 }
 
-/// The last steps of every launch, cold or warm: working directory, limits, capabilities (for
-/// a `warm_call`, only what its init did not set once: [`confine_once`]), Landlock, seccomp;
-/// then the program is forked and exec'd, and its status returned once it
-/// ended (orphans reaped meanwhile).
+/// The last steps of a cold launch: working directory, limits, capabilities, Landlock,
+/// seccomp; then the program is forked and exec'd, and its status returned once it ended
+/// (orphans reaped meanwhile). A warm sandbox's calls do the same in their call host
+/// ([`crate::call_host`]).
 fn confine_and_run(
     spec: &LaunchSpec,
     status: &mut Option<File>,
     programs: &seccomp::Programs,
-    warm_call: bool,
 ) -> Result<i32> {
     nix::unistd::chdir(spec.cwd.as_str()).map_err(|source| LaunchError::Chdir {
         path: spec.cwd.clone(),
         source,
     })?;
-    // A warm call inherits the rest from its init ([`confine_once`]).
-    if !warm_call {
-        confine_once(spec)?;
-    }
+    confine_once(spec)?;
     set_call_limits(spec)?;
     stage(spec, status, "limits_set");
     // gVisor has no Landlock (ENOSYS); its kernel is the wall, with the read-only binds.
@@ -555,7 +551,7 @@ fn confine_and_run(
     stage(spec, status, "seccomp_installed");
 
     // The program is started with posix_spawn (a vfork-like clone, then exec) rather than
-    // fork: no copy of this process's page tables, which under gVisor is most of a fork's cost.
+    // fork: no copy of this process's page tables.
     stage(spec, status, "program_forked");
     let (child, direct) = match start_program(spec, &path, &argv, &envp) {
         Ok(started) => started,
@@ -564,11 +560,7 @@ fn confine_and_run(
             return Ok(EXIT_EXEC_FAILED);
         }
     };
-    // A warm call keeps its status channel to report the exit status on; the program never had
-    // it (close-on-exec).
-    if !warm_call {
-        drop(status.take());
-    }
+    drop(status.take());
     reap_until(child, direct)
 }
 
@@ -576,7 +568,7 @@ fn confine_and_run(
 /// run exactly as `/bin/sh -c` would run them ([`crate::direct`]), else `argv` (`path`, `argv`,
 /// `envp` from [`exec_args`]). Also says whether it was the direct one, whose signal death
 /// [`reap_until`] reports as the shell would.
-pub(crate) fn start_program(
+fn start_program(
     spec: &LaunchSpec,
     path: &CString,
     argv: &[CString],
@@ -599,11 +591,7 @@ pub(crate) fn start_program(
 /// ignored disposition survives exec, and shell pipelines such as `yes | head` rely on the
 /// default) and no signal blocked (under gVisor the init blocks SIGCHLD). An exec failure is
 /// returned here, from the parent.
-pub(crate) fn spawn_program(
-    path: &CString,
-    argv: &[CString],
-    envp: &[CString],
-) -> nix::Result<Pid> {
+fn spawn_program(path: &CString, argv: &[CString], envp: &[CString]) -> nix::Result<Pid> {
     use nix::spawn::{PosixSpawnAttr, PosixSpawnFileActions, PosixSpawnFlags};
     use nix::sys::signal::SigSet;
     let mut attr = PosixSpawnAttr::init()?;
@@ -621,7 +609,7 @@ pub(crate) fn spawn_program(
 
 /// PID 1 of a warm sandbox: says it is ready, then hands each call to one of its call hosts
 /// ([`crate::call_host`]) until hookbox closes the socket, and exits once the last host ended.
-/// Hosts are its only children; it ignores SIGCHLD so the kernel reaps them.
+/// Hosts are its only children; `call_host::serve` reaps them.
 fn serve(
     spec: &LaunchSpec,
     status: &mut Option<File>,
@@ -629,68 +617,13 @@ fn serve(
     programs: &seccomp::Programs,
 ) -> Result<i32> {
     use std::os::fd::AsFd;
-    // SAFETY: setting SIGCHLD's disposition to SIG_IGN installs no handler code.
-    unsafe { libc::signal(libc::SIGCHLD, libc::SIG_IGN) };
     stage(spec, status, "warm_ready");
     crate::fdpass::send(socket.as_fd(), b"R", &[]).map_err(LaunchError::WarmSocket)?;
     // Setup is over: the status pipe reaches EOF for hookbox; each call has its own.
     drop(status.take());
-    crate::call_host::serve(spec, socket, programs)
-}
-
-/// PID 1 of one warm call: own stdio, fresh `/proc` (this PID namespace's) and `/dev/shm`,
-/// then [`confine_and_run`]; reports the program's exit status before it ends.
-pub(crate) fn call_init(
-    spec: &LaunchSpec,
-    programs: &seccomp::Programs,
-    call: OwnedFd,
-    stdio: [OwnedFd; 3],
-    status: OwnedFd,
-) -> i32 {
-    let mut status = Some(File::from(status));
-    // SAFETY: restores the default disposition (the warm init ignores SIGCHLD); an ignored
-    // signal would stay ignored across exec, and this init must reap its program itself.
-    unsafe { libc::signal(libc::SIGCHLD, libc::SIG_DFL) };
-    // Under gVisor the init blocks SIGCHLD (it reads it from a signalfd); a blocked mask would
-    // survive exec too.
-    let _ = nix::sys::signal::sigprocmask(
-        nix::sys::signal::SigmaskHow::SIG_SETMASK,
-        Some(&nix::sys::signal::SigSet::empty()),
-        None,
-    );
-    let result = (|| {
-        nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(LaunchError::Pdeathsig)?;
-        nix::unistd::setsid().map_err(LaunchError::Setsid)?;
-        let call: CallSpec = read_json_from(File::from(call))?;
-        let spec = spec.with_call(call);
-        stage(&spec, &mut status, "call_cloned");
-        for (fd, target) in stdio.iter().zip(0..) {
-            // SAFETY: dup2 onto 0, 1, 2 of this process; the sources are ours (received
-            // close-on-exec at higher numbers, since 0-2 are open in the warm sandbox's init).
-            if unsafe { libc::dup2(fd.as_raw_fd(), target) } < 0 {
-                return Err(LaunchError::Prepare {
-                    path: format!("fd {target}"),
-                    source: std::io::Error::last_os_error(),
-                });
-            }
-        }
-        drop(stdio);
-        remount_per_call()?;
-        stage(&spec, &mut status, "proc_mounted");
-        confine_and_run(&spec, &mut status, programs, true)
-    })();
-    match result {
-        Ok(code) => {
-            if let Some(file) = status.as_mut() {
-                let _ = file.write_all(format!("{EXIT_MARK}{code}\n").as_bytes());
-            }
-            code
-        }
-        Err(err) => {
-            report(&mut status, &err.failure());
-            EXIT_SETUP_FAILED
-        }
-    }
+    crate::call_host::serve(spec, socket, programs, None)?;
+    crate::call_host::wait_all();
+    Ok(0)
 }
 
 /// Ends a call's process (PID 1 of its namespace, a clone of the warm init) with `code`, without
@@ -772,7 +705,7 @@ pub(crate) fn mount_shm() -> Result<()> {
 /// exit status (128 + N when killed by signal N, as the shell reports it). A `direct` program
 /// (run without the shell, see [`start_program`]) killed by a signal also gets the line the
 /// shell would have written on stderr ([`crate::direct::signal_message`]).
-pub(crate) fn reap_until(program: Pid, direct: bool) -> Result<i32> {
+fn reap_until(program: Pid, direct: bool) -> Result<i32> {
     loop {
         match wait_raw(-1).map_err(LaunchError::Wait)? {
             (pid, Ended::Exited(code)) if pid == program.as_raw() => return Ok(code),
@@ -1161,7 +1094,7 @@ pub(crate) fn set_fixed_limits(spec: &LaunchSpec) -> Result<()> {
 /// The limits every call sets for itself: `RLIMIT_NOFILE` and `RLIMIT_NPROC` would also bound
 /// the warm init's own descriptors (a gVisor init holds one reply socket per running call) and
 /// its clones of calls, so the init keeps its own and each call lowers them.
-pub(crate) fn set_call_limits(spec: &LaunchSpec) -> Result<()> {
+fn set_call_limits(spec: &LaunchSpec) -> Result<()> {
     let limits = &spec.limits;
     let mut pairs = vec![("RLIMIT_NOFILE", Resource::RLIMIT_NOFILE, limits.open_files)];
     if let Some(n) = limits.nproc {

@@ -28,10 +28,9 @@
 //!   and command hook runs inside it in its own PID, mount and IPC namespaces with its own
 //!   `/proc`, limits, Landlock and seccomp (the bounding set and the limits no call can change
 //!   are set once, by the init), handed over with its stdio through a socket ([`fdpass`]).
-//!   Under namespaces those namespaces are a call host's, kept from one call to the next with
-//!   nothing of the last call left in them (`call_host`), so a call costs its program's process;
-//!   under gVisor the init keeps one call process built ahead (`gvisor_init`'s spare), so a call
-//!   only execs. A command hook's line that is one simple command of plain words comes
+//!   Those namespaces are a call host's, kept from one call to the next with nothing of the last
+//!   call left in them (`call_host`, under namespaces and, run by `gvisor_init`, under gVisor),
+//!   so a call costs its program's process. A command hook's line that is one simple command of plain words comes
 //!   with its words ([`spec::LaunchSpec::direct`]); the init execs them itself instead of
 //!   `/bin/sh -c` (one program start fewer), exactly as dash would, or runs the shell on anything
 //!   it cannot do identically ([`direct`]). With `SandboxOptions::warm` off, one sandbox per

@@ -2,7 +2,9 @@
 //!
 //! Default allow, listed syscalls fail with `EPERM` (so programs get a clean error rather than a
 //! kill). `clone3` fails with `ENOSYS`, because its flags live in memory that seccomp cannot
-//! inspect; libc then falls back to `clone`, whose namespace flags are checked.
+//! inspect; libc then falls back to `clone`, whose namespace flags are checked. Under gVisor,
+//! signals (and pidfds) aimed at PID 1, a warm call's host, fail with `EPERM`
+//! ([`SIGNAL_TARGETS`]).
 //!
 //! It is ONE classic-BPF program, laid out as a binary search over the syscall number (its
 //! layout is documented on `build_except`, `tree` and `leaf`). Every syscall pays the depth of
@@ -192,6 +194,24 @@ const NAMESPACE_FLAGS: &[(u64, &str)] = &[
     (libc::CLONE_NEWCGROUP as u64, "CLONE_NEWCGROUP"),
 ];
 
+/// System calls that signal a process named by their first argument, and `pidfd_open` (a
+/// pidfd can be signalled): `EPERM` when it names PID 1, in gVisor's filter only. A warm call's
+/// PID 1 is its call host (see `call_host`), which must outlive the call and end it when asked;
+/// a program that stopped it would hang its call past its timeout, one that killed it would end
+/// its call as killed. Under namespaces the kernel drops such signals from inside the PID
+/// namespace (the host installs no handler) and Landlock scopes them too, so that filter stays
+/// as short as it was (its length is paid at every program's attach); gVisor does neither. (A
+/// process group is signalled by a negative number: under gVisor the program has its own
+/// session, so no group it can name holds PID 1, and `kill(-1)` leaves PID 1 out everywhere.)
+const SIGNAL_TARGETS: &[(i64, &str)] = &[
+    (libc::SYS_kill, "kill"),
+    (libc::SYS_tkill, "tkill"),
+    (libc::SYS_tgkill, "tgkill"),
+    (libc::SYS_rt_sigqueueinfo, "rt_sigqueueinfo"),
+    (libc::SYS_rt_tgsigqueueinfo, "rt_tgsigqueueinfo"),
+    (libc::SYS_pidfd_open, "pidfd_open"),
+];
+
 /// `ioctl` requests denied: pushing input into a terminal (TIOCSTI, TIOCLINUX) would let code type
 /// commands into the user's shell if a terminal ever leaked in.
 // The ioctl request type differs between architectures, hence the cast.
@@ -291,11 +311,14 @@ enum Verdict {
     CloneFlags,
     /// `ioctl`: `EPERM` for the requests in [`DENIED_IOCTLS`] (argument 1), else allowed.
     IoctlRequest,
+    /// [`SIGNAL_TARGETS`]: `EPERM` if argument 0 (a pid, as the kernel reads it: its low 32
+    /// bits) is 1, else allowed.
+    NotPidOne,
 }
 
 /// The verdict for every syscall number, as sorted intervals covering `0..=u32::MAX`: each
 /// `(start, verdict)` holds until the next start. Adjacent equal verdicts are merged.
-fn intervals(allowed: &[i64]) -> Result<Vec<(u32, Verdict)>, SeccompError> {
+fn intervals(allowed: &[i64], shield_pid_one: bool) -> Result<Vec<(u32, Verdict)>, SeccompError> {
     let number = |nr: i64| {
         u32::try_from(nr)
             .ok()
@@ -306,11 +329,18 @@ fn intervals(allowed: &[i64]) -> Result<Vec<(u32, Verdict)>, SeccompError> {
     for (nr, _, _) in DENIED.iter().filter(|(nr, _, _)| !allowed.contains(nr)) {
         special.insert(number(*nr)?, Verdict::Deny);
     }
+    let signals = SIGNAL_TARGETS
+        .iter()
+        .filter(|_| shield_pid_one)
+        .map(|(nr, _)| (*nr, Verdict::NotPidOne));
     for (nr, verdict) in [
         (libc::SYS_clone3, Verdict::NoSys),
         (libc::SYS_clone, Verdict::CloneFlags),
         (libc::SYS_ioctl, Verdict::IoctlRequest),
-    ] {
+    ]
+    .into_iter()
+    .chain(signals)
+    {
         if special.insert(number(nr)?, verdict).is_some() {
             return Err(SeccompError::Build(format!("syscall {nr} listed twice")));
         }
@@ -377,6 +407,12 @@ fn leaf(verdict: Verdict) -> Result<Vec<sock_filter>, SeccompError> {
             code.push(stmt(RET_K, RET_EPERM));
             code
         }
+        Verdict::NotPidOne => vec![
+            stmt(LD_W_ABS, data_arg_low(0)), // A = the pid (the kernel reads an int)
+            jump(JEQ_K, 1, 0, 1),            // PID 1? fall through : skip one
+            stmt(RET_K, RET_EPERM),
+            stmt(RET_K, RET_ALLOW),
+        ],
     })
 }
 
@@ -403,13 +439,14 @@ fn tree(intervals: &[(u32, Verdict)]) -> Result<Vec<sock_filter>, SeccompError> 
 
 /// The filter of a sandbox under namespaces (the host kernel enforces it).
 pub fn build() -> Result<Programs, SeccompError> {
-    build_except(&[])
+    build_except(&[], false)
 }
 
 /// The deny list for calls inside gVisor, where `syslog` reads gVisor's own kernel log (which
-/// is how a program can tell which kernel it runs on), never the host's.
+/// is how a program can tell which kernel it runs on), never the host's; and where no signal
+/// may name PID 1 ([`SIGNAL_TARGETS`]).
 pub fn build_gvisor() -> Result<Programs, SeccompError> {
-    build_except(&[libc::SYS_syslog])
+    build_except(&[libc::SYS_syslog], true)
 }
 
 /// The program, in the order it runs:
@@ -419,18 +456,19 @@ pub fn build_gvisor() -> Result<Programs, SeccompError> {
 ///    meanings). As the old filter did.
 /// 2. `A = nr`, then the binary search ([`tree`]) over the intervals of numbers with one verdict
 ///    ([`intervals`]): at each node `A >= start of the upper half` jumps over the lower half.
-///    Each leaf returns `ALLOW`, `ERRNO(EPERM)` or `ERRNO(ENOSYS)`, or, for `clone` and `ioctl`,
-///    loads the argument and compares it (see [`leaf`]). On x86_64 the x32 numbers
+///    Each leaf returns `ALLOW`, `ERRNO(EPERM)` or `ERRNO(ENOSYS)`, or, for `clone`, `ioctl`
+///    and (`shield_pid_one`) the [`SIGNAL_TARGETS`], loads the argument and compares it (see
+///    [`leaf`]). On x86_64 the x32 numbers
 ///    (`0x4000_0000..0x8000_0000`) are one more `EPERM` interval; the old filter allowed them,
 ///    so x32 binaries (where the kernel enables that ABI) bypassed the deny list.
-fn build_except(allowed: &[i64]) -> Result<Programs, SeccompError> {
+fn build_except(allowed: &[i64], shield_pid_one: bool) -> Result<Programs, SeccompError> {
     let mut program = vec![
         stmt(LD_W_ABS, DATA_ARCH),        // A = arch
         jump(JEQ_K, audit_arch()?, 1, 0), // ours: skip the kill
         stmt(RET_K, RET_KILL_PROCESS),    // foreign architecture
         stmt(LD_W_ABS, DATA_NR),          // A = syscall number
     ];
-    program.extend(tree(&intervals(allowed)?)?);
+    program.extend(tree(&intervals(allowed, shield_pid_one)?)?);
     Ok(program)
 }
 
@@ -474,8 +512,9 @@ mod tests {
     }
 
     /// The filters as they were built before the binary search (two linear `seccompiler`
-    /// programs: the deny list, then `clone3`), kept to compare against.
-    fn old_pair(allowed: &[i64]) -> Vec<BpfProgram> {
+    /// programs: the deny list, then `clone3`), kept to compare against; with the
+    /// [`SIGNAL_TARGETS`] rules added since.
+    fn old_pair(allowed: &[i64], shield_pid_one: bool) -> Vec<BpfProgram> {
         let arch = TargetArch::try_from(std::env::consts::ARCH).unwrap();
         let masked = |arg, len, bits| {
             SeccompRule::new(vec![
@@ -508,6 +547,9 @@ mod tests {
                 .map(|(request, _)| equals(1, SeccompCmpArgLen::Dword, *request))
                 .collect(),
         );
+        for (nr, _) in SIGNAL_TARGETS.iter().filter(|_| shield_pid_one) {
+            rules.insert(*nr, vec![equals(0, SeccompCmpArgLen::Dword, 1)]);
+        }
         let deny = SeccompFilter::new(
             rules,
             SeccompAction::Allow,
@@ -664,6 +706,12 @@ mod tests {
             0xffff_ffff_0000_0000 | sigchld,
             libc::CLONE_NEWTIME as u64 | sigchld, // not a flag the filter names
             NAMESPACE_FLAGS.iter().fold(0, |all, (flag, _)| all | flag),
+            // Pids: 1 (as the kernel reads it, with or without high bits), others.
+            1,
+            0xffff_ffff_0000_0001,
+            0x1_0000_0000,
+            2,
+            u32::MAX as u64,
         ];
         for (flag, _) in NAMESPACE_FLAGS {
             first_args.extend([*flag, *flag | sigchld, *flag | 0xffff_ffff_0000_0000]);
@@ -688,8 +736,8 @@ mod tests {
         cases
     }
 
-    fn differential(allowed: &[i64], new: &BpfProgram) {
-        let old = old_pair(allowed);
+    fn differential(allowed: &[i64], shield_pid_one: bool, new: &BpfProgram) {
+        let old = old_pair(allowed, shield_pid_one);
         let native = arch();
         let mut checked = 0;
         for nr in 0..=1023u32 {
@@ -727,13 +775,13 @@ mod tests {
 
     #[test]
     fn one_binary_search_filter_decides_every_syscall_as_the_old_pair_did() {
-        differential(&[], &build().unwrap());
+        differential(&[], false, &build().unwrap());
     }
 
     #[test]
     fn the_gvisor_filter_decides_every_syscall_as_the_old_gvisor_pair_did() {
         let new = build_gvisor().unwrap();
-        differential(&[libc::SYS_syslog], &new);
+        differential(&[libc::SYS_syslog], true, &new);
         let input = data(libc::SYS_syslog as u32, arch(), [0; 6]);
         assert_eq!(run(&new, &input), libc::SECCOMP_RET_ALLOW);
     }
@@ -769,6 +817,22 @@ mod tests {
         #[allow(clippy::unnecessary_cast)]
         let tcgets = libc::TCGETS as u64;
         assert_eq!(verdict(libc::SYS_ioctl, [0, tcgets, 0, 0, 0, 0]), RET_ALLOW);
+        // Signals naming PID 1: refused under gVisor only (see `SIGNAL_TARGETS`).
+        let gvisor = build_gvisor().unwrap();
+        let gvisor_verdict = |nr: i64, args: [u64; 6]| run(&gvisor, &data(nr as u32, native, args));
+        let usr1 = libc::SIGUSR1 as u64;
+        for (nr, name) in SIGNAL_TARGETS {
+            for pid_one in [1, 0xffff_ffff_0000_0001] {
+                let args = [pid_one, usr1, 0, 0, 0, 0];
+                assert_eq!(gvisor_verdict(*nr, args), RET_EPERM, "{name}");
+                assert_eq!(verdict(*nr, args), RET_ALLOW, "{name}");
+            }
+            // Any other process, the caller's group (0), everything (-1), a group (-2).
+            for other in [2, 0, u64::MAX, u64::MAX - 1] {
+                let args = [other, usr1, 0, 0, 0, 0];
+                assert_eq!(gvisor_verdict(*nr, args), RET_ALLOW, "{name}");
+            }
+        }
         for allowed in [
             libc::SYS_read,
             libc::SYS_getpid,
@@ -785,7 +849,7 @@ mod tests {
     #[test]
     fn x32_syscalls_bypassing_the_deny_list_are_denied() {
         let program = build().unwrap();
-        let old = old_pair(&[]);
+        let old = old_pair(&[], false);
         for nr in (0..=1023u32)
             .map(|nr| nr | X32_SYSCALL_BIT)
             .chain([0x7fff_ffff])
@@ -805,7 +869,7 @@ mod tests {
         // Instructions run per syscall: logarithmic in the list for the new program, against
         // the old pair's linear walk (which every allowed syscall paid in full).
         let program = build().unwrap();
-        let old = old_pair(&[]);
+        let old = old_pair(&[], false);
         let native = arch();
         let (mut new_deepest, mut new_total, mut old_total) = (0, 0, 0);
         for nr in 0..=1023u32 {

@@ -160,27 +160,9 @@ async fn timed_stages(env: &Env) -> Vec<String> {
         true => times.stages.first().map_or(times.started, |(_, at)| *at),
         false => times.started,
     };
-    let at = |stage: &str| {
-        times
-            .stages
-            .iter()
-            .find(|(n, _)| n == stage)
-            .map(|(_, t)| *t)
-    };
     for (name, at) in &times.stages {
-        // A call that arrived while its spare was still being confined was read before the
-        // spare's last stages (gvisor_init.rs): it is in order only with the program's start.
-        if name == "call_arrived" {
-            continue;
-        }
         assert!(*at >= last, "{name} went back in time");
         last = *at;
-    }
-    if let (Some(arrived), Some(forked)) = (at("call_arrived"), at("program_forked")) {
-        assert!(
-            arrived <= forked,
-            "the program started before its call arrived"
-        );
     }
     assert!(gvisor() || times.ended >= last);
     times.stages.into_iter().map(|(n, _)| n).collect()
@@ -224,22 +206,18 @@ async fn a_timed_launch_reports_every_stage_in_order_and_a_normal_one_reports_no
 
 /// A warm sandbox is built once. Under namespaces every call after the first is run by the
 /// call host the first one left (the launcher's `call_host`), which builds nothing: the
-/// program's clone confines itself. Under gVisor each call is handed to a spare that built its
-/// own namespaces.
+/// program's clone confines itself. The same under gVisor, whose init keeps call hosts too.
 async fn warm_call_stages() {
     let warm = env();
     assert!(sh(&warm, "true").await.success());
     let names = timed_stages(&warm).await;
     let expected = if gvisor() {
-        // No Landlock in gVisor; the init's spare reports when the init read the call after
-        // its own (earlier) stages.
+        // No Landlock in gVisor.
         vec![
-            "call_cloned",
-            "proc_mounted",
+            "call_received",
+            "program_forked",
             "limits_set",
             "seccomp_installed",
-            "call_arrived",
-            "program_forked",
         ]
     } else {
         vec![

@@ -1,7 +1,7 @@
 //! What a sandboxed program runs confined by (capabilities, limits, Landlock, seccomp), the
 //! same whether it runs in a sandbox of its own or as a call of a warm sandbox, whose init sets
 //! part of it once for all its calls (the bounding set and the limits no call can change).
-//! Under gVisor, see `spare.rs`.
+//! Under gVisor, see `gvisor_hosts.rs`.
 
 use std::time::Duration;
 

@@ -1,14 +1,18 @@
-//! A warm namespaces sandbox's call hosts (the launcher's `call_host`): one process per call's
-//! PID, mount and IPC namespaces, kept from one call to the next. Through the real launcher:
-//! a host is reused, and nothing a call leaves (processes, `/dev/shm` files, System V objects)
-//! reaches the next; a call killed at its timeout or dropped unsupervised leaves its host to the
-//! next call; an untouched `/dev/shm` is kept.
+//! A warm sandbox's call hosts (the launcher's `call_host`): one process per call's PID, mount
+//! and IPC namespaces, kept from one call to the next. Through the real launcher, under
+//! namespaces and (the `under_gvisor_` tests) under the real runsc: a host is reused, and
+//! nothing a call leaves (processes, `/dev/shm` files, System V objects) reaches the next; a
+//! call killed at its timeout leaves its host to the next call; a host whose limits a call
+//! changed is retired; an untouched `/dev/shm` is kept. Under namespaces also: a call dropped
+//! unsupervised is killed, a burst leaves at most eight idle hosts, and a call whose host died
+//! ends as killed (under gVisor: `gvisor_hosts.rs`).
 //!
 //! Which host ran a call shows inside it: `/proc/self/ns/pid` names the host's PID namespace.
 
 use std::time::Duration;
 
 use hookbox_process::Termination;
+use hookbox_sandbox::spec::RuntimeKind;
 use hookbox_sandbox::warm::WarmSandbox;
 
 use super::support::*;
@@ -17,16 +21,21 @@ const LIMIT: usize = 64 * 1024;
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 /// What a call sees of its host: PID and IPC namespaces, `/dev/shm`'s change time (a fresh
-/// mount's is its own; a file made there changes it), and how many
-/// files, System V shared memory segments and `sleep` processes there are.
+/// mount's is its own; a file made there changes it), how many files and `sleep` processes
+/// there are, and whether the System V shared memory segment of [`SEGMENT`] exists (looked up
+/// by its key: gVisor has no `/proc/sysvipc` for `ipcs`).
 const LOOK: &str = r#"readlink /proc/self/ns/pid
 readlink /proc/self/ns/ipc
 stat -c %z /dev/shm
 ls -A /dev/shm | wc -l
-ipcs -m | grep -c '^0x'
+python3 -c 'import ctypes; print(int(ctypes.CDLL(None).shmget(0x4b36, 0, 0) >= 0))'
 cat /proc/[0-9]*/comm 2>/dev/null | grep -c '^sleep$'
 true
 "#;
+
+/// Makes the System V shared memory segment [`LOOK`] looks for.
+const SEGMENT: &str =
+    "python3 -c 'import ctypes; assert ctypes.CDLL(None).shmget(0x4b36, 4096, 0o1600) >= 0'";
 
 #[derive(Debug, PartialEq, Eq)]
 struct Seen {
@@ -53,6 +62,22 @@ fn seen(stdout: &[u8]) -> Seen {
     }
 }
 
+/// A warm sandbox of `t` under namespaces, or under gVisor (`t`'s spec then says so); None when
+/// this test may not run gVisor here (see `gvisor_hosts::runsc`).
+async fn start(t: &mut Tree, gvisor: bool) -> Option<WarmSandbox> {
+    if !gvisor {
+        return Some(warm(&t.spec).await.unwrap());
+    }
+    let runsc = super::gvisor_hosts::runsc()?;
+    t.spec.runtime = RuntimeKind::Gvisor;
+    let (key, _) = t.spec.split_call();
+    Some(
+        WarmSandbox::start_gvisor(&runsc, &launcher(), key, None)
+            .await
+            .unwrap(),
+    )
+}
+
 /// `t`'s spec running `script` with `/bin/sh -c`.
 fn sh_spec(t: &Tree, script: &str) -> hookbox_sandbox::spec::LaunchSpec {
     let mut spec = t.spec.clone();
@@ -73,12 +98,23 @@ async fn run(
 
 #[tokio::test]
 async fn a_host_serves_call_after_call_and_none_sees_what_the_last_left() {
-    let t = tree(&["/bin/true"]);
-    let sandbox = warm(&t.spec).await.unwrap();
+    serves_call_after_call(false).await;
+}
+
+#[tokio::test]
+async fn under_gvisor_a_host_serves_call_after_call_and_none_sees_what_the_last_left() {
+    serves_call_after_call(true).await;
+}
+
+async fn serves_call_after_call(gvisor: bool) {
+    let mut t = tree(&["/bin/true"]);
+    let Some(sandbox) = start(&mut t, gvisor).await else {
+        return;
+    };
 
     // The first call leaves a segment, a file and a sleeping child that holds its stdout: the
     // call still ends when its shell does.
-    let leave = format!("ipcmk -M 4096 >/dev/null; touch /dev/shm/left; sleep 1000 &\n{LOOK}");
+    let leave = format!("{SEGMENT}; touch /dev/shm/left; sleep 1000 &\n{LOOK}");
     // A call that waited for its orphan would end at its timeout instead.
     let (ended, first) = run(&sandbox, &t, &leave, TIMEOUT).await;
     assert_eq!(ended, Termination::Exited(0));
@@ -118,8 +154,19 @@ async fn a_host_serves_call_after_call_and_none_sees_what_the_last_left() {
 
 #[tokio::test]
 async fn a_call_killed_at_its_timeout_leaves_its_host_to_the_next_call() {
-    let t = tree(&["/bin/true"]);
-    let sandbox = warm(&t.spec).await.unwrap();
+    killed_at_timeout(false).await;
+}
+
+#[tokio::test]
+async fn under_gvisor_a_call_killed_at_its_timeout_leaves_its_host_to_the_next_call() {
+    killed_at_timeout(true).await;
+}
+
+async fn killed_at_timeout(gvisor: bool) {
+    let mut t = tree(&["/bin/true"]);
+    let Some(sandbox) = start(&mut t, gvisor).await else {
+        return;
+    };
     let (_, before) = run(&sandbox, &t, LOOK, TIMEOUT).await;
 
     let spec = sh_spec(&t, "sleep 1000 & exec sleep 1001");
@@ -183,8 +230,19 @@ async fn a_call_dropped_unsupervised_is_killed_and_its_host_serves_the_next() {
 
 #[tokio::test]
 async fn a_host_whose_limits_a_call_changed_serves_no_other_call() {
-    let t = tree(&["/bin/true"]);
-    let sandbox = warm(&t.spec).await.unwrap();
+    changed_limits_retire(false).await;
+}
+
+#[tokio::test]
+async fn under_gvisor_a_host_whose_limits_a_call_changed_serves_no_other_call() {
+    changed_limits_retire(true).await;
+}
+
+async fn changed_limits_retire(gvisor: bool) {
+    let mut t = tree(&["/bin/true"]);
+    let Some(sandbox) = start(&mut t, gvisor).await else {
+        return;
+    };
     // A call's processes share the host's uid, so they can lower its limits; the host is then
     // retired, and the next call runs in a new one with the spec's limits.
     let lower = format!("prlimit --pid 1 --nofile=20:20 --fsize=1000:1000\n{LOOK}");
@@ -205,6 +263,116 @@ async fn a_host_whose_limits_a_call_changed_serves_no_other_call() {
         lines[2], first.pid_ns,
         "the changed host served another call"
     );
+    stop(sandbox).await;
+}
+
+/// A call can neither stop nor signal its host: `kill` of PID 1 does not reach it, and
+/// signalling its own process group (`kill 0`) ends the call's shell, not the host. Each call
+/// ends (a stopped host would never end it), and the next runs in the same host. Under
+/// namespaces the kernel drops such signals (and Landlock refuses them where it scopes
+/// signals); under gVisor, which does neither, seccomp refuses them (`EPERM`) and the program
+/// has its own session.
+#[tokio::test]
+async fn no_call_can_stop_or_signal_its_host() {
+    no_signal_reaches_the_host(false).await;
+}
+
+#[tokio::test]
+async fn under_gvisor_no_call_can_stop_or_signal_its_host() {
+    no_signal_reaches_the_host(true).await;
+}
+
+async fn no_signal_reaches_the_host(gvisor: bool) {
+    let mut t = tree(&["/bin/true"]);
+    let Some(sandbox) = start(&mut t, gvisor).await else {
+        return;
+    };
+    let (_, before) = run(&sandbox, &t, LOOK, TIMEOUT).await;
+    let spec = sh_spec(
+        &t,
+        "for s in STOP USR1 KILL; do kill -$s 1 2>/dev/null; echo $s $?; done
+         python3 -c 'import os
+try:
+    os.pidfd_open(1)
+    print(\"pidfd opened\")
+except OSError as e:
+    print(\"pidfd\", os.strerror(e.errno))'
+         kill -STOP -1 2>/dev/null; echo all $?",
+    );
+    let out = warm_call(&sandbox, &spec, TIMEOUT, LIMIT).await.unwrap();
+    assert_eq!(out.termination, Termination::Exited(0));
+    let stdout = text(&out.stdout);
+    if gvisor {
+        assert_eq!(
+            stdout,
+            "STOP 1\nUSR1 1\nKILL 1\npidfd Operation not permitted\nall 1\n"
+        );
+    } else {
+        assert_eq!(stdout.lines().count(), 5, "{stdout}");
+    }
+    let spec = sh_spec(&t, "kill -USR1 0; echo survived");
+    let out = warm_call(&sandbox, &spec, TIMEOUT, LIMIT).await.unwrap();
+    assert_eq!(
+        (out.termination, text(&out.stdout)),
+        (Termination::Exited(128 + libc::SIGUSR1), String::new()),
+        "kill 0 did not end the call's own group"
+    );
+    let (ended, after) = run(&sandbox, &t, LOOK, TIMEOUT).await;
+    assert_eq!(ended, Termination::Exited(0));
+    assert_eq!(after.pid_ns, before.pid_ns, "the host did not survive");
+    stop(sandbox).await;
+}
+
+/// A call whose program stops its host through `SIGIO` (a pipe it owns named PID 1 as its
+/// owner with `F_SETOWN`, the signal set to `SIGSTOP` with `F_SETSIG`) still ends, at its
+/// timeout, and the environment keeps serving. Under namespaces the kernel drops the signal
+/// (the host is its PID namespace's init; Landlock scopes it too) and the call ends at once,
+/// in the same host. gVisor delivers it, and seccomp cannot see a pipe's owner, so the host
+/// stops and cannot end the call: once hookbox asks for it to be killed, the init wakes the
+/// host (or kills it, were it stopped again; `call_host::KILL_LOOK`).
+#[tokio::test]
+async fn a_call_that_stops_its_host_through_sigio_still_ends() {
+    stopped_host(false).await;
+}
+
+#[tokio::test]
+async fn under_gvisor_a_call_that_stops_its_host_through_sigio_still_ends() {
+    stopped_host(true).await;
+}
+
+async fn stopped_host(gvisor: bool) {
+    const SIGIO_STOP: &str = "import fcntl, os, signal
+r, w = os.pipe()
+fcntl.fcntl(r, fcntl.F_SETOWN, 1)
+fcntl.fcntl(r, 10, signal.SIGSTOP)  # F_SETSIG
+fcntl.fcntl(r, fcntl.F_SETFL, fcntl.fcntl(r, fcntl.F_GETFL) | os.O_ASYNC)
+os.write(w, b\"x\")
+print(\"sent\", flush=True)";
+    let mut t = tree(&["/bin/true"]);
+    let Some(sandbox) = start(&mut t, gvisor).await else {
+        return;
+    };
+    let (_, before) = run(&sandbox, &t, LOOK, TIMEOUT).await;
+    let mut spec = t.spec.clone();
+    spec.argv = ["/usr/bin/python3", "-c", SIGIO_STOP]
+        .map(String::from)
+        .to_vec();
+    let out = tokio::time::timeout(
+        TIMEOUT,
+        warm_call(&sandbox, &spec, Duration::from_secs(3), LIMIT),
+    )
+    .await
+    .expect("the call of a stopped host never ended")
+    .unwrap();
+    assert_eq!(text(&out.stdout), "sent\n", "{}", text(&out.stderr));
+    let (ended, after) = run(&sandbox, &t, LOOK, TIMEOUT).await;
+    assert_eq!(ended, Termination::Exited(0));
+    if gvisor {
+        assert_eq!(out.termination, Termination::TimedOut);
+    } else {
+        assert_eq!(out.termination, Termination::Exited(0));
+        assert_eq!(after.pid_ns, before.pid_ns, "the host did not survive");
+    }
     stop(sandbox).await;
 }
 

@@ -1,9 +1,9 @@
 mod bounds;
 mod confinement;
 mod early;
+mod gvisor_hosts;
 mod handover;
 mod hosts;
 mod seccomp;
-mod spare;
 mod stages;
 mod support;

@@ -1,12 +1,12 @@
-//! The spare call of a gVisor sandbox (see the launcher's `gvisor_init`): a call process its
-//! init builds ahead, confined before any call arrives. Through the real runsc: a spare that
-//! dies before its call, the stop after [`SPARE_FAILURES`] failures in a row, and what one call
-//! can leave behind for the next.
+//! A gVisor sandbox's call hosts (the launcher's `call_host`, run by `gvisor_init`): what only
+//! gVisor needs beyond the `hosts` suite, through the real runsc. A host reports its stages
+//! and is reused; an idle host that died leaves the next call to a new one; a call whose host
+//! died ends as killed; a reused host's call sees nothing of the call before it; new and reused
+//! hosts confine their calls alike and run their spec with its stdin.
 //!
-//! The spares are watched from the host with runsc itself (`runsc ps` lists the container's
-//! processes in its root PID namespace, where the init is PID 1 and every spare and every
-//! running call's PID 1 is a child of it named after the init's binary) and killed with `runsc
-//! kill --pid`.
+//! The hosts are watched from the host with runsc itself (`runsc ps` lists the container's
+//! processes in its root PID namespace, where the init is PID 1 and every call host is a child
+//! of it named after the init's binary) and killed with `runsc kill --pid`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -18,8 +18,6 @@ use hookbox_sandbox::warm::WarmSandbox;
 
 use super::support::*;
 
-/// The init's bound on spares that failed in a row (`gvisor_init::SPARE_FAILURES`).
-const SPARE_FAILURES: usize = 3;
 const LIMIT: usize = 64 * 1024;
 const TIMEOUT: Duration = Duration::from_secs(120);
 /// Bound on one runsc housekeeping command (only a hung one reaches it).
@@ -37,7 +35,7 @@ struct Gvisor {
 }
 
 /// The runsc to test with, or `None` when the test may skip (see `hookbox_test_require`).
-fn runsc() -> Option<Runsc> {
+pub(super) fn runsc() -> Option<Runsc> {
     if !hookbox_test_require::root("gVisor sandboxes (runsc runs as root)")
         || !hookbox_test_require::program("runsc", "the gVisor runtime")
     {
@@ -111,9 +109,9 @@ impl Gvisor {
             .collect()
     }
 
-    /// The init's call processes other than `busy` (the PID 1s of running calls): between
-    /// calls, the spares.
-    fn spares(&self, busy: &[u32]) -> Vec<u32> {
+    /// The init's call hosts (its children named as it is: the relay is not started without
+    /// egress), busy or idle.
+    fn hosts(&self) -> Vec<u32> {
         let procs = self.processes();
         assert!(
             procs.iter().any(|p| *p == (1, 0, INIT_NAME.to_owned())),
@@ -121,26 +119,16 @@ impl Gvisor {
         );
         procs
             .into_iter()
-            .filter(|(pid, ppid, name)| *ppid == 1 && name == INIT_NAME && !busy.contains(pid))
+            .filter(|(pid, ppid, name)| *ppid == 1 && *pid != 1 && name == INIT_NAME)
             .map(|(pid, _, _)| pid)
             .collect()
     }
 
-    /// The one spare there is between calls.
-    fn spare(&self) -> u32 {
-        let spares = self.spares(&[]);
-        assert_eq!(spares.len(), 1, "not one spare between calls: {spares:?}");
-        spares[0]
-    }
-
-    /// Waits until every process in `pids` has installed its seccomp filter (its
-    /// `/proc/PID/status` inside the container says `Seccomp: 2`): spares that are confined.
-    fn wait_confined(&self, pids: &[u32]) {
-        let files: Vec<String> = pids.iter().map(|p| format!("/proc/{p}/status")).collect();
-        self.wait_inside(&format!(
-            "for f in {}; do until grep -q '^Seccomp:[[:space:]]*2' $f; do :; done; done",
-            files.join(" ")
-        ));
+    /// The one host there is.
+    fn host(&self) -> u32 {
+        let hosts = self.hosts();
+        assert_eq!(hosts.len(), 1, "not one host: {hosts:?}");
+        hosts[0]
     }
 
     /// Runs the loop `wait` with `sh -c` inside the container until it ends (bounded: only a
@@ -214,115 +202,141 @@ impl Gvisor {
     }
 }
 
-/// A call handed to its spare reports, besides the spare's own stages (reached before the
-/// call came), `call_arrived`: when the init read the call, on the same clock. A spare
-/// confined before the call came (waited for in `/proc`) has `seccomp_installed` before
-/// `call_arrived`, and the program starts after it; a call that waited for its spare would
-/// show `seccomp_installed` after `call_arrived` (how the breakdown bench counts waits).
+/// A new host's first call reports the host's own set-up (`call_cloned`, `proc_mounted`), then
+/// the call's stages; the next call runs in the same host and reports only its own. No
+/// `landlock_applied`: gVisor has no Landlock.
 #[tokio::test]
-async fn under_gvisor_a_call_handed_to_its_spare_reports_when_it_arrived() {
+async fn under_gvisor_a_host_is_reused_and_its_calls_report_their_stages() {
     let Some(runsc) = runsc() else { return };
     let t = tree(&[]);
     let g = Gvisor::start(&runsc, &t).await;
-    assert_eq!(g.sh(&t, "echo up").await, "up\n");
-    for n in 0..2 {
-        g.wait_confined(&[g.spare()]);
-        let stages = g.timed(&t, &["/bin/true"]).await;
-        for stage in [
-            "call_cloned",
-            "seccomp_installed",
-            "call_arrived",
-            "program_forked",
-        ] {
-            assert!(
-                stages.contains_key(stage),
-                "call {n}: no {stage}: {stages:?}"
-            );
-        }
-        assert!(
-            stages["call_cloned"] < stages["seccomp_installed"]
-                && stages["seccomp_installed"] < stages["call_arrived"]
-                && stages["call_arrived"] < stages["program_forked"],
-            "call {n}: {stages:?}"
-        );
+    let call = [
+        "call_received",
+        "program_forked",
+        "limits_set",
+        "seccomp_installed",
+    ];
+    let first = g.timed(&t, &["/bin/true"]).await;
+    let host = g.host();
+    let second = g.timed(&t, &["/bin/true"]).await;
+    assert_eq!(g.host(), host, "the second call did not reuse the host");
+    for (n, stages, expected) in [
+        (
+            0,
+            &first,
+            [&["call_cloned", "proc_mounted"][..], &call].concat(),
+        ),
+        (1, &second, call.to_vec()),
+    ] {
+        let mut names: Vec<(&i128, &str)> = stages
+            .iter()
+            .map(|(name, at)| (at, name.as_str()))
+            .collect();
+        names.sort();
+        let names: Vec<&str> = names.into_iter().map(|(_, name)| name).collect();
+        assert_eq!(names, expected, "call {n}: {stages:?}");
     }
     g.stop().await;
 }
 
-/// A spare killed before its call (from the host, by its pid in the container) does not take
-/// the call with it: the init finds it dead when the call comes, reaps it, runs the call on a
-/// fresh clone, and builds the next spare.
+/// An idle host killed from outside (from the host, by its pid in the container) does not take
+/// the next call with it: the init learns it is gone from its socket, and the call runs in a
+/// new host (its program is that namespace's first process after the host: PID 2), which then
+/// serves the call after.
 #[tokio::test]
-async fn under_gvisor_a_spare_killed_before_its_call_leaves_the_call_to_a_fresh_clone() {
+async fn under_gvisor_an_idle_host_that_died_leaves_the_next_call_to_a_new_one() {
     let Some(runsc) = runsc() else { return };
     let t = tree(&[]);
     let g = Gvisor::start(&runsc, &t).await;
-    assert_eq!(g.sh(&t, "echo first").await, "first\n");
-    // The spare built for the next call.
-    let spare = g.spare();
-    g.kill(spare);
-    assert!(
-        g.processes().iter().any(|p| p.0 == spare),
-        "the dead spare is reaped by the init only when a call comes for it"
+    assert_eq!(g.sh(&t, "echo first; echo $$").await, "first\n2\n");
+    let host = g.host();
+    assert_eq!(
+        g.sh(&t, "echo again; echo $$").await,
+        "again\n3\n",
+        "the host was not reused"
     );
+    g.kill(host);
     assert_eq!(g.sh(&t, "echo second; echo $$").await, "second\n2\n");
-    // The dead spare was reaped, and a new one built for the call after.
-    let next = g.spare();
-    assert_ne!(next, spare);
+    let next = g.host();
+    assert_ne!(next, host);
     assert!(
-        !g.processes().iter().any(|p| p.0 == spare),
-        "the dead spare {spare} was not reaped: {:?}",
+        !g.processes().iter().any(|p| p.0 == host),
+        "the dead host {host} was not reaped: {:?}",
         g.processes()
     );
-    // Which serves it.
-    assert_eq!(g.sh(&t, "echo third").await, "third\n");
-    assert!(!g.processes().iter().any(|p| p.0 == next));
-    g.spare();
+    assert_eq!(g.sh(&t, "echo third; echo $$").await, "third\n3\n");
+    assert_eq!(g.host(), next);
     g.stop().await;
 }
 
-/// After `SPARE_FAILURES` spares in a row died before their call, the init stops building
-/// them: calls are cloned when they arrive, and still run. A spare that serves its call resets
-/// the count.
+/// A call whose host is killed from outside while its program runs ends as a killed call
+/// (gVisor's reply socket is all hookbox has of it: the host's end closes with it), its
+/// program goes with the host's PID namespace, and the next call gets a new host.
 #[tokio::test]
-async fn under_gvisor_three_failed_spares_in_a_row_stop_the_spares_and_a_served_call_resets_the_count()
- {
+async fn under_gvisor_a_call_whose_host_died_ends_killed_and_the_next_gets_a_new_host() {
     let Some(runsc) = runsc() else { return };
     let t = tree(&[]);
-    let g = Gvisor::start(&runsc, &t).await;
+    let g = Arc::new(Gvisor::start(&runsc, &t).await);
     assert_eq!(g.sh(&t, "echo up").await, "up\n");
-    // Two failures, then a call served by its spare, then two more failures: never three in a
-    // row, so there is still a spare.
-    for round in 0..2 {
-        for _ in 0..SPARE_FAILURES - 1 {
-            g.kill(g.spare());
-            assert_eq!(g.sh(&t, "echo ran").await, "ran\n");
-        }
-        if round == 0 {
-            let served = g.spare();
-            assert_eq!(g.sh(&t, "echo served").await, "served\n");
-            assert!(!g.processes().iter().any(|p| p.0 == served));
-        }
+    let host = g.host();
+    let mut spec = t.spec.clone();
+    spec.runtime = RuntimeKind::Gvisor;
+    spec.argv = ["/bin/sleep", "1004"].map(String::from).to_vec();
+    let (_, call) = spec.split_call();
+    let started = std::time::Instant::now();
+    let call = g.sandbox.call(&call, None).await.unwrap();
+    let supervised =
+        tokio::spawn(async move { call.supervise(started, Vec::new(), TIMEOUT, LIMIT).await });
+    // The program runs (a child of the host), then the host is killed.
+    {
+        let g = g.clone();
+        tokio::task::spawn_blocking(move || {
+            g.wait_inside("until grep -qx sleep /proc/[0-9]*/comm; do :; done");
+            g.kill(host);
+        })
+        .await
+        .unwrap();
     }
-    // The third failure in a row: no spare is built any more.
-    g.kill(g.spare());
-    assert_eq!(g.sh(&t, "echo ran").await, "ran\n");
-    assert_eq!(g.spares(&[]), Vec::<u32>::new(), "{:?}", g.processes());
-    // Calls still run (each cloned when it comes), and no spare comes back.
-    for n in 0..2 {
-        assert_eq!(
-            g.sh(&t, &format!("echo {n}; echo $$")).await,
-            format!("{n}\n2\n")
-        );
-        assert_eq!(g.spares(&[]), Vec::<u32>::new(), "{:?}", g.processes());
-    }
-    g.stop().await;
+    let out = tokio::time::timeout(TIMEOUT, supervised)
+        .await
+        .expect("the call of a dead host never ended")
+        .unwrap()
+        .unwrap()
+        .0;
+    assert_eq!(
+        out.termination,
+        hookbox_process::Termination::Signaled(libc::SIGKILL)
+    );
+    // The kernel closes a dying process's descriptors before it kills the rest of its PID
+    // namespace, so the program may still be going: it must be gone within the bound.
+    let gone = {
+        let g = g.clone();
+        tokio::task::spawn_blocking(move || {
+            text(&g.runsc_command(&[
+                "exec",
+                &g.id,
+                "/usr/bin/timeout",
+                "60",
+                "/bin/sh",
+                "-c",
+                "while grep -qx sleep /proc/[0-9]*/comm; do :; done; echo gone",
+            ]))
+        })
+        .await
+        .unwrap()
+    };
+    assert_eq!(gone, "gone\n", "the program outlived its host");
+    assert_eq!(g.sh(&t, "echo after; echo $$").await, "after\n2\n");
+    assert_ne!(g.host(), host);
+    Arc::try_unwrap(g).ok().unwrap().stop().await;
 }
 
 /// What a call can see of the process state around it, as JSON on stdout: the processes it
-/// sees, `/dev/shm`, System V IPC objects under [`IPC_KEY`], its environment, working
-/// directory, umask, rlimits, signal dispositions and mask, its open descriptors and those of
-/// its PID 1 (by number and kind: pipe and socket inode numbers differ from call to call).
+/// sees (their command lines, its host's marked as PID 1: pids continue from call to call in a
+/// host), `/dev/shm`, System V IPC objects under [`IPC_KEY`], its environment, working
+/// directory, umask, rlimits, signal dispositions and mask, its open descriptors (by number
+/// and kind: pipe and socket inode numbers differ from call to call) and whether it may list
+/// its host's.
 const PROBE: &str = r#"
 import ctypes, json, os, re, resource, signal
 KEY = 0x4b35
@@ -332,10 +346,13 @@ procs = []
 for pid in sorted((p for p in os.listdir("/proc") if p.isdigit()), key=int):
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
-            procs.append(pid + " " + f.read().replace(b"\0", b" ").decode(errors="replace").strip())
+            line = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
     except OSError as e:
-        procs.append(f"{pid} <{e.strerror}>")
-out["procs"] = procs
+        line = f"<{e.strerror}>"
+    if pid == str(os.getpid()):
+        line = "self"
+    procs.append(("1 " if pid == "1" else "") + line)
+out["procs"] = sorted(procs)
 out["shm"] = sorted(os.listdir("/dev/shm"))
 def ipc(result):
     return "found" if result >= 0 else os.strerror(ctypes.get_errno())
@@ -359,19 +376,23 @@ def fds(pid):
             pass
     return seen
 out["fds"] = fds("self")
-out["init_fds"] = fds(1)
+try:
+    out["init_fds"] = fds(1)
+except OSError as e:
+    out["init_fds"] = e.strerror
 print(json.dumps(out, sort_keys=True))
 "#;
 
 /// The System V IPC key the first call creates objects under.
 const IPC_KEY: &str = "0x4b35";
 
-/// One call changes every piece of process state it can and holds; the next call, handed to
-/// the spare the init built while the first ran, and the one after the first ended, see
-/// exactly what a call saw before the first ran. The first call's own view shows each change,
-/// so the probe sees them where they exist.
+/// One call changes every piece of process state it can and holds; the call run meanwhile (in a
+/// second host), and the one after the first ended (in the first call's host, the second
+/// killed so that it must be), see exactly what a call saw before the first ran, and none may
+/// list its host's descriptors. The first call's own view shows each change, so the probe sees
+/// them where they exist.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn under_gvisor_a_spare_call_sees_nothing_of_the_call_before_it() {
+async fn under_gvisor_a_reused_host_shows_its_call_nothing_of_the_call_before_it() {
     let Some(runsc) = runsc() else { return };
     let t = tree(&[]);
     let workspace = t.dir.path().join("root/workspace");
@@ -419,7 +440,7 @@ async fn under_gvisor_a_spare_call_sees_nothing_of_the_call_before_it() {
          until [ -e /workspace/done ]; do sleep 0.05; done"
     );
     first.argv = vec!["/bin/sh".into(), "-c".into(), script];
-    let spare = g.spare();
+    let host = g.host();
     let running = {
         let g = g.clone();
         tokio::spawn(async move { warm_call(&g.sandbox, &first, TIMEOUT, LIMIT).await })
@@ -437,41 +458,41 @@ async fn under_gvisor_a_spare_call_sees_nothing_of_the_call_before_it() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // The spare the init builds once it handed the first call over (that call's PID 1 is the
-    // spare it was handed to). Waited for, not assumed: the init may not have cloned it yet.
-    let next = {
-        let g = g.clone();
-        tokio::task::spawn_blocking(move || {
-            let started = std::time::Instant::now();
-            loop {
-                let next = g.spares(&[spare]);
-                if !next.is_empty() || started.elapsed() > TIMEOUT {
-                    return next;
-                }
-            }
-        })
-        .await
-        .unwrap()
-    };
-    assert_eq!(next.len(), 1, "{next:?}");
     let during = probe(g.clone()).await;
-    // It served the call (and was reaped with it).
-    let after_call = {
+    let hosts = {
         let g = g.clone();
-        tokio::task::spawn_blocking(move || g.processes())
+        tokio::task::spawn_blocking(move || g.hosts())
             .await
             .unwrap()
     };
+    assert_eq!(hosts.len(), 2, "{hosts:?}");
     assert!(
-        !after_call.iter().any(|p| p.0 == next[0]),
-        "the spare {} did not serve the call: {after_call:?}",
-        next[0]
+        hosts.contains(&host),
+        "the first call's host is gone: {hosts:?}"
     );
+    let other = hosts.into_iter().find(|h| *h != host).unwrap();
     std::fs::write(workspace.join("done"), "").unwrap();
     let out = running.await.unwrap().unwrap();
     assert!(out.success(), "{:?} {}", out.termination, text(&out.stderr));
     let changed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    {
+        let g = g.clone();
+        tokio::task::spawn_blocking(move || g.kill(other))
+            .await
+            .unwrap();
+    }
     let after = probe(g.clone()).await;
+    let hosts = {
+        let g = g.clone();
+        tokio::task::spawn_blocking(move || g.hosts())
+            .await
+            .unwrap()
+    };
+    assert_eq!(
+        hosts,
+        [host],
+        "the probe after did not run in the first call's host"
+    );
 
     let fields = [
         "procs", "shm", "ipc", "env", "cwd", "umask", "limits", "signals", "fds",
@@ -487,16 +508,26 @@ async fn under_gvisor_a_spare_call_sees_nothing_of_the_call_before_it() {
         );
         assert_eq!(after[field], before[field], "{field} after the first call");
     }
-    assert_eq!(
-        during["init_fds"], before["init_fds"],
-        "the spare's PID 1 descriptors"
-    );
-    assert_eq!(after["init_fds"], before["init_fds"]);
+    // gVisor lets a process of the host's uid list the host's descriptors (it does not apply
+    // dumpability to `/proc/PID/fd`, unlike Linux; `/proc/PID/mem` it does refuse): a new host
+    // and a reused one hold the same kinds, nothing kept from the call before.
+    let kinds = |probe: &serde_json::Value| {
+        let mut kinds: Vec<String> = probe["init_fds"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{probe}"))
+            .iter()
+            .map(|fd| fd.as_str().unwrap().split_once(' ').unwrap().1.to_owned())
+            .collect();
+        kinds.sort();
+        kinds
+    };
+    assert_eq!(kinds(&during), kinds(&before), "a new host's descriptors");
+    assert_eq!(kinds(&after), kinds(&before), "a reused host's descriptors");
     assert!(
         changed["procs"].to_string().contains("sleep 1000"),
         "{changed}"
     );
-    // Nothing of the init's own signal mask (it blocks SIGCHLD for its signalfd) either.
+    // Nothing of the host's own signal mask (it blocks SIGCHLD for its signalfd) either.
     assert_eq!(
         before["signals"]["blocked"],
         serde_json::json!([]),
@@ -511,13 +542,12 @@ async fn under_gvisor_a_spare_call_sees_nothing_of_the_call_before_it() {
     Arc::try_unwrap(g).ok().unwrap().stop().await;
 }
 
-/// A call that forks up to the sandbox's pids cap and holds, the case in which a spare's clone
-/// would be refused. Under gVisor it never is: gVisor's own pids controller and
+/// A call that forks up to the sandbox's pids cap and holds, the case in which a new host's
+/// clone would be refused. Under gVisor it never is: gVisor's own pids controller and
 /// `RLIMIT_NPROC` do not refuse forks, and the host cgroup's cap (the environment's plus
 /// `gvisor::HOST_TASKS`) is met by the application kernel itself, which ends the whole sandbox.
-/// So no clone in the init fails with `EAGAIN`, which is why a failed spare clone is not
-/// counted among the spare failures (no later call pays two clones for it). Should a gVisor
-/// release refuse the fork instead, this test fails and says what to change.
+/// So no clone in the init fails with `EAGAIN`. Should a gVisor release refuse the fork
+/// instead, this test fails and says what to check.
 #[tokio::test]
 async fn under_gvisor_a_call_forking_up_to_the_pids_cap_gets_no_clone_refused() {
     if !hookbox_test_require::root("creating a pids cgroup") {
@@ -525,7 +555,7 @@ async fn under_gvisor_a_call_forking_up_to_the_pids_cap_gets_no_clone_refused() 
     }
     let Some(runsc) = runsc() else { return };
     const CAP: u64 = 64 + hookbox_sandbox::gvisor::HOST_TASKS;
-    let cgroup = PidsCgroup::new("spare-cap", CAP);
+    let cgroup = PidsCgroup::new("host-cap", CAP);
     let mut t = tree(&[]);
     t.spec.cgroups = cgroup.0.dirs.clone();
     let g = Gvisor::start(&runsc, &t).await;
@@ -548,8 +578,8 @@ async fn under_gvisor_a_call_forking_up_to_the_pids_cap_gets_no_clone_refused() 
         .is_ok_and(|o| text(&o.stdout).contains("refused"));
     assert!(
         !refused,
-        "gVisor refused a fork at the pids cap ({out:?}): a spare's clone can now fail with \
-         EAGAIN too; count that as a spare failure in gvisor_init's loop and test it here"
+        "gVisor refused a fork at the pids cap ({out:?}): a new host's clone can now fail with \
+         EAGAIN too; test here that the call needing it is refused with the reason"
     );
     assert!(out.as_ref().map_or(true, |o| !o.success()), "{out:?}");
     // The next call: the sandbox is gone (its socket says so), or, when the bomb only timed
@@ -568,48 +598,55 @@ async fn under_gvisor_a_call_forking_up_to_the_pids_cap_gets_no_clone_refused() 
 }
 
 /// Under gVisor the init sets the bounding set and the limits no call can change once, before
-/// its first spare: a call run by a spare and one run by a fresh clone (its spare killed) are
-/// both confined exactly as the launcher confines a program (see `confinement.rs`).
+/// its first host: a new host's call, a reused host's, and a call in the new host that follows
+/// a host's death are all confined exactly as the launcher confines a program (see
+/// `confinement.rs`).
 #[tokio::test]
-async fn under_gvisor_spare_and_fresh_calls_are_confined_as_every_program() {
+async fn under_gvisor_new_and_reused_hosts_confine_their_calls_as_every_program() {
     let Some(runsc) = runsc() else { return };
     let t = confinement_tree();
     let expected = expected_confinement(RuntimeKind::Gvisor);
     let g = Gvisor::start(&runsc, &t).await;
-    let spared = g.sh(&t, CONFINEMENT).await;
-    assert_eq!(confinement_lines(spared.as_bytes()), expected, "spare call");
-    g.kill(g.spare());
-    let fresh = g.sh(&t, CONFINEMENT).await;
-    assert_eq!(confinement_lines(fresh.as_bytes()), expected, "fresh clone");
+    for which in ["new host", "reused host"] {
+        let lines = g.sh(&t, CONFINEMENT).await;
+        assert_eq!(confinement_lines(lines.as_bytes()), expected, "{which}");
+    }
+    g.kill(g.host());
+    let lines = g.sh(&t, CONFINEMENT).await;
+    assert_eq!(
+        confinement_lines(lines.as_bytes()),
+        expected,
+        "the host after a dead one"
+    );
     g.stop().await;
 }
 
-/// Under gVisor a call handed to its spare and one cloned on arrival (its spare killed) both
-/// run exactly the spec they were given, short or long, and read their stdin (an empty one as
-/// end of file). A spare receives the call's descriptors at the lowest free numbers, which
-/// include 0 (it closed the init's request socket there): whatever lands there must not cost
-/// the program its stdin.
+/// Under gVisor a new host's call and a reused host's both run exactly the spec they were
+/// given, short or long, and read their stdin (an empty one as end of file). gVisor's init has
+/// its request socket at 0, which a host closes: a call's descriptors must still reach the
+/// program at 0-2, whatever numbers they arrived at.
 #[tokio::test]
-async fn under_gvisor_spare_and_fresh_calls_run_their_spec_short_or_long_with_their_stdin() {
+async fn under_gvisor_new_and_reused_hosts_run_their_spec_short_or_long_with_their_stdin() {
     let Some(runsc) = runsc() else { return };
     let t = tree(&[]);
     let g = Gvisor::start(&runsc, &t).await;
+    assert_eq!(g.sh(&t, "echo up").await, "up\n");
     for len in super::handover::lengths() {
-        for (fresh, stdin) in [
+        for (new, stdin) in [
             (false, ""),
             (false, "given\n"),
             (true, ""),
             (true, "given\n"),
         ] {
-            if fresh {
-                g.kill(g.spare());
+            if new {
+                g.kill(g.host());
             }
             let (mut spec, pad) = super::handover::padded(&t.spec, len);
             spec.runtime = RuntimeKind::Gvisor;
             assert_eq!(
                 super::handover::call_with_stdin(&g.sandbox, &spec, stdin.as_bytes()).await,
                 format!("{pad}|{stdin}|"),
-                "spec of {len} bytes, fresh clone {fresh}"
+                "spec of {len} bytes, new host {new}"
             );
         }
     }
