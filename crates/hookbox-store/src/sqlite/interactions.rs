@@ -141,12 +141,22 @@ pub(super) fn get(conn: &Connection, project: &str, id: &str) -> Result<Option<I
     else {
         return Ok(None);
     };
-    interaction.steps = conn
-        .prepare_cached("SELECT step_json FROM steps WHERE interaction_id = ?1 ORDER BY idx")?
-        .query_and_then(params![id], |r| r.json::<Step>(0))?
-        .collect::<Result<_>>()?;
+    let mut steps = conn
+        .prepare_cached(STEPS)?
+        .query_and_then(params![id], |r| {
+            Ok((r.get::<_, i64>(0)?, r.json::<Step>(1)?))
+        })?
+        .collect::<Result<Vec<_>>>()?;
+    steps.sort_unstable_by_key(|(idx, _)| *idx);
+    interaction.steps = steps.into_iter().map(|(_, step)| step).collect();
     Ok(Some(interaction))
 }
+
+/// An interaction's steps, in no particular order ([`get`] sorts them by `idx`). Not `ORDER BY
+/// idx` in SQL: SQLite recompiles a statement of that shape (an equality on the key's first
+/// column with a bound value, ordered by its second) each time the value is bound anew, so the
+/// cached statement was parsed and planned again on every read of an interaction.
+pub(super) const STEPS: &str = "SELECT idx, step_json FROM steps WHERE interaction_id = ?1";
 
 pub(super) fn delete(conn: &mut Connection, project: &str, id: &str) -> Result<bool> {
     let tx = conn.savepoint()?;

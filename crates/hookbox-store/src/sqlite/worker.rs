@@ -57,6 +57,22 @@ pub(super) const MAX_GROUP: usize = 64;
 /// The savepoint each grouped call runs in.
 const SAVEPOINT: &str = "hookbox_call";
 
+/// The thread's own statements around a group and its calls, kept in the connection's
+/// statement cache (parsed once instead of at every call, as `execute_batch` did: about a
+/// dozen per interaction). Each text begins with a comment, so that it, the cache's key, is
+/// never one a call prepares: a grouped call cannot take these statements, prepared while the
+/// authorizer of [`guard_groups`] let them through, from the cache.
+const BEGIN_DEFERRED: &str = "/* worker */ BEGIN DEFERRED";
+const BEGIN_IMMEDIATE: &str = "/* worker */ BEGIN IMMEDIATE";
+const COMMIT: &str = "/* worker */ COMMIT";
+const SAVEPOINT_CALL: &str = "/* worker */ SAVEPOINT hookbox_call";
+const RELEASE_CALL: &str = "/* worker */ RELEASE hookbox_call";
+
+/// Runs one of the thread's own statements (above) through the statement cache.
+fn run_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(|_| ())
+}
+
 /// Whether a call only reads (and may run beside another process's write transaction) or may
 /// write (and takes SQLite's write lock).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -324,10 +340,10 @@ impl Worker<'_> {
     fn group(&mut self, kind: Kind, jobs: &mut Vec<Job>) {
         let mut jobs = jobs.drain(..);
         let begin = match kind {
-            Kind::Read => "BEGIN DEFERRED",
-            Kind::Write => "BEGIN IMMEDIATE",
+            Kind::Read => BEGIN_DEFERRED,
+            Kind::Write => BEGIN_IMMEDIATE,
         };
-        if let Err(e) = self.conn.execute_batch(begin) {
+        if let Err(e) = run_cached(&self.conn, begin) {
             tracing::warn!(error = %e, "could not begin a group transaction; running the calls one by one");
             for job in jobs {
                 self.alone(job);
@@ -346,7 +362,7 @@ impl Worker<'_> {
         }
         let failure = match failure {
             Some(e) => Some(e),
-            None => self.conn.execute_batch("COMMIT").err().map(Undone::of),
+            None => run_cached(&self.conn, COMMIT).err().map(Undone::of),
         };
         match failure {
             None => {
@@ -384,7 +400,7 @@ impl Worker<'_> {
         job: Job,
         done: &mut Vec<(Ran, Option<Undone>)>,
     ) -> std::result::Result<(), (Undone, Option<Job>)> {
-        if let Err(e) = self.conn.execute_batch("SAVEPOINT hookbox_call") {
+        if let Err(e) = run_cached(&self.conn, SAVEPOINT_CALL) {
             return Err((Undone::of(e), Some(job)));
         }
         let changes = self.conn.total_changes();
@@ -420,14 +436,13 @@ impl Worker<'_> {
                 None,
             ));
         }
-        let end = if keep {
-            "RELEASE hookbox_call"
-        } else {
-            "ROLLBACK TO hookbox_call; RELEASE hookbox_call"
+        let ended = match keep {
+            true => run_cached(&self.conn, RELEASE_CALL),
+            false => self
+                .conn
+                .execute_batch("ROLLBACK TO hookbox_call; RELEASE hookbox_call"),
         };
-        self.conn
-            .execute_batch(end)
-            .map_err(|e| (Undone::of(e), None))?;
+        ended.map_err(|e| (Undone::of(e), None))?;
         if self.conn.is_autocommit() {
             return Err((
                 Undone::Other("SQLite rolled back the transaction".to_owned()),
@@ -812,6 +827,46 @@ mod tests {
             store.with(move |c, _| insert(c, n)).await.unwrap();
         }
         assert_eq!(store.with(move |c, _| reprepared(c)).await.unwrap(), 0);
+    }
+
+    // Issue 35: SQLite recompiled the steps' `ORDER BY idx` read at every read of an
+    // interaction (a new value bound to its key's first column), and `execute_batch` parsed
+    // the thread's transaction statements at every call.
+    #[tokio::test]
+    async fn reading_interactions_and_grouping_calls_compile_no_statement_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        for id in ["int_a", "int_b", "int_c"] {
+            store.create_interaction(P, &interaction(id)).await.unwrap();
+            store
+                .append_step(id, 1, &Step::model_text(id))
+                .await
+                .unwrap();
+        }
+        for id in ["int_a", "int_b", "int_c", "int_a"] {
+            let got = store.get_interaction(P, id).await.unwrap().unwrap();
+            assert_eq!(
+                got.steps,
+                vec![Step::user_text("hello"), Step::model_text(id)]
+            );
+        }
+        let steps = super::super::interactions::STEPS;
+        let status = move |c: &Connection, sql: &str| -> Result<(i32, i32)> {
+            let statement = c.prepare_cached(sql)?;
+            Ok((
+                statement.get_status(rusqlite::StatementStatus::RePrepare),
+                statement.get_status(rusqlite::StatementStatus::Run),
+            ))
+        };
+        let (reprepared, runs) = store.with(move |c, _| status(c, steps)).await.unwrap();
+        assert_eq!((reprepared, runs), (0, 4), "the steps' read");
+        // The thread's own statements ran from the cache: the savepoint once per read (each ran
+        // alone, in a deferred transaction and its savepoint; the writes ran in autocommit).
+        let (reprepared, runs) = store
+            .with(move |c, _| status(c, SAVEPOINT_CALL))
+            .await
+            .unwrap();
+        assert_eq!((reprepared, runs), (0, 4), "the thread's savepoint");
     }
 
     // Review: only convention kept a grouped call from running `COMMIT` (or `ROLLBACK`) itself,
