@@ -306,7 +306,6 @@ async fn resume_timed_out(state: &AppState, project: &Project, id: &str) -> ApiR
         settled: won,
         live: paused.extra.get("live") == Some(&Value::Bool(true)),
     };
-    let (events_rx, _handle) = run::start(state, run)?;
-    drop(events_rx);
+    run::start_unwatched(state, run)?;
     Ok(true)
 }

@@ -211,8 +211,7 @@ pub async fn create(
         settled,
         live: false,
     };
-    let (events_rx, handle) = run::start(&state, run)?;
-    drop(events_rx);
+    let handle = run::start_unwatched(&state, run)?;
 
     if req.stream == Some(true) {
         let sse = stream::sse(state, project, interaction.id.clone(), None).await?;

@@ -44,15 +44,22 @@ pub(crate) enum Live {
 /// a stream gets that output with the result step, as before any was kept.
 const MAX_KEPT_OUTPUT: usize = 1 << 20;
 
+/// How many live events a subscriber may fall behind before it lags (and reads the store).
+const LIVE_CAPACITY: usize = 1024;
+
 /// A run's live events. The output of the code running now is kept beside the channel, so a
 /// stream opened mid-call (the console opened on a running call) starts with what was printed
 /// so far: kept and sent under one lock, so a subscriber gets each piece once, kept or sent.
+/// The channel is made by the first subscriber: most runs (a plain `POST`) have none, and
+/// building and dropping its [`LIVE_CAPACITY`] slots was about 2 % of the server's CPU per
+/// interaction under load. An event sent before anyone subscribed reaches no one, as it would
+/// through a channel without receivers.
 #[derive(Debug, Clone)]
 pub(crate) struct LiveEvents(Arc<LiveChannel>);
 
 #[derive(Debug)]
 struct LiveChannel {
-    sender: broadcast::Sender<Live>,
+    sender: std::sync::OnceLock<broadcast::Sender<Live>>,
     output: Mutex<Option<KeptOutput>>,
 }
 
@@ -66,19 +73,27 @@ struct KeptOutput {
 }
 
 impl LiveEvents {
-    fn new() -> (Self, broadcast::Receiver<Live>) {
-        let (sender, rx) = broadcast::channel(1024);
-        let channel = LiveChannel {
-            sender,
+    fn new() -> Self {
+        Self(Arc::new(LiveChannel {
+            sender: std::sync::OnceLock::new(),
             output: Mutex::new(None),
-        };
-        (Self(Arc::new(channel)), rx)
+        }))
     }
 
-    /// Sends `event` to every subscriber, keeping running output first.
+    /// The channel, made on first use (by a subscriber).
+    fn sender(&self) -> &broadcast::Sender<Live> {
+        self.0
+            .sender
+            .get_or_init(|| broadcast::channel(LIVE_CAPACITY).0)
+    }
+
+    /// Sends `event` to every subscriber (none before the first subscribed), keeping running
+    /// output first.
     pub(crate) fn send(&self, event: Live) {
         let Ok(mut kept) = self.0.output.lock() else {
-            let _ = self.0.sender.send(event);
+            if let Some(sender) = self.0.sender.get() {
+                let _ = sender.send(event);
+            }
             return;
         };
         match &event {
@@ -115,24 +130,26 @@ impl LiveEvents {
             }
             Live::Finished(_) => *kept = None,
         }
-        let _ = self.0.sender.send(event);
+        if let Some(sender) = self.0.sender.get() {
+            let _ = sender.send(event);
+        }
     }
 
     fn subscribe(&self) -> broadcast::Receiver<Live> {
-        self.0.sender.subscribe()
+        self.sender().subscribe()
     }
 
     /// A receiver and, taken with it, the output so far of the code running now: the index of
     /// its coming result step and the text from byte 0 (the next piece sent starts at its end).
     fn subscribe_with_output(&self) -> Subscription {
         let Ok(kept) = self.0.output.lock() else {
-            return (self.0.sender.subscribe(), None);
+            return (self.subscribe(), None);
         };
         let output = kept
             .as_ref()
             .filter(|k| k.whole && !k.text.is_empty())
             .map(|k| (k.index, k.text.clone()));
-        (self.0.sender.subscribe(), output)
+        (self.subscribe(), output)
     }
 }
 
@@ -286,8 +303,8 @@ pub(crate) struct RunSpec {
     pub(crate) live: bool,
 }
 
-/// Registers and spawns the run. The returned receiver exists so callers can subscribe before
-/// the first step is sent.
+/// Registers and spawns the run, with a receiver of its events subscribed before the first is
+/// sent.
 pub(crate) fn start(
     state: &AppState,
     run: RunSpec,
@@ -295,7 +312,25 @@ pub(crate) fn start(
     broadcast::Receiver<Live>,
     tokio::task::JoinHandle<Interaction>,
 )> {
-    let (events, events_rx) = LiveEvents::new();
+    let events = LiveEvents::new();
+    let events_rx = events.subscribe();
+    Ok((events_rx, spawn(state, run, events)?))
+}
+
+/// Registers and spawns the run, for a caller that does not follow its events (a stream may
+/// still subscribe through [`Runs::subscribe`] while it runs).
+pub(crate) fn start_unwatched(
+    state: &AppState,
+    run: RunSpec,
+) -> ApiResult<tokio::task::JoinHandle<Interaction>> {
+    spawn(state, run, LiveEvents::new())
+}
+
+fn spawn(
+    state: &AppState,
+    run: RunSpec,
+    events: LiveEvents,
+) -> ApiResult<tokio::task::JoinHandle<Interaction>> {
     let (cancel_tx, cancel_rx) = watch::channel(false);
     let (finished_tx, finished_rx) = watch::channel(false);
     state.inner.running.register(
@@ -333,7 +368,7 @@ pub(crate) fn start(
         },
         span,
     ));
-    Ok((events_rx, handle))
+    Ok(handle)
 }
 
 /// The run's system instruction after its environment's `system_instruction` (set at
@@ -635,4 +670,52 @@ fn interaction_payload(
     };
     fill(&mut payload);
     payload
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn output(index: usize, offset: usize, text: &str) -> Live {
+        Live::Output {
+            index,
+            offset,
+            text: text.to_owned(),
+        }
+    }
+
+    /// A run nobody follows makes no channel; a subscriber that comes later makes it, gets the
+    /// output kept so far with its subscription, and every event sent after.
+    #[tokio::test]
+    async fn the_channel_is_made_by_the_first_subscriber() {
+        let events = LiveEvents::new();
+        events.send(output(2, 0, "a"));
+        events.send(output(2, 1, "b"));
+        assert!(
+            events.0.sender.get().is_none(),
+            "a channel without subscribers"
+        );
+
+        let (mut rx, kept) = events.subscribe_with_output();
+        assert_eq!(kept, Some((2, "ab".to_owned())));
+        events.send(output(2, 2, "c"));
+        match rx.recv().await {
+            Ok(Live::Output {
+                index,
+                offset,
+                text,
+            }) => {
+                assert_eq!((index, offset, text.as_str()), (2, 2, "c"));
+            }
+            other => panic!("{other:?}"),
+        }
+        let mut second = events.subscribe();
+        events.send(output(2, 3, "d"));
+        for rx in [&mut rx, &mut second] {
+            assert!(matches!(
+                rx.recv().await,
+                Ok(Live::Output { offset: 3, .. })
+            ));
+        }
+    }
 }
