@@ -223,11 +223,9 @@ pub(crate) fn serve(
                 host.kill = Some((now + KILL_LOOK, patience));
             }
         }
-        if let Some(true) = tags
-            .iter()
-            .zip(&ready)
-            .find_map(|(tag, ready)| matches!(tag, Polled::Control).then_some(*ready))
-        {
+        // The request socket was polled first, while accepting (`accepting` has not changed
+        // since).
+        if accepting && ready[0] {
             match crate::fdpass::recv(&control) {
                 Ok(message) if !message.payload.is_empty() || !message.fds.is_empty() => {
                     if let Ok(fds) = <CallFds>::try_from(message.fds) {
@@ -450,7 +448,8 @@ impl<'a> HostState<'a> {
             mask.add(Signal::SIGCHLD);
             nix::sys::signal::sigprocmask(SigmaskHow::SIG_BLOCK, Some(&mask), None)
                 .map_err(LaunchError::Wait)?;
-            // SAFETY: the warm init ignores SIGCHLD (so the kernel reaps its hosts); a host
+            // SAFETY: sets a disposition, no handler code. The default whatever the init
+            // inherited (an ignored SIGCHLD survives exec and would reap for the host): a host
             // reaps its calls' processes itself, through the signalfd.
             unsafe { libc::signal(libc::SIGCHLD, libc::SIG_DFL) };
             let sigchld =

@@ -35,7 +35,6 @@ use std::fs::File;
 use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
 
 use nix::poll::{PollFd, PollFlags, PollTimeout};
-
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 

@@ -24,12 +24,11 @@
 //! A warm sandbox ([`LaunchSpec::warm`]) runs steps 1-6 once, and also sets once what no call
 //! can change ([`confine_once`]: the capability bounding set, and the limits that do not bound
 //! the init's own work); its init then serves calls from the socket at [`WARM_FD`] ([`serve`]),
-//! each in a call host ([`crate::call_host`]): a process kept in its own PID, mount and IPC
+//! each in a call host (`call_host`): a process kept in its own PID, mount and IPC
 //! namespaces with its own `/proc` and `/dev/shm`, which runs one call after another. Each
 //! call's program sets its own descriptor and process limits, Landlock and seccomp before its
 //! `execve`; the host reports its exit status on the call's status channel and leaves nothing
-//! of it for the next call. (gVisor's init clones each call instead, with [`call_init`], and
-//! ends it with [`end_call`].)
+//! of it for the next call. (gVisor's init, `gvisor_init`, runs its calls in call hosts too.)
 //!
 //! This module must stay free of threads and async: `unshare(CLONE_NEWUSER)` refuses
 //! multithreaded callers and `fork` in a threaded process is unsafe. It knows nothing of hooks.
@@ -589,7 +588,7 @@ fn start_program(
 
 /// Starts the sandboxed program with SIGPIPE at its default (Rust's runtime ignores it, an
 /// ignored disposition survives exec, and shell pipelines such as `yes | head` rely on the
-/// default) and no signal blocked (under gVisor the init blocks SIGCHLD). An exec failure is
+/// default) and no signal blocked (whatever the launcher inherited). An exec failure is
 /// returned here, from the parent.
 fn spawn_program(path: &CString, argv: &[CString], envp: &[CString]) -> nix::Result<Pid> {
     use nix::spawn::{PosixSpawnAttr, PosixSpawnFileActions, PosixSpawnFlags};
@@ -626,7 +625,7 @@ fn serve(
     Ok(0)
 }
 
-/// Ends a call's process (PID 1 of its namespace, a clone of the warm init) with `code`, without
+/// Ends a call host (PID 1 of its namespaces, a clone of the warm init) with `code`, without
 /// `exit`'s handlers: they would run glibc's and Rust's teardown (`_dl_fini`, the stdio flush),
 /// whose code and data a call has not touched yet, so every call faulted their pages in just to
 /// end (about 7 of the 50 page faults of a call's process under namespaces; a fault is far
@@ -639,8 +638,8 @@ pub(crate) fn end_call(code: i32) -> ! {
 }
 
 /// Forks (a fork-like `clone`: no new stack, no shared memory) into fresh PID, mount and IPC
-/// namespaces, as every warm call (or its call host) runs: 0 in the child, its pid in this
-/// process, negative on failure.
+/// namespaces, as every call host runs: 0 in the child, its pid in this process, negative on
+/// failure.
 pub(crate) fn clone_call() -> libc::c_long {
     let flags = libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC;
     // SAFETY: a fork-like clone of this single-threaded process.
@@ -1091,9 +1090,9 @@ pub(crate) fn set_fixed_limits(spec: &LaunchSpec) -> Result<()> {
     apply_limits(pairs)
 }
 
-/// The limits every call sets for itself: `RLIMIT_NOFILE` and `RLIMIT_NPROC` would also bound
-/// the warm init's own descriptors (a gVisor init holds one reply socket per running call) and
-/// its clones of calls, so the init keeps its own and each call lowers them.
+/// The limits a cold launch's init sets before its program (a warm call's program clone sets
+/// the same two itself, `call_host`): `RLIMIT_NOFILE` and `RLIMIT_NPROC` would also bound a
+/// warm init's own descriptors and its clones of call hosts, so [`confine_once`] leaves them.
 fn set_call_limits(spec: &LaunchSpec) -> Result<()> {
     let limits = &spec.limits;
     let mut pairs = vec![("RLIMIT_NOFILE", Resource::RLIMIT_NOFILE, limits.open_files)];

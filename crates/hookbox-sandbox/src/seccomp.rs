@@ -4,7 +4,7 @@
 //! kill). `clone3` fails with `ENOSYS`, because its flags live in memory that seccomp cannot
 //! inspect; libc then falls back to `clone`, whose namespace flags are checked. Under gVisor,
 //! signals (and pidfds) aimed at PID 1, a warm call's host, fail with `EPERM`
-//! ([`SIGNAL_TARGETS`]).
+//! (`SIGNAL_TARGETS`).
 //!
 //! It is ONE classic-BPF program, laid out as a binary search over the syscall number (its
 //! layout is documented on `build_except`, `tree` and `leaf`). Every syscall pays the depth of
@@ -444,7 +444,7 @@ pub fn build() -> Result<Programs, SeccompError> {
 
 /// The deny list for calls inside gVisor, where `syslog` reads gVisor's own kernel log (which
 /// is how a program can tell which kernel it runs on), never the host's; and where no signal
-/// may name PID 1 ([`SIGNAL_TARGETS`]).
+/// may name PID 1 (`SIGNAL_TARGETS`).
 pub fn build_gvisor() -> Result<Programs, SeccompError> {
     build_except(&[libc::SYS_syslog], true)
 }

@@ -8,7 +8,7 @@
 //! reply socket) and returns a [`Call`], which [`Call::supervise`] runs to its end with
 //! `hookbox_process`'s bounds: its end is `X` on its reply socket (or, from a call host that
 //! died, its host's pidfd becoming readable), and its kill is a shutdown of that socket, which
-//! the call's host (or gVisor's init) answers by killing the call's processes. A sandbox that does not start, or a call
+//! the call's host answers by killing the call's processes. A sandbox that does not start, or a call
 //! that cannot be handed over, is a typed [`SandboxError`]: the launcher's own report of the
 //! stage that failed, or [`Stage::WarmSocket`] for the socket protocol itself. Dropping the
 //! sandbox closes its socket; its init exits once its last call ended, and the drop waits
@@ -369,7 +369,7 @@ impl WarmSandbox {
             // A launcher of a build before call hosts (`HOOKBOX_SANDBOX_EXEC` may name one, and
             // benchmarks compare with one): the call's own process, ended with its namespace.
             (b"P", Some(pidfd)) => CallHandle::Pidfd(Pidfd::from_owned(pidfd)),
-            // gVisor: no pidfd crosses out; the reply socket stands in for one.
+            // A gVisor call host: no pidfd crosses out; the reply socket stands in for one.
             (b"P", None) => CallHandle::Reply(reply),
             ([], None) => return Err(warm_socket(None, "the warm sandbox is gone").into()),
             // The init could not start the call and said why (typed), or, from a launcher that
@@ -399,8 +399,9 @@ impl WarmSandbox {
                 Ok(termination)
             }
         };
-        // The call's host (namespaces) or gVisor's init reaped every process of the call before
-        // saying so; a host that died instead is waited for until its namespace is gone.
+        // The call's host reaped every process of the call before saying so; a host that died
+        // instead is waited for until its namespace is gone (under gVisor the init says `X`
+        // for it).
         let writers_gone_at_end = !matches!(handle, CallHandle::Pidfd(_));
         let kill = move || handle.kill();
         let spawned = Spawned {
@@ -600,9 +601,9 @@ impl Call {
     }
 }
 
-/// How hookbox sees one call end and ends it: through its reply socket. Its host (namespaces)
-/// or gVisor's init says `X` there once every process of the call was reaped, and kills the
-/// call when hookbox shuts its end down or closes it. A namespaces call also comes with its
+/// How hookbox sees one call end and ends it: through its reply socket. Its host says `X` there
+/// once every process of the call was reaped (or gVisor's init, for a host that died), and
+/// kills the call when hookbox shuts its end down or closes it. A namespaces call also comes with its
 /// host's pidfd: a host that died without `X` (its end of the socket closed) is waited for
 /// there, since a pidfd reports only once the host's whole PID namespace is gone. The pidfd is
 /// never signalled: the host outlives the call, and may be running another one by then.
