@@ -18,7 +18,7 @@ case "${1:-}" in
 esac
 cargo_deb=$(scripts/tools.sh cargo-deb)
 target_dir=${CARGO_TARGET_DIR:-target}
-cargo build --quiet --locked -p hookbox --profile "$profile"
+scripts/build.sh "$profile"
 bin="$target_dir/$dir/hookbox"
 assets=target/deb-assets
 mkdir -p "$assets"

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 # Only what serving needs: the test tools (Garage, cargo-deb, PostgreSQL, ...) come with
 # scripts/test.sh.
 scripts/setup.sh serve
-cargo build --release --locked -p hookbox
+scripts/build.sh release
 # The binary cargo just built, wherever CARGO_TARGET_DIR puts it.
 target_dir="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')"
 exec "$target_dir/release/hookbox" serve "$@"

@@ -514,6 +514,7 @@ impl SandboxRunner {
                 RuntimeKind::Gvisor => joined.map(|j| j.port),
                 RuntimeKind::Namespaces => None,
             },
+            one_shot: self.options.one_shot,
         })
     }
 

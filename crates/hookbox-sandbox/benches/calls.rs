@@ -108,6 +108,7 @@ fn spec(dir: &std::path::Path, runtime: RuntimeKind) -> LaunchSpec {
         warm: false,
         runtime,
         egress_port: None,
+        one_shot: false,
     }
 }
 

@@ -484,7 +484,9 @@ impl<'a> HostState<'a> {
     /// Runs one call to its end, resets the host, and says so: `I` to the init on `init` (only
     /// when the reset worked, so a host that cannot serve again is never handed a call), then
     /// `X` to hookbox. `I` goes first, so the init knows the host is idle before hookbox can
-    /// send its next call. Why the host cannot serve again, if it cannot.
+    /// send its next call; for a one-shot command ([`LaunchSpec::one_shot`]) `X` goes before
+    /// the reset instead (a call that comes before `I` gets a new host). Why the host cannot
+    /// serve again, if it cannot.
     fn call(&mut self, fds: CallFds, init: &OwnedFd) -> std::result::Result<(), String> {
         let [call, stdin, stdout, stderr, status, reply] = fds;
         let mut status = Some(File::from(status));
@@ -513,16 +515,26 @@ impl<'a> HostState<'a> {
         }
         kill_all();
         drop(status);
+        let ended = || match handed.is_ok() {
+            true => match crate::fdpass::send(reply.as_fd(), b"X", &[]) {
+                // hookbox still waits, and now on this host's pidfd: it must end.
+                Err(err) if !gone(&err) => {
+                    Err(format!("cannot tell hookbox the call ended: {err}"))
+                }
+                _ => Ok(()),
+            },
+            false => Ok(()),
+        };
+        let one_shot = self.spec.one_shot;
+        if one_shot {
+            ended()?;
+        }
         let reset = self.reset();
         if reset.is_ok() {
             let _ = crate::fdpass::send(init.as_fd(), b"I", &[]);
         }
-        if handed.is_ok()
-            && let Err(err) = crate::fdpass::send(reply.as_fd(), b"X", &[])
-            && !gone(&err)
-        {
-            // hookbox still waits, and now on this host's pidfd: it must end.
-            return Err(format!("cannot tell hookbox the call ended: {err}"));
+        if !one_shot {
+            ended()?;
         }
         reset
     }

@@ -158,6 +158,7 @@ mod tests {
             warm: true,
             runtime: RuntimeKind::Namespaces,
             egress_port: None,
+            one_shot: false,
         }
     }
 

@@ -211,6 +211,12 @@ pub struct LaunchSpec {
     /// relays to hookbox's proxy (under namespaces the proxy itself listens there).
     #[serde(default)]
     pub egress_port: Option<u16>,
+    /// The process that builds this warm sandbox exits right after its calls (the one-shot
+    /// commands): a call host then says that a call ended (`X`) before it resets itself for the
+    /// next call, not after, so that hookbox does not wait for the reset. A call sent before
+    /// that reset is done gets a new host; no call ever reaches a host before its reset.
+    #[serde(default)]
+    pub one_shot: bool,
 }
 
 /// One program run in a warm sandbox: what differs between calls of one environment.

@@ -153,6 +153,46 @@ async fn serves_call_after_call(gvisor: bool) {
 }
 
 #[tokio::test]
+async fn a_one_shot_sandbox_resets_its_host_after_saying_a_call_ended() {
+    one_shot_calls(false).await;
+}
+
+#[tokio::test]
+async fn under_gvisor_a_one_shot_sandbox_resets_its_host_after_saying_a_call_ended() {
+    one_shot_calls(true).await;
+}
+
+/// A one-shot command's sandbox (`LaunchSpec::one_shot`): its host says `X` before it resets
+/// itself, and a call that comes before the reset is done gets a new host. Either way no call
+/// sees what the one before it left, and hosts are still reused.
+async fn one_shot_calls(gvisor: bool) {
+    let mut t = tree(&["/bin/true"]);
+    t.spec.one_shot = true;
+    let Some(sandbox) = start(&mut t, gvisor).await else {
+        return;
+    };
+    let look_then_leave = format!("{LOOK}{SEGMENT}; touch /dev/shm/left; sleep 1000 &\n");
+    let mut reused = 0;
+    let mut last: Option<Seen> = None;
+    for _ in 0..5 {
+        let (ended, now) = run(&sandbox, &t, &look_then_leave, TIMEOUT).await;
+        assert_eq!(ended, Termination::Exited(0));
+        assert_eq!(
+            (now.shm_files, now.shm_segments, now.sleeps),
+            (0, 0, 0),
+            "the last call's file, segment or process reached this one"
+        );
+        if let Some(last) = &last {
+            assert_ne!(now.ipc_ns, last.ipc_ns, "the IPC namespace was kept");
+            reused += usize::from(now.pid_ns == last.pid_ns);
+        }
+        last = Some(now);
+    }
+    assert!(reused > 0, "no call of five reused its host");
+    stop(sandbox).await;
+}
+
+#[tokio::test]
 async fn a_call_killed_at_its_timeout_leaves_its_host_to_the_next_call() {
     killed_at_timeout(false).await;
 }

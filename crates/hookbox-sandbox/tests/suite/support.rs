@@ -73,6 +73,7 @@ pub fn tree(argv: &[&str]) -> Tree {
         warm: false,
         runtime: RuntimeKind::Namespaces,
         egress_port: None,
+        one_shot: false,
     };
     Tree { dir, spec }
 }
