@@ -28,8 +28,10 @@ use crate::source::RESERVED_TOP_LEVEL;
 use hookbox_sandbox::cgroup::EnvCgroups;
 use hookbox_sandbox::launcher::monotonic_ns;
 use hookbox_sandbox::runtime::{Runtime, SandboxNet};
-use hookbox_sandbox::spec::{Bind, Identity, Isolation, LaunchSpec, Limits, Network, RuntimeKind};
-use hookbox_sandbox::warm::WarmSandbox;
+use hookbox_sandbox::spec::{
+    Bind, CallSpec, Identity, Isolation, LaunchSpec, Limits, Network, RuntimeKind,
+};
+use hookbox_sandbox::warm::{Call, SentCall, WarmSandbox};
 use hookbox_sandbox::{LaunchFailure, SandboxError, Stage};
 
 /// The program that builds sandboxes (re-exported: [`SandboxOptions::launcher`] is one).
@@ -693,8 +695,8 @@ impl SandboxRunner {
         }
         let started = std::time::Instant::now();
         let (key, call) = spec.split_call();
-        let mut sandbox = self.warm_sandbox(&key, joined).await?;
-        let started_call = match sandbox.call(&call, tap.clone()).await {
+        let (sandbox, first) = self.warm_call(&key, joined, &call, tap.clone()).await?;
+        let started_call = match first {
             Ok(started) => started,
             Err(err) => {
                 // Nothing ran: the sandbox died (killed, or its init failed). Build another
@@ -704,8 +706,7 @@ impl SandboxRunner {
                 // Gone for good before another takes its place in the environment's cgroup.
                 let dead = sandbox.clone();
                 let _ = tokio::task::spawn_blocking(move || dead.stop()).await;
-                sandbox = self.warm_sandbox(&key, joined).await?;
-                sandbox.call(&call, tap).await?
+                self.warm_call(&key, joined, &call, tap).await?.1?
             }
         };
         // The call is running: how long starting it took (building the warm sandbox first, for
@@ -721,20 +722,41 @@ impl SandboxRunner {
             .await
     }
 
+    /// Starts `call` in the warm sandbox for `key` ([`Self::warm_sandbox`]): the sandbox, and
+    /// the call or why it did not start (an error of the sandbox's own start is the `Err`).
+    async fn warm_call(
+        &self,
+        key: &LaunchSpec,
+        joined: &Joined,
+        call: &CallSpec,
+        tap: Option<OutputTap>,
+    ) -> Result<(Arc<WarmSandbox>, Result<Call, SandboxError>), SandboxError> {
+        let (sandbox, sent) = self.warm_sandbox(key, joined, call).await?;
+        let started = match sent {
+            Some(Ok(sent)) => sent.started(tap).await,
+            Some(Err(err)) => Err(err),
+            None => sandbox.call(call, tap).await,
+        };
+        Ok((sandbox, started))
+    }
+
     /// The warm sandbox for `key` in `netns`: the current one if it was built from the same,
     /// else a new one (the old one finishes its calls and goes when they are done; the top
-    /// level of the tree changed, or the network).
+    /// level of the tree changed, or the network), which `first` is sent to as it starts (the
+    /// runtime may send it before the sandbox is ready: [`Runtime::start_with_call`]); then the
+    /// second value is that send's result.
     async fn warm_sandbox(
         &self,
         key: &LaunchSpec,
         joined: &Joined,
-    ) -> Result<Arc<WarmSandbox>, SandboxError> {
+        first: &CallSpec,
+    ) -> Result<(Arc<WarmSandbox>, Option<Result<SentCall, SandboxError>>), SandboxError> {
         let gvisor = key.runtime == RuntimeKind::Gvisor;
         // A gVisor sandbox joins no namespace of hookbox's: its network is relayed.
         let netns = if gvisor { None } else { joined.netns.clone() };
         let mut current = self.warm.lock().await;
         if let Some(sandbox) = current.as_ref().filter(|s| s.serves(key, &netns)) {
-            return Ok(sandbox.clone());
+            return Ok((sandbox.clone(), None));
         }
         retire(current.take());
         let runtime = self.options.runtime_for(key.runtime)?;
@@ -743,14 +765,12 @@ impl SandboxRunner {
             _ => None,
         };
         let detached = self.options.one_shot && !self.options.unmount_when_closed;
-        let sandbox = Arc::new(
-            runtime
-                .start(key.clone(), SandboxNet { netns, relay })
-                .await?
-                .detached_stop(detached),
-        );
+        let (sandbox, sent) = runtime
+            .start_with_call(key.clone(), SandboxNet { netns, relay }, first)
+            .await?;
+        let sandbox = Arc::new(sandbox.detached_stop(detached));
         *current = Some(sandbox.clone());
-        Ok(sandbox)
+        Ok((sandbox, Some(sent)))
     }
 
     /// Forgets `sandbox` if it is still the current one.

@@ -411,6 +411,9 @@ struct HostState<'a> {
     /// host's uid, so `prlimit` or `setpriority` could change them, and a host found changed
     /// serves no other call.
     own: Attributes,
+    /// A one-shot command's host whose last call ended: its IPC namespace and `/dev/shm` are
+    /// reset ([`Self::clean`]) when the next call comes, not before.
+    unclean: bool,
     stack: Vec<u8>,
 }
 
@@ -477,6 +480,7 @@ impl<'a> HostState<'a> {
                 ("proc_mounted", l::monotonic_ns()),
             ],
             own: Attributes::now(),
+            unclean: false,
             stack: vec![0u8; CLONE_STACK],
         })
     }
@@ -484,11 +488,23 @@ impl<'a> HostState<'a> {
     /// Runs one call to its end, resets the host, and says so: `I` to the init on `init` (only
     /// when the reset worked, so a host that cannot serve again is never handed a call), then
     /// `X` to hookbox. `I` goes first, so the init knows the host is idle before hookbox can
-    /// send its next call; for a one-shot command ([`LaunchSpec::one_shot`]) `X` goes before
-    /// the reset instead (a call that comes before `I` gets a new host). Why the host cannot
-    /// serve again, if it cannot.
+    /// send its next call. Why the host cannot serve again, if it cannot.
+    ///
+    /// For a one-shot command ([`LaunchSpec::one_shot`]) only the check of the host's limits
+    /// comes before `I` and `X`; the rest of the reset (its IPC namespace and `/dev/shm`) waits
+    /// for the next call, so that a command whose last call ended does not wait for it, nor
+    /// share the machine with the kernel's work of freeing what it replaced. A host whose
+    /// deferred reset fails answers that call with why, in place of `H`, and ends: nothing of
+    /// the call ran.
     fn call(&mut self, fds: CallFds, init: &OwnedFd) -> std::result::Result<(), String> {
         let [call, stdin, stdout, stderr, status, reply] = fds;
+        if self.unclean {
+            if let Err(err) = self.clean() {
+                let _ = crate::fdpass::send(reply.as_fd(), &err.failure().encode(), &[]);
+                return Err(err.to_string());
+            }
+            self.unclean = false;
+        }
         let mut status = Some(File::from(status));
         let handed = match &self.pidfd {
             Some(pidfd) => crate::fdpass::send(reply.as_fd(), b"H", &[pidfd.as_fd()]),
@@ -515,26 +531,22 @@ impl<'a> HostState<'a> {
         }
         kill_all();
         drop(status);
-        let ended = || match handed.is_ok() {
-            true => match crate::fdpass::send(reply.as_fd(), b"X", &[]) {
-                // hookbox still waits, and now on this host's pidfd: it must end.
-                Err(err) if !gone(&err) => {
-                    Err(format!("cannot tell hookbox the call ended: {err}"))
-                }
-                _ => Ok(()),
-            },
-            false => Ok(()),
+        let reset = match self.spec.one_shot {
+            true => {
+                self.unclean = true;
+                self.unchanged()
+            }
+            false => self.reset(),
         };
-        let one_shot = self.spec.one_shot;
-        if one_shot {
-            ended()?;
-        }
-        let reset = self.reset();
         if reset.is_ok() {
             let _ = crate::fdpass::send(init.as_fd(), b"I", &[]);
         }
-        if !one_shot {
-            ended()?;
+        if handed.is_ok()
+            && let Err(err) = crate::fdpass::send(reply.as_fd(), b"X", &[])
+            && !gone(&err)
+        {
+            // hookbox still waits, and now on this host's pidfd: it must end.
+            return Err(format!("cannot tell hookbox the call ended: {err}"));
         }
         reset
     }
@@ -673,10 +685,16 @@ impl<'a> HostState<'a> {
     /// and IPC namespace, and a Landlock ruleset that names the new `/dev/shm`; or says why it
     /// cannot serve again.
     fn reset(&mut self) -> std::result::Result<(), String> {
-        if Attributes::now() != self.own {
-            return Err("a call changed its resource limits or nice value".into());
-        }
+        self.unchanged()?;
         self.clean().map_err(|err| err.to_string())
+    }
+
+    /// Whether the host's resource limits and nice value are still the init's.
+    fn unchanged(&self) -> std::result::Result<(), String> {
+        match Attributes::now() == self.own {
+            true => Ok(()),
+            false => Err("a call changed its resource limits or nice value".into()),
+        }
     }
 
     fn clean(&mut self) -> Result<()> {

@@ -18,8 +18,8 @@ use hookbox_process::{CommandOutput, OutputTap, supervise_with_tap};
 
 use crate::error::{SandboxError, Stage};
 use crate::handoff::{place_fds, spec_memfd};
-use crate::spec::{LaunchSpec, NETNS_FD, RuntimeKind, SPEC_FD, STATUS_FD};
-use crate::warm::WarmSandbox;
+use crate::spec::{CallSpec, LaunchSpec, NETNS_FD, RuntimeKind, SPEC_FD, STATUS_FD};
+use crate::warm::{SentCall, WarmSandbox};
 
 pub use crate::handoff::Launcher;
 pub use crate::warm::RelaySink;
@@ -50,6 +50,19 @@ pub trait Runtime: Send + Sync + std::fmt::Debug {
     /// Builds the warm sandbox for `key` (see [`LaunchSpec::split_call`]); waits until it can
     /// take calls.
     async fn start(&self, key: LaunchSpec, net: SandboxNet) -> Result<WarmSandbox, SandboxError>;
+
+    /// [`Self::start`], and `first` sent to it (see [`WarmSandbox::send_call`]); a runtime may
+    /// send it before the sandbox is ready.
+    async fn start_with_call(
+        &self,
+        key: LaunchSpec,
+        net: SandboxNet,
+        first: &CallSpec,
+    ) -> Result<(WarmSandbox, Result<SentCall, SandboxError>), SandboxError> {
+        let sandbox = self.start(key, net).await?;
+        let sent = sandbox.send_call(first).await;
+        Ok((sandbox, sent))
+    }
 }
 
 /// The host kernel behind the launcher's namespaces, Landlock and seccomp.
@@ -70,6 +83,16 @@ impl Runtime for Namespaces {
     async fn start(&self, key: LaunchSpec, net: SandboxNet) -> Result<WarmSandbox, SandboxError> {
         let early = self.early.take(&self.launcher);
         WarmSandbox::start_with(&self.launcher, key, net.netns, early).await
+    }
+
+    async fn start_with_call(
+        &self,
+        key: LaunchSpec,
+        net: SandboxNet,
+        first: &CallSpec,
+    ) -> Result<(WarmSandbox, Result<SentCall, SandboxError>), SandboxError> {
+        let early = self.early.take(&self.launcher);
+        WarmSandbox::start_with_call(&self.launcher, key, net.netns, early, first).await
     }
 }
 

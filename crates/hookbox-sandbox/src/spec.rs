@@ -212,9 +212,9 @@ pub struct LaunchSpec {
     #[serde(default)]
     pub egress_port: Option<u16>,
     /// The process that builds this warm sandbox exits right after its calls (the one-shot
-    /// commands): a call host then says that a call ended (`X`) before it resets itself for the
-    /// next call, not after, so that hookbox does not wait for the reset. A call sent before
-    /// that reset is done gets a new host; no call ever reaches a host before its reset.
+    /// commands): a call host then resets its IPC namespace and `/dev/shm` when its next call
+    /// comes, not as soon as a call ended, so the command's last call ends without that work
+    /// (see `call_host`). No call runs in a host that was not reset.
     #[serde(default)]
     pub one_shot: bool,
 }

@@ -113,7 +113,39 @@ impl WarmSandbox {
         netns: Option<Arc<OwnedFd>>,
         early: Option<EarlyLauncher>,
     ) -> Result<Self, SandboxError> {
-        // One that cannot take `key` is killed and reaped by `hand`.
+        let (sandbox, status_read) = Self::launch(launcher, key, netns, early)?;
+        sandbox.ready(status_read).await
+    }
+
+    /// [`Self::start_with`], with `first` handed to the init together with the spec: the init
+    /// finds it in its request socket as soon as it is ready, instead of saying so and waiting
+    /// for us to send it (a wake-up of ours and then one of the init, on the first call's
+    /// path). The sandbox once ready, and `first` sent (whether its host could start it is for
+    /// [`SentCall::started`] to say).
+    pub async fn start_with_call(
+        launcher: &Launcher,
+        key: LaunchSpec,
+        netns: Option<Arc<OwnedFd>>,
+        early: Option<EarlyLauncher>,
+        first: &CallSpec,
+    ) -> Result<(Self, Result<SentCall, SandboxError>), SandboxError> {
+        let (sandbox, status_read) = Self::launch(launcher, key, netns, early)?;
+        // A sandbox that fails to start drops the call with its request socket; `ready` says
+        // why it failed.
+        let sent = sandbox.send_call(first).await;
+        let sandbox = sandbox.ready(status_read).await?;
+        Ok((sandbox, sent))
+    }
+
+    /// The sandbox for `key` with its launcher started (`early`'s, when it can take `key`;
+    /// one that cannot is killed and reaped by `hand`), not ready yet; our end of its status
+    /// pipe.
+    fn launch(
+        launcher: &Launcher,
+        key: LaunchSpec,
+        netns: Option<Arc<OwnedFd>>,
+        early: Option<EarlyLauncher>,
+    ) -> Result<(Self, OwnedFd), SandboxError> {
         let handed = early.and_then(|early| early.hand(&key, netns.as_deref()));
         let (child, status_read, ours) = match handed {
             Some(handed) => handed,
@@ -129,7 +161,7 @@ impl WarmSandbox {
             container: None,
             detached_stop: false,
         };
-        sandbox.ready(status_read).await
+        Ok((sandbox, status_read))
     }
 
     /// Spawns the launcher for `key` (in `netns`).
@@ -320,6 +352,14 @@ impl WarmSandbox {
         call: &CallSpec,
         stdout_tap: Option<OutputTap>,
     ) -> Result<Call, SandboxError> {
+        let sent = self.send_call(call).await?;
+        sent.started(stdout_tap).await
+    }
+
+    /// The first half of [`Self::call`]: hands `call` to the init, which takes it once it is
+    /// ready (a sandbox still starting keeps it in its request socket until then);
+    /// [`SentCall::started`] waits for its host's answer.
+    pub async fn send_call(&self, call: &CallSpec) -> Result<SentCall, SandboxError> {
         let spec_fd = spec_memfd(call).map_err(SandboxError::spawn)?;
         let cloexec = rustix::pipe::PipeFlags::CLOEXEC;
         let (stdin_read, stdin_write) =
@@ -353,7 +393,38 @@ impl WarmSandbox {
             status_write,
             reply_theirs,
         ));
+        Ok(SentCall {
+            reply: reply_ours,
+            stdin_write,
+            stdout_read,
+            stderr_read,
+            status_read,
+        })
+    }
+}
 
+/// A call handed to a warm sandbox's init ([`WarmSandbox::send_call`]) whose host has not
+/// answered yet: our ends of its reply socket, stdio and status pipe.
+#[derive(Debug)]
+pub struct SentCall {
+    reply: OwnedFd,
+    stdin_write: OwnedFd,
+    stdout_read: OwnedFd,
+    stderr_read: OwnedFd,
+    status_read: OwnedFd,
+}
+
+impl SentCall {
+    /// The second half of [`WarmSandbox::call`]: waits for the host's answer. An error means
+    /// nothing ran, as there.
+    pub async fn started(self, stdout_tap: Option<OutputTap>) -> Result<Call, SandboxError> {
+        let SentCall {
+            reply: reply_ours,
+            stdin_write,
+            stdout_read,
+            stderr_read,
+            status_read,
+        } = self;
         rustix::io::ioctl_fionbio(&reply_ours, true).map_err(SandboxError::spawn)?;
         let reply =
             Arc::new(register(reply_ours, Interest::READABLE).map_err(SandboxError::spawn)?);
@@ -424,7 +495,9 @@ impl WarmSandbox {
             status: status_rx,
         })
     }
+}
 
+impl WarmSandbox {
     /// For a process that exits right after its calls (the one-shot CLI): when `detached`,
     /// [`Self::stop`] (and so the drop) of a namespaces sandbox tells its init to stop (closes
     /// our side of the request socket) and returns at once. It waits neither for the init to

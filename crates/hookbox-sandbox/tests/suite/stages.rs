@@ -46,8 +46,19 @@ async fn a_bind_source_that_does_not_exist_fails_at_staging_with_enoent() {
     );
     assert!(!err.is_transient());
 
-    // A warm sandbox built from the same spec fails the same way before it is ready.
+    // A warm sandbox built from the same spec fails the same way before it is ready, and so
+    // does one handed its first call as it starts (the call goes with it).
     let err = warm(&t.spec).await.unwrap_err();
+    assert_eq!(
+        (err.stage(), err.errno()),
+        (Some(Stage::Staging), Some(libc::ENOENT)),
+        "{err}"
+    );
+    let (key, call) = t.spec.split_call();
+    let err =
+        hookbox_sandbox::warm::WarmSandbox::start_with_call(&launcher(), key, None, None, &call)
+            .await
+            .unwrap_err();
     assert_eq!(
         (err.stage(), err.errno()),
         (Some(Stage::Staging), Some(libc::ENOENT)),
