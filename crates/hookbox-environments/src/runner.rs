@@ -695,18 +695,23 @@ impl SandboxRunner {
         }
         let started = std::time::Instant::now();
         let (key, call) = spec.split_call();
-        let (sandbox, first) = self.warm_call(&key, joined, &call, tap.clone()).await?;
+        // Held while the call runs: the runner's own reference may go (another key retires
+        // it), and the last one stops the sandbox.
+        let (mut sandbox, first) = self.warm_call(&key, joined, &call, tap.clone()).await?;
         let started_call = match first {
             Ok(started) => started,
             Err(err) => {
-                // Nothing ran: the sandbox died (killed, or its init failed). Build another
-                // once; a second failure is the answer.
+                // Nothing ran: the sandbox died (killed, or its init failed), or its host could
+                // not be reset for this call. Build another once; a second failure is the
+                // answer.
                 tracing::warn!(error = %err, "warm sandbox unusable; building a new one");
                 self.discard(&sandbox).await;
                 // Gone for good before another takes its place in the environment's cgroup.
                 let dead = sandbox.clone();
                 let _ = tokio::task::spawn_blocking(move || dead.stop()).await;
-                self.warm_call(&key, joined, &call, tap).await?.1?
+                let (retried, started) = self.warm_call(&key, joined, &call, tap).await?;
+                sandbox = retried;
+                started?
             }
         };
         // The call is running: how long starting it took (building the warm sandbox first, for
@@ -717,9 +722,11 @@ impl SandboxRunner {
             duration_ms = started.elapsed().as_millis() as u64,
             "sandbox started"
         );
-        started_call
+        let output = started_call
             .supervise(started, stdin, timeout, output_limit)
-            .await
+            .await;
+        drop(sandbox);
+        output
     }
 
     /// Starts `call` in the warm sandbox for `key` ([`Self::warm_sandbox`]): the sandbox, and

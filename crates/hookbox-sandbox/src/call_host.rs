@@ -28,7 +28,9 @@
 //!   one), `/` as its directory. A call whose processes changed the host's resource limits or
 //!   nice value (they share its uid, so `prlimit` can) leaves a host that serves no other call.
 //!   Last, it says `I` to the init (only when it can serve again) and `X` to hookbox, in that
-//!   order, so the init knows the host is idle before hookbox can send its next call.
+//!   order, so the init knows the host is idle before hookbox can send its next call. A
+//!   one-shot command's host ([`LaunchSpec::one_shot`]) checks only its limits before `I` and
+//!   `X`, and resets the rest when its next call comes.
 //! - **hookbox ends a call early** (a timeout, a cancelled interaction) by shutting down its
 //!   end of the reply socket. The host polls that socket while the program runs, kills the PID
 //!   namespace's processes, and ends the call without an exit status, as a killed call did.

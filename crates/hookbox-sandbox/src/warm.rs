@@ -345,8 +345,8 @@ impl WarmSandbox {
     }
 
     /// Starts `call` in this sandbox; [`Call::supervise`] runs it to its end. An error means
-    /// nothing ran (the sandbox is gone: start another, or the init could not clone the call,
-    /// which the error's stage says).
+    /// nothing ran (the sandbox is gone: start another, or the init could not clone the call, or
+    /// a one-shot command's host could not be reset for it, which the error's stage says).
     pub async fn call(
         &self,
         call: &CallSpec,
