@@ -750,7 +750,7 @@ impl SandboxRunner {
     /// The warm sandbox for `key` in `netns`: the current one if it was built from the same,
     /// else a new one (the old one finishes its calls and goes when they are done; the top
     /// level of the tree changed, or the network), which `first` is sent to as it starts (the
-    /// runtime may send it before the sandbox is ready: [`Runtime::start_with_call`]); then the
+    /// runtime may send it before the sandbox is ready: [`Runtime::start`]); then the
     /// second value is that send's result.
     async fn warm_sandbox(
         &self,
@@ -773,7 +773,7 @@ impl SandboxRunner {
         };
         let detached = self.options.one_shot && !self.options.unmount_when_closed;
         let (sandbox, sent) = runtime
-            .start_with_call(key.clone(), SandboxNet { netns, relay }, first)
+            .start(key.clone(), SandboxNet { netns, relay }, first)
             .await?;
         let sandbox = Arc::new(sandbox.detached_stop(detached));
         *current = Some(sandbox.clone());

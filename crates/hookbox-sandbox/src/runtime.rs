@@ -47,22 +47,15 @@ impl std::fmt::Debug for SandboxNet {
 pub trait Runtime: Send + Sync + std::fmt::Debug {
     fn kind(&self) -> RuntimeKind;
 
-    /// Builds the warm sandbox for `key` (see [`LaunchSpec::split_call`]); waits until it can
-    /// take calls.
-    async fn start(&self, key: LaunchSpec, net: SandboxNet) -> Result<WarmSandbox, SandboxError>;
-
-    /// [`Self::start`], and `first` sent to it (see [`WarmSandbox::send_call`]); a runtime may
-    /// send it before the sandbox is ready.
-    async fn start_with_call(
+    /// Builds the warm sandbox for `key` (see [`LaunchSpec::split_call`]), waits until it can
+    /// take calls, and sends it `first` (see [`WarmSandbox::send_call`]; a runtime may send it
+    /// before the sandbox is ready). The sandbox, and that send's result.
+    async fn start(
         &self,
         key: LaunchSpec,
         net: SandboxNet,
         first: &CallSpec,
-    ) -> Result<(WarmSandbox, Result<SentCall, SandboxError>), SandboxError> {
-        let sandbox = self.start(key, net).await?;
-        let sent = sandbox.send_call(first).await;
-        Ok((sandbox, sent))
-    }
+    ) -> Result<(WarmSandbox, Result<SentCall, SandboxError>), SandboxError>;
 }
 
 /// The host kernel behind the launcher's namespaces, Landlock and seccomp.
@@ -80,12 +73,7 @@ impl Runtime for Namespaces {
         RuntimeKind::Namespaces
     }
 
-    async fn start(&self, key: LaunchSpec, net: SandboxNet) -> Result<WarmSandbox, SandboxError> {
-        let early = self.early.take(&self.launcher);
-        WarmSandbox::start_with(&self.launcher, key, net.netns, early).await
-    }
-
-    async fn start_with_call(
+    async fn start(
         &self,
         key: LaunchSpec,
         net: SandboxNet,
@@ -109,8 +97,18 @@ impl Runtime for Gvisor {
         RuntimeKind::Gvisor
     }
 
-    async fn start(&self, key: LaunchSpec, net: SandboxNet) -> Result<WarmSandbox, SandboxError> {
-        WarmSandbox::start_gvisor(&self.runsc, &self.launcher, key, net.relay).await
+    /// The first call goes once the sandbox is ready: gVisor's init reads its spec from the
+    /// request socket, before any call.
+    async fn start(
+        &self,
+        key: LaunchSpec,
+        net: SandboxNet,
+        first: &CallSpec,
+    ) -> Result<(WarmSandbox, Result<SentCall, SandboxError>), SandboxError> {
+        let sandbox =
+            WarmSandbox::start_gvisor(&self.runsc, &self.launcher, key, net.relay).await?;
+        let sent = sandbox.send_call(first).await;
+        Ok((sandbox, sent))
     }
 }
 

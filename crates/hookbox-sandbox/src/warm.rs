@@ -3,9 +3,11 @@
 //!
 //! [`WarmSandbox::start`] spawns the launcher with [`LaunchSpec::warm`] (or hands the spec to
 //! one started before it was known, [`WarmSandbox::start_with`] and [`crate::early`]) and waits
-//! until its init says it is ready; [`WarmSandbox::call`] hands it one call (spec memfd, stdio,
-//! status channel,
-//! reply socket) and returns a [`Call`], which [`Call::supervise`] runs to its end with
+//! until its init says it is ready ([`WarmSandbox::start_with_call`] also hands it its first
+//! call before that, which the init finds once ready); [`WarmSandbox::call`] hands it one call
+//! (spec memfd, stdio, status channel, reply socket: [`WarmSandbox::send_call`], then
+//! [`SentCall::started`] for the host's answer) and returns a [`Call`], which
+//! [`Call::supervise`] runs to its end with
 //! `hookbox_process`'s bounds: its end is `X` on its reply socket (or, from a call host that
 //! died, its host's pidfd becoming readable), and its kill is a shutdown of that socket, which
 //! the call's host answers by killing the call's processes. A sandbox that does not start, or a call
