@@ -54,6 +54,13 @@ pub(super) fn write(
     Ok(())
 }
 
+/// The webhooks an event of a project may go to, with their `rowid` ([`enqueue`] sorts them by
+/// it: the order they were made). Not `ORDER BY rowid`, nor `(?2 IS NULL OR id = ?2)` for the
+/// one webhook: SQLite plans either shape for the value bound, so it compiled the cached
+/// statement again at every interaction's status change.
+pub(super) const WEBHOOKS_OF_PROJECT: &str =
+    "SELECT rowid, record_json FROM webhooks WHERE project = ?1";
+
 /// Writes one pending delivery of `kind` for each webhook of `project` that wants it (only
 /// `only`, when given), inside `conn`'s transaction; their ids.
 pub(super) fn enqueue(
@@ -64,12 +71,22 @@ pub(super) fn enqueue(
     only: Option<&str>,
     now: &str,
 ) -> Result<Vec<String>> {
-    let records = conn
-        .prepare_cached(
-            "SELECT record_json FROM webhooks WHERE project = ?1 AND (?2 IS NULL OR id = ?2) ORDER BY rowid",
-        )?
-        .query_and_then(params![project, only], |r| r.json::<WebhookRecord>(0))?
-        .collect::<Result<Vec<_>>>()?;
+    let records = match only {
+        None => {
+            let mut rows = conn
+                .prepare_cached(WEBHOOKS_OF_PROJECT)?
+                .query_and_then(params![project], |r| {
+                    Ok((r.get::<_, i64>(0)?, r.json::<WebhookRecord>(1)?))
+                })?
+                .collect::<Result<Vec<_>>>()?;
+            rows.sort_unstable_by_key(|(rowid, _)| *rowid);
+            rows.into_iter().map(|(_, record)| record).collect()
+        }
+        Some(id) => conn
+            .prepare_cached("SELECT record_json FROM webhooks WHERE project = ?1 AND id = ?2")?
+            .query_and_then(params![project, id], |r| r.json::<WebhookRecord>(0))?
+            .collect::<Result<Vec<_>>>()?,
+    };
     let mut insert = conn.prepare_cached(
         "INSERT INTO webhook_deliveries (id, project, webhook_id, event_type, payload_json, status, next_attempt_ms, created, created_ms, updated)
          VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?7, ?6, ?7)",

@@ -869,6 +869,36 @@ mod tests {
         assert_eq!((reprepared, runs), (0, 4), "the thread's savepoint");
     }
 
+    // Issue 35: the webhooks an interaction's status change may go to were read with
+    // `(?2 IS NULL OR id = ?2)`, which SQLite compiled again at every status change.
+    #[tokio::test]
+    async fn an_interactions_status_change_compiles_no_statement_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        for id in ["int_a", "int_b", "int_c"] {
+            store.create_interaction(P, &interaction(id)).await.unwrap();
+            let update = StatusUpdate {
+                status: InteractionStatus::Completed,
+                usage: None,
+                errors: vec![],
+                updated: "2026-05-20T10:00:01Z".into(),
+            };
+            store.update_status(id, &update).await.unwrap();
+        }
+        let sql = super::super::webhooks::WEBHOOKS_OF_PROJECT;
+        let (reprepared, runs) = store
+            .with(move |c, _| {
+                let statement = c.prepare_cached(sql)?;
+                Ok((
+                    statement.get_status(rusqlite::StatementStatus::RePrepare),
+                    statement.get_status(rusqlite::StatementStatus::Run),
+                ))
+            })
+            .await
+            .unwrap();
+        assert_eq!((reprepared, runs), (0, 3), "the webhooks' read");
+    }
+
     // Review: only convention kept a grouped call from running `COMMIT` (or `ROLLBACK`) itself,
     // which committed (or undid) the calls before it and broke the group's answers.
     #[tokio::test]
