@@ -23,8 +23,9 @@
 //! - **A call ends** when its program does. The host kills what is left in its PID namespace
 //!   (`kill(-1, SIGKILL)`, as the kernel did when a call's PID 1 exited) and reaps it, writes the
 //!   exit status, and closes the call's descriptors. It then resets what a call may leave
-//!   behind: a fresh IPC namespace (System V objects, POSIX message queues), a fresh `/dev/shm`
-//!   when the call used it (with the Landlock ruleset for the next call, whose rule names the new
+//!   behind: a fresh IPC namespace when the call left a System V object or a POSIX message
+//!   queue in it (always under gVisor; [`ipc_untouched`]), a fresh `/dev/shm` when the call
+//!   used it (with the Landlock ruleset for the next call, whose rule names the new
 //!   one), `/` as its directory. A call whose processes changed the host's resource limits or
 //!   nice value (they share its uid, so `prlimit` can) leaves a host that serves no other call.
 //!   Last, it says `I` to the init (only when it can serve again) and `X` to hookbox, in that
@@ -416,6 +417,11 @@ struct HostState<'a> {
     /// A one-shot command's host whose last call ended: its IPC namespace and `/dev/shm` are
     /// reset ([`Self::clean`]) when the next call comes, not before.
     unclean: bool,
+    /// The POSIX message queues of its IPC namespace, a mount of their file system that no
+    /// process of a call can see (see [`ipc_untouched`]); made again with each new IPC
+    /// namespace. None under gVisor, or where it could not be made: then every reset renews
+    /// the IPC namespace.
+    queues: Option<MessageQueues>,
     stack: Vec<u8>,
 }
 
@@ -483,6 +489,10 @@ impl<'a> HostState<'a> {
             ],
             own: Attributes::now(),
             unclean: false,
+            queues: match gvisor {
+                true => None,
+                false => MessageQueues::new(),
+            },
             stack: vec![0u8; CLONE_STACK],
         })
     }
@@ -684,8 +694,8 @@ impl<'a> HostState<'a> {
     }
 
     /// Makes the host as a new one for the next call: `/` as its directory, a fresh `/dev/shm`
-    /// and IPC namespace, and a Landlock ruleset that names the new `/dev/shm`; or says why it
-    /// cannot serve again.
+    /// (with a Landlock ruleset that names it) and IPC namespace where the call used them; or
+    /// says why it cannot serve again.
     fn reset(&mut self) -> std::result::Result<(), String> {
         self.unchanged()?;
         self.clean().map_err(|err| err.to_string())
@@ -718,7 +728,13 @@ impl<'a> HostState<'a> {
                 self.ruleset = Some(l::landlock_ruleset(self.spec)?);
             }
         }
-        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWIPC).map_err(LaunchError::Unshare)?;
+        // Renewing it costs more than the rest of a reset (and the kernel's freeing of the old
+        // one after it), so it is kept when the call left nothing in it.
+        if !ipc_untouched(self.queues.as_ref()) {
+            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWIPC)
+                .map_err(LaunchError::Unshare)?;
+            self.queues = self.queues.take().and_then(|_| MessageQueues::new());
+        }
         // Signals of the last call's processes, already reaped.
         while let Ok(Some(_)) = self.sigchld.read_signal() {}
         Ok(())
@@ -797,6 +813,94 @@ fn shm_untouched() -> bool {
         && root.st_uid == 0
         && root.st_gid == 0
         && no_xattrs
+}
+
+/// The POSIX message queues of this process's IPC namespace: a detached mount of their file
+/// system, where each queue is a file in the root. Attached nowhere, so no process of a call
+/// can see it, and close-on-exec, so none inherits it.
+struct MessageQueues {
+    root: OwnedFd,
+    /// The root's size when the namespace was new: it grows by a fixed size with each queue.
+    empty: u64,
+}
+
+impl MessageQueues {
+    /// Made in a new IPC namespace, before any call ran in it. None when the kernel cannot
+    /// (`fsopen(2)` came with Linux 5.2).
+    fn new() -> Option<Self> {
+        use rustix::mount::{FsMountFlags, FsOpenFlags, MountAttrFlags};
+        let context = rustix::mount::fsopen("mqueue", FsOpenFlags::FSOPEN_CLOEXEC).ok()?;
+        rustix::mount::fsconfig_create(&context).ok()?;
+        let root = rustix::mount::fsmount(
+            &context,
+            FsMountFlags::FSMOUNT_CLOEXEC,
+            MountAttrFlags::MOUNT_ATTR_RDONLY
+                | MountAttrFlags::MOUNT_ATTR_NOSUID
+                | MountAttrFlags::MOUNT_ATTR_NODEV
+                | MountAttrFlags::MOUNT_ATTR_NOEXEC,
+        )
+        .ok()?;
+        let empty = Self::size(&root)?;
+        Some(MessageQueues { root, empty })
+    }
+
+    fn size(root: &OwnedFd) -> Option<u64> {
+        rustix::fs::fstat(root)
+            .ok()
+            .and_then(|stat| u64::try_from(stat.st_size).ok())
+    }
+
+    /// Whether the namespace holds no queue (false when that cannot be read).
+    fn none(&self) -> bool {
+        Self::size(&self.root) == Some(self.empty)
+    }
+}
+
+/// Whether this process's IPC namespace holds nothing a call made: no System V shared memory
+/// segment, semaphore set or message queue (the kernel's counts, from `SHM_INFO`, `SEM_INFO`
+/// and `MSG_INFO`), and no POSIX message queue ([`MessageQueues`]). Nothing else of it
+/// can change under a call: its limits are sysctls under `/proc/sys`, which Landlock keeps
+/// read-only. False when any of it cannot be read, or without `queues`: then the namespace is
+/// renewed.
+fn ipc_untouched(queues: Option<&MessageQueues>) -> bool {
+    /// The `struct shm_info` that `SHM_INFO` writes (`<sys/shm.h>`; not in the libc crate).
+    #[repr(C)]
+    struct ShmInfo {
+        used_ids: libc::c_int,
+        shm_tot: libc::c_ulong,
+        shm_rss: libc::c_ulong,
+        shm_swp: libc::c_ulong,
+        swap_attempts: libc::c_ulong,
+        swap_successes: libc::c_ulong,
+    }
+    const SHM_INFO: libc::c_int = 14;
+    let Some(queues) = queues else {
+        return false;
+    };
+    let mut shm = ShmInfo {
+        used_ids: -1,
+        shm_tot: 0,
+        shm_rss: 0,
+        shm_swp: 0,
+        swap_attempts: 0,
+        swap_successes: 0,
+    };
+    // SAFETY: SHM_INFO writes a `struct shm_info` (which `ShmInfo` is) through the pointer.
+    let shm_read = unsafe { libc::shmctl(0, SHM_INFO, (&raw mut shm).cast()) } >= 0;
+    // SAFETY: all-zero is a valid `seminfo` and `msginfo` (plain integers).
+    let (mut sem, mut msg): (libc::seminfo, libc::msginfo) = unsafe { std::mem::zeroed() };
+    // SAFETY: SEM_INFO writes a `struct seminfo` through the pointer (semctl's fourth argument,
+    // a `union semun`, passed as its pointer member).
+    let sem_read = unsafe { libc::semctl(0, 0, libc::SEM_INFO, &raw mut sem) } >= 0;
+    // SAFETY: MSG_INFO writes a `struct msginfo` through the pointer.
+    let msg_read = unsafe { libc::msgctl(0, libc::MSG_INFO, (&raw mut msg).cast()) } >= 0;
+    shm_read
+        && shm.used_ids == 0
+        && sem_read
+        && sem.semusz == 0
+        && msg_read
+        && msg.msgpool == 0
+        && queues.none()
 }
 
 /// Keeps descriptors 0, 1 and 2 of the host taken (by `/dev/null` where the init had none:
@@ -1041,4 +1145,84 @@ fn child(plan: &mut Plan<'_>) -> isize {
         unsafe { libc::execve(exec.path.as_ptr(), exec.argv.as_ptr(), exec.envp.as_ptr()) };
     }
     fail(plan, Step::Exec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Set in the copy of [`each_kind_of_ipc_object_keeps_a_namespace_from_being_kept`] that runs
+    /// in new user and IPC namespaces.
+    const IN_NAMESPACE: &str = "HOOKBOX_TEST_IPC_NAMESPACE";
+
+    const NAME: &str =
+        "call_host::tests::each_kind_of_ipc_object_keeps_a_namespace_from_being_kept";
+
+    /// Issue 35: a host keeps its IPC namespace for the next call only when [`ipc_untouched`]
+    /// finds nothing in it. Each kind of object a process can leave there is seen while it
+    /// exists, and nothing once it is gone. (A sandboxed call cannot open a POSIX message queue
+    /// at all, Landlock denies it, so only this test makes one.) The checks run in a copy of
+    /// this test started by `unshare(1)` in user, mount and IPC namespaces of its own, as a host has.
+    #[test]
+    fn each_kind_of_ipc_object_keeps_a_namespace_from_being_kept() {
+        if std::env::var_os(IN_NAMESPACE).is_some() {
+            return in_namespace();
+        }
+        let out = std::process::Command::new("unshare")
+            .args(["--user", "--map-root-user", "--mount", "--ipc", "--"])
+            .arg(std::env::current_exe().expect("the test binary"))
+            .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
+            .env(IN_NAMESPACE, "1")
+            .output()
+            .expect("unshare(1) runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("1 passed"),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn in_namespace() {
+        let queues = MessageQueues::new().expect("a mount of the namespace's message queues");
+        assert!(ipc_untouched(Some(&queues)), "a new namespace");
+        assert!(!ipc_untouched(None), "kept without a look at its queues");
+        let seen = |kind: &str, made: bool, remove: &dyn Fn()| {
+            assert!(made, "could not make a {kind}");
+            assert!(!ipc_untouched(Some(&queues)), "a {kind} was not seen");
+            remove();
+            assert!(
+                ipc_untouched(Some(&queues)),
+                "a {kind} removed is still seen"
+            );
+        };
+        let private = libc::IPC_PRIVATE;
+        // SAFETY (each block below): System V and POSIX IPC calls on values of this test.
+        let id = unsafe { libc::shmget(private, 4096, 0o600) };
+        seen("shared memory segment", id >= 0, &|| unsafe {
+            libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut());
+        });
+        let id = unsafe { libc::semget(private, 1, 0o600) };
+        seen("semaphore set", id >= 0, &|| unsafe {
+            libc::semctl(id, 0, libc::IPC_RMID);
+        });
+        let id = unsafe { libc::msgget(private, 0o600) };
+        seen("System V message queue", id >= 0, &|| unsafe {
+            libc::msgctl(id, libc::IPC_RMID, std::ptr::null_mut());
+        });
+        let name = c"/hookbox-test";
+        let mode: libc::mode_t = 0o600;
+        let queue = unsafe {
+            libc::mq_open(
+                name.as_ptr(),
+                libc::O_CREAT | libc::O_RDWR,
+                mode,
+                std::ptr::null::<libc::mq_attr>(),
+            )
+        };
+        seen("POSIX message queue", queue >= 0, &|| unsafe {
+            libc::mq_close(queue);
+            libc::mq_unlink(name.as_ptr());
+        });
+    }
 }

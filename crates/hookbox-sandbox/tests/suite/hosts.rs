@@ -192,6 +192,101 @@ async fn one_shot_calls(gvisor: bool) {
     stop(sandbox).await;
 }
 
+/// Leaves the IPC object its argument names (`shm`, `sem`, `msg`: a System V segment, semaphore
+/// set or message queue; `mq`: a POSIX message queue, made though not opened: Landlock denies
+/// the open of a file outside the sandbox's tree, and a queue is one, in the IPC namespace's
+/// own mount, but `O_CREAT` made it first; `look`: none), then prints the PID and IPC
+/// namespaces and whether each System V object exists; `probe` also prints the `errno` of an
+/// exclusive creation of the POSIX queue (`EEXIST` if it is there, else `EACCES`).
+const IPC: &str = r#"
+import ctypes, os, sys
+c = ctypes.CDLL(None, use_errno=True)
+key, name = 0x4b37, b"/hookbox-test"
+what = sys.argv[1]
+if what == "shm": assert c.shmget(key, 4096, 0o1600) >= 0
+if what == "sem": assert c.semget(key, 1, 0o1600) >= 0
+if what == "msg": assert c.msgget(key, 0o1600) >= 0
+if what in ("mq", "probe"):
+    exclusive = os.O_CREAT | os.O_EXCL | os.O_RDWR
+    assert c.mq_open(name, exclusive, 0o600, None) < 0
+    errno = ctypes.get_errno()
+    assert what == "probe" or errno == 13, errno
+print(os.readlink("/proc/self/ns/pid"))
+print(os.readlink("/proc/self/ns/ipc"))
+seen = [int(found >= 0) for found in (c.shmget(key, 0, 0), c.semget(key, 0, 0), c.msgget(key, 0))]
+print(*seen, *([errno] if what == "probe" else []))
+"#;
+
+/// A call that runs [`IPC`] with `what`: its host's PID and IPC namespaces, and what it saw
+/// when it ended.
+async fn ipc_call(sandbox: &WarmSandbox, t: &Tree, what: &str) -> (String, String, String) {
+    let mut spec = t.spec.clone();
+    spec.argv = ["/usr/bin/python3", "-c", IPC, what]
+        .map(String::from)
+        .to_vec();
+    let out = warm_call(sandbox, &spec, TIMEOUT, LIMIT).await.unwrap();
+    assert_eq!(
+        out.termination,
+        Termination::Exited(0),
+        "{}",
+        text(&out.stderr)
+    );
+    let text = text(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "unexpected output: {text:?}");
+    (lines[0].into(), lines[1].into(), lines[2].into())
+}
+
+/// Issue 35: a host renews its IPC namespace only when a call left something in it (renewing
+/// it was the largest part of a reset). A call that made no IPC object leaves the namespace to
+/// the next call; one that left any kind of object, and only it, makes the host renew it, and
+/// the next call finds none.
+#[tokio::test]
+async fn a_host_keeps_an_ipc_namespace_no_call_left_anything_in_and_renews_one_that_holds_any() {
+    let mut t = tree(&["/bin/true"]);
+    let Some(sandbox) = start(&mut t, false).await else {
+        return;
+    };
+    let (host, mut namespace, _) = ipc_call(&sandbox, &t, "look").await;
+    for (what, left) in [
+        ("look", "0 0 0"),
+        ("shm", "1 0 0"),
+        ("sem", "0 1 0"),
+        ("msg", "0 0 1"),
+        ("mq", "0 0 0"),
+    ] {
+        let (pid_ns, ipc_ns, seen) = ipc_call(&sandbox, &t, what).await;
+        assert_eq!(pid_ns, host, "the call did not reuse the host");
+        assert_eq!(
+            ipc_ns, namespace,
+            "the IPC namespace was renewed after a call that left nothing in it"
+        );
+        assert_eq!(
+            seen, left,
+            "the call did not leave what the test expects ({what})"
+        );
+        let (pid_ns, next_ns, seen) = ipc_call(&sandbox, &t, "look").await;
+        assert_eq!(pid_ns, host, "the call did not reuse the host");
+        assert_eq!(
+            next_ns == ipc_ns,
+            what == "look",
+            "kept (or renewed) an IPC namespace a call left {what} in (or nothing in)"
+        );
+        assert_eq!(
+            seen, "0 0 0",
+            "what the last call left ({what}) reached this one"
+        );
+        namespace = next_ns;
+    }
+    // The queue the `mq` call made did not reach the call after it (the probe makes one anew).
+    let (_, _, seen) = ipc_call(&sandbox, &t, "probe").await;
+    assert_eq!(
+        seen, "0 0 0 13",
+        "the `mq` call's queue reached a later call"
+    );
+    stop(sandbox).await;
+}
+
 /// The first call handed to the init together with the spec (`start_with_call`, which the
 /// environments' runner uses) waits in its request socket until the init is ready, then runs;
 /// the sandbox serves the next call as usual.
