@@ -87,7 +87,7 @@ impl std::fmt::Debug for Secrets {
 
 impl Secrets {
     /// The [`parts`] of the values (each at least [`MIN_SECRET_LEN`] bytes long); `None` when
-    /// nothing is left to mask. Their order does not matter: [`Self::scan`] finds every one in
+    /// nothing is left to mask. Their order does not matter: `Self::scan` finds every one in
     /// the raw bytes and masks the union.
     pub fn new<'a>(values: impl IntoIterator<Item = &'a [u8]>) -> Option<Self> {
         let mut all: Vec<Vec<u8>> = values.into_iter().flat_map(parts).collect();

@@ -2,7 +2,7 @@
 //! from synchronous code: the process is killed past it, and its stderr is drained on its own
 //! thread (so a chatty program cannot block on a full pipe) with only the first
 //! [`STDERR_KEEP`] bytes kept for the error. Sandboxed code never runs this way; it goes through
-//! the launcher and [`crate::supervise`].
+//! the launcher and [`crate::supervise`](mod@crate::supervise).
 
 use std::io::Read;
 use std::process::{Command, ExitStatus, Stdio};

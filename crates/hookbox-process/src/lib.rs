@@ -4,7 +4,7 @@
 //! process.
 //!
 //! Owns:
-//! - [`supervise`]: a process tree spawned in its own process group (or started elsewhere and
+//! - [`supervise`](mod@supervise): a process tree spawned in its own process group (or started elsewhere and
 //!   handed over as a [`Spawned`]) run to its end: stdin written without blocking on a program
 //!   that never reads it, stdout and stderr capped ([`DEFAULT_OUTPUT_LIMIT`], 1 MiB), the whole
 //!   group killed at the time-out, on output overflow and once the leader exited (so a

@@ -116,7 +116,7 @@ fn plain(b: u8) -> bool {
 }
 
 /// The words of `line` when it is exactly one simple command of plain words that `/bin/sh -c`
-/// would run as a program (see the module doc): words of [`plain`] bytes (and `=` after the
+/// would run as a program (see the module doc): words of `plain` bytes (and `=` after the
 /// first word) separated by spaces, the first naming no builtin or reserved word and holding no
 /// `=`. `None` for everything else: quotes, `$`, backquotes, backslashes, globs, `~`, `#`,
 /// braces, redirections, operators, newlines, tabs, non-ASCII, an empty line, and a line whose

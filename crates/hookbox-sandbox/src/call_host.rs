@@ -477,6 +477,9 @@ impl<'a> HostState<'a> {
             Ok(kept) => kept,
             Err(err) => return Err((err.failure(), pidfd)),
         };
+        // Only with Landlock, which keeps the namespace's sysctls read-only to a call (none
+        // under gVisor, whose namespace is always renewed).
+        let queues = ruleset.as_ref().and_then(|_| MessageQueues::new());
         Ok(HostState {
             spec,
             programs,
@@ -489,10 +492,7 @@ impl<'a> HostState<'a> {
             ],
             own: Attributes::now(),
             unclean: false,
-            queues: match gvisor {
-                true => None,
-                false => MessageQueues::new(),
-            },
+            queues,
             stack: vec![0u8; CLONE_STACK],
         })
     }
@@ -694,8 +694,8 @@ impl<'a> HostState<'a> {
     }
 
     /// Makes the host as a new one for the next call: `/` as its directory, a fresh `/dev/shm`
-    /// (with a Landlock ruleset that names it) and IPC namespace where the call used them; or
-    /// says why it cannot serve again.
+    /// (with a Landlock ruleset that names it) and IPC namespace where the call left something
+    /// in them; or says why it cannot serve again.
     fn reset(&mut self) -> std::result::Result<(), String> {
         self.unchanged()?;
         self.clean().map_err(|err| err.to_string())
@@ -1160,9 +1160,10 @@ mod tests {
 
     /// Issue 35: a host keeps its IPC namespace for the next call only when [`ipc_untouched`]
     /// finds nothing in it. Each kind of object a process can leave there is seen while it
-    /// exists, and nothing once it is gone. (A sandboxed call cannot open a POSIX message queue
-    /// at all, Landlock denies it, so only this test makes one.) The checks run in a copy of
-    /// this test started by `unshare(1)` in user, mount and IPC namespaces of its own, as a host has.
+    /// exists, and nothing once it is gone (a sandboxed call's `mq_open` makes a queue but
+    /// cannot open it, Landlock denies that, so only here is one removed again). The checks
+    /// run in a copy of this test started by `unshare(1)` in user, mount and IPC namespaces of
+    /// its own, as a host has.
     #[test]
     fn each_kind_of_ipc_object_keeps_a_namespace_from_being_kept() {
         if std::env::var_os(IN_NAMESPACE).is_some() {

@@ -4,14 +4,14 @@
 //! hooks, building the spec.
 //!
 //! The launcher reads its spec at [`crate::spec::SPEC_FD`]; an early one finds there one end of a socket pair
-//! and waits on it. [`EarlyLauncher::hand`] sends the spec once it is known, as a sealed memfd
+//! and waits on it. `EarlyLauncher::hand` sends the spec once it is known, as a sealed memfd
 //! in one message (as every spec travels: nothing can change it once sent; and a socket, unlike
 //! a pipe, cannot be reopened through `/proc/<pid>/fd` by another process of the same user to
 //! slip bytes in while the launcher waits), then closes its end. From then on the launcher is
 //! exactly one spawned with its spec ([`crate::warm::WarmSandbox`]): its status pipe and request
 //! socket were made with it; a network namespace to join comes with the spec, and the launcher
 //! puts it where a spawn would have. It builds only a warm sandbox under full isolation
-//! ([`EarlyLauncher::hand`] refuses any other spec, and so does the launcher: a cold one needs
+//! (`EarlyLauncher::hand` refuses any other spec, and so does the launcher: a cold one needs
 //! the program's stdio at spawn). An early launcher not handed a spec is killed with its process
 //! group and reaped when dropped (it would otherwise exit at its socket's end of file, on a
 //! failure nobody reads). If hookbox dies first, the launcher gets that end of file.

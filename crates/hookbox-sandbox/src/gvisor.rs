@@ -278,7 +278,7 @@ pub fn lock_bundle(dir: &Path) -> std::io::Result<std::os::fd::OwnedFd> {
 
 impl Runsc {
     /// Removes what a hookbox that died without stopping its sandboxes left in `tmp`: every
-    /// bundle directory older than [`SWEEP_GRACE`] that no live process holds locked (see
+    /// bundle directory older than `SWEEP_GRACE` that no live process holds locked (see
     /// [`lock_bundle`]). A container still registered in its state directory is killed and
     /// deleted with runsc first. Symlinks are never followed. Returns how many were removed.
     pub fn sweep_bundles(&self, tmp: &Path) -> usize {

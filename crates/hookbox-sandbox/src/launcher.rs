@@ -4,13 +4,13 @@
 //! Sequence (each step has its own error, naming the kernel feature it needs, and reported to
 //! hookbox on the status channel as its [`Stage`] and errno, see [`crate::status`]):
 //! 1. read the spec from fd [`SPEC_FD`] (a launcher started early waits for it there, and reads
-//!    end of file if hookbox went away first: [`early_spec`]); arm `PR_SET_PDEATHSIG` and check
+//!    end of file if hookbox went away first: `early_spec`); arm `PR_SET_PDEATHSIG` and check
 //!    the parent is alive;
 //! 2. join the environment's cgroups (pids, memory);
 //! 3. optionally `setns` into an inherited network namespace ([`Network::Join`]);
 //! 4. with an [`Identity`] (hookbox runs as host root): stage the host paths the sandbox needs
 //!    in a private mount namespace under a world-traversable `/tmp`, then become that
-//!    unprivileged uid/gid ([`stage_host_paths`], [`drop_identity`]);
+//!    unprivileged uid/gid (`stage_host_paths`, `drop_identity`);
 //!    then `unshare` user, mount, PID, IPC, UTS (and network) namespaces; map uid/gid 0 to our
 //!    own (the unprivileged identity when there is one);
 //! 5. fork: the child is PID 1 of the new PID namespace ("init"). The launcher waits for it and
@@ -22,8 +22,8 @@
 //! 7. init forks the program (so init can reap orphans), execs it, and exits with its status.
 //!
 //! A warm sandbox ([`LaunchSpec::warm`]) runs steps 1-6 once, and also sets once what no call
-//! can change ([`confine_once`]: the capability bounding set, and the limits that do not bound
-//! the init's own work); its init then serves calls from the socket at [`WARM_FD`] ([`serve`]),
+//! can change (`confine_once`: the capability bounding set, and the limits that do not bound
+//! the init's own work); its init then serves calls from the socket at [`WARM_FD`] (`serve`),
 //! each in a call host (`call_host`): a process kept in its own PID, mount and IPC
 //! namespaces with its own `/proc` and `/dev/shm`, which runs one call after another. Each
 //! call's program sets its own descriptor and process limits, Landlock and seccomp before its

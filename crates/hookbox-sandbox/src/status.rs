@@ -55,7 +55,7 @@ pub struct StatusReport {
 }
 
 /// Reads what is in the channel now (non-blocking: call it once every writer is gone), at most
-/// [`MAX_STATUS`] bytes. Text that is not one of the launcher's lines becomes a failure of stage
+/// `MAX_STATUS` bytes. Text that is not one of the launcher's lines becomes a failure of stage
 /// `untyped`, its message the whole text in order (a typed failure among it keeps its stage).
 pub fn read_status(fd: &OwnedFd, untyped: Stage) -> StatusReport {
     let _ = rustix::fs::fcntl_setfl(fd, rustix::fs::OFlags::NONBLOCK);

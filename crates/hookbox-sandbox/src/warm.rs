@@ -527,7 +527,7 @@ impl WarmSandbox {
             .map(LauncherChild::id)
     }
 
-    /// Waits (bounded by [`STOP_GRACE`]) for the launcher to exit after our socket closed, then
+    /// Waits (bounded by `STOP_GRACE`) for the launcher to exit after our socket closed, then
     /// kills its group if it has not. Blocking: the sandbox's init exits as soon as its last
     /// call has, which is before anyone drops the sandbox. Idempotent; a gVisor container that
     /// did not end cleanly is also killed and deleted with runsc, so none of its processes is

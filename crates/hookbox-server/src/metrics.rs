@@ -3,7 +3,7 @@
 //! The crates already emit one structured event per interaction, tool call, hook handler, model
 //! turn and egress decision; [`MetricsLayer`] turns those into counters and histograms, so no
 //! crate needs a metrics dependency. The event names and fields it reads are listed in
-//! [`MetricsLayer::on_event`]; the end-to-end test in `crates/hookbox/tests` keeps them honest.
+//! its `on_event` (the `Layer` implementation); the end-to-end test in `crates/hookbox/tests` keeps them honest.
 //! This module must not change what is logged.
 
 use std::sync::OnceLock;

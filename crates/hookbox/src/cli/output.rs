@@ -1,6 +1,6 @@
 //! A command's results on stdout. Rust ignores SIGPIPE, so a write to a pipe whose reader went
 //! away (`hookbox env list | head -1`) fails with `EPIPE`, and `println!` would panic on it.
-//! Commands print through [`out!`] and [`outln!`] instead: a reader that went away becomes
+//! Commands print through `out!` and `outln!` instead: a reader that went away becomes
 //! [`ReaderGone`], which `main` turns into a quiet exit with status 0 (as ripgrep does; no error
 //! text). SIGPIPE stays ignored on purpose: hookbox writes to sandboxed programs' stdin pipes, and
 //! a closed pipe there must stay an error, not kill the CLI or the server.
@@ -41,7 +41,7 @@ pub fn write_all(bytes: &[u8]) -> anyhow::Result<()> {
     checked(out.write_all(bytes).and_then(|()| out.flush()))
 }
 
-/// Writes formatted text to stdout; what [`out!`] and [`outln!`] call.
+/// Writes formatted text to stdout; what `out!` and `outln!` call.
 pub fn write_fmt(args: std::fmt::Arguments<'_>) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     checked(out.write_fmt(args).and_then(|()| out.flush()))
