@@ -38,8 +38,7 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue};
 use hyper::body::{Body, Frame, SizeHint};
 
-/// Shorter values are not masked (the same bound as the hook engine's scrubber).
-pub const MIN_SECRET_LEN: usize = 8;
+pub use hookbox_protocol::MIN_SECRET_LEN;
 
 /// What every byte of a masked value becomes.
 pub const MASK: u8 = b'*';

@@ -13,9 +13,7 @@ pub trait Secrets: Send + Sync + std::fmt::Debug {
     fn values(&self) -> Vec<String>;
 }
 
-/// Shorter values are not scrubbed: they cannot be told apart from ordinary text (and are no
-/// secret worth the name).
-pub const MIN_SECRET_LEN: usize = 8;
+pub use hookbox_protocol::MIN_SECRET_LEN;
 
 /// What a scrubbed value is replaced with.
 pub const REDACTED: &str = "[redacted]";

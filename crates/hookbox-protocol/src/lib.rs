@@ -21,6 +21,11 @@ use serde::{Deserialize, Serialize};
 /// line. The one spelling of it.
 pub const HOOK_CONTEXT_PREFIX: &str = "[context from hooks] ";
 
+/// Injected secret values shorter than this are neither masked in what the egress relays nor
+/// scrubbed from what hook handlers say: they cannot be told apart from ordinary text (and are
+/// no secret worth the name). One bound for both, so that they agree on what is a secret.
+pub const MIN_SECRET_LEN: usize = 8;
+
 /// The built-in sandbox tools that hooks can gate. Hooks never fire for other tools
 /// (client-side `function` calls, MCP tools).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

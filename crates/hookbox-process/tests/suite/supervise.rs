@@ -123,3 +123,26 @@ async fn a_spawned_tree_whose_wait_fails_is_killed() {
         Some(libc::SIGKILL)
     );
 }
+
+// Nothing to write is the end of input at once (the pipe closed without a task writing nothing
+// first): a program reading its stdin to the end ends with what it read, nothing; given input,
+// it reads all of it.
+#[tokio::test]
+async fn a_program_reading_its_stdin_to_the_end_sees_empty_input_end_and_given_input_whole() {
+    // A stdin left open would end this at its timeout instead.
+    let out = supervise(sh("wc -c"), Vec::new(), Duration::from_secs(20), 1024)
+        .await
+        .unwrap();
+    assert_eq!(out.termination, Termination::Exited(0));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0");
+    let out = supervise(
+        sh("wc -c"),
+        vec![b'x'; 100_000],
+        Duration::from_secs(600),
+        1024,
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.termination, Termination::Exited(0));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "100000");
+}
