@@ -3,8 +3,8 @@
 //! [`supervise`] spawns a [`Command`] in a fresh process group; [`supervise_spawned`] takes a
 //! tree started by someone else (a warm sandbox's call) as a [`Spawned`]: its pipes, how to learn
 //! that it ended, how to kill it. Either way this module owns stdio and every bound: stdin
-//! written on its own task (a program that never reads it cannot block us, a broken pipe is
-//! expected), stdout and stderr capped, the whole tree killed at the time-out, on output
+//! written on its own task when there is any (a program that never reads it cannot block us, a
+//! broken pipe is expected; none is closed at once), stdout and stderr capped, the whole tree killed at the time-out, on output
 //! overflow and once the leader ended (so a grandchild holding a pipe cannot stall us), and the
 //! pipes drained within [`DRAIN_GRACE`] after that.
 //!
@@ -326,8 +326,9 @@ async fn read_capped<R: AsyncRead + AsFd + Unpin>(
     overflow: watch::Sender<bool>,
     mut stop: watch::Receiver<bool>,
 ) -> bool {
-    // Read into its spare capacity (`read_buf`), which is never zeroed: a zeroed 64 KiB per
-    // stream per call was 1 % of a loaded server's CPU. Emptied after each read.
+    // Every read goes into its spare capacity (`read_buf`; the drain's reads likewise), which is
+    // never zeroed: a zeroed 64 KiB per stream per call was 1 % of a loaded server's CPU.
+    // Emptied after each read.
     let mut chunk: Vec<u8> = Vec::with_capacity(CHUNK);
     loop {
         tokio::select! {
@@ -344,17 +345,21 @@ async fn read_capped<R: AsyncRead + AsFd + Unpin>(
                 }
             }
             _ = stop.wait_for(|stop| *stop) => {
-                chunk.resize(CHUNK, 0);
                 // tokio made the pipe non-blocking, so these reads end at "empty for now".
                 loop {
-                    match nix::unistd::read(pipe.as_fd(), &mut chunk) {
+                    chunk.clear();
+                    let read = rustix::io::read(
+                        pipe.as_fd(),
+                        rustix::buffer::spare_capacity(&mut chunk),
+                    );
+                    match read {
                         Ok(0) => return true,
                         Ok(n) => {
                             if !capture(&sink, limit, &chunk[..n], &overflow) {
                                 return true;
                             }
                         }
-                        Err(nix::Error::EINTR) => continue,
+                        Err(rustix::io::Errno::INTR) => continue,
                         Err(_) => return false,
                     }
                 }
