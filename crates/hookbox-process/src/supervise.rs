@@ -4,9 +4,9 @@
 //! tree started by someone else (a warm sandbox's call) as a [`Spawned`]: its pipes, how to learn
 //! that it ended, how to kill it. Either way this module owns stdio and every bound: stdin
 //! written on its own task when there is any (a program that never reads it cannot block us, a
-//! broken pipe is expected; none is closed at once), stdout and stderr capped, the whole tree killed at the time-out, on output
-//! overflow and once the leader ended (so a grandchild holding a pipe cannot stall us), and the
-//! pipes drained within [`DRAIN_GRACE`] after that.
+//! broken pipe is expected; none is closed at once), stdout and stderr capped, the whole tree
+//! killed at the time-out, on output overflow and once the leader ended (so a grandchild
+//! holding a pipe cannot stall us), and the pipes drained within [`DRAIN_GRACE`] after that.
 //!
 //! This module must not interpret output; deciding what output means is the caller's job.
 
@@ -182,9 +182,8 @@ pub async fn supervise_spawned(
         writers_gone_at_end,
     } = spawned;
     // A handler may never read stdin; writing happens on its own task so it cannot block us,
-    // and a broken pipe is expected rather than an error.
-    // Nothing to write (a tool call's program): the pipe is closed at once, the same end of
-    // input the task would give after writing nothing, without a task for it.
+    // and a broken pipe is expected rather than an error. With nothing to write (a tool call's
+    // program) the pipe is closed at once: the same end of input, without a task.
     let stdin_pipe = stdin_pipe.filter(|_| !stdin.is_empty());
     let stdin_task = stdin_pipe.map(|mut pipe| {
         tokio::spawn(async move {

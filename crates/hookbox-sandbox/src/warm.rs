@@ -403,6 +403,86 @@ impl WarmSandbox {
             status_read,
         })
     }
+
+    /// For a process that exits right after its calls (the one-shot CLI): when `detached`,
+    /// [`Self::stop`] (and so the drop) of a namespaces sandbox tells its init to stop (closes
+    /// our side of the request socket) and returns at once. It waits neither for the init to
+    /// leave its request loop (a wake-up of the init and then one of ours, on a loaded machine
+    /// each a wait for a core) nor for the launcher's exit, in which the kernel tears the
+    /// sandbox's namespaces down (a mount namespace of some fifty mounts, the network, IPC and
+    /// user namespaces: most of a one-shot call's wall time on a loaded machine). Nothing
+    /// sandboxed runs by then: every call ended (its host said so once it had killed and
+    /// reaped every process of the call; the caller awaited it), no new call can start (the
+    /// socket is shut for writing), and the init, its idle call hosts and the launcher only
+    /// exit; all die with this process anyway (their parent-death signals). The launcher is not reaped here, so a long-lived process
+    /// must not use this. Under gVisor it has no effect (the container is removed once `runsc`
+    /// exited).
+    pub fn detached_stop(mut self, detached: bool) -> Self {
+        self.detached_stop = detached;
+        self
+    }
+
+    /// The launcher's (or `runsc run`'s) pid while the sandbox runs.
+    pub fn launcher_pid(&self) -> Option<u32> {
+        self.launcher
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(LauncherChild::id)
+    }
+
+    /// Waits (bounded by `STOP_GRACE`) for the launcher to exit after our socket closed, then
+    /// kills its group if it has not. Blocking: the sandbox's init exits as soon as its last
+    /// call has, which is before anyone drops the sandbox. Idempotent; a gVisor container that
+    /// did not end cleanly is also killed and deleted with runsc, so none of its processes is
+    /// left in the environment's cgroup when this returns, unless the sandbox was made with
+    /// [`Self::detached_stop`] (then this does not block: the init and the launcher may still
+    /// be exiting, in the cgroup).
+    pub fn stop(&self) {
+        let Some(mut child) = self
+            .launcher
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        else {
+            return;
+        };
+        if self.detached_stop && self.container.is_none() {
+            // Half-close: the init reads EOF, leaves its loop and exits; nothing waits for that
+            // (it would cost the init's wake-up and then ours, on the one-shot command's path).
+            // Not reaped: the launcher exits by itself (or with us, by its parent-death signal)
+            // and is reaped by whoever inherits it (forgetting its handle waits for nothing).
+            let _ = rustix::net::shutdown(self.socket.get_ref(), rustix::net::Shutdown::Write);
+            let _ = child;
+            return;
+        }
+        // Closing our end is what tells init to finish; `shutdown` does it while the AsyncFd
+        // still owns the descriptor.
+        let _ = rustix::net::shutdown(self.socket.get_ref(), rustix::net::Shutdown::Both);
+        let exited = Pidfd::open(child.id()).is_ok_and(|pidfd| pidfd.wait_exited(STOP_GRACE));
+        // A gVisor sandbox that died (a fork bomb at the host cap, an OOM kill) leaves its
+        // `runsc run` with a failure status while its other processes may still be going.
+        let clean = exited && matches!(child.try_wait(), Ok(Some(status)) if status.success());
+        if let Some(container) = &self.container {
+            if let Some(task) = &container.egress {
+                task.abort();
+            }
+            if !clean {
+                container.runsc.remove(&container.state(), &container.id);
+            }
+        }
+        if !exited {
+            tracing::warn!(
+                pid = child.id(),
+                "warm sandbox did not stop in time; killing it"
+            );
+            // The launcher leads its own group (`process_group(0)` at spawn).
+            if let Ok(pgid) = i32::try_from(child.id()) {
+                hookbox_process::kill_group(pgid);
+            }
+        }
+        let _ = child.wait();
+    }
 }
 
 /// A call handed to a warm sandbox's init ([`WarmSandbox::send_call`]) whose host has not
@@ -496,88 +576,6 @@ impl SentCall {
             spawned,
             status: status_rx,
         })
-    }
-}
-
-impl WarmSandbox {
-    /// For a process that exits right after its calls (the one-shot CLI): when `detached`,
-    /// [`Self::stop`] (and so the drop) of a namespaces sandbox tells its init to stop (closes
-    /// our side of the request socket) and returns at once. It waits neither for the init to
-    /// leave its request loop (a wake-up of the init and then one of ours, on a loaded machine
-    /// each a wait for a core) nor for the launcher's exit, in which the kernel tears the
-    /// sandbox's namespaces down (a mount namespace of some fifty mounts, the network, IPC and
-    /// user namespaces: most of a one-shot call's wall time on a loaded machine). Nothing
-    /// sandboxed runs by then: every call ended (its host said so once it had killed and
-    /// reaped every process of the call; the caller awaited it), no new call can start (the
-    /// socket is shut for writing), and the init, its idle call hosts and the launcher only
-    /// exit; all die with this process anyway (their parent-death signals). The launcher is not reaped here, so a long-lived process
-    /// must not use this. Under gVisor it has no effect (the container is removed once `runsc`
-    /// exited).
-    pub fn detached_stop(mut self, detached: bool) -> Self {
-        self.detached_stop = detached;
-        self
-    }
-
-    /// The launcher's (or `runsc run`'s) pid while the sandbox runs.
-    pub fn launcher_pid(&self) -> Option<u32> {
-        self.launcher
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .map(LauncherChild::id)
-    }
-
-    /// Waits (bounded by `STOP_GRACE`) for the launcher to exit after our socket closed, then
-    /// kills its group if it has not. Blocking: the sandbox's init exits as soon as its last
-    /// call has, which is before anyone drops the sandbox. Idempotent; a gVisor container that
-    /// did not end cleanly is also killed and deleted with runsc, so none of its processes is
-    /// left in the environment's cgroup when this returns, unless the sandbox was made with
-    /// [`Self::detached_stop`] (then this does not block: the init and the launcher may still
-    /// be exiting, in the cgroup).
-    pub fn stop(&self) {
-        let Some(mut child) = self
-            .launcher
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-        else {
-            return;
-        };
-        if self.detached_stop && self.container.is_none() {
-            // Half-close: the init reads EOF, leaves its loop and exits; nothing waits for that
-            // (it would cost the init's wake-up and then ours, on the one-shot command's path).
-            // Not reaped: the launcher exits by itself (or with us, by its parent-death signal)
-            // and is reaped by whoever inherits it (forgetting its handle waits for nothing).
-            let _ = rustix::net::shutdown(self.socket.get_ref(), rustix::net::Shutdown::Write);
-            let _ = child;
-            return;
-        }
-        // Closing our end is what tells init to finish; `shutdown` does it while the AsyncFd
-        // still owns the descriptor.
-        let _ = rustix::net::shutdown(self.socket.get_ref(), rustix::net::Shutdown::Both);
-        let exited = Pidfd::open(child.id()).is_ok_and(|pidfd| pidfd.wait_exited(STOP_GRACE));
-        // A gVisor sandbox that died (a fork bomb at the host cap, an OOM kill) leaves its
-        // `runsc run` with a failure status while its other processes may still be going.
-        let clean = exited && matches!(child.try_wait(), Ok(Some(status)) if status.success());
-        if let Some(container) = &self.container {
-            if let Some(task) = &container.egress {
-                task.abort();
-            }
-            if !clean {
-                container.runsc.remove(&container.state(), &container.id);
-            }
-        }
-        if !exited {
-            tracing::warn!(
-                pid = child.id(),
-                "warm sandbox did not stop in time; killing it"
-            );
-            // The launcher leads its own group (`process_group(0)` at spawn).
-            if let Ok(pgid) = i32::try_from(child.id()) {
-                hookbox_process::kill_group(pgid);
-            }
-        }
-        let _ = child.wait();
     }
 }
 

@@ -851,22 +851,26 @@ mod tests {
             );
         }
         let steps = super::super::interactions::STEPS;
-        let status = move |c: &Connection, sql: &str| -> Result<(i32, i32)> {
-            let statement = c.prepare_cached(sql)?;
-            Ok((
-                statement.get_status(rusqlite::StatementStatus::RePrepare),
-                statement.get_status(rusqlite::StatementStatus::Run),
-            ))
-        };
-        let (reprepared, runs) = store.with(move |c, _| status(c, steps)).await.unwrap();
+        let (reprepared, runs) = compiled_and_run(&store, steps).await;
         assert_eq!((reprepared, runs), (0, 4), "the steps' read");
         // The thread's own statements ran from the cache: the savepoint once per read (each ran
         // alone, in a deferred transaction and its savepoint; the writes ran in autocommit).
-        let (reprepared, runs) = store
-            .with(move |c, _| status(c, SAVEPOINT_CALL))
-            .await
-            .unwrap();
+        let (reprepared, runs) = compiled_and_run(&store, SAVEPOINT_CALL).await;
         assert_eq!((reprepared, runs), (0, 4), "the thread's savepoint");
+    }
+
+    /// How often the cached statement `sql` was compiled again, and how often it ran.
+    async fn compiled_and_run(store: &SqliteStore, sql: &'static str) -> (i32, i32) {
+        store
+            .with(move |c, _| {
+                let statement = c.prepare_cached(sql)?;
+                Ok((
+                    statement.get_status(rusqlite::StatementStatus::RePrepare),
+                    statement.get_status(rusqlite::StatementStatus::Run),
+                ))
+            })
+            .await
+            .unwrap()
     }
 
     // Issue 35: the webhooks an interaction's status change may go to were read with
@@ -886,16 +890,7 @@ mod tests {
             store.update_status(id, &update).await.unwrap();
         }
         let sql = super::super::webhooks::WEBHOOKS_OF_PROJECT;
-        let (reprepared, runs) = store
-            .with(move |c, _| {
-                let statement = c.prepare_cached(sql)?;
-                Ok((
-                    statement.get_status(rusqlite::StatementStatus::RePrepare),
-                    statement.get_status(rusqlite::StatementStatus::Run),
-                ))
-            })
-            .await
-            .unwrap();
+        let (reprepared, runs) = compiled_and_run(&store, sql).await;
         assert_eq!((reprepared, runs), (0, 3), "the webhooks' read");
     }
 
