@@ -8,14 +8,18 @@
 //!
 //! - **The init** ([`serve`]) hands each call (the six descriptors hookbox sent, see
 //!   [`crate::warm`]) to an idle host. When none is idle it clones a new one into fresh PID,
-//!   mount and IPC namespaces. It keeps at most [`IDLE_HOSTS`] idle and closes the socket of
-//!   any more, which ends them.
+//!   mount and IPC namespaces. It keeps [`IDLE_HOSTS`] idle hosts for good; one idle beyond
+//!   them (after a burst) is kept for [`IDLE_LINGER`] and then let go: the init closes its
+//!   socket, which ends it.
 //! - **A host** first answers `H` with its own pidfd on the call's reply socket (under gVisor,
 //!   where no descriptor crosses back out, `P` alone: the socket stands in for a pidfd). It then changes
 //!   to the call's directory and starts the program in a `vfork`-like clone ([`Plan`]). That
 //!   clone confines itself (descriptor and process limits, Landlock, seccomp) before `execve`.
-//!   The host stays unconfined, which it must, to reset its namespaces. The program cannot
-//!   reach it: Landlock scopes ptrace and signals to the program's own domain, the bounding set
+//!   The host has no Landlock domain and keeps its capabilities, which it must, to reset its
+//!   namespaces. Under namespaces (not for a one-shot command) it installs, once set up, the
+//!   part of the seccomp filter that leaves it those resets ([`Filters`],
+//!   [`seccomp::Stacked`]), and each program adds only the short rest: the same verdicts, for
+//!   a fraction of the kernel's work per program. The program cannot reach it: Landlock scopes ptrace and signals to the program's own domain, the bounding set
 //!   leaves it no `CAP_SYS_PTRACE`, seccomp denies `ptrace`, the host is not dumpable, and the
 //!   kernel drops signals sent to a PID namespace's init from inside it. gVisor has no Landlock
 //!   and delivers those signals, so there seccomp also denies any signal naming PID 1, and the
@@ -53,17 +57,31 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 
 use crate::error::LaunchFailure;
 use crate::launcher::{self as l, Ended, LaunchError, Result};
-use crate::seccomp::Programs;
+use crate::seccomp::{self, Programs};
 use crate::spec::{
     CallSpec, EXIT_EXEC_FAILED, EXIT_MARK, EXIT_SETUP_FAILED, LaunchSpec, RuntimeKind,
 };
 use crate::status::report;
 
-/// The most idle hosts a warm sandbox keeps. A host that becomes idle beyond them ends, so a
-/// burst of concurrent calls leaves at most this many processes (each with its namespaces, its
-/// `/proc` and an empty `/dev/shm`) once it is over; they count against the environment's
-/// process limit (its pids cgroup) like any of its processes.
+/// The most idle hosts a warm sandbox keeps for good: a burst of concurrent calls leaves at
+/// most this many processes (each with its namespaces, its `/proc` and an empty `/dev/shm`)
+/// once it is over and [`IDLE_LINGER`] passed; they count against the environment's process
+/// limit (its pids cgroup) like any of its processes.
 pub(crate) const IDLE_HOSTS: usize = 8;
+
+/// How long a host idle beyond the [`IDLE_HOSTS`] most recently idle is kept before it is let
+/// go. Under a steady load of more concurrent calls than that, the number of busy hosts swings
+/// from call to call: ending each host one too many at once, and cloning a new one (its
+/// namespaces, `/proc`, `/dev/shm`, and their teardown) a moment later, was one call in nine
+/// at 16 concurrent interactions, and about a sixth of an interaction's CPU. An idle host is
+/// reused within milliseconds there; after a burst the extra ones go this long after their
+/// last call.
+const IDLE_LINGER: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// How often the init looks for the end of hosts it let go after [`IDLE_LINGER`], to reap them:
+/// until then each is a zombie holding a pid of the environment's process limit, and nothing
+/// else may wake the init for a long while.
+const REAP_LOOK: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// The stack a host's program clone runs on until its `execve` (only system calls and plain
 /// stores; 64 KiB is far more than that needs).
@@ -88,11 +106,41 @@ const KILL_LOOK: std::time::Duration = std::time::Duration::from_secs(2);
 /// this long).
 const KILL_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// The seccomp filters of a warm sandbox's calls: what each host installs on itself once it
+/// is set up (`None`: nothing), and what each program it starts adds before `execve`.
+pub(crate) struct Filters {
+    host: Option<Programs>,
+    program: Programs,
+}
+
+impl Filters {
+    /// The whole filter on each program; the host stays unfiltered. For gVisor, whose sentry
+    /// evaluates a filtered task's filters again at each of its forks, and for a one-shot
+    /// command's host, which mostly serves one call and would pay both attaches for it.
+    pub(crate) fn whole(program: Programs) -> Self {
+        Filters {
+            host: None,
+            program,
+        }
+    }
+
+    /// [`seccomp::Stacked`]: the host installs its part once, and each program adds only the
+    /// short rest, which the kernel copies, checks, compiles and frees in a fraction of the
+    /// whole program's time. What a program may call is the same.
+    pub(crate) fn stacked(stacked: seccomp::Stacked) -> Self {
+        Filters {
+            host: Some(stacked.host),
+            program: stacked.call,
+        }
+    }
+}
+
 /// The init's end of one host.
 struct Host {
     socket: OwnedFd,
     pid: libc::pid_t,
-    idle: bool,
+    /// Since when it is idle; None while it runs a call.
+    idle: Option<std::time::Instant>,
     /// The running call's reply socket (the init's copy of the host's end; None while idle, or
     /// when it could not be copied): readable once hookbox asks for the call to be killed.
     call: Option<OwnedFd>,
@@ -113,7 +161,8 @@ enum Polled {
 
 /// The warm init's loop (the init has said `R` already): hands each call to an idle host or a
 /// new one, and sees that a call hookbox asked to be killed ends (see [`KILL_LOOK`]); until
-/// hookbox closes `control`. Then idle hosts are let go (closing their socket ends them) and
+/// hookbox closes `control`; hosts idle beyond [`IDLE_HOSTS`] are let go after [`IDLE_LINGER`].
+/// Then idle hosts are let go (closing their socket ends them) and
 /// busy ones finish their call first; it returns once every host ended. It reaps its children
 /// (SIGCHLD must not be ignored: a host's pid stays its own until reaped here, so a signal
 /// never reaches a process that reused it); `relay` is gVisor's egress relay, whose end is
@@ -121,11 +170,13 @@ enum Polled {
 pub(crate) fn serve(
     spec: &LaunchSpec,
     control: OwnedFd,
-    programs: &Programs,
+    filters: &Filters,
     relay: Option<libc::pid_t>,
 ) -> Result<()> {
     let gvisor = spec.runtime == RuntimeKind::Gvisor;
     let mut hosts: Vec<Host> = Vec::new();
+    // Hosts let go after their linger and not reaped yet.
+    let mut leaving: Vec<libc::pid_t> = Vec::new();
     let mut accepting = true;
     while accepting || !hosts.is_empty() {
         let now = std::time::Instant::now();
@@ -141,16 +192,19 @@ pub(crate) fn serve(
                 polled.push(PollFd::new(host.socket.as_fd(), PollFlags::POLLIN));
                 // A call whose kill was asked for is not polled again (its socket stays
                 // readable); its host's looks run instead.
-                if let (false, Some(call), None, false) =
+                if let (None, Some(call), None, false) =
                     (host.idle, &host.call, host.kill, host.killed)
                 {
                     tags.push(Polled::Call(index));
                     polled.push(PollFd::new(call.as_fd(), PollFlags::POLLIN));
                 }
             }
+            let lingering = lingering(&hosts);
             let timeout = hosts
                 .iter()
                 .filter_map(|host| host.kill.map(|(look, _)| look))
+                .chain(lingering.iter().map(|(_, until)| *until))
+                .chain((!leaving.is_empty()).then(|| now + REAP_LOOK))
                 .min()
                 .map_or(PollTimeout::NONE, |look| {
                     let ms = look.saturating_duration_since(now).as_millis() + 1;
@@ -185,14 +239,13 @@ pub(crate) fn serve(
                 crate::fdpass::recv(&hosts[index].socket),
                 Ok(message) if message.payload == b"I"
             );
-            let idle = hosts.iter().filter(|host| host.idle).count();
-            if said_idle && accepting && !hosts[index].killed && idle < IDLE_HOSTS {
-                hosts[index].idle = true;
+            if said_idle && accepting && !hosts[index].killed {
+                hosts[index].idle = Some(now);
                 hosts[index].call = None;
                 hosts[index].kill = None;
             } else {
-                // Gone (end of stream, or anything but `I`), killed, one idle host too many,
-                // or no more calls: closing its socket ends it once it reads that.
+                // Gone (end of stream, or anything but `I`), killed, or no more calls: closing
+                // its socket ends it once it reads that.
                 let host = hosts.swap_remove(index);
                 if gvisor
                     && !said_idle
@@ -205,6 +258,22 @@ pub(crate) fn serve(
                     let _ = crate::fdpass::send(call.as_fd(), b"X", &[]);
                 }
             }
+        }
+        // Hosts idle beyond the kept ones for longer than the linger: let go (closing the
+        // socket ends them; killed too, as nothing of a call is left in an idle host, so that
+        // they end for certain), and looked for until reaped. Backwards, so that `swap_remove`
+        // moves no host still to be let go.
+        let mut expired: Vec<usize> = lingering(&hosts)
+            .into_iter()
+            .filter(|(_, until)| *until <= now)
+            .map(|(index, _)| index)
+            .collect();
+        expired.sort_unstable();
+        for index in expired.into_iter().rev() {
+            let host = hosts.swap_remove(index);
+            // SAFETY: kill(2) of our own child, not reaped yet (see the reaping below).
+            unsafe { libc::kill(host.pid, libc::SIGKILL) };
+            leaving.push(host.pid);
         }
         // Hosts still busy with a call hookbox wants killed, at their look: one a call stopped
         // (or that hangs past the patience) is killed; its socket's end of stream removes it.
@@ -232,7 +301,7 @@ pub(crate) fn serve(
             match crate::fdpass::recv(&control) {
                 Ok(message) if !message.payload.is_empty() || !message.fds.is_empty() => {
                     if let Ok(fds) = <CallFds>::try_from(message.fds) {
-                        dispatch(spec, programs, &control, &mut hosts, fds);
+                        dispatch(spec, filters, &control, &mut hosts, fds);
                     }
                 }
                 Err(e)
@@ -243,7 +312,7 @@ pub(crate) fn serve(
                 // hookbox is done: no more calls. Idle hosts go now, busy ones once idle.
                 _ => {
                     accepting = false;
-                    hosts.retain(|host| !host.idle);
+                    hosts.retain(|host| host.idle.is_none());
                 }
             }
         }
@@ -251,6 +320,7 @@ pub(crate) fn serve(
         // ended is reaped only after its socket told us (its descriptors close before it
         // becomes a zombie), so its pid is never free while it may still be signalled.
         while let Ok(Some((pid, _))) = l::wait_with(-1, libc::WNOHANG) {
+            leaving.retain(|left| *left != pid);
             if Some(pid) == relay {
                 crate::status::note("the egress relay ended");
             }
@@ -258,6 +328,25 @@ pub(crate) fn serve(
     }
     drop(control);
     Ok(())
+}
+
+/// The idle hosts beyond the [`IDLE_HOSTS`] most recently idle, by index, each with when it is
+/// to be let go (idle since then plus [`IDLE_LINGER`]).
+fn lingering(hosts: &[Host]) -> Vec<(usize, std::time::Instant)> {
+    let mut idle: Vec<(std::time::Instant, usize)> = hosts
+        .iter()
+        .enumerate()
+        .filter_map(|(index, host)| host.idle.map(|since| (since, index)))
+        .collect();
+    if idle.len() <= IDLE_HOSTS {
+        return Vec::new();
+    }
+    // Most recently idle first; the rest linger.
+    idle.sort_unstable_by(|a, b| b.cmp(a));
+    idle.into_iter()
+        .skip(IDLE_HOSTS)
+        .map(|(since, index)| (index, since + IDLE_LINGER))
+        .collect()
 }
 
 /// Whether process `pid` is stopped (`T`, or `t` under a tracer), from its `/proc` stat line
@@ -279,7 +368,7 @@ pub(crate) fn wait_all() {
 /// Hands `fds` to the most recently idle host that takes them, else to a new host.
 fn dispatch(
     spec: &LaunchSpec,
-    programs: &Programs,
+    filters: &Filters,
     control: &OwnedFd,
     hosts: &mut Vec<Host>,
     fds: CallFds,
@@ -287,17 +376,23 @@ fn dispatch(
     // The init's copy of the call's reply socket, to see hookbox ask for a kill. Without one the
     // call is still served, only without the deadline.
     let call = fds[5].try_clone().ok();
-    while let Some(index) = hosts.iter().rposition(|host| host.idle) {
+    // The most recently idle: the longest idle are the ones to linger and go.
+    while let Some((_, index)) = hosts
+        .iter()
+        .enumerate()
+        .filter_map(|(index, host)| host.idle.map(|since| (since, index)))
+        .max()
+    {
         let borrowed: Vec<BorrowedFd<'_>> = fds.iter().map(|fd| fd.as_fd()).collect();
         if crate::fdpass::send(hosts[index].socket.as_fd(), b"C", &borrowed).is_ok() {
-            hosts[index].idle = false;
+            hosts[index].idle = None;
             hosts[index].call = call;
             return;
         }
         // It ended meanwhile.
         hosts.swap_remove(index);
     }
-    if let Some(host) = start_host(spec, programs, control, hosts, fds, call) {
+    if let Some(host) = start_host(spec, filters, control, hosts, fds, call) {
         hosts.push(host);
     }
 }
@@ -307,7 +402,7 @@ fn dispatch(
 /// reply socket then says why.
 fn start_host(
     spec: &LaunchSpec,
-    programs: &Programs,
+    filters: &Filters,
     control: &OwnedFd,
     hosts: &[Host],
     fds: CallFds,
@@ -340,7 +435,7 @@ fn start_host(
                 unsafe { libc::close(call.as_raw_fd()) };
             }
         }
-        l::end_call(host_main(spec, programs, theirs, fds));
+        l::end_call(host_main(spec, filters, theirs, fds));
     }
     if pid < 0 {
         refuse(&fds, std::io::Error::last_os_error());
@@ -349,7 +444,7 @@ fn start_host(
     Some(Host {
         socket: ours,
         pid: pid as libc::pid_t,
-        idle: false,
+        idle: None,
         call,
         kill: None,
         killed: false,
@@ -358,9 +453,9 @@ fn start_host(
 
 /// A host's process (PID 1 of its namespaces): sets itself up, runs `first`, then every call
 /// the init sends on `init`, until the init closes it or a reset fails.
-fn host_main(spec: &LaunchSpec, programs: &Programs, init: OwnedFd, first: CallFds) -> i32 {
+fn host_main(spec: &LaunchSpec, filters: &Filters, init: OwnedFd, first: CallFds) -> i32 {
     let started = l::monotonic_ns();
-    let mut host = match HostState::new(spec, programs, started) {
+    let mut host = match HostState::new(spec, filters, started) {
         Ok(host) => host,
         Err((err, pidfd)) => {
             // The call learns why through its status channel, once it has the host's pidfd to
@@ -399,7 +494,7 @@ fn host_main(spec: &LaunchSpec, programs: &Programs, init: OwnedFd, first: CallF
 /// What a host keeps between calls.
 struct HostState<'a> {
     spec: &'a LaunchSpec,
-    programs: &'a Programs,
+    filters: &'a Filters,
     /// Its own pidfd, sent with `H` on each call's reply socket (namespaces). None under
     /// gVisor, where no descriptor crosses back out: the host answers `P` alone, and its reply
     /// socket is all hookbox has of the call.
@@ -430,7 +525,7 @@ impl<'a> HostState<'a> {
     /// had one by then.
     fn new(
         spec: &'a LaunchSpec,
-        programs: &'a Programs,
+        filters: &'a Filters,
         started: i128,
     ) -> std::result::Result<Self, (LaunchFailure, Option<OwnedFd>)> {
         let gvisor = spec.runtime == RuntimeKind::Gvisor;
@@ -471,6 +566,11 @@ impl<'a> HostState<'a> {
                 true => None,
                 false => Some(l::landlock_ruleset(spec)?),
             };
+            // Set up: from here on the host lives under the part of its calls' filter that
+            // leaves it what it still does (see [`Filters`]).
+            if let Some(host) = &filters.host {
+                seccomp::install(host)?;
+            }
             Ok((sigchld, ruleset))
         };
         let (sigchld, ruleset) = match setup() {
@@ -482,7 +582,7 @@ impl<'a> HostState<'a> {
         let queues = ruleset.as_ref().and_then(|_| MessageQueues::new());
         Ok(HostState {
             spec,
-            programs,
+            filters,
             pidfd,
             sigchld,
             ruleset,
@@ -600,12 +700,12 @@ impl<'a> HostState<'a> {
             ruleset: self.ruleset.as_ref().map(|ruleset| ruleset.as_raw_fd()),
             own_session: self.spec.runtime == RuntimeKind::Gvisor,
             filter: libc::sock_fprog {
-                len: u16::try_from(self.programs.len()).map_err(|_| {
+                len: u16::try_from(self.filters.program.len()).map_err(|_| {
                     LaunchError::Seccomp(crate::seccomp::SeccompError::Install(
                         seccompiler::Error::EmptyFilter,
                     ))
                 })?,
-                filter: self.programs.as_ptr() as *mut libc::sock_filter,
+                filter: self.filters.program.as_ptr() as *mut libc::sock_filter,
             },
             stdio: [
                 stdio[0].as_raw_fd(),

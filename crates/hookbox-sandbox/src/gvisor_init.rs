@@ -76,7 +76,7 @@ fn run() -> Result<i32> {
     let egress = fds.next();
     let _ = nix::unistd::setsid();
     // gVisor brings its loopback up itself (`--network=none` is loopback only).
-    let programs = crate::seccomp::build_gvisor()?;
+    let filters = crate::call_host::Filters::whole(crate::seccomp::build_gvisor()?);
     let relay = match (egress, spec.egress_port) {
         (Some(channel), Some(port)) => Some(start_relay(channel, port)?),
         _ => None,
@@ -87,7 +87,7 @@ fn run() -> Result<i32> {
     crate::fdpass::send(control.as_fd(), b"R", &[]).map_err(LaunchError::WarmSocket)?;
     // Returns once every call ended: they keep their egress until then. It reaps the hosts and
     // notes the relay's end.
-    crate::call_host::serve(&spec, control, &programs, relay.map(Pid::as_raw))?;
+    crate::call_host::serve(&spec, control, &filters, relay.map(Pid::as_raw))?;
     if let Some(relay) = relay {
         // The relay, and its connections' children: its process group.
         let _ = nix::sys::signal::kill(relay, Signal::SIGKILL);

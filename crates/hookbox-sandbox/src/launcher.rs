@@ -504,12 +504,15 @@ fn init(spec: &LaunchSpec, status: &mut Option<File>, warm: Option<OwnedFd>) -> 
         loopback_up().map_err(LaunchError::Loopback)?;
     }
     stage(spec, status, "network_up");
-    let programs = seccomp::build()?;
     if let Some(socket) = warm {
         confine_once(spec)?;
-        return serve(spec, status, socket, &programs);
+        let filters = match spec.one_shot {
+            true => crate::call_host::Filters::whole(seccomp::build()?),
+            false => crate::call_host::Filters::stacked(seccomp::build_stacked()?),
+        };
+        return serve(spec, status, socket, &filters);
     }
-    confine_and_run(spec, status, &programs)
+    confine_and_run(spec, status, &seccomp::build()?)
 }
 
 /// What a warm sandbox's init does once for all its calls, because no call can change it
@@ -613,14 +616,14 @@ fn serve(
     spec: &LaunchSpec,
     status: &mut Option<File>,
     socket: OwnedFd,
-    programs: &seccomp::Programs,
+    filters: &crate::call_host::Filters,
 ) -> Result<i32> {
     use std::os::fd::AsFd;
     stage(spec, status, "warm_ready");
     crate::fdpass::send(socket.as_fd(), b"R", &[]).map_err(LaunchError::WarmSocket)?;
     // Setup is over: the status pipe reaches EOF for hookbox; each call has its own.
     drop(status.take());
-    crate::call_host::serve(spec, socket, programs, None)?;
+    crate::call_host::serve(spec, socket, filters, None)?;
     crate::call_host::wait_all();
     Ok(0)
 }

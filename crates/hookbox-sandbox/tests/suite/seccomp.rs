@@ -38,10 +38,10 @@ const CLONE_NAMESPACE_FLAGS: &[(i32, &str)] = &[
 /// A value no call accepts as a pointer, descriptor, flags or command.
 const BAD: u64 = u64::MAX;
 
-/// Forks; the child installs `program`, makes every call of `cases` and writes one `i32` per
+/// Forks; the child installs `programs` in order, makes every call of `cases` and writes one `i32` per
 /// call (its errno, 0 if it succeeded), and a last one for a plain `fork` and `wait` (0 when
 /// both worked). Returns what the child wrote.
-fn run_in_child(program: &seccomp::Programs, cases: &[Case]) -> Vec<i32> {
+fn run_in_child(programs: &[&seccomp::Programs], cases: &[Case]) -> Vec<i32> {
     let mut fds = [0; 2];
     // SAFETY: `fds` is two ints for pipe2 to fill.
     assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
@@ -53,7 +53,7 @@ fn run_in_child(program: &seccomp::Programs, cases: &[Case]) -> Vec<i32> {
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0, "fork failed");
     if pid == 0 {
-        unsafe { child(program, cases, &mut results, write.as_raw_fd()) }
+        unsafe { child(programs, cases, &mut results, write.as_raw_fd()) }
     }
     drop(write);
     let mut bytes = Vec::new();
@@ -72,11 +72,18 @@ fn run_in_child(program: &seccomp::Programs, cases: &[Case]) -> Vec<i32> {
 }
 
 /// The forked child (see [`run_in_child`]); never returns.
-unsafe fn child(program: &seccomp::Programs, cases: &[Case], results: &mut [i32], out: i32) -> ! {
+unsafe fn child(
+    programs: &[&seccomp::Programs],
+    cases: &[Case],
+    results: &mut [i32],
+    out: i32,
+) -> ! {
     // SAFETY (whole function): system calls on memory the parent allocated; `_exit` at the end.
     unsafe {
-        if seccomp::install(program).is_err() {
-            libc::_exit(3);
+        for program in programs {
+            if seccomp::install(program).is_err() {
+                libc::_exit(3);
+            }
         }
         for (case, result) in cases.iter().zip(results.iter_mut()) {
             let [a, b, c, d, e, f] = case.args;
@@ -116,8 +123,8 @@ unsafe fn child(program: &seccomp::Programs, cases: &[Case], results: &mut [i32]
     }
 }
 
-fn check(program: &seccomp::Programs, cases: &[Case]) {
-    let results = run_in_child(program, cases);
+fn check(programs: &[&seccomp::Programs], cases: &[Case]) {
+    let results = run_in_child(programs, cases);
     let mut wrong = Vec::new();
     for (case, errno) in cases.iter().zip(&results) {
         if *errno != case.errno {
@@ -213,7 +220,7 @@ fn every_denied_syscall_fails_with_eperm_through_the_kernel() {
     for (nr, name, _) in seccomp::DENIED {
         cases.push(case(*name, *nr, [BAD; 6], libc::EPERM));
     }
-    check(&program, &cases);
+    check(&[&program], &cases);
 }
 
 #[test]
@@ -228,7 +235,43 @@ fn the_gvisor_filter_allows_syslog_and_denies_the_rest_through_the_kernel() {
             cases.push(case(*name, *nr, [BAD; 6], libc::EPERM));
         }
     }
-    check(&program, &cases);
+    check(&[&program], &cases);
+}
+
+/// Issue 35: a warm call host installs `Stacked::host` on itself once, and each of its programs
+/// adds `Stacked::call`. Through the kernel, the pair denies every call the one program denies;
+/// the host part alone lets the host's own calls (`HOST_NEEDS`) through, and only them.
+#[test]
+fn the_stacked_pair_denies_through_the_kernel_what_the_one_program_denies() {
+    let seccomp::Stacked { host, call } = seccomp::build_stacked().unwrap();
+    let mut cases = common_cases();
+    for (nr, name, _) in seccomp::DENIED {
+        cases.push(case(*name, *nr, [BAD; 6], libc::EPERM));
+    }
+    check(&[&host, &call], &cases);
+
+    let mut cases = common_cases();
+    let mut through = Vec::new();
+    for (nr, name, _) in seccomp::DENIED {
+        if seccomp::HOST_NEEDS.contains(nr) {
+            through.push((*nr, *name));
+        } else {
+            cases.push(case(*name, *nr, [BAD; 6], libc::EPERM));
+        }
+    }
+    assert_eq!(through.len(), seccomp::HOST_NEEDS.len(), "{through:?}");
+    check(&[&host], &cases);
+    let made: Vec<Case> = through
+        .iter()
+        .map(|(nr, name)| case(*name, *nr, [BAD; 6], 0))
+        .collect();
+    let results = run_in_child(&[&host], &made);
+    for ((_, name), errno) in through.iter().zip(&results) {
+        assert!(
+            *errno != 0 && *errno != libc::EPERM,
+            "{name} under the host part alone: errno {errno}"
+        );
+    }
 }
 
 /// Without the filter, the same calls fail otherwise: the errnos above are the filter's.
