@@ -340,10 +340,7 @@ async fn a_host_confines_itself_once_and_its_programs_add_only_the_rest_of_the_f
                 "{}",
                 text(&out.stderr)
             );
-            let mut lines: Vec<String> = text(&out.stdout)
-                .lines()
-                .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
-                .collect();
+            let mut lines = confinement_lines(&out.stdout);
             let pid_ns = lines.pop();
             assert_eq!(lines, expected, "one-shot: {one_shot}");
             if let Some(first) = &host_seen {
