@@ -10,7 +10,7 @@
 //!   [`crate::warm`]) to an idle host. When none is idle it clones a new one into fresh PID,
 //!   mount and IPC namespaces. It keeps [`IDLE_HOSTS`] idle hosts for good; one idle beyond
 //!   them (after a burst) is kept for [`IDLE_LINGER`] and then let go: the init closes its
-//!   socket, which ends it.
+//!   socket, kills it and reaps it.
 //! - **A host** first answers `H` with its own pidfd on the call's reply socket (under gVisor,
 //!   where no descriptor crosses back out, `P` alone: the socket stands in for a pidfd). It then changes
 //!   to the call's directory and starts the program in a `vfork`-like clone ([`Plan`]). That
@@ -19,8 +19,9 @@
 //!   namespaces. Under namespaces (not for a one-shot command) it installs, once set up, the
 //!   part of the seccomp filter that leaves it those resets ([`Filters`],
 //!   [`seccomp::Stacked`]), and each program adds only the short rest: the same verdicts, for
-//!   a fraction of the kernel's work per program. The program cannot reach it: Landlock scopes ptrace and signals to the program's own domain, the bounding set
-//!   leaves it no `CAP_SYS_PTRACE`, seccomp denies `ptrace`, the host is not dumpable, and the
+//!   a fraction of the kernel's work per program. The program cannot reach it: Landlock scopes
+//!   ptrace and signals to the program's own domain, the bounding set leaves it no
+//!   `CAP_SYS_PTRACE`, seccomp denies `ptrace`, the host is not dumpable, and the
 //!   kernel drops signals sent to a PID namespace's init from inside it. gVisor has no Landlock
 //!   and delivers those signals, so there seccomp also denies any signal naming PID 1, and the
 //!   program starts its own session (a `kill 0` cannot reach the host's group).
@@ -162,8 +163,8 @@ enum Polled {
 /// The warm init's loop (the init has said `R` already): hands each call to an idle host or a
 /// new one, and sees that a call hookbox asked to be killed ends (see [`KILL_LOOK`]); until
 /// hookbox closes `control`; hosts idle beyond [`IDLE_HOSTS`] are let go after [`IDLE_LINGER`].
-/// Then idle hosts are let go (closing their socket ends them) and
-/// busy ones finish their call first; it returns once every host ended. It reaps its children
+/// Then idle hosts are let go (closing their socket ends them) and busy ones finish their call
+/// first; it returns once every host ended. It reaps its children
 /// (SIGCHLD must not be ignored: a host's pid stays its own until reaped here, so a signal
 /// never reaches a process that reused it); `relay` is gVisor's egress relay, whose end is
 /// noted. The caller then waits for what is left with [`wait_all`].

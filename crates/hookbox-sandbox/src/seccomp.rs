@@ -6,15 +6,16 @@
 //! signals (and pidfds) aimed at PID 1, a warm call's host, fail with `EPERM`
 //! (`SIGNAL_TARGETS`).
 //!
-//! It is one classic-BPF program ([`build`], [`build_gvisor`]), laid out as a binary search over the syscall number (its
-//! layout is documented on `build_except`, `tree` and `leaf`). Every syscall pays the depth of
-//! the tree (at most 13 instructions) instead of the length of a linear list, and so does every
-//! evaluation the kernel that runs the sandbox makes of it: gVisor re-evaluates a task's filters
-//! for every syscall number at each install and each fork of a filtered task
-//! (`populateCache`), and the host kernel verifies and JIT-compiles it at each attach. It used
-//! to be two linear filters compiled by `seccompiler` (the deny list, then `clone3`); the
-//! module's tests evaluate the old pair and this program for every syscall number and argument
-//! case and require the same verdicts, except x32 system calls, now denied (see [`build`]).
+//! It is one classic-BPF program ([`build`], [`build_gvisor`]), laid out as a binary search
+//! over the syscall number (its layout is documented on `build_except`, `tree` and `leaf`).
+//! Every syscall pays the depth of the tree (at most 13 instructions) instead of the length of
+//! a linear list, and so does every evaluation the kernel that runs the sandbox makes of it:
+//! gVisor re-evaluates a task's filters for every syscall number at each install and each fork
+//! of a filtered task (`populateCache`), and the host kernel verifies and JIT-compiles it at
+//! each attach. It used to be two linear filters compiled by `seccompiler` (the deny list, then
+//! `clone3`); the module's tests evaluate the old pair and this program for every syscall
+//! number and argument case and require the same verdicts, except x32 system calls, now denied
+//! (see [`build`]).
 //! A warm call host gets the same verdicts as two programs ([`Stacked`]): its own part, with
 //! the few calls it still makes itself allowed ([`HOST_NEEDS`], which must name every call of
 //! the deny list `call_host` makes once it is set up), and a short one each program adds.

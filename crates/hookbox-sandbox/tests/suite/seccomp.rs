@@ -38,9 +38,9 @@ const CLONE_NAMESPACE_FLAGS: &[(i32, &str)] = &[
 /// A value no call accepts as a pointer, descriptor, flags or command.
 const BAD: u64 = u64::MAX;
 
-/// Forks; the child installs `programs` in order, makes every call of `cases` and writes one `i32` per
-/// call (its errno, 0 if it succeeded), and a last one for a plain `fork` and `wait` (0 when
-/// both worked). Returns what the child wrote.
+/// Forks; the child installs `programs` in order, makes every call of `cases` and writes one
+/// `i32` per call (its errno, 0 if it succeeded), and a last one for a plain `fork` and `wait`
+/// (0 when both worked). Returns what the child wrote.
 fn run_in_child(programs: &[&seccomp::Programs], cases: &[Case]) -> Vec<i32> {
     let mut fds = [0; 2];
     // SAFETY: `fds` is two ints for pipe2 to fill.
