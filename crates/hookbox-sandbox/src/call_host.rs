@@ -334,20 +334,26 @@ pub(crate) fn serve(
 /// The idle hosts beyond the [`IDLE_HOSTS`] most recently idle, by index, each with when it is
 /// to be let go (idle since then plus [`IDLE_LINGER`]).
 fn lingering(hosts: &[Host]) -> Vec<(usize, std::time::Instant)> {
-    let mut idle: Vec<(std::time::Instant, usize)> = hosts
-        .iter()
-        .enumerate()
-        .filter_map(|(index, host)| host.idle.map(|since| (since, index)))
-        .collect();
-    if idle.len() <= IDLE_HOSTS {
+    let mut newest_first: Vec<(std::time::Instant, usize)> = idle(hosts).collect();
+    if newest_first.len() <= IDLE_HOSTS {
         return Vec::new();
     }
     // Most recently idle first; the rest linger.
-    idle.sort_unstable_by(|a, b| b.cmp(a));
-    idle.into_iter()
+    newest_first.sort_unstable_by(|a, b| b.cmp(a));
+    newest_first
+        .into_iter()
         .skip(IDLE_HOSTS)
         .map(|(since, index)| (index, since + IDLE_LINGER))
         .collect()
+}
+
+/// The idle hosts, each as since when it is idle and its index: the later, the more recently
+/// idle.
+fn idle(hosts: &[Host]) -> impl Iterator<Item = (std::time::Instant, usize)> + '_ {
+    hosts
+        .iter()
+        .enumerate()
+        .filter_map(|(index, host)| host.idle.map(|since| (since, index)))
 }
 
 /// Whether process `pid` is stopped (`T`, or `t` under a tracer), from its `/proc` stat line
@@ -378,12 +384,7 @@ fn dispatch(
     // call is still served, only without the deadline.
     let call = fds[5].try_clone().ok();
     // The most recently idle: the longest idle are the ones to linger and go.
-    while let Some((_, index)) = hosts
-        .iter()
-        .enumerate()
-        .filter_map(|(index, host)| host.idle.map(|since| (since, index)))
-        .max()
-    {
+    while let Some((_, index)) = idle(hosts).max() {
         let borrowed: Vec<BorrowedFd<'_>> = fds.iter().map(|fd| fd.as_fd()).collect();
         if crate::fdpass::send(hosts[index].socket.as_fd(), b"C", &borrowed).is_ok() {
             hosts[index].idle = None;

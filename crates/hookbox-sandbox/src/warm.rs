@@ -414,9 +414,9 @@ impl WarmSandbox {
     /// sandboxed runs by then: every call ended (its host said so once it had killed and
     /// reaped every process of the call; the caller awaited it), no new call can start (the
     /// socket is shut for writing), and the init, its idle call hosts and the launcher only
-    /// exit; all die with this process anyway (their parent-death signals). The launcher is not reaped here, so a long-lived process
-    /// must not use this. Under gVisor it has no effect (the container is removed once `runsc`
-    /// exited).
+    /// exit; all die with this process anyway (their parent-death signals). The launcher is not
+    /// reaped here, so a long-lived process must not use this. Under gVisor it has no effect
+    /// (the container is removed once `runsc` exited).
     pub fn detached_stop(mut self, detached: bool) -> Self {
         self.detached_stop = detached;
         self
