@@ -34,7 +34,8 @@ pub enum Stage {
     Staging,
     /// Becoming the sandbox's unprivileged host uid and gid.
     IdentityDrop,
-    /// Creating the user, mount, PID, IPC, UTS (and network) namespaces (`unshare`).
+    /// Creating the user, mount, PID, IPC, UTS (and network) namespaces (`unshare`), and
+    /// handing the new network namespace to the sandbox's init.
     Namespaces,
     /// Writing the user namespace's id maps.
     IdMaps,
@@ -179,6 +180,8 @@ pub enum LaunchError {
         "creating namespaces (unshare user/mount/pid/ipc/uts/net): {0}; the kernel must allow user namespaces (user.max_user_namespaces > 0)"
     )]
     Unshare(nix::Error),
+    #[error("handing the sandbox's new network namespace to its init: {0}")]
+    NetworkHandover(std::io::Error),
     #[error("writing {file} (user namespace id maps): {source}")]
     IdMap {
         file: &'static str,
@@ -259,7 +262,7 @@ impl LaunchError {
             LaunchError::Pdeathsig(_) | LaunchError::ParentGone => Stage::Parent,
             LaunchError::Cgroup { .. } => Stage::Cgroup,
             LaunchError::JoinNetwork(_) => Stage::JoinNetwork,
-            LaunchError::Unshare(_) => Stage::Namespaces,
+            LaunchError::Unshare(_) | LaunchError::NetworkHandover(_) => Stage::Namespaces,
             LaunchError::IdMap { .. } => Stage::IdMaps,
             LaunchError::Fork(_) => Stage::Fork,
             LaunchError::Stage { .. } => Stage::Staging,
@@ -301,6 +304,7 @@ impl LaunchError {
             | LaunchError::Stage { source: e, .. }
             | LaunchError::Prepare { source: e, .. }
             | LaunchError::Loopback(e)
+            | LaunchError::NetworkHandover(e)
             | LaunchError::CapDrop { source: e, .. }
             | LaunchError::WarmSocket(e) => e.raw_os_error(),
             LaunchError::Seccomp(e) => e.errno(),

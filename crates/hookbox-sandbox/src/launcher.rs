@@ -11,14 +11,18 @@
 //! 4. with an [`Identity`] (hookbox runs as host root): stage the host paths the sandbox needs
 //!    in a private mount namespace under a world-traversable `/tmp`, then become that
 //!    unprivileged uid/gid (`stage_host_paths`, `drop_identity`);
-//!    then `unshare` user, mount, PID, IPC, UTS (and network) namespaces; map uid/gid 0 to our
-//!    own (the unprivileged identity when there is one);
-//! 5. fork: the child is PID 1 of the new PID namespace ("init"). The launcher waits for it and
-//!    exits with its status; if the launcher is killed (supervise's timeout), init gets SIGKILL
-//!    through its parent-death signal, and when init dies the kernel kills the whole namespace;
+//!    then `unshare` user, mount, PID, IPC and UTS namespaces; map uid/gid 0 to our own (the
+//!    unprivileged identity when there is one);
+//! 5. fork: the child is PID 1 of the new PID namespace ("init"). Without a network namespace
+//!    to join, the launcher then creates the sandbox's own (owned by the new user namespace),
+//!    brings its `lo` up and hands it to the init, while the init builds the root
+//!    (`Handover::make_network`). The launcher waits for the init and exits with its status;
+//!    if the launcher is killed (supervise's timeout), init gets SIGKILL through its
+//!    parent-death signal, and when init dies the kernel kills the whole namespace;
 //! 6. init: `setsid` (no controlling terminal, so no TIOCSTI), builds a tmpfs root with
 //!    read-only host binds, minimal `/dev`, fresh `/proc`, the environment's directories, then
-//!    `pivot_root`, remounts `/` read-only, brings `lo` up, sets rlimits, Landlock and seccomp;
+//!    `pivot_root`, remounts `/` read-only, joins the network namespace the launcher made (with
+//!    `lo` up), sets rlimits, Landlock and seccomp;
 //! 7. init forks the program (so init can reap orphans), execs it, and exits with its status.
 //!
 //! A warm sandbox ([`LaunchSpec::warm`]) runs steps 1-6 once, and also sets once what no call
@@ -258,19 +262,15 @@ fn run(status: &mut Option<File>) -> Result<i32> {
         })?;
     }
     stage(&spec, status, "cgroups_joined");
-    let mut flags = CloneFlags::CLONE_NEWUSER
+    let flags = CloneFlags::CLONE_NEWUSER
         | CloneFlags::CLONE_NEWNS
         | CloneFlags::CLONE_NEWPID
         | CloneFlags::CLONE_NEWIPC
         | CloneFlags::CLONE_NEWUTS;
-    match spec.network {
-        Network::Isolated => flags |= CloneFlags::CLONE_NEWNET,
-        Network::Join => {
-            // SAFETY: NETNS_FD was placed by our parent for this launch only; we own it now.
-            let netns = unsafe { OwnedFd::from_raw_fd(NETNS_FD) };
-            nix::sched::setns(&netns, CloneFlags::CLONE_NEWNET)
-                .map_err(LaunchError::JoinNetwork)?;
-        }
+    if spec.network == Network::Join {
+        // SAFETY: NETNS_FD was placed by our parent for this launch only; we own it now.
+        let netns = unsafe { OwnedFd::from_raw_fd(NETNS_FD) };
+        nix::sched::setns(&netns, CloneFlags::CLONE_NEWNET).map_err(LaunchError::JoinNetwork)?;
     }
     let warm = if spec.warm {
         // SAFETY: fcntl only reads the flags of WARM_FD, failing with EBADF when it is not open.
@@ -301,12 +301,20 @@ fn run(status: &mut Option<File>) -> Result<i32> {
     write_id_map("/proc/self/uid_map", &format!("0 {uid} 1"))?;
     write_id_map("/proc/self/gid_map", &format!("0 {gid} 1"))?;
     stage(&spec, status, "id_maps_written");
+    // A fresh network namespace is made after the fork, by this process, while the init builds
+    // the root (`make_network`): it is the costliest of the namespaces to create, and nothing
+    // of the init needs it before `lo` is brought up.
+    let network = match spec.network {
+        Network::Isolated => Some(Handover::new()?),
+        Network::Join => None,
+    };
 
     // SAFETY: this process is single-threaded (the launcher binary never spawns threads), so the
     // child may run arbitrary code after fork.
     match unsafe { nix::unistd::fork() }.map_err(LaunchError::Fork)? {
         ForkResult::Child => {
-            let code = match init(&spec, status, warm) {
+            let network = network.map(|handover| handover.init);
+            let code = match init(&spec, status, warm, network) {
                 Ok(code) => code,
                 Err(err) => {
                     report(status, &err.failure());
@@ -316,6 +324,12 @@ fn run(status: &mut Option<File>) -> Result<i32> {
             std::process::exit(code);
         }
         ForkResult::Parent { child } => {
+            if let Some(handover) = network {
+                // On failure the init reads end of file and fails too, after this report.
+                if let Err(err) = handover.make_network() {
+                    report(status, &err.failure());
+                }
+            }
             // The program must not inherit our copy of the status pipe through init; init has
             // its own. Dropping ours means EOF arrives when init and the program are done.
             drop(status.take());
@@ -323,6 +337,85 @@ fn run(status: &mut Option<File>) -> Result<i32> {
             wait_for(child)
         }
     }
+}
+
+/// How the launcher hands the init the sandbox's network namespace, which it creates after the
+/// fork (`make_network`).
+struct Handover {
+    /// The launcher's end of the socket pair.
+    launcher: OwnedFd,
+    /// The init's end (`join_network`).
+    init: OwnedFd,
+    /// The launcher's own `/proc/thread-self/ns`, opened before the fork: the init's
+    /// `pivot_root` moves the root of every process of its mount namespace, the launcher's too,
+    /// so a path through `/proc` opened after it would name the sandbox's `/proc`.
+    namespaces: OwnedFd,
+}
+
+impl Handover {
+    fn new() -> Result<Self> {
+        use rustix::fs::{Mode, OFlags};
+        let (launcher, init) = crate::fdpass::pair().map_err(LaunchError::NetworkHandover)?;
+        let namespaces = rustix::fs::open(
+            "/proc/thread-self/ns",
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| LaunchError::NetworkHandover(e.into()))?;
+        Ok(Handover {
+            launcher,
+            init,
+            namespaces,
+        })
+    }
+
+    /// Creates the sandbox's network namespace, brings its `lo` up and hands it to the init.
+    /// This process is in the sandbox's user namespace by now, so the new namespace is owned by
+    /// it, as it would be had the `unshare` before the fork created it; the init joins it
+    /// before any call or program is cloned (`join_network`).
+    fn make_network(self) -> Result<()> {
+        use rustix::fs::{Mode, OFlags};
+        use std::os::fd::AsFd;
+        drop(self.init);
+        // The init asks once it runs (`ask_for_network`). Until then it waits on this CPU, where
+        // the fork left it; woken, this process is put on one that is free (where there is
+        // one), so the two build the namespace and the root side by side. End of file: the
+        // init ended before it asked, and has said why.
+        let asked = crate::fdpass::recv(&self.launcher).map_err(LaunchError::NetworkHandover)?;
+        if asked.payload.is_empty() {
+            return Ok(());
+        }
+        nix::sched::unshare(CloneFlags::CLONE_NEWNET).map_err(LaunchError::Unshare)?;
+        loopback_up().map_err(LaunchError::Loopback)?;
+        let netns = rustix::fs::openat(
+            &self.namespaces,
+            "net",
+            OFlags::RDONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| LaunchError::NetworkHandover(e.into()))?;
+        crate::fdpass::send(self.launcher.as_fd(), b"N", &[netns.as_fd()])
+            .map_err(LaunchError::NetworkHandover)
+    }
+}
+
+/// The init's first half of [`Handover::make_network`]: asks for the namespace on `socket`.
+fn ask_for_network(socket: &OwnedFd) -> Result<()> {
+    use std::os::fd::AsFd;
+    crate::fdpass::send(socket.as_fd(), b"?", &[]).map_err(LaunchError::NetworkHandover)
+}
+
+/// The init's second half of [`Handover::make_network`]: waits for the namespace on `socket`
+/// and joins it.
+fn join_network(socket: OwnedFd) -> Result<()> {
+    let message = crate::fdpass::recv(&socket).map_err(LaunchError::NetworkHandover)?;
+    let Some(netns) = message.fds.into_iter().next() else {
+        return Err(LaunchError::NetworkHandover(std::io::Error::other(
+            "the launcher sent no network namespace",
+        )));
+    };
+    nix::sched::setns(&netns, CloneFlags::CLONE_NEWNET)
+        .map_err(|e| LaunchError::NetworkHandover(e.into()))
 }
 
 /// Makes every host path of `spec` reachable by an unprivileged uid: in a private mount
@@ -492,16 +585,24 @@ fn wait_for(child: Pid) -> Result<i32> {
 }
 
 /// PID 1 of the sandbox: builds the filesystem and policies, runs the program, reaps orphans.
-fn init(spec: &LaunchSpec, status: &mut Option<File>, warm: Option<OwnedFd>) -> Result<i32> {
+fn init(
+    spec: &LaunchSpec,
+    status: &mut Option<File>,
+    warm: Option<OwnedFd>,
+    network: Option<OwnedFd>,
+) -> Result<i32> {
     // The parent-death signal is cleared by fork; our parent is the launcher.
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(LaunchError::Pdeathsig)?;
     nix::unistd::setsid().map_err(LaunchError::Setsid)?;
     stage(spec, status, "init_forked");
+    if let Some(socket) = &network {
+        ask_for_network(socket)?;
+    }
     build_root(spec)?;
     stage(spec, status, "root_built");
     nix::unistd::sethostname(&spec.hostname).map_err(LaunchError::Hostname)?;
-    if spec.network == Network::Isolated {
-        loopback_up().map_err(LaunchError::Loopback)?;
+    if let Some(socket) = network {
+        join_network(socket)?;
     }
     stage(spec, status, "network_up");
     if let Some(socket) = warm {

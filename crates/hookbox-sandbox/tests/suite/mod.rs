@@ -4,6 +4,7 @@ mod early;
 mod gvisor_hosts;
 mod handover;
 mod hosts;
+mod network;
 mod seccomp;
 mod stages;
 mod support;
