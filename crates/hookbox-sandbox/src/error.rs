@@ -35,8 +35,7 @@ pub enum Stage {
     /// Becoming the sandbox's unprivileged host uid and gid.
     IdentityDrop,
     /// Creating the user, mount, PID, IPC, UTS (and network) namespaces (`unshare`), and
-    /// handing the launcher's part of the sandbox (its `/dev`, its new network namespace) to the
-    /// sandbox's init.
+    /// handing the new network namespace to the sandbox's init.
     Namespaces,
     /// Writing the user namespace's id maps.
     IdMaps,
@@ -185,8 +184,8 @@ pub enum LaunchError {
         "creating the sandbox's network namespace (unshare net): {0}; the kernel must allow network namespaces (user.max_net_namespaces > 0)"
     )]
     NetworkNamespace(nix::Error),
-    #[error("the launcher's part of the sandbox (its /dev and network namespace): {0}")]
-    Beside(std::io::Error),
+    #[error("handing the sandbox's new network namespace to its init: {0}")]
+    NetworkHandover(std::io::Error),
     #[error("writing {file} (user namespace id maps): {source}")]
     IdMap {
         file: &'static str,
@@ -267,9 +266,9 @@ impl LaunchError {
             LaunchError::Pdeathsig(_) | LaunchError::ParentGone => Stage::Parent,
             LaunchError::Cgroup { .. } => Stage::Cgroup,
             LaunchError::JoinNetwork(_) => Stage::JoinNetwork,
-            LaunchError::Unshare(_) | LaunchError::NetworkNamespace(_) | LaunchError::Beside(_) => {
-                Stage::Namespaces
-            }
+            LaunchError::Unshare(_)
+            | LaunchError::NetworkNamespace(_)
+            | LaunchError::NetworkHandover(_) => Stage::Namespaces,
             LaunchError::IdMap { .. } => Stage::IdMaps,
             LaunchError::Fork(_) => Stage::Fork,
             LaunchError::Stage { .. } => Stage::Staging,
@@ -312,7 +311,7 @@ impl LaunchError {
             | LaunchError::Stage { source: e, .. }
             | LaunchError::Prepare { source: e, .. }
             | LaunchError::Loopback(e)
-            | LaunchError::Beside(e)
+            | LaunchError::NetworkHandover(e)
             | LaunchError::CapDrop { source: e, .. }
             | LaunchError::WarmSocket(e) => e.raw_os_error(),
             LaunchError::Seccomp(e) => e.errno(),

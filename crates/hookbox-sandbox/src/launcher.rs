@@ -13,17 +13,16 @@
 //!    unprivileged uid/gid (`stage_host_paths`, `drop_identity`);
 //!    then `unshare` user, mount, PID, IPC and UTS namespaces; map uid/gid 0 to our own (the
 //!    unprivileged identity when there is one);
-//! 5. fork: the child is PID 1 of the new PID namespace ("init"). Once the init has mounted
-//!    the new root's tmpfs, the launcher builds part of the sandbox beside it
-//!    (`build_beside`): the root's minimal `/dev`, and, without a network namespace to join,
-//!    the sandbox's own (owned by the new user namespace, `lo` up), which it hands to the init.
-//!    The launcher then waits for the init and exits with its status; if the launcher is
-//!    killed (supervise's timeout), init gets SIGKILL through its parent-death signal, and when
-//!    init dies the kernel kills the whole namespace;
-//! 6. init: `setsid` (no controlling terminal, so no TIOCSTI), builds the rest of the tmpfs
-//!    root: read-only host binds, fresh `/proc`, the environment's directories; takes the
-//!    launcher's part (and joins the new network namespace, when there is one), then
-//!    `pivot_root`, remounts `/` read-only, sets rlimits, Landlock and seccomp;
+//! 5. fork: the child is PID 1 of the new PID namespace ("init"). Without a network namespace
+//!    to join, the launcher then creates the sandbox's own (owned by the new user namespace,
+//!    `lo` up) while the init builds the root, and hands it to the init (`make_network`). The
+//!    launcher waits for the init and exits with its status; if the launcher is killed
+//!    (supervise's timeout), init gets SIGKILL through its parent-death signal, and when init
+//!    dies the kernel kills the whole namespace;
+//! 6. init: `setsid` (no controlling terminal, so no TIOCSTI), builds a tmpfs root with
+//!    read-only host binds, minimal `/dev`, fresh `/proc`, the environment's directories, then
+//!    `pivot_root`, remounts `/` read-only, joins the network namespace the launcher made (when
+//!    there is one), sets rlimits, Landlock and seccomp;
 //! 7. init forks the program (so init can reap orphans), execs it, and exits with its status.
 //!
 //! A warm sandbox ([`LaunchSpec::warm`]) runs steps 1-6 once, and also sets once what no call
@@ -302,35 +301,40 @@ fn run(status: &mut Option<File>) -> Result<i32> {
     write_id_map("/proc/self/uid_map", &format!("0 {uid} 1"))?;
     write_id_map("/proc/self/gid_map", &format!("0 {gid} 1"))?;
     stage(&spec, status, "id_maps_written");
-    // Part of the sandbox is built by this process after the fork, while the init builds the
-    // rest (`build_beside`): its `/dev`, and a fresh network namespace, the costliest of the
-    // namespaces to create.
-    let (launcher_end, init_end) = crate::fdpass::pair().map_err(LaunchError::Beside)?;
+    // A fresh network namespace, the costliest of the namespaces to create, is made by this
+    // process after the fork, while the init builds the root (`make_network`).
+    let network = match spec.network {
+        Network::Isolated => Some(crate::fdpass::pair().map_err(LaunchError::NetworkHandover)?),
+        Network::Join => None,
+    };
 
     // SAFETY: this process is single-threaded (the launcher binary never spawns threads), so the
     // child may run arbitrary code after fork.
     match unsafe { nix::unistd::fork() }.map_err(LaunchError::Fork)? {
         ForkResult::Child => {
-            drop(launcher_end);
-            let mut beside = Some(init_end);
-            let code = match init(&spec, status, warm, &mut beside) {
+            let mut network = network.map(|(launcher_end, init_end)| {
+                drop(launcher_end);
+                init_end
+            });
+            let code = match init(&spec, status, warm, &mut network) {
                 Ok(code) => code,
                 Err(err) => {
                     report(status, &err.failure());
                     EXIT_SETUP_FAILED
                 }
             };
-            drop(beside);
+            drop(network);
             std::process::exit(code);
         }
         ForkResult::Parent { child } => {
-            drop(init_end);
-            let isolated = spec.network == Network::Isolated;
-            if let Err(err) = build_beside(&launcher_end, &spec, isolated) {
-                report(status, &err.failure());
+            if let Some((launcher_end, init_end)) = network {
+                drop(init_end);
+                if let Err(err) = make_network(&launcher_end) {
+                    report(status, &err.failure());
+                }
+                // Only now may the init read end of file, and fail after the report above.
+                drop(launcher_end);
             }
-            // Only now may the init read end of file, and fail after the report above.
-            drop(launcher_end);
             // The program must not inherit our copy of the status pipe through init; init has
             // its own. Dropping ours means EOF arrives when init and the program are done.
             drop(status.take());
@@ -340,33 +344,27 @@ fn run(status: &mut Option<File>) -> Result<i32> {
     }
 }
 
-/// What the launcher builds of the sandbox after the fork, beside the init: once the init asks
-/// on `socket` (`ask_launcher`, when it has mounted the root's tmpfs), the root's `/dev`, and
-/// for an `isolated` sandbox its network namespace with `lo` up ([`new_network`]); then it
-/// tells the init, with the namespace, which the init takes before its `pivot_root`
-/// (`take_from_launcher`). End of file instead of the question, or a closed socket at the
-/// answer: the init ended first, and has said why.
+/// Creates the sandbox's network namespace after the fork, beside the init: once the init asks
+/// on `socket` (`ask_for_network`, as it starts), this process creates it with `lo` up
+/// ([`new_network`]) and sends it; the init joins it once its root is built (`join_network`),
+/// before any call or program is cloned. End of file instead of the question, or a closed
+/// socket at the answer: the init ended first, and has said why.
 ///
 /// The init asking is what makes the two run side by side: until it runs, the init waits on the
 /// CPU where the fork left it, this process's; this process, woken by the question, is put on
 /// one that is free, where there is one. Either side reports its own failure on the status
 /// channel before it closes its end of `socket`, so the other side's failure (end of file),
 /// reported after, never comes first.
-fn build_beside(socket: &OwnedFd, spec: &LaunchSpec, isolated: bool) -> Result<()> {
+fn make_network(socket: &OwnedFd) -> Result<()> {
     use std::os::fd::AsFd;
-    let asked = crate::fdpass::recv(socket).map_err(LaunchError::Beside)?;
+    let asked = crate::fdpass::recv(socket).map_err(LaunchError::NetworkHandover)?;
     if asked.payload.is_empty() {
         return Ok(());
     }
-    build_dev(&spec.mountpoint)?;
-    let netns = match isolated {
-        true => Some(new_network()?),
-        false => None,
-    };
-    let fds: Vec<_> = netns.iter().map(AsFd::as_fd).collect();
-    match crate::fdpass::send(socket.as_fd(), b"B", &fds) {
+    let netns = new_network()?;
+    match crate::fdpass::send(socket.as_fd(), b"N", &[netns.as_fd()]) {
         Err(e) if matches!(e.raw_os_error(), Some(libc::EPIPE | libc::ECONNRESET)) => Ok(()),
-        sent => sent.map_err(LaunchError::Beside),
+        sent => sent.map_err(LaunchError::NetworkHandover),
     }
 }
 
@@ -380,37 +378,35 @@ fn new_network() -> Result<OwnedFd> {
     // namespace (this process's), which we own from here on.
     let netns = unsafe { libc::ioctl(socket.as_raw_fd(), libc::SIOCGSKNS) };
     if netns < 0 {
-        return Err(LaunchError::Beside(std::io::Error::last_os_error()));
+        return Err(LaunchError::NetworkHandover(std::io::Error::last_os_error()));
     }
     // SAFETY: `netns` is a descriptor the kernel just opened for us.
     let netns = unsafe { OwnedFd::from_raw_fd(netns) };
     rustix::io::fcntl_setfd(&netns, rustix::io::FdFlags::CLOEXEC)
-        .map_err(|e| LaunchError::Beside(e.into()))?;
+        .map_err(|e| LaunchError::NetworkHandover(e.into()))?;
     Ok(netns)
 }
 
-/// The init's question to the launcher ([`build_beside`]), once the root's tmpfs is mounted.
-fn ask_launcher(socket: &OwnedFd) -> Result<()> {
+/// The init's question to the launcher ([`make_network`]), as it starts.
+fn ask_for_network(socket: &OwnedFd) -> Result<()> {
     use std::os::fd::AsFd;
-    crate::fdpass::send(socket.as_fd(), b"?", &[]).map_err(LaunchError::Beside)
+    crate::fdpass::send(socket.as_fd(), b"?", &[]).map_err(LaunchError::NetworkHandover)
 }
 
-/// Waits for the launcher's part of the sandbox ([`build_beside`]) and, for an `isolated` sandbox,
-/// joins the network namespace that comes with it.
-fn take_from_launcher(socket: &OwnedFd, isolated: bool) -> Result<()> {
-    let message = crate::fdpass::recv(socket).map_err(LaunchError::Beside)?;
+/// Waits for the network namespace the launcher made ([`make_network`]) and joins it.
+fn join_network(socket: &OwnedFd) -> Result<()> {
+    let message = crate::fdpass::recv(socket).map_err(LaunchError::NetworkHandover)?;
     if message.payload.is_empty() {
-        return Err(LaunchError::Beside(std::io::Error::other(
-            "the launcher ended before it built its part",
+        return Err(LaunchError::NetworkHandover(std::io::Error::other(
+            "the launcher ended before it made the network namespace",
         )));
     }
     let mut fds = message.fds.into_iter();
-    match (isolated, fds.next(), fds.next()) {
-        (true, Some(netns), None) => nix::sched::setns(&netns, CloneFlags::CLONE_NEWNET)
-            .map_err(|e| LaunchError::Beside(e.into())),
-        (false, None, None) => Ok(()),
-        _ => Err(LaunchError::Beside(std::io::Error::other(
-            "the launcher sent other descriptors than the sandbox's network needs",
+    match (fds.next(), fds.next()) {
+        (Some(netns), None) => nix::sched::setns(&netns, CloneFlags::CLONE_NEWNET)
+            .map_err(|e| LaunchError::NetworkHandover(e.into())),
+        _ => Err(LaunchError::NetworkHandover(std::io::Error::other(
+            "the launcher sent other than one network namespace",
         ))),
     }
 }
@@ -586,15 +582,23 @@ fn init(
     spec: &LaunchSpec,
     status: &mut Option<File>,
     warm: Option<OwnedFd>,
-    beside: &mut Option<OwnedFd>,
+    network: &mut Option<OwnedFd>,
 ) -> Result<i32> {
     // The parent-death signal is cleared by fork; our parent is the launcher.
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(LaunchError::Pdeathsig)?;
     nix::unistd::setsid().map_err(LaunchError::Setsid)?;
     stage(spec, status, "init_forked");
-    build_root(spec, beside)?;
+    if let Some(socket) = network.as_ref() {
+        ask_for_network(socket)?;
+    }
+    build_root(spec)?;
     stage(spec, status, "root_built");
     nix::unistd::sethostname(&spec.hostname).map_err(LaunchError::Hostname)?;
+    // The socket stays open until the namespace is joined: a failure before is reported first.
+    if let Some(socket) = network.as_ref() {
+        join_network(socket)?;
+    }
+    *network = None;
     stage(spec, status, "network_up");
     if let Some(socket) = warm {
         confine_once(spec)?;
@@ -954,10 +958,7 @@ pub(crate) fn make_private() -> Result<()> {
     .map_err(mount_err("private propagation", Path::new("/")))
 }
 
-/// The init's part of the new root, around the launcher's (`/dev`, [`build_beside`]), then the
-/// `pivot_root` into it. `beside`: the init's end of the socket to the launcher, closed once
-/// the launcher's part is taken (a failure before that keeps it open until it is reported).
-fn build_root(spec: &LaunchSpec, beside: &mut Option<OwnedFd>) -> Result<()> {
+fn build_root(spec: &LaunchSpec) -> Result<()> {
     let root = spec.mountpoint.as_path();
     make_private()?;
     nix::mount::mount(
@@ -968,12 +969,6 @@ fn build_root(spec: &LaunchSpec, beside: &mut Option<OwnedFd>) -> Result<()> {
         Some("mode=0755,size=4m"),
     )
     .map_err(mount_err("tmpfs root", root))?;
-    // The launcher builds `/dev` in it meanwhile (and the network namespace): `build_beside`.
-    let socket = beside
-        .take()
-        .ok_or_else(|| LaunchError::Beside(std::io::Error::other("no socket to the launcher")))?;
-    let socket = beside.insert(socket);
-    ask_launcher(socket)?;
 
     for dir in &spec.host_read_only {
         let host = Path::new(dir);
@@ -1021,6 +1016,8 @@ fn build_root(spec: &LaunchSpec, beside: &mut Option<OwnedFd>) -> Result<()> {
         bind(&file.source, &target, false)?;
     }
 
+    build_dev(root)?;
+
     let proc_dir = root.join("proc");
     std::fs::create_dir_all(&proc_dir).map_err(prepare_err(&proc_dir))?;
     nix::mount::mount(
@@ -1037,10 +1034,6 @@ fn build_root(spec: &LaunchSpec, beside: &mut Option<OwnedFd>) -> Result<()> {
         std::fs::create_dir_all(&target).map_err(prepare_err(&target))?;
         bind(&b.source, &target, b.writable)?;
     }
-    if let Some(socket) = beside.as_ref() {
-        take_from_launcher(socket, spec.network == Network::Isolated)?;
-    }
-    *beside = None;
 
     nix::unistd::chdir(root).map_err(|source| LaunchError::Chdir {
         path: root.display().to_string(),

@@ -82,8 +82,8 @@ async fn an_isolated_sandbox_has_its_own_network_namespace_with_only_lo_up() {
     stop(sandbox).await;
 }
 
-/// The init fails right after it asked the launcher for its part (a file bound onto a
-/// directory), while the launcher builds it: every time, the one failure reported is the
+/// The init fails soon after it asked the launcher for the network namespace (a file bound
+/// onto a directory), while the launcher makes it: every time, the one failure reported is the
 /// init's, of its own stage, with no line of the launcher's beside it (the launcher, finding the
 /// init gone, says nothing).
 #[tokio::test]
