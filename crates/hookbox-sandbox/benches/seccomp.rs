@@ -4,8 +4,8 @@
 //! Per round and per layout, `--children N` forked children each (1) attach the filter (the
 //! kernel copies, checks and JIT-compiles it: what each program pays under gVisor, in a cold
 //! launch and in a one-shot command's call; a warm host's programs under namespaces add only
-//! the shorter `seccomp::Stacked::call`) and (2) make 2 000 `getppid` calls under it (every system call of a sandboxed
-//! program runs the filter). Each child times both on its own thread's CPU clock and reports
+//! the shorter `seccomp::Stacked::call`) and (2) make 2 000 `getppid` calls under it (every
+//! system call of a sandboxed program runs the filter). Each child times both on its own thread's CPU clock and reports
 //! them over a pipe. Prints the medians of each round and the new/old ratios with their spread.
 //!
 //! Run: `cargo bench -p hookbox-sandbox --bench seccomp [-- --rounds R --children N]`.

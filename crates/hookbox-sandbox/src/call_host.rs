@@ -164,10 +164,10 @@ enum Polled {
 /// new one, and sees that a call hookbox asked to be killed ends (see [`KILL_LOOK`]); until
 /// hookbox closes `control`; hosts idle beyond [`IDLE_HOSTS`] are let go after [`IDLE_LINGER`].
 /// Then idle hosts are let go (closing their socket ends them) and busy ones finish their call
-/// first; it returns once every host ended. It reaps its children
-/// (SIGCHLD must not be ignored: a host's pid stays its own until reaped here, so a signal
-/// never reaches a process that reused it); `relay` is gVisor's egress relay, whose end is
-/// noted. The caller then waits for what is left with [`wait_all`].
+/// first; it returns once every host ended. It reaps its children (SIGCHLD must not be
+/// ignored: a host's pid stays its own until reaped here, so a signal never reaches a process
+/// that reused it); `relay` is gVisor's egress relay, whose end is noted. The caller then waits
+/// for what is left with [`wait_all`].
 pub(crate) fn serve(
     spec: &LaunchSpec,
     control: OwnedFd,

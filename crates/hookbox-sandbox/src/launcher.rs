@@ -375,16 +375,13 @@ fn new_network() -> Result<OwnedFd> {
     nix::sched::unshare(CloneFlags::CLONE_NEWNET).map_err(LaunchError::NetworkNamespace)?;
     let socket = loopback_up().map_err(LaunchError::Loopback)?;
     // SAFETY: SIOCGSKNS takes no argument and returns a new descriptor of the socket's network
-    // namespace (this process's), which we own from here on.
+    // namespace (this process's), opened close-on-exec, which we own from here on.
     let netns = unsafe { libc::ioctl(socket.as_raw_fd(), libc::SIOCGSKNS) };
     if netns < 0 {
         return Err(LaunchError::NetworkHandover(std::io::Error::last_os_error()));
     }
     // SAFETY: `netns` is a descriptor the kernel just opened for us.
-    let netns = unsafe { OwnedFd::from_raw_fd(netns) };
-    rustix::io::fcntl_setfd(&netns, rustix::io::FdFlags::CLOEXEC)
-        .map_err(|e| LaunchError::NetworkHandover(e.into()))?;
-    Ok(netns)
+    Ok(unsafe { OwnedFd::from_raw_fd(netns) })
 }
 
 /// The init's question to the launcher ([`make_network`]), as it starts.

@@ -39,7 +39,8 @@
 //!   4 as one line naming its stage and errno ([`status`]), so whether to try again is decided
 //!   on types, never on words.
 //! - Namespaces: user (uid/gid 0 inside mapped to hookbox's own uid/gid), mount, PID, IPC, UTS,
-//!   and a network namespace (see Network below).
+//!   and a network namespace: the environment's egress namespace, joined, or the sandbox's own,
+//!   which the launcher creates after the fork (`lo` up) while the init builds the root.
 //! - Root: a tmpfs, read-only after setup, with the host's `/usr`, `/bin`, `/sbin`, `/lib*` bound
 //!   read-only, a curated read-only `/etc` (generated `passwd`, `group`, `hosts`, `hostname`,
 //!   `resolv.conf`; `ssl/certs` but never `ssl/private`), a minimal `/dev`, a fresh `/proc`, and
@@ -49,7 +50,9 @@
 //!   harmless devices; abstract unix sockets and signals scoped. Seccomp: a deny list returning
 //!   `EPERM` ([`seccomp::DENIED`], each entry with why), namespace flags of `clone`, `TIOCSTI`;
 //!   `clone3` returns `ENOSYS`; x32 system calls `EPERM`. One classic-BPF program, a binary
-//!   search over the syscall number (about 10 instructions per call, not a linear list). The
+//!   search over the syscall number (about 10 instructions per call, not a linear list); a warm
+//!   call host under namespaces (except a one-shot command's) installs it split in two, its own
+//!   part once and each program's short rest ([`seccomp::Stacked`]). The
 //!   capability bounding set keeps only file/process basics (`CHOWN`, `DAC_*`, `FOWNER`,
 //!   `FSETID`, `KILL`, `SET[UG]ID`, `NET_BIND_SERVICE`), so root in the sandbox cannot
 //!   reconfigure its network namespace. `setsid` (no TIOCSTI), parent-death signals on launcher

@@ -5,8 +5,7 @@
 //! call killed at its timeout leaves its host to the next call; a host whose limits a call
 //! changed is retired; an untouched `/dev/shm` is kept. Under namespaces also: a call dropped
 //! unsupervised is killed, a burst leaves at most eight idle hosts once the extra ones lingered
-//! two seconds, and a call whose host died
-//! ends as killed (under gVisor: `gvisor_hosts.rs`).
+//! two seconds, and a call whose host died ends as killed (under gVisor: `gvisor_hosts.rs`).
 //!
 //! Which host ran a call shows inside it: `/proc/self/ns/pid` names the host's PID namespace.
 
@@ -610,6 +609,16 @@ print(\"sent\", flush=True)";
     stop(sandbox).await;
 }
 
+/// Process `pid`'s state letter and parent pid, from the host's `/proc` (None once it is gone).
+fn state_and_parent(pid: u32) -> Option<(String, u32)> {
+    // `pid (comm) state ppid ...`; comm may hold spaces and parentheses.
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
+    let state = fields.next()?.to_owned();
+    let ppid = fields.next()?.parse().ok()?;
+    Some((state, ppid))
+}
+
 /// The live pids whose parent is `parent`, from the host's `/proc` (a process that exited but
 /// is not yet released, `Z` or `X`, is not counted).
 fn children(parent: u32) -> Vec<u32> {
@@ -622,35 +631,22 @@ fn children(parent: u32) -> Vec<u32> {
         else {
             continue;
         };
-        // `pid (comm) state ppid ...`; comm may hold spaces and parentheses.
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let mut fields = stat
-            .rsplit_once(')')
-            .map(|(_, rest)| rest.split_whitespace())
-            .into_iter()
-            .flatten();
-        let state = fields.next();
-        let ppid = fields.next().and_then(|p| p.parse::<u32>().ok());
-        if ppid == Some(parent) && !matches!(state, Some("Z" | "X")) {
+        if let Some((state, ppid)) = state_and_parent(pid)
+            && ppid == parent
+            && !matches!(state.as_str(), "Z" | "X")
+        {
             found.push(pid);
         }
     }
     found
 }
 
-/// The warm sandbox's init: the launcher's one child.
 /// Whether `pid` is a child of `parent`, a zombie included (not reaped yet).
 fn child_of(parent: u32, pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        stat.rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-            .and_then(|ppid| ppid.parse::<u32>().ok())
-            == Some(parent)
-    })
+    state_and_parent(pid).is_some_and(|(_, ppid)| ppid == parent)
 }
 
+/// The warm sandbox's init: the launcher's one child.
 fn init_of(sandbox: &WarmSandbox) -> u32 {
     let launcher = sandbox.launcher_pid().unwrap();
     let init = children(launcher);
