@@ -229,15 +229,31 @@ async fn curl_through_the_proxy_variables_gets_the_stored_credential_injected() 
 
 #[tokio::test]
 async fn programs_that_bypass_the_proxy_variables_are_refused_by_the_kernel() {
-    let receiver = Receiver::start().await;
-    let data = tempfile::tempdir().unwrap();
-    let store = store(data.path(), receiver.operator());
-    let network: Value = serde_json::from_str(API_POLICY).unwrap();
-    let meta = create(&store, json!({"network": network}));
-    let env = store.open_env(&meta.id).unwrap();
-
     // The receiver listens on the host's 127.0.0.1; the environment's namespace has its own
-    // loopback, where nothing listens on that port, so a direct connect is refused at once.
+    // loopback, where only the proxy listens, on a port of its own. Both ports are picked by the
+    // kernel of two different namespaces, so they can coincide (about once in 14 000 runs): the
+    // direct connect would then reach the proxy. Such a pair is set up again.
+    let mut attempts = 0;
+    let (receiver, _data, _store, env) = loop {
+        attempts += 1;
+        let receiver = Receiver::start().await;
+        let data = tempfile::tempdir().unwrap();
+        let store = store(data.path(), receiver.operator());
+        let network: Value = serde_json::from_str(API_POLICY).unwrap();
+        let meta = create(&store, json!({"network": network}));
+        let env = store.open_env(&meta.id).unwrap();
+        let joined = env.network().sandbox().await.unwrap().unwrap();
+        let proxy_port = joined.proxy_url().rsplit(':').next().unwrap();
+        if proxy_port != receiver.port.to_string() {
+            break (receiver, data, store, env);
+        }
+        assert!(
+            attempts < 5,
+            "the proxy took the receiver's port {attempts} times"
+        );
+    };
+
+    // Nothing listens on the receiver's port in the namespace, so a direct connect is refused.
     let port = receiver.port;
     let script = format!(
         "curl -sS --max-time 20 --noproxy '*' --connect-to ::127.0.0.1:{port} https://api.example.com/v1/ping; echo \"curl=$?\"\n\
