@@ -287,12 +287,16 @@ fn run(status: &mut Option<File>) -> Result<i32> {
     // Consumed by now: the joined netns.
     close_unagreed(warm.is_some());
     stage(&spec, status, "network_joined");
-    if let Some(identity) = spec.identity {
-        stage_host_paths(&mut spec)?;
-        stage(&spec, status, "host_paths_staged");
-        drop_identity(identity, spec.parent_pid)?;
-        stage(&spec, status, "identity_dropped");
-    }
+    let staging = match spec.identity {
+        Some(identity) => {
+            let staging = stage_host_paths(&mut spec)?;
+            stage(&spec, status, "host_paths_staged");
+            drop_identity(identity, spec.parent_pid)?;
+            stage(&spec, status, "identity_dropped");
+            Some(staging)
+        }
+        None => None,
+    };
     let uid = nix::unistd::geteuid().as_raw();
     let gid = nix::unistd::getegid().as_raw();
     nix::sched::unshare(flags).map_err(LaunchError::Unshare)?;
@@ -312,6 +316,8 @@ fn run(status: &mut Option<File>) -> Result<i32> {
     // child may run arbitrary code after fork.
     match unsafe { nix::unistd::fork() }.map_err(LaunchError::Fork)? {
         ForkResult::Child => {
+            // The host's mount tree is no business of the sandbox's.
+            drop(staging);
             let mut network = network.map(|(launcher_end, init_end)| {
                 drop(launcher_end);
                 init_end
@@ -335,6 +341,8 @@ fn run(status: &mut Option<File>) -> Result<i32> {
                 // Only now may the init read end of file, and fail after the report above.
                 drop(launcher_end);
             }
+            // Freed here, once the init has all it needs of this process (see StagingNamespace).
+            drop(staging);
             // The program must not inherit our copy of the status pipe through init; init has
             // its own. Dropping ours means EOF arrives when init and the program are done.
             drop(status.take());
@@ -415,13 +423,17 @@ fn join_network(socket: &OwnedFd) -> Result<()> {
 /// spec's paths are rewritten to the staged ones, and the new root is mounted at
 /// `STAGE_DIR/root`. The mounts made here belong to the host's user namespace, so the sandbox
 /// later finds them locked: it cannot unmount or reveal what lies beneath them.
-fn stage_host_paths(spec: &mut LaunchSpec) -> Result<()> {
+///
+/// Returns that private namespace, held open so that the `unshare` of the sandbox's own
+/// namespaces does not free it (see [`StagingNamespace`]).
+fn stage_host_paths(spec: &mut LaunchSpec) -> Result<StagingNamespace> {
     use rustix::fs::{Mode, OFlags};
     let stage_err = |path: &Path| {
         let path = path.display().to_string();
         move |source: std::io::Error| LaunchError::Stage { path, source }
     };
     nix::sched::unshare(CloneFlags::CLONE_NEWNS).map_err(LaunchError::Unshare)?;
+    let staging = StagingNamespace::hold()?;
     make_private()?;
     let sources: Vec<&mut PathBuf> = spec
         .binds
@@ -479,7 +491,33 @@ fn stage_host_paths(spec: &mut LaunchSpec) -> Result<()> {
     let root = stage.join("root");
     std::fs::create_dir(&root).map_err(stage_err(&root))?;
     spec.mountpoint = root;
-    Ok(())
+    Ok(staging)
+}
+
+/// The private mount namespace [`stage_host_paths`] works in, a copy of the host's mount tree,
+/// held by a descriptor of it (opened as host root, close-on-exec).
+///
+/// Whoever frees a mount namespace unmounts its tree and waits for an expedited RCU grace
+/// period (tens of microseconds to a quarter of a millisecond here). Left to itself, this one
+/// would be freed by the `unshare` that makes the sandbox's namespaces, on the way to the
+/// init's fork; held, it is freed where the launcher drops it, once the init has everything it
+/// needs from the launcher. The init drops its inherited copy first thing: nothing of the
+/// sandbox keeps a handle on the host's mount tree (joining it would take capabilities the
+/// sandbox's user namespace does not have, all the same).
+struct StagingNamespace {
+    _held: OwnedFd,
+}
+
+impl StagingNamespace {
+    fn hold() -> Result<Self> {
+        let path = "/proc/self/ns/mnt";
+        std::fs::File::open(path)
+            .map(|file| Self { _held: file.into() })
+            .map_err(|source| LaunchError::Stage {
+                path: path.to_owned(),
+                source,
+            })
+    }
 }
 
 /// Becomes `identity` for good (real, effective and saved ids; no supplementary groups), keeps

@@ -351,6 +351,61 @@ async fn a_host_confines_itself_once_and_its_programs_add_only_the_rest_of_the_f
     }
 }
 
+/// Issue 35: the launcher stages the host paths in a private copy of the host's mount tree and
+/// holds that namespace open across the `unshare` of the sandbox's own namespaces, so that the
+/// `unshare` does not free it (and wait for an RCU grace period) on the way to the init. No
+/// process of the sandbox keeps the handle: the init drops its inherited copy as it starts, so
+/// its hosts have none to inherit, and the launcher drops its own once it has made the network
+/// namespace, before it waits for the init.
+#[tokio::test]
+async fn no_process_of_a_sandbox_keeps_a_handle_on_the_hosts_mount_tree() {
+    let t = tree(&["/bin/true"]);
+    if t.spec.identity.is_none() {
+        eprintln!("skipped: the host paths are staged only when hookbox runs as root");
+        return;
+    }
+    let sandbox = warm(&t.spec).await.unwrap();
+    let out = warm_call(&sandbox, &sh_spec(&t, "true"), TIMEOUT, LIMIT)
+        .await
+        .unwrap();
+    assert_eq!(
+        out.termination,
+        Termination::Exited(0),
+        "{}",
+        text(&out.stderr)
+    );
+    let launcher = sandbox.launcher_pid().unwrap();
+    let init = init_of(&sandbox);
+    let hosts = children(init);
+    assert_eq!(hosts.len(), 1, "the call's host stays: {hosts:?}");
+    // The launcher drops its handle before it waits for the init (bounded poll, as in
+    // early.rs: its blocking call shows in /proc/PID/syscall).
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    let wait4 = format!("{} ", libc::SYS_wait4);
+    loop {
+        let syscall = std::fs::read_to_string(format!("/proc/{launcher}/syscall")).unwrap();
+        if syscall.starts_with(&wait4) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the launcher does not wait for its init: {syscall}"
+        );
+        std::thread::yield_now();
+    }
+    for pid in [launcher, init].into_iter().chain(hosts) {
+        let held: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .unwrap()
+            .flatten()
+            .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+            .map(|target| target.display().to_string())
+            .filter(|target| target.starts_with("mnt:["))
+            .collect();
+        assert!(held.is_empty(), "process {pid} holds {held:?}");
+    }
+    stop(sandbox).await;
+}
+
 /// The first call handed to the init together with the spec (`start_with_call`, which the
 /// environments' runner uses) waits in its request socket until the init is ready, then runs;
 /// the sandbox serves the next call as usual.
