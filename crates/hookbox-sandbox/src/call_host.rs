@@ -84,9 +84,51 @@ const IDLE_LINGER: std::time::Duration = std::time::Duration::from_secs(2);
 /// else may wake the init for a long while.
 const REAP_LOOK: std::time::Duration = std::time::Duration::from_millis(5);
 
-/// The stack a host's program clone runs on until its `execve` (only system calls and plain
-/// stores; 64 KiB is far more than that needs).
+/// The size of the stack a host's program clone runs on until its `execve` (only system calls
+/// and plain stores; 64 KiB is far more than that needs).
 const CLONE_STACK: usize = 64 * 1024;
+
+/// The stack a host's program clones run on: an anonymous private mapping of [`CLONE_STACK`]
+/// bytes, so that the kernel provides only the pages a clone touches (a few at its top),
+/// zero-filled. A zeroed heap buffer cost every host sixteen page faults before its first
+/// program, most of them copies of pages its fork shared with the init.
+struct CloneStack {
+    base: std::ptr::NonNull<u8>,
+}
+
+impl CloneStack {
+    fn new() -> Result<Self> {
+        use rustix::mm::{MapFlags, ProtFlags};
+        // SAFETY: a new anonymous mapping placed by the kernel: no memory of ours is touched.
+        let base = unsafe {
+            rustix::mm::mmap_anonymous(
+                std::ptr::null_mut(),
+                CLONE_STACK,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE | MapFlags::STACK | MapFlags::NORESERVE,
+            )
+        }
+        // Reported as a failed fork would be: what the host's programs are cloned with.
+        .map_err(|e| LaunchError::Fork(nix::Error::from_raw(e.raw_os_error())))?;
+        std::ptr::NonNull::new(base.cast())
+            .map(|base| Self { base })
+            .ok_or(LaunchError::Fork(nix::Error::ENOMEM))
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: `base` starts a readable, writable mapping of CLONE_STACK bytes, owned by
+        // `self` and unmapped only on drop; anonymous memory reads as zeros until written, so
+        // every byte is initialized.
+        unsafe { std::slice::from_raw_parts_mut(self.base.as_ptr(), CLONE_STACK) }
+    }
+}
+
+impl Drop for CloneStack {
+    fn drop(&mut self) {
+        // SAFETY: unmaps the mapping `new` made, which nothing uses past this point.
+        let _ = unsafe { rustix::mm::munmap(self.base.as_ptr().cast(), CLONE_STACK) };
+    }
+}
 
 /// The six descriptors of one call: spec memfd, stdin, stdout, stderr, status channel, reply
 /// socket.
@@ -519,7 +561,7 @@ struct HostState<'a> {
     /// namespace. None under gVisor, or where it could not be made: then every reset renews
     /// the IPC namespace.
     queues: Option<MessageQueues>,
-    stack: Vec<u8>,
+    stack: CloneStack,
 }
 
 impl<'a> HostState<'a> {
@@ -544,7 +586,7 @@ impl<'a> HostState<'a> {
                 })?,
             ),
         };
-        let setup = || -> Result<(SignalFd, Option<OwnedFd>)> {
+        let setup = || -> Result<(SignalFd, Option<OwnedFd>, CloneStack)> {
             hold_stdio()?;
             nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(LaunchError::Pdeathsig)?;
             nix::unistd::setsid().map_err(LaunchError::Setsid)?;
@@ -573,9 +615,9 @@ impl<'a> HostState<'a> {
             if let Some(host) = &filters.host {
                 seccomp::install(host)?;
             }
-            Ok((sigchld, ruleset))
+            Ok((sigchld, ruleset, CloneStack::new()?))
         };
-        let (sigchld, ruleset) = match setup() {
+        let (sigchld, ruleset, stack) = match setup() {
             Ok(kept) => kept,
             Err(err) => return Err((err.failure(), pidfd)),
         };
@@ -595,7 +637,7 @@ impl<'a> HostState<'a> {
             own: Attributes::now(),
             unclean: false,
             queues,
-            stack: vec![0u8; CLONE_STACK],
+            stack,
         })
     }
 
@@ -721,7 +763,7 @@ impl<'a> HostState<'a> {
             times: [0; 3],
         };
         l::stage(&spec, status, "program_forked");
-        let child = match plan.spawn(&mut self.stack) {
+        let child = match plan.spawn(self.stack.as_mut_slice()) {
             Ok(child) => child,
             // As a failed `posix_spawn` was: the program could not be started.
             Err(errno) => {
@@ -1170,15 +1212,7 @@ fn child(plan: &mut Plan<'_>) -> isize {
         // SAFETY: ends the clone at once, without running any of the host's exit handlers.
         unsafe { libc::_exit(EXIT_SETUP_FAILED) }
     };
-    let now = || {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: writes only to `ts`.
-        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-        i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec)
-    };
+    let now = l::monotonic_ns;
     let limit = |value: u64| libc::rlimit {
         rlim_cur: value as libc::rlim_t,
         rlim_max: value as libc::rlim_t,

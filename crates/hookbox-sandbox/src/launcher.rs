@@ -119,10 +119,17 @@ pub(crate) fn stage_at(spec: &LaunchSpec, status: &mut Option<File>, name: &str,
 }
 
 /// `CLOCK_MONOTONIC` in nanoseconds: the clock stage timings are read on, on both sides of the
-/// launch.
+/// launch. Through libc, whose vDSO entry is found as the process starts, so a process forked
+/// from the init finds it ready (rustix looks its own up at its first use, which was in every
+/// call host) and a program clone may read it too: no memory written, async-signal-safe.
 pub fn monotonic_ns() -> i128 {
-    let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    now.tv_sec as i128 * 1_000_000_000 + now.tv_nsec as i128
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: writes only to `now`; CLOCK_MONOTONIC is always there, so it cannot fail.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    i128::from(now.tv_sec) * 1_000_000_000 + i128::from(now.tv_nsec)
 }
 
 /// Reads the launch spec at [`SPEC_FD`]: a memfd, or, for a launcher started before its spec
@@ -335,6 +342,7 @@ fn run(status: &mut Option<File>) -> Result<i32> {
         ForkResult::Parent { child } => {
             if let Some((launcher_end, init_end)) = network {
                 drop(init_end);
+                move_off_this_cpu();
                 if let Err(err) = make_network(&launcher_end) {
                     report(status, &err.failure());
                 }
@@ -352,27 +360,41 @@ fn run(status: &mut Option<File>) -> Result<i32> {
     }
 }
 
-/// Creates the sandbox's network namespace after the fork, beside the init: once the init asks
-/// on `socket` (`ask_for_network`, as it starts), this process creates it with `lo` up
-/// ([`new_network`]) and sends it; the init joins it once its root is built (`join_network`),
-/// before any call or program is cloned. End of file instead of the question, or a closed
-/// socket at the answer: the init ended first, and has said why.
-///
-/// The init asking is what makes the two run side by side: until it runs, the init waits on the
-/// CPU where the fork left it, this process's; this process, woken by the question, is put on
-/// one that is free, where there is one. Either side reports its own failure on the status
-/// channel before it closes its end of `socket`, so the other side's failure (end of file),
-/// reported after, never comes first.
+/// Creates the sandbox's network namespace after the fork, beside the init: this process
+/// creates it with `lo` up ([`new_network`]) and sends it on `socket`; the init joins it once
+/// its root is built (`join_network`), before any call or program is cloned. A closed socket at
+/// the answer: the init ended first, and has said why. Either side reports its own failure on
+/// the status channel before it closes its end of `socket`, so the other side's failure (end
+/// of file), reported after, never comes first.
 fn make_network(socket: &OwnedFd) -> Result<()> {
     use std::os::fd::AsFd;
-    let asked = crate::fdpass::recv(socket).map_err(LaunchError::NetworkHandover)?;
-    if asked.payload.is_empty() {
-        return Ok(());
-    }
     let netns = new_network()?;
     match crate::fdpass::send(socket.as_fd(), b"N", &[netns.as_fd()]) {
         Err(e) if matches!(e.raw_os_error(), Some(libc::EPIPE | libc::ECONNRESET)) => Ok(()),
         sent => sent.map_err(LaunchError::NetworkHandover),
+    }
+}
+
+/// Moves this process to another CPU it may run on, if there is one, and leaves it free to run
+/// anywhere again; best effort (nothing is lost if it fails). A forked child starts on its
+/// parent's CPU and is not moved from there while the parent runs (the kernel puts a new task
+/// beside its parent, and a busy CPU keeps it): so the init would wait for this process to
+/// finish the network namespace, and the two would run one after the other, an idle CPU beside
+/// them. Moving away hands the init its CPU at once.
+fn move_off_this_cpu() {
+    use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
+    let me = Pid::from_raw(0);
+    let (Ok(allowed), Ok(here)) = (sched_getaffinity(me), nix::sched::sched_getcpu()) else {
+        return;
+    };
+    let mut elsewhere = allowed;
+    if elsewhere.unset(here).is_err() {
+        return;
+    }
+    let others = (0..CpuSet::count()).any(|cpu| elsewhere.is_set(cpu).unwrap_or(false));
+    // The first call moves this process before it returns; the second only widens the mask.
+    if others && sched_setaffinity(me, &elsewhere).is_ok() {
+        let _ = sched_setaffinity(me, &allowed);
     }
 }
 
@@ -390,12 +412,6 @@ fn new_network() -> Result<OwnedFd> {
     }
     // SAFETY: `netns` is a descriptor the kernel just opened for us.
     Ok(unsafe { OwnedFd::from_raw_fd(netns) })
-}
-
-/// The init's question to the launcher ([`make_network`]), as it starts.
-fn ask_for_network(socket: &OwnedFd) -> Result<()> {
-    use std::os::fd::AsFd;
-    crate::fdpass::send(socket.as_fd(), b"?", &[]).map_err(LaunchError::NetworkHandover)
 }
 
 /// Waits for the network namespace the launcher made ([`make_network`]) and joins it.
@@ -623,9 +639,6 @@ fn init(
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(LaunchError::Pdeathsig)?;
     nix::unistd::setsid().map_err(LaunchError::Setsid)?;
     stage(spec, status, "init_forked");
-    if let Some(socket) = network.as_ref() {
-        ask_for_network(socket)?;
-    }
     build_root(spec)?;
     stage(spec, status, "root_built");
     nix::unistd::sethostname(&spec.hostname).map_err(LaunchError::Hostname)?;

@@ -356,7 +356,8 @@ async fn a_host_confines_itself_once_and_its_programs_add_only_the_rest_of_the_f
 /// `unshare` does not free it (and wait for an RCU grace period) on the way to the init. No
 /// process of the sandbox keeps the handle: the init drops its inherited copy as it starts, so
 /// its hosts have none to inherit, and the launcher drops its own once it has made the network
-/// namespace, before it waits for the init.
+/// namespace, before it waits for the init. To make it beside the init, the launcher moved to
+/// another CPU and back to all it may use: it is left with the CPUs it was given.
 #[tokio::test]
 async fn no_process_of_a_sandbox_keeps_a_handle_on_the_hosts_mount_tree() {
     let t = tree(&["/bin/true"]);
@@ -403,6 +404,12 @@ async fn no_process_of_a_sandbox_keeps_a_handle_on_the_hosts_mount_tree() {
             .collect();
         assert!(held.is_empty(), "process {pid} holds {held:?}");
     }
+    let cpus = |pid: &str| {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let line = status.lines().find(|l| l.starts_with("Cpus_allowed_list:"));
+        line.unwrap().to_owned()
+    };
+    assert_eq!(cpus(&launcher.to_string()), cpus("self"));
     stop(sandbox).await;
 }
 
