@@ -10,7 +10,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hookbox_sandbox::early::EarlySlot;
 use hookbox_sandbox::runtime::Launcher;
@@ -149,19 +149,13 @@ fn a_waiting_early_launcher_holds_only_its_agreed_descriptors() {
     let (early, pid) = started();
     drop(stray);
     // Once it waits for its spec (in recvmsg on fd 3), its descriptors are what it was given.
-    let deadline = Instant::now() + Duration::from_secs(30);
     let recvmsg = format!("{} 0x3 ", libc::SYS_recvmsg);
-    loop {
-        let syscall = std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap();
-        if syscall.starts_with(&recvmsg) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "not waiting for its spec: {syscall}"
-        );
-        std::thread::yield_now();
-    }
+    wait_until_blocked_in(
+        pid,
+        &recvmsg,
+        Duration::from_secs(30),
+        "waiting for its spec",
+    );
     let mut fds: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/fd"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_str().unwrap().parse().unwrap())

@@ -379,21 +379,9 @@ async fn no_process_of_a_sandbox_keeps_a_handle_on_the_hosts_mount_tree() {
     let init = init_of(&sandbox);
     let hosts = children(init);
     assert_eq!(hosts.len(), 1, "the call's host stays: {hosts:?}");
-    // The launcher drops its handle before it waits for the init (bounded poll, as in
-    // early.rs: its blocking call shows in /proc/PID/syscall).
-    let deadline = std::time::Instant::now() + TIMEOUT;
+    // The launcher drops its handle before it waits for the init.
     let wait4 = format!("{} ", libc::SYS_wait4);
-    loop {
-        let syscall = std::fs::read_to_string(format!("/proc/{launcher}/syscall")).unwrap();
-        if syscall.starts_with(&wait4) {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the launcher does not wait for its init: {syscall}"
-        );
-        std::thread::yield_now();
-    }
+    wait_until_blocked_in(launcher, &wait4, TIMEOUT, "waiting for its init");
     for pid in [launcher, init].into_iter().chain(hosts) {
         let held: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
             .unwrap()

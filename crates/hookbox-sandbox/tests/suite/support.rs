@@ -241,3 +241,21 @@ pub fn confinement_lines(stdout: &[u8]) -> Vec<String> {
         .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
         .collect()
 }
+
+/// Waits until process `pid` is blocked in the system call whose `/proc/PID/syscall` line starts
+/// with `prefix` (its number, then its arguments), for at most `within`; `doing` says what it
+/// was expected to be doing, for the failure.
+pub fn wait_until_blocked_in(pid: u32, prefix: &str, within: std::time::Duration, doing: &str) {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let syscall = std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap();
+        if syscall.starts_with(prefix) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "process {pid} is not {doing}: {syscall}"
+        );
+        std::thread::yield_now();
+    }
+}

@@ -9,6 +9,7 @@ mod gate;
 mod hook_runtime;
 mod hooks;
 mod install;
+pub mod keeper;
 mod lazy;
 mod mcp;
 pub mod output;

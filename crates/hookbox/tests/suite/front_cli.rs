@@ -169,3 +169,78 @@ fn the_whole_cli_refuses_a_front_of_another_version() {
         "{err}"
     );
 }
+
+/// Runs the command in its arguments as a child subreaper: finds the command's keeper (its
+/// child asleep in `pause`, system call 34 on x86-64) while the command runs, lists the
+/// keeper's descriptors, waits for the command, then reaps every process orphaned to it (the
+/// keeper, the sandbox's launcher). Prints what it saw as JSON. `alarm` bounds it all: a
+/// process that never ends kills this one.
+const REAPER: &str = r#"
+import ctypes, json, os, signal, subprocess, sys, time
+ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+signal.alarm(60)
+front = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+def keeper_of(pid):
+    try:
+        with open(f'/proc/{pid}/task/{pid}/children') as f:
+            children = [int(c) for c in f.read().split()]
+    except FileNotFoundError:
+        return None
+    for child in children:
+        try:
+            with open(f'/proc/{child}/syscall') as f:
+                if f.read().startswith('34 '):
+                    return child
+        except OSError:
+            pass
+    return None
+keeper = None
+while keeper is None and front.poll() is None:
+    keeper = keeper_of(front.pid)
+    time.sleep(0.001)
+fds = sorted(os.listdir(f'/proc/{keeper}/fd')) if keeper else None
+out, err = front.communicate()
+ends = {}
+while True:
+    try:
+        pid, status = os.wait()
+    except ChildProcessError:
+        break
+    ends[pid] = status
+keeper_end = ends.get(keeper)
+print(json.dumps({
+    'front': front.returncode,
+    'stderr': err.decode(),
+    'stdout': json.loads(out)['result']['output']['stdout'] if front.returncode == 0 else None,
+    'keeper_found': keeper is not None,
+    'keeper_fds': fds,
+    'keeper_killed_by': os.WTERMSIG(keeper_end) if keeper_end is not None and os.WIFSIGNALED(keeper_end) else None,
+}))
+"#;
+
+/// Issue 35: a one-shot command's exit does not wait for its address space to be freed: a
+/// keeper process shares it (`cli::keeper`) and is killed by the command's end. The keeper holds
+/// none of the command's descriptors (a pipe its caller reads would stay open), and ends (by
+/// its parent-death signal, SIGKILL) once the command ended, leaving nothing behind.
+#[test]
+fn a_one_shot_commands_keeper_holds_no_descriptor_and_ends_with_it() {
+    let data = hookbox_test_support::DataDir::new();
+    let created = super::support::hookbox_in(data.path(), &["env", "create"]);
+    assert!(created.status.success(), "{}", text(&created.stderr));
+    let id = text(&created.stdout).trim().to_owned();
+    let out = Command::new("python3")
+        .args(["-c", REAPER, env!("CARGO_BIN_EXE_hookbox"), "tool", &id])
+        .args(["code_execution", "--args"])
+        .arg(r#"{"code": "sleep 1; echo slept", "language": "bash"}"#)
+        .env("HOOKBOX_DATA_DIR", data.path())
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let seen: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(seen["front"], 0, "{seen}");
+    assert_eq!(seen["stdout"], "slept\n", "{seen}");
+    assert_eq!(seen["keeper_found"], true, "{seen}");
+    assert_eq!(seen["keeper_fds"], serde_json::json!([]), "{seen}");
+    assert_eq!(seen["keeper_killed_by"], libc::SIGKILL, "{seen}");
+}
