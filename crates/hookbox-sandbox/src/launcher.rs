@@ -960,15 +960,19 @@ pub(crate) fn bind(source: &Path, target: &Path, writable: bool) -> Result<()> {
 /// Creates an empty mountpoint of the same kind as `source` at `target`.
 fn mountpoint_for(source: &Path, target: &Path) -> Result<bool> {
     match std::fs::metadata(source) {
-        Ok(meta) if meta.is_dir() => {
-            std::fs::create_dir_all(target).map_err(prepare_err(target))?;
-            Ok(true)
-        }
-        Ok(_) => {
-            create_file(target)?;
+        Ok(meta) => {
+            mountpoint(target, meta.is_dir())?;
             Ok(true)
         }
         Err(_) => Ok(false),
+    }
+}
+
+/// Creates what a bind of a directory (`is_dir`) or of a file lands on at `target`.
+fn mountpoint(target: &Path, is_dir: bool) -> Result<()> {
+    match is_dir {
+        true => std::fs::create_dir_all(target).map_err(prepare_err(target)),
+        false => create_file(target),
     }
 }
 
@@ -1035,10 +1039,10 @@ fn build_root(spec: &LaunchSpec) -> Result<()> {
                 let link = std::fs::read_link(host).map_err(prepare_err(host))?;
                 std::os::unix::fs::symlink(link, &target).map_err(prepare_err(&target))?;
             }
-            Ok(_) => {
-                if mountpoint_for(host, &target)? {
-                    bind(host, &target, false)?;
-                }
+            // Not a link: what `metadata` would say too.
+            Ok(meta) => {
+                mountpoint(&target, meta.is_dir())?;
+                bind(host, &target, false)?;
             }
             Err(_) => {}
         }
@@ -1054,10 +1058,10 @@ fn build_root(spec: &LaunchSpec) -> Result<()> {
                 let link = std::fs::read_link(&host).map_err(prepare_err(&host))?;
                 std::os::unix::fs::symlink(link, &target).map_err(prepare_err(&target))?;
             }
-            Ok(_) => {
-                if mountpoint_for(&host, &target)? {
-                    bind(&host, &target, false)?;
-                }
+            // Not a link: what `metadata` would say too.
+            Ok(meta) => {
+                mountpoint(&target, meta.is_dir())?;
+                bind(&host, &target, false)?;
             }
             Err(_) => {}
         }
