@@ -349,11 +349,11 @@ fn run(status: &mut Option<File>) -> Result<i32> {
                 // Only now may the init read end of file, and fail after the report above.
                 drop(launcher_end);
             }
-            // Freed here, once the init has all it needs of this process (see StagingNamespace).
-            drop(staging);
             // The program must not inherit our copy of the status pipe through init; init has
             // its own. Dropping ours means EOF arrives when init and the program are done.
             drop(status.take());
+            // Freed here, once the init has all it needs of this process (see StagingNamespace).
+            drop(staging);
             drop(warm);
             wait_for(child)
         }

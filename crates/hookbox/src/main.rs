@@ -2,8 +2,8 @@
 //! `hooks`, `env`, `credential`) and the sandbox launcher itself; for the rest, or when spans
 //! are to be exported, it execs `hookbox-full` (see `hookbox::cli::full`). What it runs itself
 //! names none of the server's routes, the MCP server, the agents' clients or the OTLP exporter,
-//! so they are not linked into it. A command it runs itself leaves the freeing of its address
-//! space to a keeper process, after its caller has seen it end (`hookbox::cli::keeper`).
+//! so they are not linked into it. `tool` and `hooks test` leave the freeing of their address
+//! space to a keeper process, after their caller has seen them end (`hookbox::cli::keeper`).
 
 use std::process::ExitCode;
 
@@ -39,11 +39,11 @@ fn main() -> ExitCode {
             }
         }
     }
-    // A one-shot command: its caller need not wait for its address space to be freed.
+    // Its caller need not wait for its address space to be freed.
     if args
         .command
         .as_ref()
-        .is_some_and(|c| !matches!(c, cli::Command::SandboxExec))
+        .is_some_and(cli::Command::keeps_address_space)
     {
         cli::keeper::keep_address_space_past_exit();
     }

@@ -360,11 +360,14 @@ async fn a_host_confines_itself_once_and_its_programs_add_only_the_rest_of_the_f
 /// another CPU and back to all it may use: it is left with the CPUs it was given.
 #[tokio::test]
 async fn no_process_of_a_sandbox_keeps_a_handle_on_the_hosts_mount_tree() {
-    let t = tree(&["/bin/true"]);
-    if t.spec.identity.is_none() {
-        eprintln!("skipped: the host paths are staged only when hookbox runs as root");
+    if !hookbox_test_require::root("the host paths are staged only when hookbox runs as root") {
         return;
     }
+    let t = tree(&["/bin/true"]);
+    assert!(
+        t.spec.identity.is_some(),
+        "as root, the spec drops to an identity"
+    );
     let sandbox = warm(&t.spec).await.unwrap();
     let out = warm_call(&sandbox, &sh_spec(&t, "true"), TIMEOUT, LIMIT)
         .await

@@ -82,10 +82,10 @@ async fn an_isolated_sandbox_has_its_own_network_namespace_with_only_lo_up() {
     stop(sandbox).await;
 }
 
-/// The init fails soon after it asked the launcher for the network namespace (a file bound
-/// onto a directory), while the launcher makes it: every time, the one failure reported is the
-/// init's, of its own stage, with no line of the launcher's beside it (the launcher, finding the
-/// init gone, says nothing).
+/// The init fails early (a file bound onto a directory) while the launcher makes the network
+/// namespace beside it: every time, the one failure reported is the init's, of its own stage,
+/// with no line of the launcher's beside it (the launcher, finding the init gone when it hands
+/// the namespace over, says nothing).
 #[tokio::test]
 async fn an_init_failing_beside_the_launcher_reports_only_its_own_failure() {
     let mut t = tree(&["/bin/true"]);

@@ -10,15 +10,20 @@
 //! its descriptors and tells its parent, and the kernel frees the address space when the keeper
 //! ends, killed by the parent-death signal it armed as the command ended.
 //!
-//! The keeper touches no memory but its own stack, from which it never returns: it arms the
-//! signal, ends if the command is gone already, closes every descriptor it was given a copy of
-//! (so that no pipe the caller reads stays open because of it) and sleeps, every signal but
-//! the kill blocked. Its system calls go through rustix's raw backend or cannot fail, so it
-//! never writes the `errno` it shares with the command's main thread (the same thread
-//! pointer: no `CLONE_SETTLS`).
+//! The keeper touches no memory but its own stack, from which it never returns: it closes every
+//! descriptor it was given a copy of (so that no pipe the caller reads stays open because of
+//! it), arms the signal, ends if the command is gone already, and sleeps with every signal it
+//! can block blocked (glibc keeps two of its own open, whose handlers do nothing for a process
+//! that did not send them). Its system calls go through rustix's raw backend or cannot fail
+//! (`close_range` is tried first, in the command), so it never writes the `errno` it shares
+//! with the command's main thread (the same thread pointer: no `CLONE_SETTLS`).
 //!
-//! Only for the commands the front runs itself and then exits: one that execs `hookbox-full`
-//! keeps running with a new address space, and the keeper would hold the old one all along.
+//! What the address space holds is let go a moment after the caller saw the command end: the
+//! binary stays busy for writing (`ETXTBSY`) until the keeper is gone, microseconds later. The
+//! keeper is an orphan by then, reaped by the init of its PID namespace (or a subreaper), as
+//! the sandbox's launcher, which a one-shot command does not wait for either, already is: so
+//! only for the commands that build a sandbox and exit ([`super::Command::keeps_address_space`])
+//! and never as PID 1 (the PID namespace's end would wait for the keeper).
 
 use std::ffi::c_void;
 
@@ -29,6 +34,16 @@ const STACK: usize = 16 * 1024;
 /// while the process has one thread: the signal mask set around the clone is the thread's.
 pub fn keep_address_space_past_exit() {
     use rustix::mm::{MapFlags, ProtFlags};
+    let command = rustix::process::getpid();
+    if command.is_init() {
+        return;
+    }
+    // The keeper's first call, which must not fail there (where it would write errno): tried
+    // here on no descriptor at all (a kernel or a seccomp profile without it refuses it).
+    // SAFETY: closes nothing: the range holds no descriptor.
+    if unsafe { libc::syscall(libc::SYS_close_range, u32::MAX, u32::MAX, 0u32) } != 0 {
+        return;
+    }
     // SAFETY: a new anonymous mapping placed by the kernel; never unmapped: the keeper runs on
     // it until the process's address space goes with the keeper.
     let Ok(stack) = (unsafe {
@@ -41,7 +56,6 @@ pub fn keep_address_space_past_exit() {
     }) else {
         return;
     };
-    let command = rustix::process::getpid();
     // SAFETY: sigset_t is plain data, valid zeroed; sigfillset only writes the set it is given.
     let (all, mut before) = unsafe {
         let mut all: libc::sigset_t = std::mem::zeroed();
@@ -67,6 +81,10 @@ pub fn keep_address_space_past_exit() {
 /// The keeper (see the module's documentation).
 extern "C" fn keeper(command: *mut c_void) -> i32 {
     let command = command as usize as i32;
+    // First, so that no copy outlives the command even if the keeper ends below.
+    // SAFETY: closes this process's own copies of the command's descriptors (its table is its
+    // own: no CLONE_FILES). The command tried close_range: it does not fail, libc writes no errno.
+    unsafe { libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) };
     // Cannot fail with a valid signal.
     let _ = rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL));
     // The command ended before the signal was armed: nothing would end this process.
@@ -74,9 +92,6 @@ extern "C" fn keeper(command: *mut c_void) -> i32 {
         // SAFETY: ends this process only (its own thread group), running nothing of ours.
         unsafe { libc::_exit(0) };
     }
-    // SAFETY: closes this process's own copies of the command's descriptors (its table is its
-    // own: no CLONE_FILES). close_range(0, ~0, 0) cannot fail, so libc writes no errno.
-    unsafe { libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) };
     loop {
         rustix::event::pause();
     }

@@ -156,6 +156,17 @@ impl Command {
         !matches!(self, Command::SandboxExec) && otel_wanted()
     }
 
+    /// Whether the front leaves its address space to a keeper process ([`keeper`]): the
+    /// one-shot commands that build a sandbox, `tool` and `hooks test`, whose launcher they do
+    /// not wait for either, so that the keeper asks no more of their caller's init (that it
+    /// reaps orphans) than the launcher already does.
+    pub fn keeps_address_space(&self) -> bool {
+        matches!(
+            self,
+            Command::Tool(_) | Command::Hooks(LazySub(hooks::HooksCommand::Test(_)))
+        )
+    }
+
     /// Whether its logs default to errors only (`hooks`, whose output reports every failure).
     pub fn quiet_logs(&self) -> bool {
         matches!(self, Command::Hooks(_))

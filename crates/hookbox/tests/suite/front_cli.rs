@@ -170,16 +170,28 @@ fn the_whole_cli_refuses_a_front_of_another_version() {
     );
 }
 
-/// Runs the command in its arguments as a child subreaper: finds the command's keeper (its
-/// child asleep in `pause`, system call 34 on x86-64) while the command runs, lists the
-/// keeper's descriptors, waits for the command, then reaps every process orphaned to it (the
-/// keeper, the sandbox's launcher). Prints what it saw as JSON. `alarm` bounds it all: a
-/// process that never ends kills this one.
+/// The system call the keeper sleeps in (rustix's `pause`).
+#[cfg(not(any(target_arch = "aarch64", target_arch = "riscv64")))]
+const PAUSE: libc::c_long = libc::SYS_pause;
+#[cfg(any(target_arch = "aarch64", target_arch = "riscv64"))]
+const PAUSE: libc::c_long = libc::SYS_ppoll;
+
+/// Runs the command in its arguments after the first as a child subreaper: finds the command's
+/// keeper (its child asleep in the system call numbered by the first argument, [`PAUSE`]) while
+/// the command runs, lists the keeper's descriptors, waits for the command, then reaps every
+/// process orphaned to it (the keeper, the sandbox's launcher). Prints what it saw as JSON.
+/// `alarm` bounds it all: a process that never ends makes it say so and fail.
 const REAPER: &str = r#"
 import ctypes, json, os, signal, subprocess, sys, time
 ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+def expired(*_):
+    me = os.getpid()
+    with open(f'/proc/{me}/task/{me}/children') as f:
+        sys.exit(f'processes still alive after 60 s: {f.read()}')
+signal.signal(signal.SIGALRM, expired)
 signal.alarm(60)
-front = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+pause = sys.argv[1] + ' '
+front = subprocess.Popen(sys.argv[2:], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 def keeper_of(pid):
     try:
         with open(f'/proc/{pid}/task/{pid}/children') as f:
@@ -189,7 +201,7 @@ def keeper_of(pid):
     for child in children:
         try:
             with open(f'/proc/{child}/syscall') as f:
-                if f.read().startswith('34 '):
+                if f.read().startswith(pause):
                     return child
         except OSError:
             pass
@@ -221,15 +233,19 @@ print(json.dumps({
 /// Issue 35: a one-shot command's exit does not wait for its address space to be freed: a
 /// keeper process shares it (`cli::keeper`) and is killed by the command's end. The keeper holds
 /// none of the command's descriptors (a pipe its caller reads would stay open), and ends (by
-/// its parent-death signal, SIGKILL) once the command ended, leaving nothing behind.
+/// its parent-death signal, SIGKILL) once the command ended, for its new parent to reap.
 #[test]
 fn a_one_shot_commands_keeper_holds_no_descriptor_and_ends_with_it() {
+    if !hookbox_test_require::program("python3", "the child subreaper around the command") {
+        return;
+    }
     let data = hookbox_test_support::DataDir::new();
     let created = super::support::hookbox_in(data.path(), &["env", "create"]);
     assert!(created.status.success(), "{}", text(&created.stderr));
     let id = text(&created.stdout).trim().to_owned();
     let out = Command::new("python3")
-        .args(["-c", REAPER, env!("CARGO_BIN_EXE_hookbox"), "tool", &id])
+        .args(["-c", REAPER, &PAUSE.to_string()])
+        .args([env!("CARGO_BIN_EXE_hookbox"), "tool", &id])
         .args(["code_execution", "--args"])
         .arg(r#"{"code": "sleep 1; echo slept", "language": "bash"}"#)
         .env("HOOKBOX_DATA_DIR", data.path())
