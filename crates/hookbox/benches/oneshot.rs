@@ -4,6 +4,13 @@
 //! interleaved in one run so that the machine's load hits every variant alike. Prints each
 //! variant's mean and p50 and its ratio to bwrap (the goal is at most 2x).
 //!
+//! Two things would favour one variant over another, and are evened out: the order (what a
+//! command's processes leave to the kernel after it ends, a sandbox's teardown or a freed
+//! address space, runs beside the next command), so the variants take turns at running first,
+//! each following every other as often; and how much of each binary the page cache holds (a
+//! binary that is only partly cached maps fewer pages per fault), so the binaries are read
+//! whole before the first round.
+//!
 //! `--baseline PATH` adds the same two commands run by another `hookbox` binary (an older build,
 //! copied out of `target/` so that it runs without the standalone launcher beside it), for a
 //! before/after in the same run. Run as root (environments have disk images):
@@ -85,6 +92,20 @@ fn hookbox(binary: &Path, data: &Path, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// Reads `binary` and the standalone launcher beside it (if there is one) to their ends, so
+/// that the page cache holds them whole.
+fn cache(binary: &Path) {
+    use std::io::Read as _;
+    let launcher = binary.with_file_name("hookbox-sandbox-exec");
+    for file in [binary, launcher.as_path()] {
+        let Ok(mut f) = std::fs::File::open(file) else {
+            continue;
+        };
+        let mut chunk = vec![0u8; 1 << 20];
+        while f.read(&mut chunk).unwrap() > 0 {}
+    }
+}
+
 fn main() {
     assert!(
         rustix::process::geteuid().is_root(),
@@ -141,8 +162,10 @@ fn main() {
         "one-shot CLI: {calls} calls of each variant per round, interleaved, {rounds} round(s)"
     );
     println!("candidate {}", candidate.display());
+    cache(&candidate);
     if let Some(b) = &baseline {
         println!("baseline  {}", b.display());
+        cache(b);
     }
     for round in 1..=rounds {
         let mut variants = vec![
@@ -171,9 +194,11 @@ fn main() {
             v.run_once();
             v.times.clear();
         }
-        for _ in 0..calls {
-            for v in &mut variants {
-                v.run_once();
+        // Each turn starts one variant later: every variant follows every other as often.
+        let n = variants.len();
+        for turn in 0..calls {
+            for k in 0..n {
+                variants[(turn + k) % n].run_once();
             }
         }
         let floor = variants[0].mean();
