@@ -994,6 +994,23 @@ fn create_file(target: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Puts host path `host` at `target` in the new root: a link as the same link, anything else
+/// bound read-only; nothing when the host has no such path.
+fn mirror_read_only(host: &Path, target: &Path) -> Result<()> {
+    match std::fs::symlink_metadata(host) {
+        Ok(meta) if meta.file_type().is_symlink() => {
+            let link = std::fs::read_link(host).map_err(prepare_err(host))?;
+            std::os::unix::fs::symlink(link, target).map_err(prepare_err(target))
+        }
+        // Not a link: what `metadata` would say too.
+        Ok(meta) => {
+            mountpoint(target, meta.is_dir())?;
+            bind(host, target, false)
+        }
+        Err(_) => Ok(()),
+    }
+}
+
 /// Makes sure a regular file stands at `target` for a file bind: an existing one (possibly in a
 /// read-only bind, which a bind still covers) or a new one on the root tmpfs.
 fn file_mountpoint(target: &Path) -> Result<()> {
@@ -1032,39 +1049,13 @@ fn build_root(spec: &LaunchSpec) -> Result<()> {
     .map_err(mount_err("tmpfs root", root))?;
 
     for dir in &spec.host_read_only {
-        let host = Path::new(dir);
-        let target = root.join(dir.trim_start_matches('/'));
-        match std::fs::symlink_metadata(host) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                let link = std::fs::read_link(host).map_err(prepare_err(host))?;
-                std::os::unix::fs::symlink(link, &target).map_err(prepare_err(&target))?;
-            }
-            // Not a link: what `metadata` would say too.
-            Ok(meta) => {
-                mountpoint(&target, meta.is_dir())?;
-                bind(host, &target, false)?;
-            }
-            Err(_) => {}
-        }
+        mirror_read_only(Path::new(dir), &root.join(dir.trim_start_matches('/')))?;
     }
 
     let etc = root.join("etc");
     std::fs::create_dir_all(&etc).map_err(prepare_err(&etc))?;
     for entry in &spec.etc_entries {
-        let host = Path::new("/etc").join(entry);
-        let target = etc.join(entry);
-        match std::fs::symlink_metadata(&host) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                let link = std::fs::read_link(&host).map_err(prepare_err(&host))?;
-                std::os::unix::fs::symlink(link, &target).map_err(prepare_err(&target))?;
-            }
-            // Not a link: what `metadata` would say too.
-            Ok(meta) => {
-                mountpoint(&target, meta.is_dir())?;
-                bind(&host, &target, false)?;
-            }
-            Err(_) => {}
-        }
+        mirror_read_only(&Path::new("/etc").join(entry), &etc.join(entry))?;
     }
     let generated = crate::spec::generated_etc(&spec.hostname);
     for (name, content) in generated {

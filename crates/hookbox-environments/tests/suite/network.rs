@@ -176,6 +176,16 @@ fn store(data: &std::path::Path, operator: EgressOperator) -> TestEnvironments {
 const API_POLICY: &str =
     r#"{"allowlist": [{"domain": "api.example.com", "credential": "api-token"}]}"#;
 
+/// A store in `data` whose proxy reaches `receiver` ([`store`]), and an environment of it
+/// under [`API_POLICY`], opened.
+fn api_environment(data: &std::path::Path, receiver: &Receiver) -> (TestEnvironments, Environment) {
+    let store = store(data, receiver.operator());
+    let network: Value = serde_json::from_str(API_POLICY).unwrap();
+    let meta = create(&store, json!({"network": network}));
+    let env = store.open_env(&meta.id).unwrap();
+    (store, env)
+}
+
 async fn bash(env: &Environment, code: &str) -> (Outcome, Value) {
     let outcome = env
         .call_tool(call(
@@ -194,10 +204,7 @@ async fn bash(env: &Environment, code: &str) -> (Outcome, Value) {
 async fn curl_through_the_proxy_variables_gets_the_stored_credential_injected() {
     let receiver = Receiver::start().await;
     let data = tempfile::tempdir().unwrap();
-    let store = store(data.path(), receiver.operator());
-    let network: Value = serde_json::from_str(API_POLICY).unwrap();
-    let meta = create(&store, json!({"network": network}));
-    let env = store.open_env(&meta.id).unwrap();
+    let (_store, env) = api_environment(data.path(), &receiver);
 
     // curl uses HTTPS_PROXY and trusts the environment's CA through CURL_CA_BUNDLE; the proxy
     // intercepts, injects the credential, and verifies the receiver against the operator's CA.
@@ -238,10 +245,7 @@ async fn programs_that_bypass_the_proxy_variables_are_refused_by_the_kernel() {
         attempts += 1;
         let receiver = Receiver::start().await;
         let data = tempfile::tempdir().unwrap();
-        let store = store(data.path(), receiver.operator());
-        let network: Value = serde_json::from_str(API_POLICY).unwrap();
-        let meta = create(&store, json!({"network": network}));
-        let env = store.open_env(&meta.id).unwrap();
+        let (store, env) = api_environment(data.path(), &receiver);
         let joined = env.network().sandbox().await.unwrap().unwrap();
         let proxy_port = joined.proxy_url().rsplit(':').next().unwrap();
         if proxy_port != receiver.port.to_string() {
@@ -300,10 +304,7 @@ async fn dns_inside_the_sandbox_goes_nowhere() {
 async fn hosts_off_the_allowlist_get_403_from_the_proxy() {
     let receiver = Receiver::start().await;
     let data = tempfile::tempdir().unwrap();
-    let store = store(data.path(), receiver.operator());
-    let network: Value = serde_json::from_str(API_POLICY).unwrap();
-    let meta = create(&store, json!({"network": network}));
-    let env = store.open_env(&meta.id).unwrap();
+    let (_store, env) = api_environment(data.path(), &receiver);
 
     // other.example.com is pinned to the receiver too: only the policy stands in the way.
     let (_, output) = bash(
