@@ -1074,9 +1074,19 @@ fn hold_stdio() -> Result<()> {
 
 /// Kills every process of this PID namespace but its PID 1 (the caller) and reaps them all:
 /// what the kernel did when a call's own PID 1 exited. Every process of the namespace descends
-/// from PID 1, so once `wait` says there are no children, none is left.
+/// from PID 1 (an orphan is given to PID 1, or to a subreaper that descends from it, and no
+/// program may `setns`), so once `wait` says there are no children, none is left; and none
+/// left, nothing is signalled (`kill(-1)` walks every process of the machine: most of a call's
+/// end, when its program left nothing behind).
 fn kill_all() {
     loop {
+        match l::wait_with(-1, libc::WNOHANG) {
+            // One that had ended already: reaped.
+            Ok(Some(_)) => continue,
+            Ok(None) => {}
+            // No child: none is left.
+            Err(_) => return,
+        }
         // SAFETY: kill(-1) from a PID namespace's init signals every other process in it.
         unsafe { libc::kill(-1, libc::SIGKILL) };
         match l::wait_raw(-1) {

@@ -342,7 +342,7 @@ fn run(status: &mut Option<File>) -> Result<i32> {
         ForkResult::Parent { child } => {
             if let Some((launcher_end, init_end)) = network {
                 drop(init_end);
-                move_off_this_cpu();
+                keep_off_this_cpu(child);
                 if let Err(err) = make_network(&launcher_end) {
                     report(status, &err.failure());
                 }
@@ -375,16 +375,21 @@ fn make_network(socket: &OwnedFd) -> Result<()> {
     }
 }
 
-/// Moves this process to another CPU it may run on, if there is one, and leaves it free to run
-/// anywhere again; best effort (nothing is lost if it fails). A forked child starts on its
-/// parent's CPU and is not moved from there while the parent runs (the kernel puts a new task
-/// beside its parent, and a busy CPU keeps it): so the init would wait for this process to
-/// finish the network namespace, and the two would run one after the other, an idle CPU beside
-/// them. Moving away hands the init its CPU at once.
-fn move_off_this_cpu() {
+/// Moves the init off this process's CPU if the kernel queued it there, and leaves it free to
+/// run anywhere again; best effort (nothing is lost if it fails). A forked child is often put on
+/// its parent's CPU and not moved from there while the parent runs, so the init would wait for
+/// this process to finish the network namespace, the two running one after the other beside an
+/// idle CPU; at other times the kernel puts it on another CPU, where it is left (moving this
+/// process away instead, as before, took it to the init's CPU as often as away from it).
+/// Narrowing the child's CPUs to the others moves a child still queued here at once (a task not
+/// running moves without the stopper thread a running one needs) and leaves one queued elsewhere
+/// where it is; the second call only widens its mask again.
+fn keep_off_this_cpu(child: Pid) {
     use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
-    let me = Pid::from_raw(0);
-    let (Ok(allowed), Ok(here)) = (sched_getaffinity(me), nix::sched::sched_getcpu()) else {
+    let (Ok(allowed), Ok(here)) = (
+        sched_getaffinity(Pid::from_raw(0)),
+        nix::sched::sched_getcpu(),
+    ) else {
         return;
     };
     let mut elsewhere = allowed;
@@ -392,9 +397,8 @@ fn move_off_this_cpu() {
         return;
     }
     let others = (0..CpuSet::count()).any(|cpu| elsewhere.is_set(cpu).unwrap_or(false));
-    // The first call moves this process before it returns; the second only widens the mask.
-    if others && sched_setaffinity(me, &elsewhere).is_ok() {
-        let _ = sched_setaffinity(me, &allowed);
+    if others && sched_setaffinity(child, &elsewhere).is_ok() {
+        let _ = sched_setaffinity(child, &allowed);
     }
 }
 

@@ -356,8 +356,9 @@ async fn a_host_confines_itself_once_and_its_programs_add_only_the_rest_of_the_f
 /// `unshare` does not free it (and wait for an RCU grace period) on the way to the init. No
 /// process of the sandbox keeps the handle: the init drops its inherited copy as it starts, so
 /// its hosts have none to inherit, and the launcher drops its own once it has made the network
-/// namespace, before it waits for the init. To make it beside the init, the launcher moved to
-/// another CPU and back to all it may use: it is left with the CPUs it was given.
+/// namespace, before it waits for the init. To make it beside the init, the launcher narrows the
+/// init's CPUs to the ones other than its own and widens them again: both are left with the
+/// CPUs they were given.
 #[tokio::test]
 async fn no_process_of_a_sandbox_keeps_a_handle_on_the_hosts_mount_tree() {
     if !hookbox_test_require::root("the host paths are staged only when hookbox runs as root") {
@@ -400,7 +401,10 @@ async fn no_process_of_a_sandbox_keeps_a_handle_on_the_hosts_mount_tree() {
         let line = status.lines().find(|l| l.starts_with("Cpus_allowed_list:"));
         line.unwrap().to_owned()
     };
+    // The init was moved off the launcher's CPU, if it was queued there, by narrowing its CPUs
+    // for a moment: both are left with the CPUs they were given.
     assert_eq!(cpus(&launcher.to_string()), cpus("self"));
+    assert_eq!(cpus(&init.to_string()), cpus("self"));
     stop(sandbox).await;
 }
 
