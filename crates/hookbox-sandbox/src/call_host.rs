@@ -25,8 +25,9 @@
 //!   kernel drops signals sent to a PID namespace's init from inside it. gVisor has no Landlock
 //!   and delivers those signals, so there seccomp also denies any signal naming PID 1, and the
 //!   program starts its own session (a `kill 0` cannot reach the host's group).
-//! - **A call ends** when its program does. The host kills what is left in its PID namespace
-//!   (`kill(-1, SIGKILL)`, as the kernel did when a call's PID 1 exited) and reaps it, writes the
+//! - **A call ends** when its program does. The host kills what is left in its PID namespace,
+//!   if anything is (`kill(-1, SIGKILL)`, as the kernel did when a call's PID 1 exited; not when
+//!   the host has no child left, see [`kill_all`]) and reaps it, writes the
 //!   exit status, and closes the call's descriptors. It then resets what a call may leave
 //!   behind: a fresh IPC namespace when the call left a System V object or a POSIX message
 //!   queue in it (always under gVisor; [`ipc_untouched`]), a fresh `/dev/shm` when the call
@@ -1074,19 +1075,19 @@ fn hold_stdio() -> Result<()> {
 
 /// Kills every process of this PID namespace but its PID 1 (the caller) and reaps them all:
 /// what the kernel did when a call's own PID 1 exited. Every process of the namespace descends
-/// from PID 1 (an orphan is given to PID 1, or to a subreaper that descends from it, and no
-/// program may `setns`), so once `wait` says there are no children, none is left; and none
-/// left, nothing is signalled (`kill(-1)` walks every process of the machine: most of a call's
-/// end, when its program left nothing behind).
+/// from PID 1 (an orphan is given to PID 1 or to a subreaper that descends from it, and no
+/// program may `setns`; nothing outside, the init or hookbox, forks into it), so once `wait`
+/// says there are no children, none is left. When that is so from the start (a program that
+/// left nothing behind), nothing is signalled: `kill(-1)` walks every process of the machine, on
+/// the way from the program's exit to hookbox's answer. Once there was a child, the kill comes
+/// first in every round, so that no process making children of this one (`CLONE_PARENT`)
+/// outruns the reaping.
 fn kill_all() {
+    // `__WALL`: children whatever signal they were to send at their end.
+    if let Err(nix::Error::ECHILD) = l::wait_with(-1, libc::WNOHANG | libc::__WALL) {
+        return;
+    }
     loop {
-        match l::wait_with(-1, libc::WNOHANG) {
-            // One that had ended already: reaped.
-            Ok(Some(_)) => continue,
-            Ok(None) => {}
-            // No child: none is left.
-            Err(_) => return,
-        }
         // SAFETY: kill(-1) from a PID namespace's init signals every other process in it.
         unsafe { libc::kill(-1, libc::SIGKILL) };
         match l::wait_raw(-1) {
