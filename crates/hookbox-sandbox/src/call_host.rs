@@ -1083,14 +1083,16 @@ fn hold_stdio() -> Result<()> {
 /// first in every round, so that no process making children of this one (`CLONE_PARENT`)
 /// outruns the reaping.
 fn kill_all() {
-    // `__WALL`: children whatever signal they were to send at their end.
+    // `__WALL`, here and below: children whatever signal they were to send at their end (all
+    // send `SIGCHLD` today: programs are cloned with it, and an adopted orphan is given it).
     if let Err(nix::Error::ECHILD) = l::wait_with(-1, libc::WNOHANG | libc::__WALL) {
         return;
     }
     loop {
         // SAFETY: kill(-1) from a PID namespace's init signals every other process in it.
         unsafe { libc::kill(-1, libc::SIGKILL) };
-        match l::wait_raw(-1) {
+        // Without `WNOHANG`, this returns only once a child ended, or fails (`ECHILD`).
+        match l::wait_with(-1, libc::__WALL) {
             Ok(_) => continue,
             Err(_) => return,
         }

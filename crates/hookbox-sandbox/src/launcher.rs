@@ -376,12 +376,12 @@ fn make_network(socket: &OwnedFd) -> Result<()> {
 }
 
 /// Moves this process to another CPU when the kernel queued the init on this one; best effort
-/// (nothing is lost if it fails). The kernel puts a forked child on its parent's CPU about half
-/// the time (14 of 30 traced launches), and a child queued behind its running parent stays
+/// (nothing is lost if it fails). The kernel puts a forked child on its parent's CPU at times
+/// (14 and 8 of 30 traced launches, two traces), and a child queued behind its running parent stays
 /// there: the init would wait for this process to finish the network namespace, the two
 /// running one after the other beside an idle CPU. The other half it puts the init on another
 /// CPU, where moving this process away would take it onto the init's (as session 53's
-/// unconditional move did, 16 of 30 times). So this process first reads where the init is
+/// unconditional move did, 16 of 30 times in the first trace). So this process first reads where the init is
 /// queued ([`cpu_of`]) and moves only away from it. Only this process's own CPUs change, never
 /// the init's: the kernel keeps a mask set by `sched_setaffinity` for every process forked
 /// after, and this process forks nothing more.
@@ -398,9 +398,11 @@ fn keep_off_the_inits_cpu(init: Pid) {
 /// Read right after the fork, before the init's `pivot_root` (which moves this process's root
 /// too) could change what `/proc` names; a wrong answer only costs the move.
 fn cpu_of(pid: Pid) -> Option<usize> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // After the command, which is in parentheses and may hold any byte, fields 3 onwards.
-    let (_, rest) = stat.rsplit_once(')')?;
+    let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    // After the command, which is in parentheses and may hold any byte (not UTF-8 either),
+    // fields 3 onwards, in ASCII.
+    let close = stat.iter().rposition(|byte| *byte == b')')?;
+    let rest = std::str::from_utf8(&stat[close + 1..]).ok()?;
     rest.split_ascii_whitespace().nth(39 - 3)?.parse().ok()
 }
 
@@ -1370,5 +1372,16 @@ mod tests {
             assert_eq!(cpu_of(this_thread), Some(*cpu));
         }
         sched_setaffinity(me, &allowed).unwrap();
+    }
+
+    /// `move_off_this_cpu` leaves the thread with the CPUs it had (it narrows them only for the
+    /// move).
+    #[test]
+    fn moving_off_a_cpu_leaves_the_cpus_as_they_were() {
+        use nix::sched::sched_getaffinity;
+        let me = Pid::from_raw(0);
+        let before = sched_getaffinity(me).unwrap();
+        move_off_this_cpu();
+        assert_eq!(sched_getaffinity(me).unwrap(), before);
     }
 }
