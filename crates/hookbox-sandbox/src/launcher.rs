@@ -376,15 +376,15 @@ fn make_network(socket: &OwnedFd) -> Result<()> {
 }
 
 /// Moves this process to another CPU when the kernel queued the init on this one; best effort
-/// (nothing is lost if it fails). The kernel puts a forked child on its parent's CPU at times
-/// (14 and 8 of 30 traced launches, two traces), and a child queued behind its running parent stays
-/// there: the init would wait for this process to finish the network namespace, the two
-/// running one after the other beside an idle CPU. The other half it puts the init on another
-/// CPU, where moving this process away would take it onto the init's (as session 53's
-/// unconditional move did, 16 of 30 times in the first trace). So this process first reads where the init is
-/// queued ([`cpu_of`]) and moves only away from it. Only this process's own CPUs change, never
-/// the init's: the kernel keeps a mask set by `sched_setaffinity` for every process forked
-/// after, and this process forks nothing more.
+/// (nothing is lost if it fails). A child queued behind its running parent stays there: the
+/// init would wait for this process to finish the network namespace, the two running one after
+/// the other beside an idle CPU. But the kernel puts a forked child on its parent's CPU only at
+/// times (14 and 8 of 30 traced launches, in two traces), and elsewhere at others, where moving
+/// this process away would take it onto the init's (as session 53's unconditional move did, 16
+/// of 30 times in the first trace). So this process first reads where the init is queued
+/// ([`cpu_of`]) and moves only away from it. Only this process's own CPUs change, never the
+/// init's: the kernel keeps a mask set by `sched_setaffinity` for every process forked after,
+/// and this process forks nothing more.
 fn keep_off_the_inits_cpu(init: Pid) {
     let (Ok(here), Some(there)) = (nix::sched::sched_getcpu(), cpu_of(init)) else {
         return;
